@@ -1,0 +1,3 @@
+from ascend_setup.cli import main
+
+raise SystemExit(main())

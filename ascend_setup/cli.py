@@ -1,0 +1,99 @@
+"""The front door: parse, call one function, map errors to exit codes. No logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, NoReturn, Optional
+
+from ascend_setup import __version__
+from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags get one line on stderr and exit 2, not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _common(json_flag: bool = True) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--matrix", metavar="FILE", help="compatibility matrix to use (env ASCEND_SETUP_MATRIX)")
+    if json_flag:
+        parent.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ascend_setup.commands import doctor, install, matrix
+
+    parser = OneLineParser(prog="ascend-setup", description="Take an Ascend host to a working vLLM-Ascend "
+                           "environment, resumably; audit one someone else built.")
+    parser.add_argument("--version", action="version", version=f"ascend-setup {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = _common()
+
+    p = sub.add_parser("install", parents=[common], help="run (or resume) the install pipeline")
+    p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
+    p.add_argument("--venv", metavar="DIR", help="venv to build (default <workdir>/venv; env ASCEND_SETUP_VENV)")
+    p.add_argument("--workdir", metavar="DIR", help="state, logs, downloads, build tree (env ASCEND_SETUP_WORKDIR)")
+    p.add_argument("--python", metavar="EXE", help="interpreter for the venv (env ASCEND_SETUP_PYTHON)")
+    p.add_argument("--cann-home", metavar="DIR", help="CANN root, e.g. /usr/local/Ascend (env ASCEND_SETUP_CANN_HOME)")
+    p.add_argument("--index-url", metavar="URL", help="primary package index (default: pip's configuration)")
+    p.add_argument("--extra-index-url", metavar="URL", action="append", help="additional index (repeatable)")
+    p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
+    p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
+    p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
+    p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
+    p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=install.run_install)
+
+    p = sub.add_parser("resume", parents=[_common(json_flag=True)], help="resume the last install with its options")
+    p.add_argument("--workdir", metavar="DIR")
+    p.add_argument("--dry-run", action="store_true")
+    p.set_defaults(func=install.run_resume)
+
+    p = sub.add_parser("status", parents=[common], help="each step: done/started/failed/pending, times, log")
+    p.add_argument("--workdir", metavar="DIR")
+    p.set_defaults(func=install.run_status)
+
+    p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
+    p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")
+    p.add_argument("--cann-home", metavar="DIR")
+    p.add_argument("--workdir", metavar="DIR")
+    p.add_argument("--venv", metavar="DIR")
+    p.set_defaults(func=doctor.run)
+
+    p = sub.add_parser("matrix", help="the compatibility matrix")
+    msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate")
+    msub.required = True
+    m = msub.add_parser("list", parents=[common], help="known rows")
+    m.set_defaults(func=matrix.run_list)
+    m = msub.add_parser("show", parents=[common], help="one whole row")
+    m.add_argument("cann", metavar="CANN")
+    m.set_defaults(func=matrix.run_show)
+    m = msub.add_parser("validate", parents=[common], help="check a matrix file")
+    m.add_argument("file", nargs="?", metavar="FILE")
+    m.set_defaults(func=matrix.run_validate)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except AscendSetupError as exc:
+        sys.stderr.write(exc.one_line() + "\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("ascend-setup: interrupted; run the same command again to resume\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""One exception family. Every error is one line for the user plus a hint, and owns its exit code."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_BAD_INPUT = 2
+EXIT_LOCKED = 3
+
+
+class AscendSetupError(Exception):
+    """Base of every error the tool reports to a user; never shown as a traceback."""
+
+    exit_code = EXIT_FINDINGS
+
+    def __init__(self, message: str, *, hint: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """The single stderr line: what went wrong and what to do about it."""
+        text = " ".join(self.message.split())
+        if self.hint:
+            text += f" (hint: {' '.join(self.hint.split())})"
+        return f"ascend-setup: error: {text}"
+
+
+class BadInput(AscendSetupError):
+    """A flag, matrix file, state file or path the user gave cannot be used."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class LockHeld(AscendSetupError):
+    """Another run owns the workdir lock."""
+
+    exit_code = EXIT_LOCKED
+
+
+class StepFailed(AscendSetupError):
+    """A pipeline step failed; the message carries the triaged root cause."""
+
+    exit_code = EXIT_FINDINGS

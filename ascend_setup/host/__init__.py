@@ -1,0 +1,1 @@
+"""Facts about this machine: C library, CPUs, disks, interpreters, CANN, driver, NPUs."""

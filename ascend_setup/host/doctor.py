@@ -1,0 +1,217 @@
+"""`ascend-setup doctor`: host checks, each pass/warn/fail with its evidence and the exact fix."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import List, Optional, Union
+
+from ascend_setup.build.locks import find_compile_locks
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, same_cann
+from ascend_setup.host.interpreters import Interpreter, find_interpreters
+from ascend_setup.host.machine import MachineFacts, machine_facts
+from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
+from ascend_setup.host.setenv import CapturedEnv, capture_env
+from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.venvinfo import read_pyvenv_cfg
+
+GIB = 1024 ** 3
+
+
+@dataclass
+class Check:
+    id: str
+    status: str  # pass | warn | fail
+    detail: str
+    fix: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def row_for(matrix: Matrix, cann: Optional[str], installed: Optional[CannInstall]) -> Row:
+    """The requested row, else the installed CANN's row, else the newest."""
+    from ascend_setup.matrix.load import select_row
+
+    if cann:
+        return select_row(matrix, cann)
+    for version, row in matrix.rows.items():
+        if installed and same_cann(installed.version, version):
+            return row
+    return matrix.newest()
+
+
+def check_cann(row: Row, installs: List[CannInstall], looked: str) -> Check:
+    if not installs:
+        return Check("cann", "fail", f"no CANN toolkit found (looked in {looked})",
+                     f"install the CANN {row.cann} toolkit (Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run),"
+                     " or pass --cann-home DIR if it lives elsewhere")
+    found = installs[0]
+    where = f"{found.toolkit} ({found.layout}, version from {found.version_source})"
+    if found.version is None:
+        return Check("cann", "warn", f"CANN at {where} has no readable version", "reinstall the toolkit")
+    if not same_cann(found.version, row.cann):
+        return Check("cann", "fail", f"CANN {found.version} installed at {where}, the row needs {row.cann}",
+                     f"install CANN {row.cann}, or use the row of the installed CANN: --cann {found.version}")
+    return Check("cann", "pass", f"CANN {found.version} at {where}")
+
+
+def check_glibc(row: Row, facts: MachineFacts) -> Check:
+    needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]
+    if facts.glibc is None:
+        return Check("glibc", "warn", "no glibc found (musl or unknown C library): no manylinux wheel installs",
+                     "use a glibc distribution such as Ubuntu 22.04+")
+    host = tuple(int(p) for p in facts.glibc.split("."))
+    late = [(n, g) for n, g in needs if tuple(int(p) for p in g.split(".")) > host]
+    if late:
+        text = "; ".join(f"glibc {facts.glibc} < {g}: {n} will be built from source, ~{row.build_minutes} min"
+                         for n, g in late)
+        return Check("glibc", "warn", text, "expected on Ubuntu 20.04; ascend-setup builds it once and keeps "
+                     "the wheel in <workdir>/wheelhouse (or use a host with glibc >= "
+                     f"{max(g for _, g in late)})")
+    return Check("glibc", "pass", f"glibc {facts.glibc} takes the row's wheels")
+
+
+def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
+    fitting = [i for i in interpreters if row.python_allows(i.version)]
+    usable = [i for i in fitting if i.has_venv]
+    if usable:
+        best = max(usable, key=lambda i: tuple(int(p) for p in i.version.split(".")))
+        return Check("python", "pass", f"Python {best.version} at {best.path} fits {row.python}")
+    if fitting:
+        i = fitting[0]
+        return Check("python", "fail", f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
+                     f"apt-get install python{i.minor}-venv")
+    seen = ", ".join(sorted({i.version for i in interpreters})) or "none"
+    return Check("python", "fail", f"no interpreter in {row.python} (found: {seen})",
+                 "apt-get install python3.11 python3.11-venv (or pyenv install 3.11), then --python /path/to/python3.11")
+
+
+def check_driver_and_npu(driver: Optional[Driver], npu: NpuFacts) -> List[Check]:
+    checks = []
+    if driver is None:
+        checks.append(Check("driver", "fail", "no NPU driver (driver/version.info not found)",
+                            "install the Ascend driver and firmware (Ascend-hdk-910b-npu-driver_*.run)"))
+    else:
+        checks.append(Check("driver", "pass",
+                            f"driver {driver.package_version or driver.version or 'unknown version'} at {driver.root}"))
+    if npu.error:
+        fix = "add <driver>/lib64, lib64/common and lib64/driver to LD_LIBRARY_PATH" if "libc_sec" in npu.error \
+            else "install the driver; on a machine without NPUs pass --soc to build anyway"
+        checks.append(Check("npu", "fail", npu.error, fix))
+    elif not npu.chips:
+        checks.append(Check("npu", "fail", f"{npu.npu_smi} lists no NPUs", "check the driver with 'npu-smi info'"))
+    else:
+        names = ", ".join(sorted({c["name"] for c in npu.chips}))
+        checks.append(Check("npu", "pass", f"{len(npu.chips)} NPU(s): {names}; SOC_VERSION={npu.soc_version}"))
+    if missing_hwhiaiuser_group():
+        checks.append(Check("group", "fail", "this user is not in the HwHiAiUser group",
+                            "sudo usermod -aG HwHiAiUser $USER, then log in again"))
+    return checks
+
+
+def check_nnal(installs: List[CannInstall]) -> Check:
+    nnal = installs[0].nnal if installs else None
+    if nnal is None or not nnal.set_env:
+        return Check("nnal", "warn", "NNAL (ATB) not found: libatb.so missing at runtime",
+                     "install Ascend-cann-nnal for the same CANN version")
+    return Check("nnal", "pass", f"NNAL at {nnal.set_env} (libatb: {nnal.libatb or 'not found'})")
+
+
+def capture_cann_env(installs: List[CannInstall]) -> Union[CapturedEnv, Check]:
+    """The captured environment, or the failing check that explains why there is none."""
+    if not installs or not installs[0].set_env:
+        return Check("set_env", "fail", "no set_env.sh to capture", "install the CANN toolkit")
+    try:
+        return capture_env(installs[0].set_env_scripts())
+    except AscendSetupError as exc:
+        return Check("set_env", "fail", exc.message, exc.hint)
+
+
+def check_set_env(captured: Union[CapturedEnv, Check]) -> Check:
+    if isinstance(captured, Check):
+        return captured
+    problems = captured.problems()
+    note = f" ({'; '.join(problems)}: a 'set -e' caller would die; captured safely)" if problems else ""
+    return Check("set_env", "pass", f"captured {len(captured.changes)} variables from "
+                 f"{', '.join(captured.scripts)}{note}; ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
+
+
+def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
+    need = row.disk_gib * GIB
+    checks = []
+    if facts.workdir_persistent:
+        checks.append(Check("workdir", "pass", f"{facts.workdir} is on a persistent path"))
+    else:
+        checks.append(Check("workdir", "warn", f"{facts.workdir} is not under /mnt/workspace or /home: "
+                            "a preemptible instance loses it on stop", "--workdir /mnt/workspace/ascend-setup"))
+    free = facts.workdir_free / GIB
+    if facts.workdir_free < need:
+        checks.append(Check("disk", "fail", f"{free:.1f} GiB free at {facts.workdir}, the row needs {row.disk_gib} GiB",
+                            "free space or choose another --workdir"))
+    else:
+        checks.append(Check("disk", "pass", f"{free:.1f} GiB free, the row needs {row.disk_gib} GiB"))
+    return checks
+
+
+def check_locks(workdir: Path) -> Check:
+    stale = [lock for lock in find_compile_locks(workdir) if lock.stale]
+    if stale:
+        paths = " ".join(str(lock.path) for lock in stale)
+        return Check("locks", "warn", f"{len(stale)} stale kernel_meta.lock file(s) (recorded pid dead): {paths}",
+                     f"rm {paths}  (ascend-setup install removes them before building)")
+    return Check("locks", "pass", f"no stale compile locks under {workdir}")
+
+
+def check_venv(venv: Path) -> Check:
+    cfg = read_pyvenv_cfg(venv)
+    if cfg is None:
+        return Check("venv", "pass", f"no venv at {venv} yet (install creates a clean one)")
+    if cfg.get("include-system-site-packages", "false").lower() == "true":
+        return Check("venv", "warn", f"{venv} includes system site-packages: stale torch builds leak in",
+                     f"set include-system-site-packages = false in {venv}/pyvenv.cfg, or recreate the venv")
+    return Check("venv", "pass", f"{venv} is isolated from system site-packages")
+
+
+@dataclass
+class DoctorReport:
+    checks: List[Check]
+    facts: dict
+
+    @property
+    def failed(self) -> bool:
+        return any(c.status == "fail" for c in self.checks)
+
+    @property
+    def bare(self) -> bool:
+        """No CANN and no NPU: this machine cannot serve, only plan and audit."""
+        return not self.facts["cann"] and not self.facts["npu"]["chips"]
+
+    def to_json(self) -> dict:
+        return {"checks": [c.to_json() for c in self.checks], "facts": self.facts, "ok": not self.failed}
+
+
+def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
+               venv: Path) -> DoctorReport:
+    installs = detect_cann(cann_home)
+    row = row_for(matrix, cann, installs[0] if installs else None)
+    facts = machine_facts(workdir)
+    driver = installs[0].driver if installs else find_driver(Path(cann_home) if cann_home else None)
+    npu = npu_facts(driver.root if driver else None)
+    captured = capture_cann_env(installs)
+    looked = ", ".join(str(p) for p in candidate_roots(cann_home))
+    checks = [Check("row", "pass", f"checking against CANN {row.cann} (vllm-ascend {row.packages['vllm-ascend']})")]
+    checks.append(check_cann(row, installs, looked))
+    checks.append(check_glibc(row, facts))
+    checks.append(check_python(row, find_interpreters()))
+    checks += check_driver_and_npu(driver, npu)
+    checks.append(check_nnal(installs))
+    checks.append(check_set_env(captured))
+    checks += check_workdir(row, facts)
+    checks.append(check_locks(workdir))
+    checks.append(check_venv(venv))
+    return DoctorReport(checks=checks, facts={
+        "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
+        "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {}})

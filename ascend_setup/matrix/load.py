@@ -1,0 +1,99 @@
+"""Loading the matrix file, with errors that name the file and the line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import yaml
+from pydantic import ValidationError
+
+from ascend_setup.errors import BadInput
+from ascend_setup.matrix.models import Matrix, Row
+
+PACKAGED_MATRIX = Path(__file__).resolve().parent.parent / "data" / "compat_matrix.yaml"
+MATRIX_ENV = "ASCEND_SETUP_MATRIX"
+
+
+def matrix_path(explicit: Optional[str] = None) -> Path:
+    """--matrix wins, then $ASCEND_SETUP_MATRIX, then the packaged file."""
+    chosen = explicit or os.environ.get(MATRIX_ENV)
+    return Path(chosen) if chosen else PACKAGED_MATRIX
+
+
+def _line_of(node: Optional[yaml.Node], loc: Sequence[Union[str, int]]) -> int:
+    """Follow a pydantic error location through the YAML node tree; the deepest line reached."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if str(k.value) == str(part)), None)
+            if match is None:
+                break
+            node = match[1]
+            line = match[0].start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _describe(error: dict) -> str:
+    loc = ".".join(str(p) for p in error["loc"] if p != "cann")
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "missing":
+        return f"{loc}: required field is missing"
+    if error["type"] == "extra_forbidden":
+        return f"{loc}: unknown field"
+    return f"{loc}: {message}"
+
+
+def parse_matrix(text: str, source: str) -> Matrix:
+    """Validate matrix text. Raises BadInput naming `source`, the line and the problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"{source}:{line}: not valid YAML: {problem}",
+                       hint="fix the file or drop --matrix to use the packaged matrix") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{source}:1: the matrix must be a mapping with 'schema', 'indexes' and 'rows'")
+    # Top-level keys starting with '_' hold YAML anchors shared by rows; they are not data.
+    data = {k: v for k, v in data.items() if not str(k).startswith("_")}
+    data["source"] = source
+    try:
+        return Matrix.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = list(first["loc"])
+        line = _line_of(root, loc)
+        raise BadInput(f"{source}:{line}: {_describe(first)}",
+                       hint="see the packaged compat_matrix.yaml for the expected shape") from None
+
+
+def load_matrix(explicit: Optional[str] = None) -> Matrix:
+    """Read and validate the matrix the user chose (or the packaged one)."""
+    path = matrix_path(explicit)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"matrix file {path} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"matrix file {path} is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"matrix file {path} cannot be read: {exc}") from None
+    return parse_matrix(text, str(path))
+
+
+def select_row(matrix: Matrix, cann: str) -> Row:
+    """The whole row for `cann`; an unknown version is bad input that lists the known ones."""
+    row = matrix.rows.get(cann.strip())
+    if row is None:
+        raise BadInput(f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}",
+                       hint="pick one of the known versions or add a row to the matrix (--matrix FILE)")
+    return row

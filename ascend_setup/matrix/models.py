@@ -1,0 +1,210 @@
+"""Pydantic models of the compatibility matrix. A row is frozen: callers take a whole row or nothing."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from types import MappingProxyType
+from typing import Annotated, Dict, List, Mapping, Optional, Tuple
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+#: Every row must pin these, or the stack is not a stack.
+REQUIRED_PACKAGES = (
+    "vllm",
+    "vllm-ascend",
+    "torch",
+    "torch-npu",
+    "torchvision",
+    "torchaudio",
+    "triton-ascend",
+    "transformers",
+)
+
+#: The index name that means "the PyPI mirror chosen at install time".
+MIRROR = "mirror"
+
+
+def _exact_version(value: object) -> str:
+    try:
+        Version(str(value))
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a valid version") from None
+    return str(value)
+
+
+#: A version string checked one by one, so an error's location names the package (and its line).
+ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
+
+
+class RuntimeHint(BaseModel):
+    """A serving-side flag the user needs after install (FIELD_NOTES 'After install')."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    text: str
+    serve_args: Tuple[str, ...] = ()
+    env: Mapping[str, str] = Field(default_factory=dict)
+
+
+class Row(BaseModel):
+    """One CANN release and the exact stack that goes with it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cann: str
+    python: str
+    packages: Mapping[str, ExactVersion]
+    package_index: Mapping[str, str] = Field(default_factory=dict)
+    plugin_requirements: Tuple[str, ...] = ()
+    cuda_only: Tuple[str, ...]
+    cann_python_deps: Mapping[str, Optional[ExactVersion]]
+    runtime_hints: Tuple[RuntimeHint, ...] = ()
+    disk_gib: int = Field(gt=0)
+    wheel_glibc: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
+    build_minutes: int = Field(default=40, gt=0)
+
+    @field_validator("cann")
+    @classmethod
+    def _cann_is_version(cls, value: str) -> str:
+        return _exact_version(value)
+
+    @field_validator("python")
+    @classmethod
+    def _python_is_specifier(cls, value: str) -> str:
+        try:
+            SpecifierSet(value)
+        except InvalidSpecifier:
+            raise ValueError(f"{value!r} is not a version range such as '>=3.10,<3.13'") from None
+        return value
+
+    @field_validator("packages")
+    @classmethod
+    def _packages_pinned(cls, value: Mapping[str, str]) -> Mapping[str, str]:
+        pins = {canonicalize_name(name): ver for name, ver in value.items()}
+        missing = [name for name in REQUIRED_PACKAGES if name not in pins]
+        if missing:
+            raise ValueError(f"missing pins for {', '.join(missing)}")
+        return MappingProxyType(pins)
+
+    @field_validator("cann_python_deps")
+    @classmethod
+    def _minimums(cls, value: Mapping[str, Optional[str]]) -> Mapping[str, Optional[str]]:
+        return MappingProxyType(
+            {canonicalize_name(n): v for n, v in value.items()}
+        )
+
+    @field_validator("wheel_glibc")
+    @classmethod
+    def _glibc_versions(cls, value: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
+        frozen = {}
+        for name, per_arch in value.items():
+            for arch, glibc in per_arch.items():
+                if not re.fullmatch(r"\d+\.\d+", str(glibc)):
+                    raise ValueError(f"{name}: {arch}: {glibc!r} is not a glibc version such as '2.34'")
+            frozen[canonicalize_name(name)] = MappingProxyType({a: str(g) for a, g in per_arch.items()})
+        return MappingProxyType(frozen)
+
+    @field_validator("package_index")
+    @classmethod
+    def _freeze_index(cls, value: Mapping[str, str]) -> Mapping[str, str]:
+        return MappingProxyType({canonicalize_name(n): v for n, v in value.items()})
+
+    @field_validator("plugin_requirements")
+    @classmethod
+    def _requirements_parse(cls, value: Tuple[str, ...]) -> Tuple[str, ...]:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        for text in value:
+            try:
+                Requirement(text)
+            except InvalidRequirement as exc:
+                raise ValueError(f"{text!r} is not a requirement: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _index_names_pinned(self) -> "Row":
+        unknown = [n for n in self.package_index if n not in self.packages]
+        if unknown:
+            raise ValueError(f"package_index names packages the row does not pin: {', '.join(unknown)}")
+        return self
+
+    # -- questions callers ask of a row ------------------------------------------------------
+    def pin(self, name: str) -> Version:
+        """The row's exact version of `name` (KeyError if the row does not pin it)."""
+        return Version(self.packages[canonicalize_name(name)])
+
+    def index_of(self, name: str) -> str:
+        """Which named index `name` comes from: MIRROR unless the row says otherwise."""
+        return self.package_index.get(canonicalize_name(name), MIRROR)
+
+    def is_cuda_only(self, name: str) -> bool:
+        """Whether a requirement of vllm is one the row strips (patterns match normalized names)."""
+        canon = canonicalize_name(name)
+        return any(fnmatch.fnmatchcase(canon, canonicalize_name(p)) for p in self.cuda_only)
+
+    def python_allows(self, version: str) -> bool:
+        return SpecifierSet(self.python).contains(version, prereleases=True)
+
+    def to_json(self) -> dict:
+        """The row as one JSON object (matrix show --json)."""
+        return {
+            "cann": self.cann,
+            "python": self.python,
+            "packages": dict(self.packages),
+            "package_index": {n: self.index_of(n) for n in self.packages},
+            "plugin_requirements": list(self.plugin_requirements),
+            "cuda_only": list(self.cuda_only),
+            "cann_python_deps": dict(self.cann_python_deps),
+            "runtime_hints": [h.model_dump(mode="json") for h in self.runtime_hints],
+            "disk_gib": self.disk_gib,
+            "wheel_glibc": {n: dict(v) for n, v in self.wheel_glibc.items()},
+            "build_minutes": self.build_minutes,
+        }
+
+
+class Matrix(BaseModel):
+    """The whole matrix file. Rows are reached only through `row()`, whole."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_: int = Field(alias="schema")
+    indexes: Mapping[str, str]
+    well_known_mirrors: Tuple[str, ...] = ()
+    rows: Dict[str, Row]
+    source: str = "<memory>"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_rows(cls, data: dict) -> dict:
+        if isinstance(data, dict) and isinstance(data.get("rows"), dict):
+            data = dict(data)
+            data["rows"] = {
+                str(key): ({**body, "cann": str(key)} if isinstance(body, dict) else body)
+                for key, body in data["rows"].items()
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _indexes_known(self) -> "Matrix":
+        if not self.rows:
+            raise ValueError("the matrix has no rows")
+        for row in self.rows.values():
+            for name, index in row.package_index.items():
+                if index != MIRROR and index not in self.indexes:
+                    raise ValueError(f"row {row.cann}: {name} comes from unknown index {index!r}")
+        return self
+
+    def versions(self) -> List[str]:
+        """Known CANN versions, newest first."""
+        return sorted(self.rows, key=Version, reverse=True)
+
+    def newest(self) -> Row:
+        return self.rows[self.versions()[0]]
+
+    def index_url(self, name: str) -> str:
+        return self.indexes[name]

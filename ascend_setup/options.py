@@ -1,0 +1,81 @@
+"""The install options: checked once, recorded in state.json, replayed by `resume`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+from urllib.parse import urlparse
+
+from ascend_setup.errors import BadInput
+from ascend_setup.matrix.load import MATRIX_ENV
+from ascend_setup.paths import check_dir_path, env_or, resolve_workdir
+
+INSTALLERS = ("pip", "uv")
+
+
+def check_index_url(url: str, flag: str) -> str:
+    """An index URL must be http(s) or file; anything else is bad input now, not a pip error later."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https", "file") or (parsed.scheme != "file" and not parsed.netloc):
+        raise BadInput(f"{flag} {url!r} is not an http(s):// or file:// URL")
+    return url.rstrip("/") + "/" if parsed.scheme != "file" else url
+
+
+@dataclass
+class InstallOptions:
+    cann: str
+    workdir: str
+    venv: str
+    python: Optional[str] = None
+    cann_home: Optional[str] = None
+    index_url: Optional[str] = None
+    extra_index_urls: List[str] = field(default_factory=list)
+    mirror: str = "auto"
+    installer: str = "pip"
+    soc: Optional[str] = None
+    force: bool = False
+    matrix: Optional[str] = None
+
+    def to_record(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, data: Dict[str, Any]) -> "InstallOptions":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        try:
+            return cls(**known)
+        except TypeError as exc:
+            raise BadInput(f"the recorded install options cannot be used: {exc}") from None
+
+
+def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[str], python: Optional[str],
+                          cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
+                          mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
+                          matrix: Optional[str]) -> InstallOptions:
+    """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk."""
+    matrix = env_or(matrix, MATRIX_ENV)
+    work = resolve_workdir(workdir)
+    venv_value = env_or(venv, "ASCEND_SETUP_VENV")
+    venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
+    check_dir_path(venv_path, "--venv")
+    python = env_or(python, "ASCEND_SETUP_PYTHON")
+    if python and not Path(python).exists():
+        raise BadInput(f"--python {python} does not exist")
+    cann_home = env_or(cann_home, "ASCEND_SETUP_CANN_HOME")
+    if cann_home and not Path(cann_home).is_dir():
+        raise BadInput(f"--cann-home {cann_home} is not a directory")
+    if installer not in INSTALLERS:
+        raise BadInput(f"--installer must be one of {', '.join(INSTALLERS)}, not {installer!r}")
+    mirror = mirror or "auto"
+    if mirror not in ("auto", "none"):
+        mirror = check_index_url(mirror, "--mirror")
+    if soc is not None and not soc.strip().replace("_", "").isalnum():
+        raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
+    return InstallOptions(
+        cann=cann, workdir=str(work), venv=str(venv_path), python=python,
+        cann_home=str(Path(cann_home).absolute()) if cann_home else None,
+        index_url=check_index_url(index_url, "--index-url") if index_url else None,
+        extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
+        mirror=mirror, installer=installer, soc=soc.strip().lower() if soc else None, force=force,
+        matrix=str(Path(matrix).absolute()) if matrix else None)

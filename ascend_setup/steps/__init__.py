@@ -1,0 +1,1 @@
+"""The resumable engine (state, lock, runner) and one module per pipeline step."""

@@ -1,0 +1,181 @@
+"""The resumable engine: decide per step from state + the real world, persist every transition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
+from ascend_setup.steps.base import Context, Step, fingerprint
+from ascend_setup.steps.lock import WorkdirLock
+from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a step runs this time, and the reason a user would want to read."""
+
+    step: Step
+    run: bool
+    reason: str
+    fingerprint: str
+    inputs: Dict[str, Any]
+
+
+class Reporter(Protocol):
+    def skipped(self, name: str, reason: str) -> None: ...
+
+    def starting(self, name: str, reason: str, description: str) -> None: ...
+
+    def finished(self, name: str, seconds: float) -> None: ...
+
+    def failed(self, name: str, message: str) -> None: ...
+
+
+class SilentReporter:
+    def skipped(self, name: str, reason: str) -> None:
+        pass
+
+    def starting(self, name: str, reason: str, description: str) -> None:
+        pass
+
+    def finished(self, name: str, seconds: float) -> None:
+        pass
+
+    def failed(self, name: str, message: str) -> None:
+        pass
+
+
+def _changed_keys(old: Dict[str, Any], new: Dict[str, Any]) -> str:
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or "a dependency changed"
+
+
+class Runner:
+    """Runs steps in order; any step can be killed at any second and the next run resumes."""
+
+    def __init__(self, steps: Sequence[Step], ctx: Context, store: Optional[StateStore] = None) -> None:
+        names: List[str] = []
+        for step in steps:
+            if step.name in names:
+                raise ValueError(f"duplicate step {step.name}")
+            missing = [d for d in step.depends_on if d not in names]
+            if missing:
+                raise ValueError(f"step {step.name} depends on {missing}, which do not come before it")
+            names.append(step.name)
+        self.steps = list(steps)
+        self.ctx = ctx
+        self.store = store or StateStore(ctx.workdir / "state.json")
+
+    # -- deciding ------------------------------------------------------------------------------
+    def _fingerprint(self, step: Step, known: Dict[str, str]) -> Tuple[str, Dict[str, Any]]:
+        """Computed when the step's turn comes, so inputs may read outputs of steps that just ran."""
+        inputs = step.inputs(self.ctx)
+        fp = fingerprint(inputs, tuple(known[d] for d in step.depends_on))
+        known[step.name] = fp
+        return fp, inputs
+
+    def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
+        def decision(run: bool, reason: str) -> Decision:
+            return Decision(step, run, reason, fp, inputs)
+
+        if record is None:
+            if step.is_done(self.ctx):
+                return decision(False, "already satisfied")
+            return decision(True, "not run yet")
+        if record.state == "started":
+            return decision(True, "interrupted last time; running again")
+        if record.state == "failed":
+            return decision(True, "failed last time; running again")
+        if record.fingerprint != fp:
+            if record.inputs != inputs:
+                return decision(True, f"inputs changed ({_changed_keys(record.inputs, inputs)})")
+            return decision(True, f"a step it depends on changed ({', '.join(step.depends_on)})")
+        if not step.is_done(self.ctx):
+            return decision(True, "recorded done, but the check no longer holds")
+        return decision(False, "done")
+
+    def plan(self) -> List[Decision]:
+        """What a run would do now, touching nothing (install --dry-run)."""
+        state = self.store.load()
+        self.ctx.outputs.update({n: r.outputs for n, r in state.steps.items() if r.state == "done"})
+        known: Dict[str, str] = {}
+        return [self._decide(step, state.steps.get(step.name), *self._fingerprint(step, known))
+                for step in self.steps]
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, reporter: Optional[Reporter] = None, options: Optional[Dict[str, Any]] = None) -> RunState:
+        """Take the lock, then run what is not done. State is saved after each transition."""
+        reporter = reporter or SilentReporter()
+        self.ctx.workdir.mkdir(parents=True, exist_ok=True)
+        self.ctx.log_dir.mkdir(exist_ok=True)
+        with WorkdirLock(self.ctx.workdir / "lock"):
+            state = self.store.load()
+            if options is not None:
+                state.options = dict(options)
+                self.store.save(state)
+            self.ctx.outputs.update({n: r.outputs for n, r in state.steps.items() if r.state == "done"})
+            known: Dict[str, str] = {}
+            for step in self.steps:
+                fp, inputs = self._fingerprint(step, known)
+                record = state.steps.get(step.name)
+                d = self._decide(step, record, fp, inputs)
+                if not d.run:
+                    if record is None:  # satisfied by the world already: remember that
+                        t = now()
+                        self.store.mark(state, step.name, StepRecord(
+                            state="done", fingerprint=fp, inputs=inputs, started_at=t, ended_at=t,
+                            log=str(self.ctx.log_path(step.name))))
+                    reporter.skipped(step.name, d.reason)
+                    continue
+                self._run_one(state, d, reporter)
+            return state
+
+    def _run_one(self, state: RunState, d: Decision, reporter: Reporter) -> None:
+        step = d.step
+        log = self.ctx.log_path(step.name)
+        started = now()
+        self.store.mark(state, step.name, StepRecord(
+            state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)))
+        reporter.starting(step.name, d.reason, step.describe(self.ctx))
+        try:
+            with log.open("a", encoding="utf-8") as handle:
+                handle.write(f"\n=== {step.name}: {d.reason} ===\n")
+            outputs = step.run(self.ctx, log) or {}
+        except AscendSetupError as exc:
+            self._fail(state, d, started, log, exc.one_line(), reporter)
+            if isinstance(exc, BadInput):
+                raise
+            raise StepFailed(f"step {step.name} failed: {exc.message}", hint=exc.hint) from None
+        except Exception as exc:  # a step's own bug or an OS error: record it, then report it
+            message = f"{type(exc).__name__}: {exc}"
+            self._fail(state, d, started, log, message, reporter)
+            raise StepFailed(f"step {step.name} failed: {message}", hint=f"see the log {log}") from None
+        self.ctx.outputs[step.name] = outputs
+        ended = now()
+        self.store.mark(state, step.name, StepRecord(
+            state="done", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=ended,
+            log=str(log), outputs=outputs))
+        reporter.finished(step.name, ended - started)
+
+    def _fail(self, state: RunState, d: Decision, started: float, log, message: str, reporter: Reporter) -> None:
+        self.store.mark(state, d.step.name, StepRecord(
+            state="failed", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=now(),
+            log=str(log), error=message))
+        reporter.failed(d.step.name, message)
+
+
+def status_rows(steps: Sequence[Step], state: RunState) -> List[Dict[str, Any]]:
+    """One row per pipeline step for `status`: done/started/failed/pending, seconds, log."""
+    rows = []
+    for step in steps:
+        rec = state.steps.get(step.name)
+        rows.append({
+            "name": step.name,
+            "state": rec.state if rec else "pending",
+            "seconds": rec.seconds if rec else None,
+            "started_at": rec.started_at if rec else None,
+            "log": rec.log if rec else None,
+            "error": rec.error if rec else None,
+        })
+    return rows

@@ -1,0 +1,133 @@
+"""A fake CANN installation on disk: both layouts, hostile set_env.sh, NNAL, driver, npu-smi.
+
+Used by the host tests and the end-to-end install tests. Nothing here is a mock object: the tool
+reads these files and runs these scripts exactly as it would on a real Atlas host.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+HOSTILE_BODY = """\
+echo "Welcome to the CANN toolkit environment"
+echo "[WARNING] some driver notice" >&2
+set -e
+export ASCEND_TOOLKIT_HOME={toolkit}
+export ASCEND_HOME_PATH={toolkit}
+export ASCEND_OPP_PATH={toolkit}/opp
+export LD_LIBRARY_PATH={toolkit}/lib64:{toolkit}/lib64/plugin/opskernel:$LD_LIBRARY_PATH
+export PYTHONPATH={toolkit}/python/site-packages:$PYTHONPATH
+export PATH={toolkit}/bin:$PATH
+false
+export FAKE_CANN_AFTER_FAILURE=1
+{tail}
+"""
+
+TAILS = {
+    "hostile": "return 1",
+    "exit": "exit 3",
+    "nounset": "set -u\nexport FAKE_CANN_BROKEN=$FAKE_CANN_SURELY_UNSET_VARIABLE",
+    "hang": "sleep 600",
+}
+
+NPU_SMI = """#!/usr/bin/env bash
+missing() {{
+  echo "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such file or directory" >&2
+  exit 127
+}}
+case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac
+case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/driver:"*) ;; *) missing;; esac
+if [ "$1 $2" = "info -t" ]; then
+cat <<'EOF2'
+        NPU ID                         : 0
+        Chip ID                        : 0
+        Chip Type                      : Ascend
+        Chip Name                      : {chip}
+        Chip Version                   : V1
+        Board ID                       : 0x64
+        PCB ID                         : NA
+{npu_name_line}
+EOF2
+exit 0
+fi
+cat <<'EOF2'
++------------------------------------------------------------------------------------------------+
+| npu-smi 25.2.0                   Version: 25.2.0                                               |
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     {chip:<20}| OK            | 93.6        40                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0           0    / 0          3396 / 65536         |
++===========================+===============+====================================================+
+| 1     {chip:<20}| OK            | 91.2        41                0    / 0             |
+| 0                         | 0000:C2:00.0  | 0           0    / 0          3396 / 65536         |
++===========================+===============+====================================================+
+EOF2
+"""
+
+
+@dataclass
+class FakeCann:
+    root: Path
+    toolkit: Path
+    set_env: Path
+    version: str
+    driver: Optional[Path]
+
+
+def _write(path: Path, text: str, executable: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if executable:
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", chip: str = "910B3",
+                    arch: Optional[str] = None, set_env_mode: str = "hostile", nnal: bool = True,
+                    driver: bool = True, npu_name: str = "", install_info: bool = True) -> FakeCann:
+    """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do."""
+    arch = arch or platform.machine()
+    root.mkdir(parents=True, exist_ok=True)
+    if layout == "9.x":
+        toolkit = root / f"cann-{version}"
+        toolkit.mkdir(parents=True)
+        os.symlink(toolkit.name, root / "cann")
+        (root / "ascend-toolkit").mkdir()
+        os.symlink(f"../{toolkit.name}", root / "ascend-toolkit" / "latest")
+        set_env = toolkit / "set_env.sh"
+    elif layout == "8.x":
+        toolkit = root / "ascend-toolkit" / version
+        toolkit.mkdir(parents=True)
+        os.symlink(version, root / "ascend-toolkit" / "latest")
+        set_env = root / "ascend-toolkit" / "set_env.sh"
+        _write(toolkit / "version.cfg", f"toolkit_running_version=[7.5.0.1.129:{version}]\n")
+    else:
+        raise ValueError(layout)
+    if install_info:
+        _write(toolkit / f"{arch}-linux" / "ascend_toolkit_install.info",
+               f"package_name=Ascend-cann-toolkit\nversion={version}\ninnerversion=V100R001C23\narch={arch}\n")
+    for sub in ("lib64", "bin", "python/site-packages", "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"):
+        (toolkit / sub).mkdir(parents=True, exist_ok=True)
+    _write(set_env, HOSTILE_BODY.format(toolkit=toolkit, tail=TAILS[set_env_mode]))
+    if nnal:
+        atb = root / "nnal" / "atb"
+        _write(atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so", "")
+        _write(atb / "set_env.sh", f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
+                                   f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:$LD_LIBRARY_PATH\n")
+    driver_dir = None
+    if driver:
+        driver_dir = root / "driver"
+        _write(driver_dir / "version.info", "Version=25.2.0\nascendhal_version=7.35.23\npackage_version=25.2.0\n")
+        for sub in ("lib64/common", "lib64/driver"):
+            (driver_dir / sub).mkdir(parents=True, exist_ok=True)
+        npu_line = f"        NPU Name                       : {npu_name}" if npu_name else ""
+        _write(driver_dir / "tools" / "npu-smi",
+               NPU_SMI.format(driver=driver_dir, chip=chip, npu_name_line=npu_line), executable=True)
+    return FakeCann(root=root, toolkit=toolkit, set_env=set_env, version=version, driver=driver_dir)

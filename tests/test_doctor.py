@@ -1,0 +1,94 @@
+"""`ascend-setup doctor` against fake CANN trees and against this bare machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv as venv_module
+from pathlib import Path
+
+import pytest
+
+from helpers.fake_cann import build_fake_cann
+from ascend_setup.host.doctor import check_glibc, check_locks, check_venv
+from ascend_setup.host.machine import machine_facts
+from ascend_setup.matrix import load_matrix, select_row
+
+
+def _checks(data: dict) -> dict:
+    return {c["id"]: c for c in data["checks"]}
+
+
+@pytest.mark.parametrize("layout, version", [("9.x", "9.1.0"), ("8.x", "9.0.0")])
+def test_doctor_json_on_fake_tree(cli, tmp_path: Path, layout: str, version: str) -> None:
+    fake = build_fake_cann(tmp_path / "Ascend", layout=layout, version=version, chip="910B3")
+    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(tmp_path / "wd"), "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    data = json.loads(proc.stdout)
+    checks = _checks(data)
+    assert checks["cann"]["status"] == "pass" and f"CANN {version}" in checks["cann"]["detail"]
+    assert data["facts"]["row"] == version  # the installed CANN's row, chosen without --cann
+    assert data["facts"]["cann"]["version"] == version
+    assert data["facts"]["cann"]["driver"]["package_version"] == "25.2.0"
+    assert checks["driver"]["status"] == "pass"
+    assert checks["npu"]["status"] == "pass" and "910B3" in checks["npu"]["detail"]
+    assert data["facts"]["npu"]["soc_version"] == "ascend910b3"
+    assert checks["set_env"]["status"] == "pass" and "set_env.sh returns 1" in checks["set_env"]["detail"]
+    assert data["facts"]["env"]["ASCEND_HOME_PATH"] == str(fake.toolkit)
+    assert checks["nnal"]["status"] == "pass"
+    assert checks["workdir"]["status"] == "warn"  # a temp dir does not survive a stop
+
+
+def test_doctor_mismatched_row_fails_with_fix(cli, tmp_path: Path) -> None:
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.0.1")
+    proc = cli("doctor", "--cann-home", str(fake.root), "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"), "--json")
+    assert proc.returncode == 1
+    cann = _checks(json.loads(proc.stdout))["cann"]
+    assert cann["status"] == "fail" and "--cann 9.0.1" in cann["fix"]
+
+
+def test_doctor_set_env_that_exits_still_captures(cli, tmp_path: Path) -> None:
+    fake = build_fake_cann(tmp_path / "Ascend", set_env_mode="exit")
+    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(tmp_path / "wd"), "--json")
+    check = _checks(json.loads(proc.stdout))["set_env"]
+    assert check["status"] == "pass" and "calls exit" in check["detail"]
+
+
+def test_doctor_on_bare_machine(cli, tmp_path: Path) -> None:
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    proc = cli("doctor", "--cann-home", str(empty), "--workdir", str(tmp_path / "wd"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "no CANN toolkit found" in proc.stdout and "cannot run vLLM-Ascend" in proc.stdout
+    data = json.loads(cli("doctor", "--cann-home", str(empty), "--workdir", str(tmp_path / "wd"), "--json").stdout)
+    checks = _checks(data)
+    assert checks["cann"]["status"] == "fail" and checks["driver"]["status"] == "fail"
+    assert checks["set_env"]["status"] == "fail"
+
+
+def test_glibc_forecast() -> None:
+    row = select_row(load_matrix(), "9.1.0")
+    facts = machine_facts(Path("/tmp"))
+    facts.glibc, facts.arch = "2.31", "aarch64"
+    check = check_glibc(row, facts)
+    assert check.status == "warn" and "glibc 2.31 < 2.34: vllm-ascend will be built from source, ~40 min" in check.detail
+    facts.glibc = "2.35"
+    assert check_glibc(row, facts).status == "pass"
+
+
+def test_stale_lock_and_venv_checks(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock = tmp_path / "src" / "kernel_meta" / "kernel_meta.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(str(dead.pid))
+    check = check_locks(tmp_path)
+    assert check.status == "warn" and str(lock) in check.fix
+    assert lock.exists()  # doctor reads, never removes
+    leaky = tmp_path / "leaky"
+    venv_module.create(leaky, system_site_packages=True, with_pip=False)
+    assert check_venv(leaky).status == "warn"
+    clean = tmp_path / "clean"
+    venv_module.create(clean, with_pip=False)
+    assert check_venv(clean).status == "pass"

@@ -1,0 +1,120 @@
+"""The compatibility matrix: rows load, malformed files name the line, rows cannot be mixed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from conftest import REPO, assert_one_line_error
+from ascend_setup.errors import BadInput
+from ascend_setup.matrix import load_matrix, parse_matrix, select_row
+from ascend_setup.matrix.load import PACKAGED_MATRIX
+
+GOOD = PACKAGED_MATRIX.read_text()
+
+
+def test_every_row_loads_with_field_notes_values() -> None:
+    matrix = load_matrix()
+    assert matrix.versions() == ["9.1.0", "9.0.1", "9.0.0"]
+    row = select_row(matrix, "9.1.0")
+    assert row.pin("torch-npu") == Version("2.10.0.post4")
+    assert row.packages["vllm-ascend"] == "0.23.0" and row.packages["triton-ascend"] == "3.2.2"
+    assert row.index_of("triton-ascend") == "ascend" and row.index_of("torch") == "mirror"
+    assert select_row(matrix, "9.0.1").packages["torch-npu"] == "2.10.0.post2"
+    assert select_row(matrix, "9.0.0").packages["vllm-ascend"] == "0.22.1rc1"
+    assert row.cann_python_deps["decorator"] == "4.4.0"
+    assert row.python_allows("3.11.4") and not row.python_allows("3.13.0")
+
+
+def test_top_level_matrix_is_the_packaged_one() -> None:
+    assert (REPO / "compat_matrix.yaml").read_text() == GOOD
+
+
+def test_cuda_only_patterns_match_normalized_names() -> None:
+    row = select_row(load_matrix(), "9.1.0")
+    for name in ["flashinfer_python", "flashinfer-cubin", "nvidia-cudnn-frontend", "tilelang", "torch",
+                 "Apache_TVM_FFI", "nvidia-cutlass-dsl"]:
+        assert row.is_cuda_only(name), name
+    for name in ["openai", "transformers", "xgrammar", "numba", "torch-npu"]:
+        assert not row.is_cuda_only(name), name
+
+
+def test_rows_cannot_be_mixed() -> None:
+    matrix = load_matrix()
+    row = select_row(matrix, "9.1.0")
+    with pytest.raises(TypeError):
+        row.packages["torch-npu"] = "2.10.0.post2"  # type: ignore[index]
+    with pytest.raises(Exception):
+        row.cann = "9.0.1"  # frozen model
+    other = select_row(matrix, "9.0.1")
+    assert row.packages["torch-npu"] != other.packages["torch-npu"]
+
+
+def test_unknown_version_lists_known_ones() -> None:
+    with pytest.raises(BadInput) as err:
+        select_row(load_matrix(), "8.0.0")
+    assert "9.1.0, 9.0.1, 9.0.0" in err.value.message
+
+
+@pytest.mark.parametrize("mutate, line, words", [
+    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"", "not a valid version"),
+    (lambda t: t.replace('      transformers: "5.5.4"\n', "", 1), '    packages:', "missing pins for transformers"),
+    (lambda t: t.replace('    python: ">=3.10,<3.13"\n', "", 1), '  "9.1.0":', "python: required field is missing"),
+    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1", "unknown field"),
+    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None, "unknown index 'nowhere'"),
+])
+def test_malformed_matrix_names_the_line(mutate, line, words) -> None:
+    text = mutate(GOOD)
+    assert text != GOOD
+    with pytest.raises(BadInput) as err:
+        parse_matrix(text, "broken.yaml")
+    message = err.value.message
+    assert message.startswith("broken.yaml:") and words in message, message
+    if line is not None:
+        expected = next(i for i, l in enumerate(text.splitlines(), 1) if line in l)
+        assert message.startswith(f"broken.yaml:{expected}:"), (message, expected)
+
+
+def test_bad_yaml_names_the_line() -> None:
+    text = GOOD.replace('    python: ">=3.10,<3.13"', '    python: [">=3.10"', 1)
+    with pytest.raises(BadInput) as err:
+        parse_matrix(text, "bad.yaml")
+    assert "not valid YAML" in err.value.message and err.value.message.startswith("bad.yaml:")
+
+
+def test_cli_validate_broken_file(cli, tmp_path: Path) -> None:
+    broken = tmp_path / "m.yaml"
+    broken.write_text(GOOD.replace('vllm-ascend: "0.23.0"', 'vllm-ascend: "zero"', 1))
+    line = assert_one_line_error(cli("matrix", "validate", str(broken)))
+    expected = next(i for i, l in enumerate(broken.read_text().splitlines(), 1) if '"zero"' in l)
+    assert f"{broken}:{expected}:" in line and "not a valid version" in line
+    ok = cli("matrix", "validate", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
+
+
+def test_cli_show_json_and_matrix_override(cli, tmp_path: Path) -> None:
+    proc = cli("matrix", "show", "9.1.0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["cann"] == "9.1.0" and data["python"] == ">=3.10,<3.13"
+    assert data["packages"]["vllm-ascend"] == "0.23.0" and data["packages"]["torch"] == "2.10.0"
+    custom = tmp_path / "custom.yaml"
+    custom.write_text(GOOD.replace('"9.0.0":', '"8.5.0":'))
+    listed = cli("matrix", "list", "--json", env={"ASCEND_SETUP_MATRIX": str(custom)})
+    assert [r["cann"] for r in json.loads(listed.stdout)["rows"]] == ["9.1.0", "9.0.1", "8.5.0"]
+    flag = cli("matrix", "show", "8.5.0", "--json", "--matrix", str(custom))
+    assert flag.returncode == 0 and json.loads(flag.stdout)["cann"] == "8.5.0"
+
+
+def test_cli_unknown_cann_everywhere(cli) -> None:
+    for args in (["matrix", "show", "8.0.0"], ["install", "--cann", "8.0.0", "--dry-run"]):
+        line = assert_one_line_error(cli(*args))
+        assert "9.1.0, 9.0.1, 9.0.0" in line
+
+
+def test_missing_matrix_file(cli, tmp_path: Path) -> None:
+    line = assert_one_line_error(cli("matrix", "list", "--matrix", str(tmp_path / "nope.yaml")))
+    assert "does not exist" in line
