@@ -1,0 +1,1 @@
+"""The vllm-ascend source build: environment, compile locks, progress, log triage."""

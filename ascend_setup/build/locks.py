@@ -1,0 +1,82 @@
+"""Stale TBE/opc compile locks: `kernel_meta.lock` files whose recorded process is gone.
+
+The operator compiler compares pids and never checks liveness, so a killed build leaves a lock that
+fails every operator with 'Another process is using this dir'. A careless `find -name '*lock*'`
+once matched block_table.py and destroyed a source tree: here only files named exactly
+kernel_meta.lock (or `*.lock` inside a kernel_meta directory), holding a pid that is not alive,
+owned by us, are ever touched.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+LOCK_NAME = "kernel_meta.lock"
+
+
+@dataclass(frozen=True)
+class CompileLock:
+    path: Path
+    pid: Optional[int]
+    alive: bool
+    ours: bool
+
+    @property
+    def stale(self) -> bool:
+        return self.pid is not None and not self.alive
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_compile_lock(path: Path) -> bool:
+    return path.name == LOCK_NAME or (path.suffix == ".lock" and path.parent.name.startswith("kernel_meta"))
+
+
+def _read_pid(path: Path) -> Optional[int]:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    first = text.split()[0] if text else ""
+    return int(first) if first.isdigit() else None
+
+
+def find_compile_locks(root: Path) -> Iterator[CompileLock]:
+    """Every compile lock under `root`, without following symlinks out of it."""
+    if not root.is_dir():
+        return
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            if not name.endswith(".lock") or path.is_symlink() or not _is_compile_lock(path):
+                continue
+            pid = _read_pid(path)
+            try:
+                ours = path.lstat().st_uid == os.geteuid()
+            except OSError:
+                continue
+            yield CompileLock(path=path, pid=pid, alive=pid is not None and pid_alive(pid), ours=ours)
+
+
+def sweep_stale_locks(root: Path) -> List[CompileLock]:
+    """Remove the stale compile locks we own; return what was removed."""
+    removed = []
+    for lock in find_compile_locks(root):
+        if lock.stale and lock.ours:
+            try:
+                lock.path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(lock)
+    return removed
