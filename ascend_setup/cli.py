@@ -27,7 +27,7 @@ def _common(json_flag: bool = True) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ascend_setup.commands import doctor, install, matrix
+    from ascend_setup.commands import doctor, install, matrix, plan
 
     parser = OneLineParser(prog="ascend-setup", description="Take an Ascend host to a working vLLM-Ascend "
                            "environment, resumably; audit one someone else built.")
@@ -60,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", parents=[common], help="each step: done/started/failed/pending, times, log")
     p.add_argument("--workdir", metavar="DIR")
     p.set_defaults(func=install.run_status)
+
+    p = sub.add_parser("plan", parents=[common], help="forecast wheel / source build / unavailable for a target")
+    p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
+    p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
+    p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
+    p.add_argument("--python", help="target Python, e.g. 3.11 (default: the interpreter install would use)")
+    p.add_argument("--index-url", metavar="URL", help="primary index (default: pip's configuration)")
+    p.add_argument("--extra-index-url", metavar="URL", action="append",
+                   help="additional index, repeatable (default: the row's named indexes)")
+    p.set_defaults(func=plan.run)
 
     p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
     p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")

@@ -1,0 +1,136 @@
+"""Derive what to install next to vllm (installed --no-deps) from vllm's and the plugin's metadata.
+
+Deriving the list from vllm alone is the mistake that crashes the first inference: vllm's CUDA pins
+displace the torch that torch_npu needs. So: vllm's requirements minus the row's CUDA-only patterns,
+the plugin's specifier winning where it pins a version (intersected where it only bounds one), and
+the row's pins above all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import Row
+
+#: Row packages that other steps install; the plugin-deps step must not touch them.
+INSTALLED_ELSEWHERE = {
+    "torch": "torch-stack", "torch-npu": "torch-stack", "torchvision": "torch-stack", "torchaudio": "torch-stack",
+    "triton-ascend": "triton", "vllm": "vllm", "vllm-ascend": "vllm-ascend",
+}
+
+
+@dataclass
+class Derived:
+    """One requirement and the reason it is in or out."""
+
+    name: str
+    specifier: SpecifierSet
+    extras: List[str] = field(default_factory=list)
+    included: bool = True
+    why: str = ""
+    sources: List[str] = field(default_factory=list)
+
+    def requirement(self) -> str:
+        extras = f"[{','.join(sorted(self.extras))}]" if self.extras else ""
+        return f"{self.name}{extras}{self.specifier}"
+
+
+def target_environment(target: Target) -> Dict[str, str]:
+    """Marker environment of a Linux CPython target that need not be this machine."""
+    env = dict(default_environment())
+    env.update({"python_version": target.python, "python_full_version": target.python_full,
+                "platform_machine": target.arch, "sys_platform": "linux", "platform_system": "Linux",
+                "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                "extra": ""})
+    return env
+
+
+def applicable(requires: Iterable[str], env: Mapping[str, str]) -> List[Requirement]:
+    """Requirements whose markers hold in `env` (extras' requirements are not direct ones)."""
+    result = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(dict(env)):
+            result.append(req)
+    return result
+
+
+def _is_pin(spec: SpecifierSet) -> bool:
+    return any(s.operator in ("==", "===") and "*" not in s.version for s in spec)
+
+
+def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str],
+           env: Mapping[str, str]) -> List[Derived]:
+    """The requirement set with a reason per entry, in a stable order (vllm's order, then the plugin's)."""
+    out: Dict[str, Derived] = {}
+    plugin = {canonicalize_name(r.name): r for r in applicable(plugin_requires, env)}
+    for text in row.plugin_requirements:
+        r = Requirement(text)
+        plugin.setdefault(canonicalize_name(r.name), r)
+    for req in applicable(vllm_requires, env):
+        name = canonicalize_name(req.name)
+        if name in out:
+            out[name].specifier &= req.specifier
+            continue
+        entry = Derived(name, req.specifier, sorted(req.extras), sources=[f"vllm: {req}"])
+        if row.is_cuda_only(name) and name not in plugin and name not in row.packages:
+            entry.included, entry.why = False, "CUDA-only: stripped by the row"
+        out[name] = entry
+    for name, req in plugin.items():
+        entry = out.get(name)
+        if entry is None:
+            out[name] = Derived(name, req.specifier, sorted(req.extras), why="required by the plugin",
+                                sources=[f"vllm-ascend: {req}"])
+            continue
+        entry.sources.append(f"vllm-ascend: {req}")
+        entry.extras = sorted(set(entry.extras) | set(req.extras))
+        if _is_pin(req.specifier):
+            entry.specifier, entry.why = req.specifier, "the plugin's pin wins over vllm's"
+        else:
+            entry.specifier &= req.specifier
+            entry.why = "vllm's and the plugin's bounds combined"
+        entry.included = True
+    for name, entry in out.items():
+        if name in row.packages:
+            entry.specifier = SpecifierSet(f"=={row.packages[name]}")
+            entry.why = "the row's pin"
+        if name in INSTALLED_ELSEWHERE:
+            entry.included = False
+            entry.why = f"installed by the {INSTALLED_ELSEWHERE[name]} step at the row's version"
+        elif entry.included and not entry.why:
+            entry.why = "required by vllm"
+    return list(out.values())
+
+
+def constraints_lines(row: Row) -> List[str]:
+    """Every row pin, for pip's -c (uv's --override): nothing may move them."""
+    return [f"{name}=={version}" for name, version in row.packages.items()]
+
+
+def cann_requirements(row: Row) -> List[str]:
+    return [f"{name}>={minimum}" if minimum else name for name, minimum in row.cann_python_deps.items()]
+
+
+def specifier_for(row: Row, name: str, derived: Optional[List[Derived]] = None) -> SpecifierSet:
+    """Everything the install will ask of `name`: row pin, CANN minimum, derived bounds."""
+    name = canonicalize_name(name)
+    if name in row.packages:
+        return SpecifierSet(f"=={row.packages[name]}")
+    spec = SpecifierSet()
+    minimum = row.cann_python_deps.get(name)
+    if minimum:
+        spec &= SpecifierSet(f">={minimum}")
+    for entry in derived or []:
+        if entry.name == name:
+            spec &= entry.specifier
+    return spec

@@ -1,0 +1,1 @@
+"""The package index: simple-API client, target tags, file choice, metadata, downloads."""

@@ -1,0 +1,71 @@
+"""One HTTP client for the whole tool: a pooled session, retries with backoff, errors that name the index."""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, Optional
+
+import requests
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from ascend_setup import __version__
+from ascend_setup.errors import AscendSetupError
+
+USER_AGENT = f"ascend-setup/{__version__}"
+_local = threading.local()
+
+
+class IndexUnreachable(AscendSetupError):
+    """The index could not be asked at all: DNS, refused connection, TLS, timeout, 5xx after retries."""
+
+
+class ServerError(Exception):
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def session() -> requests.Session:
+    """A session per thread (requests sessions are not thread-safe to share)."""
+    s = getattr(_local, "session", None)
+    if s is None:
+        s = requests.Session()
+        s.headers["User-Agent"] = USER_AGENT
+        adapter = requests.adapters.HTTPAdapter(pool_connections=16, pool_maxsize=16)
+        s.mount("http://", adapter)
+        s.mount("https://", adapter)
+        _local.session = s
+    return s
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, requests.exceptions.SSLError):
+        return False
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout, ServerError))
+
+
+def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 30.0, stream: bool = False,
+        attempts: int = 3) -> requests.Response:
+    """GET with retries on connection errors and 5xx; 4xx comes back to the caller to interpret."""
+
+    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(attempts),
+           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    def attempt() -> requests.Response:
+        response = session().get(url, headers=headers, timeout=timeout, stream=stream)
+        if response.status_code >= 500:
+            response.close()
+            raise ServerError(response)
+        return response
+
+    try:
+        return attempt()
+    except requests.exceptions.SSLError as exc:
+        raise IndexUnreachable(f"TLS failure talking to {url}: {exc.__class__.__name__}",
+                               hint="check the system CA certificates or use an http mirror") from None
+    except ServerError as exc:
+        raise IndexUnreachable(f"{url} answered {exc}") from None
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        reason = "timed out" if isinstance(exc, requests.Timeout) else "could not be reached"
+        raise IndexUnreachable(f"{url} {reason}", hint="check the URL and the network, or pick another mirror") from None
+    except requests.RequestException as exc:
+        raise IndexUnreachable(f"{url}: {exc}") from None

@@ -1,0 +1,120 @@
+"""A file's core metadata without downloading it whole: PEP 658, then zip range reads, then PKG-INFO."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import zipfile
+from email.parser import HeaderParser
+from typing import Dict, List, Optional
+
+from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.index.simple import IndexFile, local_path
+
+
+class RangeReader(io.RawIOBase):
+    """A seekable file over HTTP Range requests, so zipfile can read just the central directory."""
+
+    def __init__(self, url: str, size: int) -> None:
+        super().__init__()
+        self.url, self.size, self.pos = url, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        want = min(len(buffer), self.size - self.pos)
+        if want <= 0:
+            return 0
+        response = get(self.url, headers={"Range": f"bytes={self.pos}-{self.pos + want - 1}"})
+        if response.status_code != 206:
+            raise IndexUnreachable(f"{self.url} does not serve byte ranges (HTTP {response.status_code})")
+        data = response.content[:want]
+        buffer[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def content_length(url: str) -> Optional[int]:
+    response = get(url, headers={"Range": "bytes=0-0"})
+    crange = response.headers.get("Content-Range", "")
+    if response.status_code == 206 and "/" in crange:
+        total = crange.rsplit("/", 1)[1]
+        return int(total) if total.isdigit() else None
+    return None
+
+
+def parse_requires(metadata_text: str) -> List[str]:
+    message = HeaderParser().parsestr(metadata_text)
+    return [str(v) for v in (message.get_all("Requires-Dist") or [])]
+
+
+def _from_wheel_zip(handle) -> str:
+    with zipfile.ZipFile(handle) as archive:
+        name = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        return archive.read(name).decode("utf-8", errors="replace")
+
+
+def _from_sdist(handle) -> str:
+    with tarfile.open(fileobj=handle, mode="r|*") as archive:
+        for member in archive:
+            if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
+                extracted = archive.extractfile(member)
+                if extracted is not None:
+                    return extracted.read().decode("utf-8", errors="replace")
+    raise IndexUnreachable("no PKG-INFO in the sdist")
+
+
+class MetadataReader:
+    """Core metadata per file URL, cached for the run."""
+
+    def __init__(self) -> None:
+        self._cache: Dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def metadata(self, f: IndexFile) -> str:
+        with self._lock:
+            if f.url in self._cache:
+                return self._cache[f.url]
+        text = self._read(f)
+        with self._lock:
+            self._cache[f.url] = text
+        return text
+
+    def requires(self, f: IndexFile) -> List[str]:
+        return parse_requires(self.metadata(f))
+
+    def _read(self, f: IndexFile) -> str:
+        path = local_path(f.url)
+        if path is not None:
+            with open(path, "rb") as handle:
+                return _from_wheel_zip(handle) if f.kind == "wheel" else _from_sdist(handle)
+        if f.metadata_url:
+            response = get(f.metadata_url)
+            if response.status_code == 200:
+                return response.text
+        if f.kind == "wheel":
+            size = f.size or content_length(f.url)
+            if size:
+                reader = io.BufferedReader(RangeReader(f.url, size), buffer_size=256 * 1024)
+                return _from_wheel_zip(reader)
+        response = get(f.url, stream=True, timeout=120)
+        if response.status_code != 200:
+            raise IndexUnreachable(f"{f.url} answered HTTP {response.status_code}")
+        response.raw.decode_content = True
+        with response:
+            if f.kind == "wheel":
+                return _from_wheel_zip(io.BytesIO(response.content))
+            return _from_sdist(response.raw)

@@ -1,0 +1,1 @@
+"""What the field taught us: failure signatures -> root cause -> fix; source builds known to hurt."""

@@ -1,0 +1,36 @@
+"""Shared by the benchmarks: the repo on sys.path, the test helpers, a clean environment, timing."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+
+def clean_env(home: Path) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_", "UV_"))}
+    env.update({"HOME": str(home), "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                "PYTHONPATH": str(REPO), "NO_COLOR": "1"})
+    return env
+
+
+def timed(fn: Callable[[], object], repeat: int = 3) -> Tuple[float, object]:
+    """Median wall time of `repeat` calls, and the last result."""
+    times: List[float] = []
+    result = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def run(argv: List[str], env: Dict[str, str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=env, **kw)

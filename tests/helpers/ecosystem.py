@@ -1,0 +1,136 @@
+"""The 9.1.0 stack as stub distributions: real names, versions and Requires-Dist, no real code.
+
+vllm's and vllm-ascend's Requires-Dist are the real ones (tests/data, read once from their METADATA).
+Every other requirement gets a stub whose version satisfies all the specifiers that apply, and the
+traps of the field are laid on purpose: torch 2.11.0 (vllm's CUDA pin) and a transformers newer than
+the plugin's pin sit on the index, xgrammar pulls upstream triton on x86 (whose jit returns a plain
+function), CUDA-only packages are there to be wrongly installed, and triton-ascend 3.2.2 lives only on
+a second, "Ascend" index.
+"""
+
+from __future__ import annotations
+
+import ensurepip
+import shutil
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from helpers.dists import build_sdist, build_wheel
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+ARCH_TAGS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
+
+TRITON_ASCEND_INIT = '''\
+"""stub triton-ascend: jit gives a kernel object that can be indexed with a grid."""
+__version__ = "3.2.2"
+class JITFunction:
+    def __init__(self, fn):
+        self.fn = fn
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.fn(*args, **kwargs)
+def jit(fn=None, **kwargs):
+    return JITFunction(fn) if fn is not None else (lambda f: JITFunction(f))
+'''
+
+UPSTREAM_TRITON_INIT = '''\
+"""stub upstream triton without an NPU driver: jit hands back the plain function."""
+__version__ = "3.5.0"
+def jit(fn=None, **kwargs):
+    return fn if fn is not None else (lambda f: f)
+'''
+
+
+def requires_of(metadata_file: str) -> List[str]:
+    message = HeaderParser().parsestr((DATA / metadata_file).read_text())
+    return message.get_all("Requires-Dist") or []
+
+
+VLLM_REQUIRES = requires_of("vllm-0.23.0.METADATA")
+PLUGIN_REQUIRES = requires_of("vllm_ascend-0.23.0.METADATA")
+
+
+def _pick_version(specs: List[SpecifierSet]) -> str:
+    """A version every specifier accepts, from the versions they mention (and a few neighbours)."""
+    candidates = {Version("1.0"), Version("0.1"), Version("99.0")}
+    for spec in specs:
+        for s in spec:
+            base = Version(s.version.replace(".*", ""))
+            candidates |= {base, Version(f"{base.major}.{base.minor}.{base.micro + 1}"),
+                           Version(f"{base.major + 1}.0")}
+    fitting = [v for v in candidates if all(spec.contains(v, prereleases=True) for spec in specs)]
+    if not fitting:
+        raise ValueError(f"no stub version satisfies {specs}")
+    exact = [v for v in fitting if any(s.operator == "==" for spec in specs for s in spec)]
+    return str(min(exact or fitting))
+
+
+@dataclass
+class Ecosystem:
+    main: Path
+    ascend: Path
+    versions: Dict[str, str]
+
+
+def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]]) -> Dict[str, str]:
+    """name -> version for every requirement of vllm and vllm-ascend and every CANN compiler dep."""
+    specs: Dict[str, List[SpecifierSet]] = {}
+    for text in VLLM_REQUIRES + PLUGIN_REQUIRES:
+        req = Requirement(text)
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        specs.setdefault(canonicalize_name(req.name), []).append(req.specifier)
+    for name, minimum in cann_deps.items():
+        specs.setdefault(name, []).append(SpecifierSet(f">={minimum}" if minimum else ""))
+    versions = {name: _pick_version(s) for name, s in specs.items() if name not in row_packages}
+    versions.update(row_packages)
+    return versions
+
+
+def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
+                    vllm_ascend_sdist: Optional[Path] = None) -> Ecosystem:
+    main, ascend = root / "main", root / "ascend"
+    versions = stub_versions(row_packages, cann_deps)
+    real = {"pip", "setuptools"}  # the venv's own tools: serve the real wheels, never stubs
+    main.mkdir(parents=True, exist_ok=True)
+    for wheel in (Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"):
+        shutil.copy(wheel, main / wheel.name)
+    special = {"vllm", "vllm-ascend", "torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend",
+               "xgrammar", "arctic-inference", "tilelang"}
+    for name, version in sorted(versions.items()):
+        if name in real or name in special:
+            continue
+        build_wheel(main, name, version)
+    # the stack, with wheels for both architectures
+    for tag in ARCH_TAGS:
+        build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES)
+        for name in ("torch", "torch-npu", "torchvision", "torchaudio"):
+            build_wheel(main, name, row_packages[name], tag=f"cp311-cp311-{tag}")
+        build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"cp311-cp311-{tag}",
+                    files={"triton/__init__.py": TRITON_ASCEND_INIT})
+    for name, version in (("torch", "2.11.0"), ("torchvision", "0.26.0"), ("torchaudio", "2.11.0")):
+        build_wheel(main, name, version, tag="py3-none-any")
+    build_wheel(main, "transformers", "5.6.0")  # allowed by vllm, not by the plugin's pin
+    for tag in ("manylinux_2_34_x86_64", "manylinux_2_34_aarch64"):
+        for py in ("cp310", "cp311", "cp312"):
+            build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
+                        requires=PLUGIN_REQUIRES)
+    if vllm_ascend_sdist is not None:
+        shutil.copy(vllm_ascend_sdist, main / vllm_ascend_sdist.name)
+    else:
+        build_sdist(main, "vllm-ascend", row_packages["vllm-ascend"], requires=PLUGIN_REQUIRES)
+    build_sdist(main, "arctic-inference", row_packages["arctic-inference"])
+    build_wheel(main, "tilelang", "0.1.9", tag="cp311-cp311-manylinux_2_34_aarch64")
+    build_wheel(main, "triton-ascend", "3.2.0", tag="cp311-cp311-manylinux_2_28_x86_64",
+                files={"triton/__init__.py": TRITON_ASCEND_INIT.replace("3.2.2", "3.2.0")})
+    build_wheel(main, "triton", "3.5.0", tag="py3-none-any", files={"triton/__init__.py": UPSTREAM_TRITON_INIT})
+    build_wheel(main, "xgrammar", versions["xgrammar"], requires=['triton; platform_machine == "x86_64"'])
+    for name in ("flashinfer-python", "flashinfer-cubin", "nvidia-cudnn-frontend", "fastsafetensors"):
+        build_wheel(main, name, "1.0")
+    return Ecosystem(main=main, ascend=ascend, versions=versions)

@@ -1,0 +1,192 @@
+"""A real package index on 127.0.0.1: PEP 691 JSON and PEP 503 HTML, Range requests, PEP 658
+metadata, yanked files, requires-python, and shaped misbehaviour for the mirror tests."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Dict, Optional, Set
+
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+
+
+@dataclass
+class Served:
+    path: Path
+    project: str
+    sha256: str
+    yanked: bool = False
+    requires_python: Optional[str] = None
+    metadata: bool = False
+
+
+@dataclass
+class Behaviour:
+    """How the server misbehaves (mirror tests): all off by default."""
+
+    bytes_per_second: Optional[float] = None  # throttle file bodies
+    stall_after_headers: bool = False         # send headers of a file, then nothing
+    file_status: Optional[int] = None         # e.g. 404 for every file
+    garbage: bool = False                     # project pages are junk HTML
+    json_pages: bool = True                   # answer PEP 691 JSON when asked
+    first_byte_delay: float = 0.0
+    hidden_projects: Set[str] = field(default_factory=set)
+
+
+class LocalIndex:
+    """Serve a set of distribution files. `url` is the simple index root."""
+
+    def __init__(self, behaviour: Optional[Behaviour] = None) -> None:
+        self.files: Dict[str, Served] = {}
+        self.behaviour = behaviour or Behaviour()
+        self.requests: list = []
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                index.requests.append((self.path, dict(self.headers)))
+                index._handle(self)
+
+            def do_HEAD(self) -> None:
+                index._handle(self, head=True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return self.base + "/simple/"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, path: Path, *, yanked: bool = False, requires_python: Optional[str] = None,
+            metadata: bool = False) -> Served:
+        if path.name.endswith(".whl"):
+            project = str(parse_wheel_filename(path.name)[0])
+        else:
+            project = str(parse_sdist_filename(path.name)[0])
+        served = Served(path, canonicalize_name(project), hashlib.sha256(path.read_bytes()).hexdigest(), yanked,
+                        requires_python, metadata)
+        self.files[path.name] = served
+        return served
+
+    def add_dir(self, directory: Path) -> None:
+        for path in sorted(directory.iterdir()):
+            if path.name.endswith((".whl", ".tar.gz")):
+                self.add(path)
+
+    # -- serving ------------------------------------------------------------------------------
+    def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
+        path = h.path.split("?")[0]
+        if path.startswith("/simple/"):
+            return self._project(h, canonicalize_name(path[len("/simple/"):].strip("/")), head)
+        if path.startswith("/files/"):
+            name = path[len("/files/"):]
+            if name.endswith(".metadata") and name[:-9] in self.files and self.files[name[:-9]].metadata:
+                return self._send(h, 200, _metadata_of(self.files[name[:-9]].path), "text/plain", head)
+            if name in self.files:
+                return self._file(h, self.files[name], head)
+        self._send(h, 404, b"not found", "text/plain", head)
+
+    def _project(self, h: BaseHTTPRequestHandler, project: str, head: bool) -> None:
+        b = self.behaviour
+        if b.garbage:
+            return self._send(h, 200, b"<<<this is not an index>>> \x00\x01", "text/html", head)
+        files = [f for f in self.files.values() if f.project == project and project not in b.hidden_projects]
+        if not files:
+            return self._send(h, 404, b"no such project", "text/plain", head)
+        if b.json_pages and "application/vnd.pypi.simple.v1+json" in h.headers.get("Accept", ""):
+            body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": [
+                {"filename": f.path.name, "url": f"/files/{f.path.name}", "hashes": {"sha256": f.sha256},
+                 "requires-python": f.requires_python, "yanked": f.yanked, "size": f.path.stat().st_size,
+                 "core-metadata": f.metadata} for f in files]}).encode()
+            return self._send(h, 200, body, "application/vnd.pypi.simple.v1+json", head)
+        anchors = []
+        for f in files:
+            attrs = f' href="/files/{f.path.name}#sha256={f.sha256}"'
+            if f.requires_python:
+                attrs += f' data-requires-python="{html.escape(f.requires_python)}"'
+            if f.yanked:
+                attrs += ' data-yanked=""'
+            if f.metadata:
+                attrs += ' data-core-metadata="true"'
+            anchors.append(f"<a{attrs}>{f.path.name}</a><br/>")
+        body = ("<!DOCTYPE html><html><body>" + "\n".join(anchors) + "</body></html>").encode()
+        self._send(h, 200, body, "text/html", head)
+
+    def _file(self, h: BaseHTTPRequestHandler, f: Served, head: bool) -> None:
+        b = self.behaviour
+        if b.file_status:
+            return self._send(h, b.file_status, b"nope", "text/plain", head)
+        data = f.path.read_bytes()
+        start, end, status = 0, len(data) - 1, 200
+        rng = h.headers.get("Range")
+        if rng and rng.startswith("bytes="):
+            first, _, last = rng[6:].partition("-")
+            if first:
+                start = int(first)
+                end = min(int(last), end) if last else end
+            else:
+                start = max(0, len(data) - int(last))
+            status = 206
+        body = data[start:end + 1]
+        h.send_response(status)
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            h.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        h.end_headers()
+        if head:
+            return
+        if b.first_byte_delay:
+            time.sleep(b.first_byte_delay)
+        if b.stall_after_headers:
+            time.sleep(3600)
+            return
+        try:
+            if b.bytes_per_second:
+                chunk = max(1024, int(b.bytes_per_second / 20))
+                for i in range(0, len(body), chunk):
+                    h.wfile.write(body[i:i + chunk])
+                    h.wfile.flush()
+                    time.sleep(chunk / b.bytes_per_second)
+            else:
+                h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str, head: bool) -> None:
+        h.send_response(status)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+
+def _metadata_of(path: Path) -> bytes:
+    with zipfile.ZipFile(path) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(name)

@@ -1,0 +1,206 @@
+"""The index client, target tags and file choice, checked against real pip on a loopback index."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import venv as venv_module
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag
+
+from conftest import clean_env
+from helpers.dists import build_sdist, build_wheel
+from helpers.index_server import Behaviour, LocalIndex
+from ascend_setup.errors import BadInput
+from ascend_setup.index.choose import choose
+from ascend_setup.index.metadata import MetadataReader
+from ascend_setup.index.simple import IndexSet, SimpleIndex
+from ascend_setup.index.tags import Target, platforms, supported_tags
+
+X86 = "x86_64"
+
+#: (name, version, tag or "sdist", extra options)
+ASSORTED = [
+    ("alpha", "1.0", "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64", {}),
+    ("alpha", "2.0", "cp311-cp311-manylinux_2_34_x86_64", {}),
+    ("alpha", "2.0", "sdist", {}),
+    ("beta", "1.0", "cp38-abi3-manylinux_2_28_x86_64", {}),
+    ("beta", "1.0", "py3-none-any", {}),
+    ("gamma", "3.0", "py3-none-any", {"yanked": True}),
+    ("gamma", "2.0", "py3-none-any", {}),
+    ("delta", "1.0", "cp311-cp311-linux_x86_64", {}),
+    ("delta", "1.0", "sdist", {}),
+    ("epsilon", "1.0", "py3-none-any", {"requires_python": ">=3.12"}),
+    ("epsilon", "0.9", "py3-none-any", {}),
+    ("zeta", "1.0", "cp312-cp312-manylinux_2_17_x86_64", {}),
+    ("zeta", "1.0", "sdist", {}),
+    ("eta", "2.0", "py3-none-any", {}),
+    ("eta", "2.0", "cp311-cp311-manylinux_2_28_x86_64", {}),
+    ("theta", "1.0rc1", "py3-none-any", {}),
+    ("iota", "1.0", "py3-none-any", {"build": "1"}),
+    ("iota", "1.0", "py3-none-any", {"build": "2"}),
+    ("kappa", "1.0", "cp311-cp311-manylinux1_x86_64", {}),
+    ("lambda", "1.0", "cp311-cp311-manylinux_2_17_aarch64", {}),
+    ("lambda", "1.0", "sdist", {}),
+    ("mu", "5.0", "cp311-cp311-manylinux_2_31_x86_64", {}),
+    ("mu", "4.0", "cp310-cp310-manylinux_2_17_x86_64", {}),
+]
+NAMES = sorted({n for n, *_ in ASSORTED})
+
+
+@pytest.fixture(scope="module")
+def assorted_index(tmp_path_factory) -> LocalIndex:
+    root = tmp_path_factory.mktemp("assorted")
+    index = LocalIndex()
+    for name, version, tag, opts in ASSORTED:
+        if tag == "sdist":
+            path = build_sdist(root, name, version)
+        else:
+            path = build_wheel(root, name, version, tag=tag, build=opts.get("build"),
+                               requires=[f"dep-of-{name}>=1"])
+        index.add(path, yanked=opts.get("yanked", False), requires_python=opts.get("requires_python"),
+                  metadata=(name == "beta"))
+    yield index
+    index.close()
+
+
+def test_target_tags_follow_the_rules() -> None:
+    target = Target.parse("2.31", "aarch64", "3.11")
+    tags = supported_tags(target)
+    assert tags[0] == Tag("cp311", "cp311", "manylinux_2_31_aarch64")
+    assert Tag("cp311", "abi3", "manylinux2014_aarch64") in tags
+    assert Tag("cp32", "abi3", "manylinux_2_17_aarch64") in tags
+    assert Tag("py3", "none", "any") in tags
+    plats = [t.platform for t in tags if t.platform != "any"]
+    assert plats[-1] == "linux_aarch64"  # pip takes these from any index that serves them, last
+    assert not any("2_34" in t.platform or "x86_64" in t.platform for t in tags)
+    assert platforms(Target.parse("2.17", "x86_64", "3.11"))[-2:] == ["manylinux1_x86_64", "linux_x86_64"]
+    assert "manylinux2010_x86_64" in platforms(Target.parse("2.31", "x86_64", "3.11"))
+    assert "manylinux2010_aarch64" not in platforms(target)
+
+
+@pytest.mark.parametrize("glibc, arch, python", [("2.x", "aarch64", "3.11"), ("2.31", "sparc", "3.11"),
+                                                   ("2.31", "aarch64", "three")])
+def test_bad_target_is_bad_input(glibc: str, arch: str, python: str) -> None:
+    with pytest.raises(BadInput):
+        Target.parse(glibc, arch, python)
+
+
+def test_json_and_html_pages_agree(assorted_index: LocalIndex) -> None:
+    json_page = SimpleIndex(assorted_index.url).project("gamma")
+    assorted_index.behaviour.json_pages = False
+    try:
+        html_page = SimpleIndex(assorted_index.url).project("gamma")
+    finally:
+        assorted_index.behaviour.json_pages = True
+    key = lambda f: (f.filename, f.sha256, f.yanked, f.requires_python)  # noqa: E731
+    assert sorted(map(key, json_page.files)) == sorted(map(key, html_page.files))
+    assert {f.filename: f.yanked for f in json_page.files} == {
+        "gamma-3.0-py3-none-any.whl": True, "gamma-2.0-py3-none-any.whl": False}
+    assert all(len(f.sha256) == 64 for f in json_page.files)
+    assert all(f.size for f in json_page.files) and not any(f.size for f in html_page.files)
+
+
+def test_missing_garbage_and_unreachable_indexes(assorted_index: LocalIndex) -> None:
+    assert SimpleIndex(assorted_index.url).project("no-such-thing").found is False
+    junk = LocalIndex(Behaviour(garbage=True))
+    try:
+        page = SimpleIndex(junk.url).project("alpha")
+        assert page.error and "did not return a simple-API page" in page.error and junk.url in page.error
+    finally:
+        junk.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    page = SimpleIndex(f"http://127.0.0.1:{port}/simple/").project("alpha")
+    assert page.error and f"127.0.0.1:{port}" in page.error and "could not be reached" in page.error
+
+
+def test_file_index(tmp_path: Path) -> None:
+    project = tmp_path / "simple" / "alpha"
+    build_wheel(project, "alpha", "1.0")
+    page = SimpleIndex((tmp_path / "simple").as_uri()).project("alpha")
+    assert [f.filename for f in page.files] == ["alpha-1.0-py3-none-any.whl"]
+    assert "does not exist" in SimpleIndex((tmp_path / "nope").as_uri()).project("alpha").error
+
+
+def test_metadata_without_full_downloads(assorted_index: LocalIndex) -> None:
+    indexes = IndexSet([assorted_index.url])
+    reader = MetadataReader()
+    pep658 = next(f for f in indexes.pages("beta")[0].files if f.kind == "wheel")
+    assorted_index.requests.clear()
+    assert reader.requires(pep658) == ["dep-of-beta>=1"]
+    assert [p for p, _ in assorted_index.requests] == [f"/files/{pep658.filename}.metadata"]
+    ranged = next(f for f in indexes.pages("eta")[0].files if "manylinux" in f.filename)
+    assorted_index.requests.clear()
+    assert reader.requires(ranged) == ["dep-of-eta>=1"]
+    assert assorted_index.requests and all("Range" in h for _, h in assorted_index.requests)
+    sdist = next(f for f in indexes.pages("zeta")[0].files if f.kind == "sdist")
+    assert "Version: 1.0" in reader.metadata(sdist)
+    count = len(assorted_index.requests)
+    reader.requires(ranged)
+    assert len(assorted_index.requests) == count  # cached per run
+
+
+def _pip_venv(root: Path, glibc: str) -> Path:
+    venv_module.create(root, with_pip=True)
+    site = next((root / "lib").glob("python3*/site-packages"))
+    major, minor = glibc.split(".")
+    (site / "_manylinux.py").write_text(
+        "def manylinux_compatible(tag_major, tag_minor, tag_arch, **_):\n"
+        f"    return (tag_major, tag_minor) <= ({major}, {minor})\n")
+    return root / "bin" / "python"
+
+
+def _pip_download(python: Path, index: str, names: List[str], dest: Path, home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                           "--python-version", "3.11", "--index-url", index, "-d", str(dest), "-q", *names],
+                          capture_output=True, text=True, env=clean_env(home), timeout=300)
+
+
+@pytest.mark.parametrize("glibc", ["2.17", "2.28", "2.31", "2.35"])
+def test_forecast_equals_real_pip(assorted_index: LocalIndex, tmp_path: Path, home: Path, glibc: str) -> None:
+    target = Target.parse(glibc, X86, "3.11")
+    indexes = IndexSet([assorted_index.url])
+    ours: Dict[str, str] = {}
+    for name in NAMES:
+        choice = choose(name, indexes.pages(name), SpecifierSet(), target, binary_only=True)
+        ours[name] = choice.file.filename if choice.file else "unavailable"
+    python = _pip_venv(tmp_path / "venv", glibc)
+    available = [n for n in NAMES if ours[n] != "unavailable"]
+    dest = tmp_path / "dl"
+    proc = _pip_download(python, assorted_index.url, available, dest, home)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in dest.iterdir()) == sorted(ours[n] for n in available)
+    for name in NAMES:
+        if ours[name] == "unavailable":
+            proc = _pip_download(python, assorted_index.url, [name], tmp_path / f"dl-{name}", home)
+            assert proc.returncode != 0 and "No matching distribution" in proc.stderr, (name, proc.stdout)
+
+
+def test_sdist_outcomes_say_why(assorted_index: LocalIndex) -> None:
+    indexes = IndexSet([assorted_index.url])
+    t231 = Target.parse("2.31", X86, "3.11")
+    alpha = choose("alpha", indexes.pages("alpha"), SpecifierSet(), t231)
+    assert (alpha.outcome, alpha.version) == ("sdist", "2.0")
+    assert "newest wheel needs glibc 2.34" in alpha.reason
+    assert choose("alpha", indexes.pages("alpha"), SpecifierSet(), Target.parse("2.35", X86, "3.11")).outcome == "wheel"
+    zeta = choose("zeta", indexes.pages("zeta"), SpecifierSet(), t231)
+    assert zeta.outcome == "sdist" and "no wheel for cp311" in zeta.reason
+    lam = choose("lambda", indexes.pages("lambda"), SpecifierSet(), t231)
+    assert lam.outcome == "sdist" and "no x86_64 wheel" in lam.reason
+    lam_arm = choose("lambda", indexes.pages("lambda"), SpecifierSet(), Target.parse("2.31", "aarch64", "3.11"))
+    assert lam_arm.outcome == "wheel"
+    gone = choose("gamma", indexes.pages("gamma"), SpecifierSet("==4.0"), t231)
+    assert gone.outcome == "unavailable" and "has only 3.0, 2.0" in gone.reason
+    yanked_pin = choose("gamma", indexes.pages("gamma"), SpecifierSet("==3.0"), t231)
+    assert yanked_pin.version == "3.0"  # a yanked file is taken only when nothing else matches
+    mu = choose("mu", indexes.pages("mu"), SpecifierSet(), Target.parse("2.28", X86, "3.11"))
+    assert mu.outcome == "unavailable"
+    delta = choose("delta", indexes.pages("delta"), SpecifierSet(), t231)
+    assert delta.outcome == "wheel" and "linux_* wheel" in delta.reason
