@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import List, NoReturn, Optional
+from typing import Callable, List, NoReturn, Optional
 
 from ascend_setup import __version__
 from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
@@ -26,9 +27,17 @@ def _common(json_flag: bool = True) -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ascend_setup.commands import doctor, install, matrix, plan
+def _lazy(target: str) -> Callable[[argparse.Namespace], int]:
+    """Import a command's module only when it runs: start-up stays fast (audit must be quick)."""
 
+    def call(args: argparse.Namespace) -> int:
+        module, func = target.split(":")
+        return getattr(importlib.import_module(f"ascend_setup.commands.{module}"), func)(args)
+
+    return call
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="ascend-setup", description="Take an Ascend host to a working vLLM-Ascend "
                            "environment, resumably; audit one someone else built.")
     parser.add_argument("--version", action="version", version=f"ascend-setup {__version__}")
@@ -50,16 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
     p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    p.set_defaults(func=install.run_install)
+    p.set_defaults(func=_lazy("install:run_install"))
 
     p = sub.add_parser("resume", parents=[_common(json_flag=True)], help="resume the last install with its options")
     p.add_argument("--workdir", metavar="DIR")
     p.add_argument("--dry-run", action="store_true")
-    p.set_defaults(func=install.run_resume)
+    p.set_defaults(func=_lazy("install:run_resume"))
 
     p = sub.add_parser("status", parents=[common], help="each step: done/started/failed/pending, times, log")
     p.add_argument("--workdir", metavar="DIR")
-    p.set_defaults(func=install.run_status)
+    p.set_defaults(func=_lazy("install:run_status"))
 
     p = sub.add_parser("plan", parents=[common], help="forecast wheel / source build / unavailable for a target")
     p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
@@ -69,26 +78,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-url", metavar="URL", help="primary index (default: pip's configuration)")
     p.add_argument("--extra-index-url", metavar="URL", action="append",
                    help="additional index, repeatable (default: the row's named indexes)")
-    p.set_defaults(func=plan.run)
+    p.set_defaults(func=_lazy("plan:run"))
+
+    p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
+    p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
+    p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
+    p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
     p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")
     p.add_argument("--cann-home", metavar="DIR")
     p.add_argument("--workdir", metavar="DIR")
     p.add_argument("--venv", metavar="DIR")
-    p.set_defaults(func=doctor.run)
+    p.set_defaults(func=_lazy("doctor:run"))
 
     p = sub.add_parser("matrix", help="the compatibility matrix")
     msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate")
     msub.required = True
     m = msub.add_parser("list", parents=[common], help="known rows")
-    m.set_defaults(func=matrix.run_list)
+    m.set_defaults(func=_lazy("matrix:run_list"))
     m = msub.add_parser("show", parents=[common], help="one whole row")
     m.add_argument("cann", metavar="CANN")
-    m.set_defaults(func=matrix.run_show)
+    m.set_defaults(func=_lazy("matrix:run_show"))
     m = msub.add_parser("validate", parents=[common], help="check a matrix file")
     m.add_argument("file", nargs="?", metavar="FILE")
-    m.set_defaults(func=matrix.run_validate)
+    m.set_defaults(func=_lazy("matrix:run_validate"))
     return parser
 
 

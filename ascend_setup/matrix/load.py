@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix.models import Matrix, Row
 
+#: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PACKAGED_MATRIX = Path(__file__).resolve().parent.parent / "data" / "compat_matrix.yaml"
 MATRIX_ENV = "ASCEND_SETUP_MATRIX"
 
@@ -52,15 +54,18 @@ def _describe(error: dict) -> str:
 
 def parse_matrix(text: str, source: str) -> Matrix:
     """Validate matrix text. Raises BadInput naming `source`, the line and the problem."""
+    loader = _Loader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data: Any = yaml.safe_load(text)
+        root = loader.get_single_node()  # kept for mapping errors back to lines
+        data: Any = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise BadInput(f"{source}:{line}: not valid YAML: {problem}",
                        hint="fix the file or drop --matrix to use the packaged matrix") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise BadInput(f"{source}:1: the matrix must be a mapping with 'schema', 'indexes' and 'rows'")
     # Top-level keys starting with '_' hold YAML anchors shared by rows; they are not data.

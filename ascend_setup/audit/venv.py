@@ -1,0 +1,103 @@
+"""What is installed in a venv, read from its dist-info directories (never by running it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib.metadata import Distribution, PathDistribution
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ascend_setup.errors import BadInput
+from ascend_setup.venvinfo import read_pyvenv_cfg, site_packages
+
+
+@dataclass
+class Installed:
+    """One distribution as its dist-info describes it."""
+
+    name: str
+    version: str
+    path: Path
+    dist: Distribution = field(repr=False)
+    requires: List[str] = field(default_factory=list)
+
+    @property
+    def parsed_version(self) -> Optional[Version]:
+        try:
+            return Version(self.version)
+        except InvalidVersion:
+            return None
+
+    def read(self, member: str) -> Optional[str]:
+        return self.dist.read_text(member)
+
+    def record_paths(self) -> List[str]:
+        text = self.read("RECORD") or ""
+        return [line.split(",")[0] for line in text.splitlines() if line.strip()]
+
+    def wheel_tags(self) -> List[str]:
+        text = self.read("WHEEL") or ""
+        return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")]
+
+    def installer(self) -> Optional[str]:
+        text = self.read("INSTALLER")
+        return text.strip() if text else None
+
+    def direct_url(self) -> Optional[dict]:
+        text = self.read("direct_url.json")
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return None
+
+
+@dataclass
+class VenvContents:
+    root: Path
+    config: Dict[str, str]
+    site: List[Path]
+    dists: List[Installed]
+
+    @property
+    def python_version(self) -> Optional[str]:
+        return self.config.get("version") or self.config.get("version_info")
+
+    @property
+    def system_site_packages(self) -> bool:
+        return self.config.get("include-system-site-packages", "false").lower() == "true"
+
+    def by_name(self) -> Dict[str, List[Installed]]:
+        grouped: Dict[str, List[Installed]] = {}
+        for d in self.dists:
+            grouped.setdefault(d.name, []).append(d)
+        return grouped
+
+    def get(self, name: str) -> Optional[Installed]:
+        found = self.by_name().get(canonicalize_name(name))
+        return found[0] if found else None
+
+
+def read_venv(root: Path) -> VenvContents:
+    """Every dist-info/egg-info in the venv's site-packages. A path that is not a venv is bad input."""
+    config = read_pyvenv_cfg(root)
+    if config is None:
+        what = "does not exist" if not root.exists() else "is not a venv (no pyvenv.cfg)"
+        raise BadInput(f"--venv {root} {what}")
+    sites = site_packages(root)
+    dists: List[Installed] = []
+    for site in sites:
+        for meta in sorted(site.iterdir()):
+            if meta.suffix not in (".dist-info", ".egg-info") or not meta.is_dir():
+                continue
+            dist = PathDistribution(meta)
+            headers = dist.metadata  # parsed once: importlib.metadata re-parses on every access
+            name = headers["Name"] if headers else None
+            if not name:
+                continue
+            dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
+                                   headers.get_all("Requires-Dist") or []))
+    return VenvContents(root=root, config=config, site=sites, dists=dists)

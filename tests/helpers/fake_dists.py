@@ -1,0 +1,45 @@
+"""Fabricated dist-info directories in a real venv: what pip would leave behind, without pip."""
+
+from __future__ import annotations
+
+import json
+import venv
+from pathlib import Path
+from typing import Dict, Iterable, Optional
+
+from packaging.utils import canonicalize_name
+
+from helpers.dists import metadata_text
+
+
+def make_venv(path: Path, system_site_packages: bool = False) -> Path:
+    venv.create(path, with_pip=False, system_site_packages=system_site_packages)
+    return path
+
+
+def site_of(venv_path: Path) -> Path:
+    return next((venv_path / "lib").glob("python3*/site-packages"))
+
+
+def fake_install(venv_path: Path, name: str, version: str, *, requires: Iterable[str] = (),
+                 files: Optional[Dict[str, str]] = None, tag: Optional[str] = "py3-none-any",
+                 installer: str = "pip", direct_url: Optional[dict] = None, dist_dir: Optional[str] = None) -> Path:
+    """Write `<name>-<version>.dist-info` (METADATA, RECORD, INSTALLER, WHEEL) and the files it records."""
+    site = site_of(venv_path)
+    stem = canonicalize_name(name).replace("-", "_")
+    info = site / (dist_dir or f"{stem}-{version}.dist-info")
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(metadata_text(name, version, requires))
+    (info / "INSTALLER").write_text(installer + "\n")
+    if tag:
+        (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tag}\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    files = files if files is not None else {f"{stem}/__init__.py": ""}
+    for rel, text in files.items():
+        target = site / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    record = [f"{rel},," for rel in files] + [f"{info.name}/{m},," for m in ("METADATA", "INSTALLER", "RECORD")]
+    (info / "RECORD").write_text("\n".join(record) + "\n")
+    return info

@@ -1,0 +1,151 @@
+"""`ascend-setup audit`: real venvs with fabricated dist-infos, one per rule, and a clean one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from conftest import assert_one_line_error
+from helpers.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
+from helpers.fake_dists import fake_install, make_venv
+from ascend_setup.audit.report import run_audit
+from ascend_setup.matrix import load_matrix
+
+MATRIX = load_matrix()
+ROW = MATRIX.rows["9.1.0"]
+VERSIONS = stub_versions(dict(ROW.packages), dict(ROW.cann_python_deps))
+SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
+TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
+
+
+def clean_venv(path: Path, skip=(), override: Dict[str, str] = None) -> Path:
+    """Everything the row and its requirements need, at versions that satisfy them."""
+    make_venv(path)
+    versions = dict(VERSIONS, **(override or {}))
+    for name, version in sorted(versions.items()):
+        if name in skip or (ROW.is_cuda_only(name) and name not in ROW.packages):
+            continue
+        files = TRITON_FILES if name == "triton-ascend" else None
+        fake_install(path, name, version, requires=SPECIAL.get(name, ()), files=files)
+    return path
+
+
+def _ids(report) -> Dict[str, list]:
+    found: Dict[str, list] = {}
+    for f in report.findings:
+        found.setdefault(f.id, []).append(f)
+    return found
+
+
+def test_clean_venv_passes(cli, tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v")
+    report = run_audit(MATRIX, venv)
+    assert not report.failed, [f.message for f in report.findings if f.severity == "error"]
+    assert report.row.cann == "9.1.0" and "vllm-ascend 0.23.0 is installed" in report.row_reason
+    infos = [f for f in report.findings if f.severity == "info"]
+    assert {f.package for f in infos} >= {"torch", "flashinfer-python", "tilelang", "nvidia-cudnn-frontend"}
+    assert all("on purpose" in f.message for f in infos)
+    proc = cli("audit", "--venv", str(venv), "--json")
+    assert proc.returncode == 0, proc.stdout
+    data = json.loads(proc.stdout)
+    assert data["row"] == "9.1.0" and data["row_reason"]
+    assert {"id", "severity", "package", "message", "fix"} <= set(data["findings"][0])
+
+
+def test_displaced_torch_and_cuda_variant(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0", "torchvision": "0.25.0+cu130"})
+    found = _ids(run_audit(MATRIX, venv))
+    torch = next(f for f in found["pin-differs"] if f.package == "torch")
+    assert torch.severity == "error" and "displaced, most likely by vllm's CUDA metadata" in torch.message
+    assert torch.fix.endswith("install --no-deps torch==2.10.0")
+    assert found["cuda-build"][0].package == "torchvision"
+
+
+def test_triton_shadowing(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v")
+    fake_install(venv, "triton", "3.5.0", files={"triton/__init__.py": "", "triton/language/core.py": ""})
+    report = run_audit(MATRIX, venv)
+    found = _ids(report)
+    assert "not subscriptable" in found["triton-upstream"][0].message
+    assert "2 files under triton/" in found["triton-overlap"][0].message
+    assert report.plan[0].endswith("uninstall -y triton")
+    assert "triton-ascend==3.2.2" in report.plan[-1] and "--force-reinstall" in report.plan[-1]
+    missing = clean_venv(tmp_path / "w", skip=("triton-ascend",))
+    assert "triton-ascend-missing" in _ids(run_audit(MATRIX, missing))
+
+
+def test_cann_deps_missing_or_old(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"sympy": "1.4"})
+    found = _ids(run_audit(MATRIX, venv))
+    assert [f.package for f in found["cann-dep-missing"]] == ["decorator"]
+    assert found["cann-dep-old"][0].package == "sympy" and "1.5.1" in found["cann-dep-old"][0].message
+
+
+def test_cuda_only_present(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v")
+    fake_install(venv, "flashinfer-python", "0.6.12")
+    fake_install(venv, "nvidia-cudnn-frontend", "1.19.1")
+    report = run_audit(MATRIX, venv)
+    assert {f.package for f in _ids(report)["cuda-only"]} == {"flashinfer-python", "nvidia-cudnn-frontend"}
+    assert not report.failed  # a warning: dead weight, not a crash
+    assert any("uninstall -y flashinfer-python nvidia-cudnn-frontend" in c for c in report.plan)
+
+
+def test_broken_closure_like_pip_check(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", override={"fastapi": "0.130.0"}, skip=("openai",))
+    found = _ids(run_audit(MATRIX, venv))
+    unmet = {f.package: f for f in found["requirement-unmet"]}
+    assert "fastapi" in unmet and "vllm-ascend 0.23.0 requires fastapi<0.124.0" in unmet["fastapi"].message
+    assert "openai" in unmet and "openai is missing" in unmet["openai"].message
+
+
+def test_venv_shape_rules(tmp_path: Path) -> None:
+    leaky = tmp_path / "leaky"
+    make_venv(leaky, system_site_packages=True)
+    found = _ids(run_audit(MATRIX, leaky))
+    assert "system-site-packages" in found
+    venv = clean_venv(tmp_path / "v")
+    fake_install(venv, "numpy", "2.0.0", dist_dir="numpy-2.0.0.dist-info")
+    arch = "aarch64" if platform.machine() == "x86_64" else "x86_64"
+    fake_install(venv, "fastnative", "1.0", tag=f"cp311-cp311-manylinux_2_17_{arch}")
+    fake_install(venv, "toonew", "1.0", tag=f"cp311-cp311-manylinux_2_99_{platform.machine()}")
+    found = _ids(run_audit(MATRIX, venv))
+    assert found["duplicate-dist"][0].package == "numpy"
+    assert {f.package for f in found["wheel-platform"]} == {"fastnative", "toonew"}
+
+
+def test_python_outside_range(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v")
+    cfg = venv / "pyvenv.cfg"
+    cfg.write_text("\n".join(l if not l.startswith("version") else "version = 3.9.18"
+                             for l in cfg.read_text().splitlines()) + "\n")
+    assert "python-range" in _ids(run_audit(MATRIX, venv))
+
+
+def test_row_inference_and_override(tmp_path: Path) -> None:
+    venv = make_venv(tmp_path / "v")
+    fake_install(venv, "torch-npu", "2.10.0.post2")
+    report = run_audit(MATRIX, venv)
+    assert report.row.cann == "9.0.1" and "torch-npu 2.10.0.post2" in report.row_reason
+    assert run_audit(MATRIX, venv, "9.1.0").row_reason == "--cann 9.1.0"
+
+
+def test_audit_is_read_only(tmp_path: Path, cli) -> None:
+    venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"})
+    def snapshot():
+        return {p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+                for p in sorted(venv.rglob("*"))}
+    before = snapshot()
+    proc = cli("audit", "--venv", str(venv))
+    assert proc.returncode == 1 and "fix plan" in proc.stdout
+    assert snapshot() == before
+
+
+def test_not_a_venv(cli, tmp_path: Path) -> None:
+    assert "is not a venv" in assert_one_line_error(cli("audit", "--venv", str(tmp_path)))
+    assert "does not exist" in assert_one_line_error(cli("audit", "--venv", str(tmp_path / "x")))
