@@ -112,6 +112,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return int(args.func(args))
     except AscendSetupError as exc:
+        if exc.details:
+            sys.stderr.write(exc.details.rstrip() + "\n")
         sys.stderr.write(exc.one_line() + "\n")
         return exc.exit_code
     except KeyboardInterrupt:

@@ -15,10 +15,11 @@ class AscendSetupError(Exception):
 
     exit_code = EXIT_FINDINGS
 
-    def __init__(self, message: str, *, hint: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, hint: Optional[str] = None, details: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details  # e.g. the log lines around a root cause, shown above the one line
 
     def one_line(self) -> str:
         """The single stderr line: what went wrong and what to do about it."""

@@ -7,6 +7,7 @@ import sys
 from typing import Any, Iterable, Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green",
@@ -41,7 +42,7 @@ def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in rows:
-        cells = ["" if c is None else str(c) for c in row]
+        cells = [escape("" if c is None else str(c)) for c in row]  # '[grid]' is text, not markup
         if status_column is not None:
             cells[status_column] = styled(cells[status_column])
         t.add_row(*cells)

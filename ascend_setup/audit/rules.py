@@ -17,6 +17,10 @@ from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.tags import Target, tag_priorities
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 
+#: Requirements another installed distribution stands in for: triton-ascend ships the `triton`
+#: package, and upstream triton (which xgrammar asks for on x86) must stay out.
+SUBSTITUTES = {"triton": "triton-ascend"}
+
 #: Order of the fix plan: remove what is wrong, put the pins back, fill gaps, triton-ascend last.
 PHASE_UNINSTALL, PHASE_PINS, PHASE_FILL, PHASE_TRITON, PHASE_MANUAL = range(5)
 
@@ -188,6 +192,11 @@ def rule_closure(ctx: AuditContext) -> List[Finding]:
             if have and (version is None or req.specifier.contains(version, prereleases=True)):
                 continue
             state = f"{dep} {have[0].version} is installed" if have else f"{dep} is missing"
+            stand_in = SUBSTITUTES.get(dep)
+            if stand_in and stand_in in ctx.installed:
+                findings.append(Finding("expected-unmet", "info", dep, f"{name} requires {req} but {state}: "
+                                        f"expected, {stand_in} provides it (upstream {dep} would shadow it)"))
+                continue
             if name == "vllm" and (ctx.row.is_cuda_only(dep) or dep in ctx.row.packages):
                 findings.append(Finding("expected-unmet", "info", dep,
                                         f"vllm requires {req} but {state}: expected, the row "

@@ -17,6 +17,7 @@ from ascend_setup.steps.base import Context
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.runner import Runner, status_rows
 from ascend_setup.steps.state import StateStore
+from ascend_setup.steps.verify import serving_hints, shell_lines
 
 
 class ConsoleReporter:
@@ -72,8 +73,18 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
         console.print("nothing done")
         return 1
     state = runner.run(ConsoleReporter(console), options=options.to_record())
+    shell, hints = shell_lines(runner.ctx), serving_hints(runner.ctx)
     if as_json:
-        print_json({"workdir": options.workdir, "steps": status_rows(runner.steps, state)})
+        print_json({"workdir": options.workdir, "steps": status_rows(runner.steps, state), "shell": shell,
+                    "hints": hints})
+        return 0
+    out = stdout_console()
+    out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {options.venv}.[/green] In your shell:")
+    for line in shell:
+        out.print(f"  {line}", soft_wrap=True, markup=False)
+    out.print("Serving hints for this row:")
+    for hint in hints:
+        out.print(f"  - {hint}", soft_wrap=True, markup=False)
     return 0
 
 

@@ -146,7 +146,7 @@ class Runner:
             self._fail(state, d, started, log, exc.one_line(), reporter)
             if isinstance(exc, BadInput):
                 raise
-            raise StepFailed(f"step {step.name} failed: {exc.message}", hint=exc.hint) from None
+            raise StepFailed(f"step {step.name} failed: {exc.message}", hint=exc.hint, details=exc.details) from None
         except Exception as exc:  # a step's own bug or an OS error: record it, then report it
             message = f"{type(exc).__name__}: {exc}"
             self._fail(state, d, started, log, message, reporter)

@@ -6,7 +6,6 @@ import base64
 import hashlib
 import io
 import tarfile
-import textwrap
 import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, Optional
@@ -56,22 +55,47 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     return path
 
 
+#: A minimal in-tree PEP 517 backend: stub sdists build offline, with no setuptools or wheel needed.
+SIMPLE_BACKEND = r'''
+import base64, hashlib, zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    meta = (HERE / "PKG-INFO").read_text()
+    name = next(l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Name:"))
+    version = next(l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Version:"))
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = {f"{dist}/__init__.py": (HERE / dist / "__init__.py").read_bytes(), f"{info}/METADATA": meta.encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    digest = lambda d: "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    files[f"{info}/RECORD"] = record.encode()
+    filename = f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(Path(wheel_directory) / filename, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return filename
+'''
+
+
 def build_sdist(out_dir: Path, name: str, version: str, *, requires: Iterable[str] = (),
-                setup_py: Optional[str] = None, extra_files: Optional[Dict[str, str]] = None,
-                requires_python: Optional[str] = None) -> Path:
-    """A setuptools sdist; its setup.py installs a package named after the project by default."""
+                extra_files: Optional[Dict[str, str]] = None, requires_python: Optional[str] = None) -> Path:
+    """An sdist with a tiny in-tree build backend; it builds an importable package named after the project."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
     base = f"{dist}-{version}"
-    requires = list(requires)
-    setup_py = setup_py or textwrap.dedent(f"""\
-        from setuptools import setup
-        setup(name={name!r}, version={version!r}, packages=[{dist!r}], install_requires={requires!r})
-        """)
     members = {
-        "PKG-INFO": metadata_text(name, version, requires, requires_python),
-        "setup.py": setup_py,
-        "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
+        "PKG-INFO": metadata_text(name, version, list(requires), requires_python),
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "_backend"\nbackend-path = ["."]\n',
+        "_backend.py": SIMPLE_BACKEND,
         f"{dist}/__init__.py": f"__version__ = {version!r}\n",
     }
     members.update(extra_files or {})
@@ -81,6 +105,6 @@ def build_sdist(out_dir: Path, name: str, version: str, *, requires: Iterable[st
             data = text.encode()
             tinfo = tarfile.TarInfo(f"{base}/{member}")
             tinfo.size = len(data)
-            tinfo.mode = 0o755 if member.endswith(".sh") else 0o644
+            tinfo.mode = 0o644
             archive.addfile(tinfo, io.BytesIO(data))
     return path

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -94,7 +94,9 @@ def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[st
 
 
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
-                    vllm_ascend_sdist: Optional[Path] = None) -> Ecosystem:
+                    vllm_ascend_sdist: Optional[Path] = None,
+                    plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64")) -> Ecosystem:
+    """Both indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source build."""
     main, ascend = root / "main", root / "ascend"
     versions = stub_versions(row_packages, cann_deps)
     real = {"pip", "setuptools"}  # the venv's own tools: serve the real wheels, never stubs
@@ -117,7 +119,7 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     for name, version in (("torch", "2.11.0"), ("torchvision", "0.26.0"), ("torchaudio", "2.11.0")):
         build_wheel(main, name, version, tag="py3-none-any")
     build_wheel(main, "transformers", "5.6.0")  # allowed by vllm, not by the plugin's pin
-    for tag in ("manylinux_2_34_x86_64", "manylinux_2_34_aarch64"):
+    for tag in (f"manylinux_2_34_{arch}" for arch in plugin_wheel_arches):
         for py in ("cp310", "cp311", "cp312"):
             build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
                         requires=PLUGIN_REQUIRES)

@@ -62,7 +62,11 @@ class LocalIndex:
             def do_HEAD(self) -> None:
                 index._handle(self, head=True)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address) -> None:
+                pass  # clients hang up mid-transfer on purpose (ranges, stalls, kills)
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -1,0 +1,104 @@
+"""Downloads that survive a stop: `.part` files, HTTP Range resume, sha256 from the index, rename when
+complete, and fail-over to the next mirror (continuing from the same byte) when one stalls."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import requests
+
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.fsutil import fsync_dir
+from ascend_setup.index.http import IndexUnreachable, get
+
+CHUNK = 256 * 1024
+Progress = Callable[[int, Optional[int]], None]
+
+
+class Stalled(AscendSetupError):
+    """A mirror sends too slowly (or nothing at all); the next one continues the same file."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[Progress], stall_seconds: float,
+           min_rate: float, window: float) -> None:
+    offset = part.stat().st_size if part.exists() else 0
+    if total is not None and offset >= total:
+        return
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    try:
+        response = get(url, headers=headers, stream=True, timeout=stall_seconds, attempts=2)
+    except IndexUnreachable as exc:
+        raise Stalled(exc.message) from None
+    with response:
+        if response.status_code == 416:
+            return
+        if response.status_code not in (200, 206):
+            raise Stalled(f"{url} answered HTTP {response.status_code}")
+        mode = "ab" if response.status_code == 206 and offset else "wb"
+        done = offset if mode == "ab" else 0
+        window_start, window_bytes = time.monotonic(), 0
+        with part.open(mode) as handle:
+            try:
+                for chunk in response.iter_content(CHUNK):
+                    handle.write(chunk)
+                    done += len(chunk)
+                    window_bytes += len(chunk)
+                    if on_progress:
+                        on_progress(done, total)
+                    elapsed = time.monotonic() - window_start
+                    if elapsed >= window:
+                        if window_bytes / elapsed < min_rate:
+                            raise Stalled(f"{url} sends {window_bytes / elapsed / 1e3:.0f} kB/s, below "
+                                          f"{min_rate / 1e3:.0f} kB/s")
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                        window_start, window_bytes = time.monotonic(), 0
+            except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.Timeout) as exc:
+                raise Stalled(f"{url}: transfer stopped ({exc.__class__.__name__})") from None
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, size: Optional[int] = None,
+             on_progress: Optional[Progress] = None, on_failover: Optional[Callable[[str, str], None]] = None,
+             stall_seconds: float = 30.0, min_rate: float = 50_000.0, window: float = 5.0) -> Path:
+    """Fetch `dest` from the first URL that works, resuming `dest.part`; verify; rename. Idempotent."""
+    if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    errors: List[str] = []
+    for url in urls:
+        try:
+            _fetch(url, part, total=size, on_progress=on_progress, stall_seconds=stall_seconds,
+                   min_rate=min_rate, window=window)
+            break
+        except Stalled as exc:
+            errors.append(exc.message)
+            if on_failover:
+                on_failover(url, exc.message)
+    else:
+        raise AscendSetupError(f"could not download {dest.name}: " + "; ".join(errors),
+                               hint=f"run again to continue from byte {part.stat().st_size if part.exists() else 0}")
+    if sha256 is not None:
+        actual = sha256_of(part)
+        if actual != sha256:
+            part.unlink()  # ours, and worthless: the next attempt starts clean
+            raise AscendSetupError(f"{dest.name}: sha256 {actual[:12]}... does not match the index's "
+                                   f"{sha256[:12]}...", hint="the mirror serves a different file; try another")
+    os.replace(part, dest)
+    fsync_dir(dest.parent)
+    return dest

@@ -1,0 +1,1 @@
+"""Mirror ranking: freshness gate, fair throughput measurement, the choice the install uses."""

@@ -1,0 +1,58 @@
+"""Subprocesses of the pipeline: argument lists only, output into the step log, failures triaged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+from ascend_setup.errors import StepFailed
+from ascend_setup.knowledge.signatures import triage
+
+LineHook = Callable[[str], None]
+
+
+def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str]] = None,
+               cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None) -> None:
+    """Run `argv`, appending every output line to `log`; a non-zero exit raises StepFailed naming the
+    root cause found in this attempt's output (not its last line)."""
+    what = what or Path(argv[0]).name
+    merged: Dict[str, str] = dict(os.environ if env is None else env)
+    merged.setdefault("PYTHONUNBUFFERED", "1")
+    lines: List[str] = []
+    with log.open("a", encoding="utf-8", errors="replace") as handle:
+        handle.write("$ " + " ".join(map(str, argv)) + "\n")
+        handle.flush()
+        try:
+            proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=merged, cwd=cwd, text=True, errors="replace",
+                                    bufsize=1)
+        except OSError as exc:
+            raise StepFailed(f"{what} could not start: {exc}") from None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            handle.write(line)
+            lines.append(line)
+            if on_line is not None:
+                on_line(line.rstrip("\n"))
+        code = proc.wait()
+        handle.write(f"[exit {code}]\n")
+    if code != 0:
+        diagnosis = triage(lines)
+        if diagnosis is not None:
+            raise StepFailed(f"{what} failed: {diagnosis.cause}",
+                             hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
+                             details=diagnosis.render())
+        raise StepFailed(f"{what} exited with status {code}", hint=f"see {log}")
+
+
+def capture(argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300) -> \
+        subprocess.CompletedProcess:
+    """Run a short check and keep its output (no log). A program that cannot start is exit 127."""
+    args = [str(a) for a in argv]
+    try:
+        return subprocess.run(args, capture_output=True, text=True, env=dict(env) if env else None,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        return subprocess.CompletedProcess(args, 127, "", str(exc))

@@ -1,0 +1,53 @@
+"""mirror: which index the install downloads from, decided once and recorded for resumes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict
+
+from ascend_setup.index.pipconfig import configured_index
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.steps.base import Context, Step
+from ascend_setup.steps.common import matrix_of, row_of
+
+
+def row_extra_indexes(ctx: Context) -> list:
+    """The user's --extra-index-url, else the named indexes the row takes packages from (Ascend)."""
+    if ctx.options.get("extra_index_urls"):
+        return list(ctx.options["extra_index_urls"])
+    row, matrix = row_of(ctx), matrix_of(ctx)
+    names = dict.fromkeys(row.index_of(n) for n in row.packages)
+    return [matrix.index_url(n) for n in names if n != MIRROR]
+
+
+class ChooseMirror(Step):
+    """choose the package index (fastest fresh mirror, --mirror URL|none, or --index-url)"""
+
+    name = "mirror"
+    depends_on = ("preflight",)
+
+    def inputs(self, ctx: Context) -> Dict[str, Any]:
+        o = ctx.options
+        return {"mirror": o.get("mirror", "auto"), "index_url": o.get("index_url"),
+                "extra_index_urls": row_extra_indexes(ctx)}
+
+    def is_done(self, ctx: Context) -> bool:
+        out = ctx.outputs.get(self.name) or {}
+        return bool(out.get("index_url"))
+
+    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        o = ctx.options
+        extras = row_extra_indexes(ctx)
+        if o.get("index_url"):
+            chosen, source = o["index_url"], "--index-url"
+        elif o.get("mirror") not in (None, "auto", "none"):
+            chosen, source = o["mirror"], "--mirror"
+        elif o.get("mirror") == "none":
+            chosen, source = configured_index(), "pip's configuration"
+        else:
+            from ascend_setup.mirrors.choice import choose_for_install
+
+            chosen, source = choose_for_install(ctx, log)
+        with log.open("a") as handle:
+            handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\n")
+        return {"index_url": chosen, "extra_index_urls": extras, "source": source}

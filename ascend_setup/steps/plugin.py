@@ -1,0 +1,122 @@
+"""vllm-ascend: the wheel when the host can take one, else a source build on the persistent disk."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Dict
+
+from packaging.specifiers import SpecifierSet
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ascend_setup.build.locks import sweep_stale_locks
+from ascend_setup.build.source import (build_env, cached_wheel, extract_once, list_wheels, max_jobs, stage_watcher,
+                                       wheelhouse_key)
+from ascend_setup.errors import StepFailed
+from ascend_setup.index.choose import Choice, choose
+from ascend_setup.index.download import download
+from ascend_setup.index.simple import IndexSet
+from ascend_setup.procs import run_logged
+from ascend_setup.steps.base import Context, Step
+from ascend_setup.steps.common import cann_env, indexes_of, installed_versions, installer_of, python_of, row_of
+from ascend_setup.steps.packages import host_target
+
+
+def forecast_plugin(ctx: Context) -> Choice:
+    idx = indexes_of(ctx)
+    indexes = IndexSet([idx.index_url, *idx.extra_index_urls])
+    version = row_of(ctx).packages["vllm-ascend"]
+    choice = choose("vllm-ascend", indexes.pages("vllm-ascend"), SpecifierSet(f"=={version}"), host_target(ctx))
+    if choice.file is None:
+        raise StepFailed(f"vllm-ascend {version} has no file for this host", hint=choice.reason)
+    return choice
+
+
+class VllmAscend(Step):
+    """install vllm-ascend: a wheel if one fits this host, else build it from source (resumable)"""
+
+    name = "vllm-ascend"
+    depends_on = ("triton",)
+
+    def inputs(self, ctx: Context) -> Dict[str, Any]:
+        pre = ctx.outputs.get("preflight", {})
+        return {"version": row_of(ctx).packages["vllm-ascend"], "soc": ctx.options.get("soc") or pre.get("soc"),
+                "index": indexes_of(ctx).index_url}
+
+    def is_done(self, ctx: Context) -> bool:
+        return installed_versions(ctx).get("vllm-ascend") == row_of(ctx).packages["vllm-ascend"]
+
+    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        choice = forecast_plugin(ctx)
+        with log.open("a") as handle:
+            handle.write(f"forecast: {choice.outcome} {choice.file.filename if choice.file else ''} "
+                         f"{choice.reason or ''}\n")
+        if choice.outcome == "wheel":
+            installer_of(ctx).install(python_of(ctx), [f"vllm-ascend=={choice.version}"], log=log,
+                                      indexes=indexes_of(ctx), no_deps=True, only_binary=["vllm-ascend"])
+            return {"source": "wheel", "file": choice.file.filename}
+        wheel = self._built_wheel(ctx, choice, log)
+        installer_of(ctx).install(python_of(ctx), [str(wheel)], log=log, indexes=indexes_of(ctx), no_deps=True)
+        return {"source": "built", "file": wheel.name, "reason": choice.reason}
+
+    def _built_wheel(self, ctx: Context, choice: Choice, log: Path) -> Path:
+        pre = ctx.outputs["preflight"]
+        soc = ctx.options.get("soc") or pre.get("soc")
+        if not soc:
+            raise StepFailed("vllm-ascend must be built from source and no SOC_VERSION is known "
+                             f"({pre.get('npu_error') or 'no NPU found'})",
+                             hint="pass --soc, e.g. --soc ascend910b1 (Atlas A2 images use ascend910b1)")
+        python = ".".join(pre["python_version"].split(".")[:2])
+        key = wheelhouse_key(version=choice.version or "", cann=pre["cann_version"], arch=pre["arch"],
+                             python=python, glibc=pre["glibc"] or "unknown", soc=soc)
+        wheelhouse = ctx.workdir / "wheelhouse"
+        cached = cached_wheel(wheelhouse, key)
+        if cached is not None:
+            with log.open("a") as handle:
+                handle.write(f"reusing {cached} (key {key})\n")
+            return cached
+        sdist = self._download(ctx, choice, log)
+        source = extract_once(sdist, ctx.workdir / "src")
+        removed = sweep_stale_locks(source)
+        with log.open("a") as handle:
+            for lock in removed:
+                handle.write(f"removed stale compile lock {lock.path} (pid {lock.pid} is gone)\n")
+        env = build_env(cann_env(ctx), soc=soc, jobs=max_jobs(pre["cpus"], pre["mem_total"]),
+                        ascend_home=pre.get("cann_toolkit"))
+        building = wheelhouse / f".building-{key}"
+        if building.exists():
+            shutil.rmtree(building)  # ours: a wheel half-written by a killed build
+        building.mkdir(parents=True)
+        with Progress(TextColumn("building vllm-ascend"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=ctx.console, transient=True) as progress:
+            task = progress.add_task("build", total=None)
+            run_logged([python_of(ctx), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+                        "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log, env=env,
+                       on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
+                       what="vllm-ascend build")
+        built = list_wheels(building)
+        if not built:
+            raise StepFailed("the vllm-ascend build produced no wheel", hint=f"see {log}")
+        final_dir = wheelhouse / key
+        final_dir.mkdir(parents=True, exist_ok=True)
+        final = final_dir / built[0].name
+        os.replace(built[0], final)
+        shutil.rmtree(building)
+        return final
+
+    def _download(self, ctx: Context, choice: Choice, log: Path) -> Path:
+        f = choice.file
+        assert f is not None
+        with Progress(TextColumn(f"downloading {f.filename}"), BarColumn(), DownloadColumn(),
+                      console=ctx.console, transient=True) as progress:
+            task = progress.add_task("download", total=f.size)
+
+            def failover(url: str, why: str) -> None:
+                with log.open("a") as handle:
+                    handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
+
+            return download([f.url, *ctx.extras.get("alternate_urls", {}).get(f.filename, [])],
+                            ctx.workdir / "src" / f.filename, sha256=f.sha256, size=f.size,
+                            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                            on_failover=failover)

@@ -1,0 +1,103 @@
+"""The end-to-end harness: stub 9.1.0 stack on two loopback indexes, a hostile fake CANN, real pip."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from conftest import clean_env
+from helpers.ecosystem import PLUGIN_REQUIRES, build_ecosystem
+from helpers.fake_cann import FakeCann, build_fake_cann
+from helpers.index_server import Behaviour, LocalIndex
+from helpers.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.matrix import load_matrix
+
+ROW = load_matrix().rows["9.1.0"]
+SDIST_PADDING = 3 * 1024 * 1024
+
+
+@dataclass
+class Stack:
+    main: LocalIndex
+    ascend: LocalIndex
+    cann: FakeCann
+    root: Path
+    home: Path
+
+    def install_argv(self, workdir: Path, *extra: str) -> List[str]:
+        return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(self.cann.root),
+                "--index-url", self.main.url, "--extra-index-url", self.ascend.url, "--mirror", "none", "--yes",
+                "--workdir", str(workdir), "--python", sys.executable, *extra]
+
+    def env(self, **extra: str) -> dict:
+        return clean_env(self.home, {"STUB_BUILD_STAGES": "6", "STUB_STAGE_SECONDS": "0.3", **extra})
+
+    def install(self, workdir: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run(self.install_argv(workdir, *extra), capture_output=True, text=True, env=self.env(),
+                              timeout=timeout)
+
+    def spawn(self, workdir: Path, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen(self.install_argv(workdir, *extra), env=self.env(), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
+                              env=self.env(), timeout=300)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=60)
+
+
+def freeze(venv: Path) -> List[str]:
+    """pip freeze, with a local wheel's path reduced to its file name (workdirs differ between runs)."""
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "freeze", "--all"], capture_output=True,
+                         text=True, env=clean_env(venv.parent), check=True).stdout
+    lines = []
+    for line in out.splitlines():
+        if " @ file://" in line:
+            name, _, url = line.partition(" @ ")
+            line = f"{name} @ {url.split('#')[0].rsplit('/', 1)[-1]}"
+        if line.strip():
+            lines.append(line)
+    return sorted(lines)
+
+
+def status(stack: Stack, workdir: Path) -> dict:
+    return json.loads(stack.cli("status", "--workdir", str(workdir), "--json").stdout)
+
+
+def _stack(tmp_path_factory, *, plugin_wheel_arches=("aarch64",), behaviour: Optional[Behaviour] = None) -> Stack:
+    root = tmp_path_factory.mktemp("stack")
+    sdist = build_stub_plugin_sdist(root / "sdist", ROW.packages["vllm-ascend"], PLUGIN_REQUIRES,
+                                    padding_bytes=SDIST_PADDING)
+    eco = build_ecosystem(root / "eco", dict(ROW.packages), dict(ROW.cann_python_deps), vllm_ascend_sdist=sdist,
+                          plugin_wheel_arches=plugin_wheel_arches)
+    main, ascend = LocalIndex(behaviour), LocalIndex()
+    main.add_dir(eco.main)
+    ascend.add_dir(eco.ascend)
+    cann = build_fake_cann(root / "Ascend", version="9.1.0", set_env_mode="hostile")
+    home = root / "home"
+    home.mkdir()
+    return Stack(main=main, ascend=ascend, cann=cann, root=root, home=home)
+
+
+@pytest.fixture(scope="module")
+def source_stack(tmp_path_factory):
+    """vllm-ascend has no wheel for this host: the install must build it from the sdist."""
+    stack = _stack(tmp_path_factory)
+    yield stack
+    stack.main.close()
+    stack.ascend.close()

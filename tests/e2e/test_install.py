@@ -1,0 +1,45 @@
+"""`ascend-setup install` end to end on loopback: the whole pipeline, then a rerun that does nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from e2e.conftest import ROW, freeze, status
+
+
+def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -> None:
+    workdir = tmp_path / "wd"
+    start = time.monotonic()
+    proc = source_stack.install(workdir)
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = status(source_stack, workdir)
+    assert [s["state"] for s in data["steps"]] == ["done"] * 10, data
+    frozen = freeze(workdir / "venv")
+    assert "vllm-ascend @ vllm_ascend-0.23.0-py3-none-any.whl" in frozen and "torch==2.10.0" in frozen and "torch-npu==2.10.0.post4" in frozen
+    assert "transformers==5.5.4" in frozen and "triton-ascend==3.2.2" in frozen
+    assert not any(line.startswith(("triton==", "flashinfer", "nvidia-", "tilelang")) for line in frozen)
+    wheelhouse = list((workdir / "wheelhouse").glob("vllm_ascend-0.23.0-cann9.1.0-*-ascend910b3/*.whl"))
+    assert len(wheelhouse) == 1
+    plugin_log = (workdir / "logs" / "vllm-ascend.log").read_text()
+    assert "[6/6] Building CXX object" in plugin_log and "SOC ascend910b3" in plugin_log
+    derived = (workdir / "logs" / "plugin-deps.log").read_text()
+    assert "OUT torch==2.10.0" in derived and "CUDA-only: stripped by the row" in derived
+    assert "IN  transformers==5.5.4" in derived and "vllm-ascend: transformers==5.5.4" in derived
+    assert "fastapi[standard]<0.124.0,<0.137,>=0.115.0" in derived  # the plugin's bound meets vllm's
+    root = source_stack.cann.root
+    assert f"source {root}/cann/set_env.sh" in proc.stdout and f"source {root}/nnal/atb/set_env.sh" in proc.stdout
+    assert f"source {workdir}/venv/bin/activate" in proc.stdout and "fuse_qknorm_rope" in proc.stdout
+    audit = source_stack.cli("audit", "--venv", str(workdir / "venv"), "--json")
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["row"] == "9.1.0"
+
+    again_start = time.monotonic()
+    again = source_stack.install(workdir)
+    again_took = time.monotonic() - again_start
+    assert again.returncode == 0
+    assert again.stderr.count("(done)") == 10, again.stderr
+    assert freeze(workdir / "venv") == frozen
+    print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
