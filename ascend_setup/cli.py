@@ -85,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
     p.set_defaults(func=_lazy("audit:run"))
 
+    p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")
+    p.add_argument("--cann", help="row whose pins gate freshness (default: the installed CANN's, else the newest)")
+    p.add_argument("--candidate", metavar="URL", action="append", help="another index to rank (repeatable)")
+    p.add_argument("--only", action="store_true", help="rank just the --candidate URLs")
+    p.add_argument("--budget", type=float, default=5.0, metavar="SECONDS", help="overall time budget (default 5)")
+    p.add_argument("--apply", action="store_true", help="write the choice into --venv (or --global)")
+    p.add_argument("--venv", metavar="DIR", help="the venv whose pip.conf/uv.toml --apply writes")
+    p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
+    p.add_argument("--workdir", metavar="DIR", help="where the ranking is cached for install")
+    p.set_defaults(func=_lazy("mirrors:run"))
+
     p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
     p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")
     p.add_argument("--cann-home", metavar="DIR")

@@ -47,7 +47,7 @@ SIGNATURES: Sequence[Signature] = (
          "pip uninstall -y triton, then reinstall triton-ascend last (--force-reinstall --no-deps)"),
     _sig("qkv-rmsnorm-rope", r"qkv_rmsnorm_rope",
          "torch.ops.vllm.qkv_rmsnorm_rope is missing from vllm-ascend 0.23.0's binaries on A2",
-         "serve with --additional-config '{\"ascend_fusion_config\": {\"fuse_qknorm_rope\": false}}'"),
+         "serve with --additional-config '{{\"ascend_fusion_config\": {{\"fuse_qknorm_rope\": false}}}}'"),
     _sig("libc-sec", r"libc_sec\.so: cannot open shared object file",
          "the NPU driver's libraries are not on LD_LIBRARY_PATH",
          "add /usr/local/Ascend/driver/lib64/common and lib64/driver to LD_LIBRARY_PATH"),

@@ -38,6 +38,7 @@ class ChooseMirror(Step):
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         o = ctx.options
         extras = row_extra_indexes(ctx)
+        fallbacks: list = []
         if o.get("index_url"):
             chosen, source = o["index_url"], "--index-url"
         elif o.get("mirror") not in (None, "auto", "none"):
@@ -47,7 +48,7 @@ class ChooseMirror(Step):
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 
-            chosen, source = choose_for_install(ctx, log)
+            chosen, source, fallbacks = choose_for_install(ctx, log)
         with log.open("a") as handle:
-            handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\n")
-        return {"index_url": chosen, "extra_index_urls": extras, "source": source}
+            handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
+        return {"index_url": chosen, "extra_index_urls": extras, "source": source, "fallbacks": fallbacks}

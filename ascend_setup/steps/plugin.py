@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from packaging.specifiers import SpecifierSet
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,7 +16,7 @@ from ascend_setup.build.source import (build_env, cached_wheel, extract_once, li
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.choose import Choice, choose
 from ascend_setup.index.download import download
-from ascend_setup.index.simple import IndexSet
+from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.procs import run_logged
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, indexes_of, installed_versions, installer_of, python_of, row_of
@@ -31,6 +31,15 @@ def forecast_plugin(ctx: Context) -> Choice:
     if choice.file is None:
         raise StepFailed(f"vllm-ascend {version} has no file for this host", hint=choice.reason)
     return choice
+
+
+def alternate_urls(ctx: Context, filename: str) -> List[str]:
+    """The same file on the other fresh mirrors, so a stalled download continues elsewhere."""
+    urls = []
+    for index in (ctx.outputs.get("mirror") or {}).get("fallbacks", []):
+        page = SimpleIndex(index).project("vllm-ascend")
+        urls += [f.url for f in page.files if f.filename == filename]
+    return urls
 
 
 class VllmAscend(Step):
@@ -116,7 +125,7 @@ class VllmAscend(Step):
                 with log.open("a") as handle:
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
-            return download([f.url, *ctx.extras.get("alternate_urls", {}).get(f.filename, [])],
+            return download([f.url, *alternate_urls(ctx, f.filename)],
                             ctx.workdir / "src" / f.filename, sha256=f.sha256, size=f.size,
                             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
                             on_failover=failover)

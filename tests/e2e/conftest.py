@@ -45,8 +45,13 @@ class Stack:
                               timeout=timeout)
 
     def spawn(self, workdir: Path, *extra: str) -> subprocess.Popen:
-        return subprocess.Popen(self.install_argv(workdir, *extra), env=self.env(), start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        """A background install in its own process group; its stderr goes to a file (`proc.stderr_path`)."""
+        err = self.root / f"stderr-{os.getpid()}-{len(list(self.root.glob('stderr-*')))}.txt"
+        with err.open("w") as handle:
+            proc = subprocess.Popen(self.install_argv(workdir, *extra), env=self.env(), start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=handle)
+        proc.stderr_path = err  # type: ignore[attr-defined]
+        return proc
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,

@@ -1,0 +1,74 @@
+"""`ascend-setup mirrors`: rank indexes (freshness, then throughput); optionally apply the choice."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.cann import primary_cann, same_cann
+from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.mirrors.apply import write_venv_config
+from ascend_setup.mirrors.choice import candidates, host_target, ranked
+from ascend_setup.options import check_index_url
+from ascend_setup.paths import env_or, resolve_workdir
+from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.venvinfo import read_pyvenv_cfg
+
+
+def _row(matrix, cann):
+    if cann:
+        return select_row(matrix, cann)
+    installed = primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))
+    for version, row in matrix.rows.items():
+        if installed and same_cann(installed.version, version):
+            return row
+    return matrix.newest()
+
+
+def _apply_global(url: str) -> None:
+    """--global: let pip itself edit the user's config (it keeps everything else there)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "--user", "set", "global.index-url", url],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AscendSetupError(f"pip config could not set global.index-url: {proc.stderr.strip()[-200:]}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.apply and not args.venv and not args.global_:
+        raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
+    if args.venv and read_pyvenv_cfg(Path(args.venv)) is None:
+        raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
+    if args.only and not args.candidate:
+        raise BadInput("--only ranks just the --candidate URLs: give at least one")
+    if not 0.5 <= args.budget <= 120:
+        raise BadInput("--budget takes seconds between 0.5 and 120")
+    matrix = load_matrix(args.matrix)
+    row = _row(matrix, args.cann)
+    extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
+    urls = candidates(matrix, extra, args.only)
+    workdir = resolve_workdir(args.workdir)
+    data, _ = ranked(matrix, row, workdir, target=host_target(), urls=urls, budget=args.budget, use_cache=False)
+    result = data["result"]
+    if args.apply and result["chosen"]:
+        extras = [matrix.index_url(n) for n in dict.fromkeys(row.index_of(p) for p in row.packages) if n != MIRROR]
+        if args.venv:
+            write_venv_config(Path(args.venv), result["chosen"], extras)
+        if args.global_:
+            _apply_global(result["chosen"])
+    if args.json:
+        print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
+                    "sample": result["sample"], "seconds": result["seconds"]})
+    else:
+        console = stdout_console()
+        console.print(table(f"mirrors for CANN {row.cann} (sample {result['sample']}, {result['seconds']:.1f} s)",
+                            ["status", "mirror", "TTFB", "throughput", "detail"],
+                            [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
+                              "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
+                             for m in result["mirrors"]], status_column=0))
+        console.print(f"chosen: {result['chosen'] or 'none usable'}" +
+                      (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
+    return 0 if result["chosen"] else 1

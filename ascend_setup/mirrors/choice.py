@@ -1,0 +1,89 @@
+"""Which mirrors to measure, the cached result, and the choice the install's mirror step uses."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.pipconfig import configured_index
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.mirrors.rank import Ranking, rank_mirrors
+
+CACHE_NAME = "mirrors.json"
+CACHE_TTL = 6 * 3600
+
+
+def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) -> List[str]:
+    """The well-known mirrors (matrix data), pip's configured index, and --candidate URLs."""
+    if only:
+        return list(dict.fromkeys(extra))
+    try:
+        configured = [configured_index()]
+    except AscendSetupError:
+        configured = []
+    return list(dict.fromkeys([*configured, *matrix.well_known_mirrors, *extra]))
+
+
+def host_target(python: Optional[str] = None) -> Target:
+    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(),
+                  python=python or "%d.%d" % sys.version_info[:2])
+
+
+def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> dict:
+    return {"row": row.cann, "target": target.to_json(), "candidates": sorted(urls)}
+
+
+def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], ttl: float = CACHE_TTL) -> Optional[dict]:
+    """A previous ranking for the same row, target and candidates, if younger than `ttl`."""
+    try:
+        data = json.loads((workdir / CACHE_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != _cache_key(row, target, urls) or time.time() - data.get("time", 0) > ttl:
+        return None
+    return data
+
+
+def save_cache(workdir: Path, row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = {"key": _cache_key(row, target, urls), "time": time.time(), "result": ranking.to_json(),
+            "fallbacks": [m.url for m in ranking.usable()[1:]]}
+    atomic_write_text(workdir / CACHE_NAME, json.dumps(data, indent=2) + "\n")
+
+
+def ranked(matrix: Matrix, row: Row, workdir: Path, *, target: Target, urls: Sequence[str],
+           budget: float = 5.0, use_cache: bool = True) -> Tuple[dict, bool]:
+    """(the ranking as JSON plus fallbacks, whether it came from the cache)."""
+    if use_cache:
+        cached = load_cached(workdir, row, target, urls)
+        if cached is not None:
+            return cached, True
+    ranking = rank_mirrors(urls, row, target, budget=budget)
+    save_cache(workdir, row, target, urls, ranking)
+    return json.loads((workdir / CACHE_NAME).read_text()), False
+
+
+def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
+    """The install's `--mirror auto`: reuse a fresh ranking from the workdir, else measure now.
+    Returns the chosen index, why, and the other usable mirrors (for download fail-over)."""
+    matrix, row = ctx.extras["matrix"], ctx.extras["row"]
+    pre = ctx.outputs.get("preflight", {})
+    target = host_target(".".join(pre.get("python_version", "").split(".")[:2]) or None)
+    urls = candidates(matrix)
+    data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls)
+    with log.open("a") as handle:
+        for m in data["result"]["mirrors"]:
+            handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")
+    chosen = data["result"]["chosen"]
+    if not chosen:
+        raise AscendSetupError("no usable package mirror (all stale, unreachable or failing)",
+                               hint="pass --index-url URL or --mirror URL; see 'ascend-setup mirrors'")
+    return chosen, "fastest fresh mirror" + (" (cached ranking)" if cached else ""), data.get("fallbacks", [])

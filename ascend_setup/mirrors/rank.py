@@ -1,0 +1,209 @@
+"""Rank package mirrors: a concurrent freshness gate, then a fair throughput measurement.
+
+How mirrors share the link: freshness pages and a one-byte time-to-first-byte probe go out to every
+mirror at once (tiny requests: the link is never the bottleneck, so concurrency is free). Throughput
+is then measured one mirror at a time in short windows, fastest responders first: measured
+concurrently, mirrors would split this host's downlink and a fast mirror would look as slow as its
+neighbours. A mirror that is clearly slower than the best so far is cut off early, each window is
+capped, and the whole measurement stays inside an overall budget.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import requests
+from packaging.specifiers import SpecifierSet
+
+from ascend_setup.index.choose import choose
+from ascend_setup.index.http import session
+from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import MIRROR, Row
+
+SAMPLE_BYTES = 16 * 1024 * 1024
+FIRST_BYTE_TIMEOUT = 3.0
+SLOW_FRACTION = 0.25  # below a quarter of the best: "slow"
+EARLY_ABORT_AFTER = 0.3  # seconds of transfer before a clearly slower mirror is cut off
+
+
+@dataclass
+class MirrorResult:
+    url: str
+    status: str = "ok"  # ok | stale | error | timeout | slow
+    ttfb_s: Optional[float] = None
+    throughput_bps: Optional[float] = None
+    detail: str = ""
+    missing: List[str] = field(default_factory=list)
+    sample_url: Optional[str] = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("missing")
+        data.pop("sample_url")
+        return data
+
+
+@dataclass
+class Ranking:
+    mirrors: List[MirrorResult]
+    chosen: Optional[str]
+    sample: Optional[str]
+    seconds: float
+
+    def usable(self) -> List[MirrorResult]:
+        ok = [m for m in self.mirrors if m.status == "ok"]
+        return sorted(ok, key=lambda m: -(m.throughput_bps or 0))
+
+    def to_json(self) -> dict:
+        return {"mirrors": [m.to_json() for m in self.mirrors], "chosen": self.chosen, "sample": self.sample,
+                "seconds": round(self.seconds, 3)}
+
+
+def gated_packages(row: Row) -> Dict[str, str]:
+    """The row's pins that come from a PyPI mirror (not from a named index such as Ascend's)."""
+    return {n: v for n, v in row.packages.items() if row.index_of(n) == MIRROR}
+
+
+def _pages(url: str, names: Sequence[str]) -> Dict[str, ProjectPage]:
+    index = SimpleIndex(url)
+    with ThreadPoolExecutor(max_workers=len(names) or 1) as pool:
+        return dict(zip(names, pool.map(index.project, names)))
+
+
+def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str]) -> None:
+    """A mirror lacking a pinned version that some other mirror serves is stale."""
+    def has(page: ProjectPage, version: str) -> bool:
+        return any(str(f.version) == version for f in page.files)
+
+    for result in results:
+        errors = [p.error for p in pages[result.url].values() if p.error]
+        if errors:
+            result.status, result.detail = "error", errors[0]
+    served = {name: any(has(pages[r.url][name], v) for r in results if r.status != "error")
+              for name, v in pins.items()}
+    for result in results:
+        if result.status == "error":
+            continue
+        result.missing = [f"{n}=={v}" for n, v in pins.items() if served[n] and not has(pages[result.url][n], v)]
+        if result.missing:
+            result.status, result.detail = "stale", "lacks " + ", ".join(result.missing)
+
+
+def sample_file(row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage]],
+                results: List[MirrorResult]) -> Optional[IndexFile]:
+    """The largest file of the row that the install downloads anyway, resolved for the target."""
+    best: Optional[IndexFile] = None
+    fresh = [r for r in results if r.status == "ok"]
+    for name, version in gated_packages(row).items():
+        for r in fresh:
+            choice = choose(name, [pages[r.url][name]], SpecifierSet(f"=={version}"), target)
+            if choice.file is not None and (best is None or (choice.file.size or 0) > (best.size or 0)):
+                best = choice.file
+            if choice.file is not None:
+                break
+    return best
+
+
+def _locate(sample: IndexFile, pages: Dict[str, ProjectPage]) -> Optional[str]:
+    page = pages.get(sample.name)
+    return next((f.url for f in page.files if f.filename == sample.filename), None) if page else None
+
+
+def first_byte(result: MirrorResult, timeout: float = FIRST_BYTE_TIMEOUT) -> None:
+    """Time to the first byte of the sample; errors, 404s and silent servers are decided here."""
+    start = time.monotonic()
+    try:
+        with session().get(result.sample_url, headers={"Range": "bytes=0-0"}, stream=True,
+                           timeout=(timeout, timeout)) as response:
+            if response.status_code not in (200, 206):
+                result.status, result.detail = "error", f"HTTP {response.status_code} for the sample file"
+                return
+            next(response.iter_content(1), b"")
+            result.ttfb_s = round(time.monotonic() - start, 4)
+    except requests.Timeout:
+        result.status, result.detail = "timeout", f"no first byte within {timeout:.0f} s"
+    except requests.RequestException as exc:
+        result.status, result.detail = "error", f"{exc.__class__.__name__} fetching the sample"
+
+
+def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
+    """Bytes per second after the first byte, over at most `window` seconds; cut off early when
+    clearly slower than `best`."""
+    start = time.monotonic()
+    got = 0
+    first: Optional[float] = None
+    try:
+        with session().get(result.sample_url, headers={"Range": f"bytes=0-{sample_bytes - 1}"}, stream=True,
+                           timeout=(FIRST_BYTE_TIMEOUT, max(window, 0.5))) as response:
+            if response.status_code not in (200, 206):
+                result.status, result.detail = "error", f"HTTP {response.status_code}"
+                return
+            for chunk in response.iter_content(64 * 1024):
+                now = time.monotonic()
+                if first is None:
+                    first = now
+                    continue
+                got += len(chunk)
+                elapsed = now - first
+                if elapsed >= window or got >= sample_bytes:
+                    break
+                if best and elapsed >= EARLY_ABORT_AFTER and got / elapsed < best * SLOW_FRACTION:
+                    result.detail = "cut off early: clearly slower than the best"
+                    break
+    except requests.Timeout:
+        if not got:
+            result.status, result.detail = "timeout", "the transfer stalled"
+            return
+    except requests.RequestException as exc:
+        result.status, result.detail = "error", f"{exc.__class__.__name__} during the transfer"
+        return
+    elapsed = (time.monotonic() - first) if first else 0.0
+    result.throughput_bps = round(got / elapsed, 1) if elapsed > 0 and got else 0.0
+
+
+def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float = 5.0,
+                 window_cap: float = 1.5) -> Ranking:
+    start = time.monotonic()
+    urls = list(dict.fromkeys(u if u.endswith("/") else u + "/" for u in urls))
+    results = [MirrorResult(url=u) for u in urls]
+    pins = gated_packages(row)
+    with ThreadPoolExecutor(max_workers=max(1, len(urls))) as pool:
+        pages = dict(zip(urls, pool.map(lambda u: _pages(u, list(pins)), urls)))
+    freshness(results, pages, pins)
+    sample = sample_file(row, target, pages, results)
+    fresh = [r for r in results if r.status == "ok"]
+    if sample is None:
+        for r in fresh:
+            r.status, r.detail = "error", "no file of the row for this target to measure"
+        return Ranking(results, None, None, time.monotonic() - start)
+    for r in fresh:
+        r.sample_url = _locate(sample, pages[r.url])
+        if r.sample_url is None:
+            r.status, r.detail = "stale", f"lacks {sample.filename}"
+    probing = [r for r in fresh if r.status == "ok"]
+    with ThreadPoolExecutor(max_workers=max(1, len(probing))) as pool:
+        list(pool.map(first_byte, probing))
+    queue = sorted((r for r in probing if r.status == "ok"), key=lambda r: r.ttfb_s or 0)
+    best = 0.0
+    for i, r in enumerate(queue):
+        left = budget - (time.monotonic() - start)
+        if left <= 0.05:
+            r.status, r.detail = "timeout", "not measured within the time budget"
+            continue
+        throughput(r, window=min(window_cap, left / (len(queue) - i)), best=best)
+        if r.status == "ok":
+            best = max(best, r.throughput_bps or 0)
+    for r in queue:
+        if r.status == "ok" and best and (r.throughput_bps or 0) < best * SLOW_FRACTION:
+            r.status = "slow"
+            r.detail = r.detail or f"{(r.throughput_bps or 0) / 1e3:.0f} kB/s, under a quarter of the best"
+    ranking = Ranking(results, None, sample.filename, time.monotonic() - start)
+    usable = ranking.usable()
+    ranking.chosen = usable[0].url if usable else None
+    order = {"ok": 0, "slow": 1, "stale": 2, "timeout": 3, "error": 4}
+    ranking.mirrors.sort(key=lambda m: (order[m.status], -(m.throughput_bps or 0)))
+    return ranking

@@ -1,0 +1,74 @@
+"""Root-cause triage: the first real cause in a long log, not its summaries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.build.source import extract_once
+from ascend_setup.knowledge.signatures import triage, triage_text
+
+NOISE = "-- [cmake] checking feature: ok"
+
+
+@pytest.mark.parametrize("line, sig", [
+    ("ModuleNotFoundError: No module named 'decorator'", "compiler-module-missing"),
+    ("RuntimeError: Another process is using this dir: /x/kernel_meta", "compile-lock"),
+    ("  Expected PyTorch version 2.10.0, found 2.11.0", "torch-version"),
+    ("ERROR: No matching distribution found for triton-ascend==3.2.2", "triton-ascend-index"),
+    ("ImportError: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found", "glibc-too-old"),
+    ("TypeError: 'function' object is not subscriptable", "triton-shadowed"),
+    ("AttributeError: '_OpNamespace' 'vllm' object has no attribute 'qkv_rmsnorm_rope'", "qkv-rmsnorm-rope"),
+    ("npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file", "libc-sec"),
+    ("OSError: libatb.so: cannot open shared object file: No such file or directory", "libatb"),
+    ("AttributeError: 'Qwen3VLConfig' object has no attribute 'o_groups'", "fp8-ds-linear"),
+])
+def test_each_signature(line: str, sig: str) -> None:
+    diagnosis = triage([NOISE] * 10 + [line] + [NOISE] * 10)
+    assert diagnosis is not None and diagnosis.id == sig and diagnosis.line_number == 11
+    assert diagnosis.fix and line in diagnosis.context
+
+
+def test_first_real_cause_in_50000_lines() -> None:
+    lines = [f"[{i}/50000] Building CXX object op_{i}.o" for i in range(1, 20000)]
+    lines += ["Traceback (most recent call last):", '  File "tbe/common/utils.py", line 21',
+              "ModuleNotFoundError: No module named 'decorator'"]
+    lines += [NOISE] * 29000
+    lines += ["FAILED: CMakeFiles/vllm_ascend_C.dir/all", "ninja: build stopped: subcommand failed.",
+              "ERROR: Engine core initialization failed. See root cause above.", "error: subprocess-exited-with-error"]
+    lines += [NOISE] * (50000 - len(lines))
+    assert len(lines) == 50000
+    start = time.perf_counter()
+    diagnosis = triage(lines)
+    assert time.perf_counter() - start < 2
+    assert diagnosis.id == "compiler-module-missing" and diagnosis.line_number == 20002
+    assert "'decorator'" in diagnosis.cause and "pip install decorator" in diagnosis.fix
+    assert "Traceback (most recent call last):" in diagnosis.context
+    assert "log line 20002" in diagnosis.render()
+
+
+def test_summaries_are_not_causes() -> None:
+    text = "\n".join([NOISE, "FAILED: build.ninja", "ERROR: Engine core initialization failed",
+                      "error: subprocess-exited-with-error", "OSError: [Errno 28] No space left on device", NOISE])
+    diagnosis = triage_text(text)
+    assert diagnosis.id == "unknown" and "No space left on device" in diagnosis.cause
+    assert triage_text(NOISE) is None
+
+
+def test_stub_build_without_decorator_is_triaged(tmp_path: Path) -> None:
+    """The stub plugin's real build output (no decorator in this interpreter's reach) is triaged right."""
+    sdist = build_stub_plugin_sdist(tmp_path, "0.23.0", [])
+    source = extract_once(sdist, tmp_path / "src")
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import _stub_backend; _stub_backend.build_wheel(sys.argv[2])"
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(source), str(tmp_path)],  # no site-packages
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode != 0
+    lines = proc.stdout.splitlines()
+    assert len(lines) > 250 and lines[-1].startswith("-- [cmake]")  # the cause is buried, not last
+    diagnosis = triage(lines)
+    assert diagnosis.id == "compiler-module-missing" and "'decorator'" in diagnosis.cause
