@@ -11,11 +11,12 @@ capped, and the whole measurement stays inside an overall budget.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import requests
+from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
 
 from ascend_setup.index.choose import choose
@@ -25,7 +26,7 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import MIRROR, Row
 
 SAMPLE_BYTES = 16 * 1024 * 1024
-FIRST_BYTE_TIMEOUT = 3.0
+FIRST_BYTE_TIMEOUT = 2.0
 SLOW_FRACTION = 0.25  # below a quarter of the best: "slow"
 EARLY_ABORT_AFTER = 0.3  # seconds of transfer before a clearly slower mirror is cut off
 
@@ -113,6 +114,11 @@ def _locate(sample: IndexFile, pages: Dict[str, ProjectPage]) -> Optional[str]:
     return next((f.url for f in page.files if f.filename == sample.filename), None) if page else None
 
 
+def _timed_out(exc: requests.RequestException) -> bool:
+    """requests reports a read timeout inside a streamed body as a ConnectionError wrapping urllib3's."""
+    return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
+
+
 def first_byte(result: MirrorResult, timeout: float = FIRST_BYTE_TIMEOUT) -> None:
     """Time to the first byte of the sample; errors, 404s and silent servers are decided here."""
     start = time.monotonic()
@@ -124,10 +130,11 @@ def first_byte(result: MirrorResult, timeout: float = FIRST_BYTE_TIMEOUT) -> Non
                 return
             next(response.iter_content(1), b"")
             result.ttfb_s = round(time.monotonic() - start, 4)
-    except requests.Timeout:
-        result.status, result.detail = "timeout", f"no first byte within {timeout:.0f} s"
     except requests.RequestException as exc:
-        result.status, result.detail = "error", f"{exc.__class__.__name__} fetching the sample"
+        if _timed_out(exc):
+            result.status, result.detail = "timeout", f"no first byte within {timeout:.0f} s"
+        else:
+            result.status, result.detail = "error", f"{exc.__class__.__name__} fetching the sample"
 
 
 def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
@@ -154,13 +161,13 @@ def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes
                 if best and elapsed >= EARLY_ABORT_AFTER and got / elapsed < best * SLOW_FRACTION:
                     result.detail = "cut off early: clearly slower than the best"
                     break
-    except requests.Timeout:
+    except requests.RequestException as exc:
+        if not _timed_out(exc):
+            result.status, result.detail = "error", f"{exc.__class__.__name__} during the transfer"
+            return
         if not got:
             result.status, result.detail = "timeout", "the transfer stalled"
             return
-    except requests.RequestException as exc:
-        result.status, result.detail = "error", f"{exc.__class__.__name__} during the transfer"
-        return
     elapsed = (time.monotonic() - first) if first else 0.0
     result.throughput_bps = round(got / elapsed, 1) if elapsed > 0 and got else 0.0
 
@@ -185,18 +192,24 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
         if r.sample_url is None:
             r.status, r.detail = "stale", f"lacks {sample.filename}"
     probing = [r for r in fresh if r.status == "ok"]
-    with ThreadPoolExecutor(max_workers=max(1, len(probing))) as pool:
-        list(pool.map(first_byte, probing))
-    queue = sorted((r for r in probing if r.status == "ok"), key=lambda r: r.ttfb_s or 0)
+    queue: List[MirrorResult] = []
     best = 0.0
-    for i, r in enumerate(queue):
-        left = budget - (time.monotonic() - start)
-        if left <= 0.05:
-            r.status, r.detail = "timeout", "not measured within the time budget"
-            continue
-        throughput(r, window=min(window_cap, left / (len(queue) - i)), best=best)
-        if r.status == "ok":
-            best = max(best, r.throughput_bps or 0)
+    with ThreadPoolExecutor(max_workers=max(1, len(probing))) as pool:
+        futures = {pool.submit(first_byte, r): r for r in probing}
+        # Measure each mirror as soon as its first byte is in (fastest responders first); a silent
+        # mirror's probe keeps waiting in the background without holding anyone up.
+        for done, future in enumerate(as_completed(futures)):
+            r = futures[future]
+            if r.status != "ok":
+                continue
+            queue.append(r)
+            left = budget - (time.monotonic() - start)
+            if left <= 0.05:
+                r.status, r.detail = "timeout", "not measured within the time budget"
+                continue
+            throughput(r, window=min(window_cap, left / (len(probing) - done)), best=best)
+            if r.status == "ok":
+                best = max(best, r.throughput_bps or 0)
     for r in queue:
         if r.status == "ok" and best and (r.throughput_bps or 0) < best * SLOW_FRACTION:
             r.status = "slow"

@@ -33,6 +33,7 @@ class Behaviour:
 
     bytes_per_second: Optional[float] = None  # throttle file bodies
     stall_after_headers: bool = False         # send headers of a file, then nothing
+    stall_after_bytes: Optional[int] = None   # send this many bytes of a file, then nothing
     file_status: Optional[int] = None         # e.g. 404 for every file
     garbage: bool = False                     # project pages are junk HTML
     json_pages: bool = True                   # answer PEP 691 JSON when asked
@@ -166,6 +167,11 @@ class LocalIndex:
         if b.first_byte_delay:
             time.sleep(b.first_byte_delay)
         if b.stall_after_headers:
+            time.sleep(3600)
+            return
+        if b.stall_after_bytes is not None:
+            h.wfile.write(body[:b.stall_after_bytes])
+            h.wfile.flush()
             time.sleep(3600)
             return
         try:

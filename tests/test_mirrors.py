@@ -1,0 +1,145 @@
+"""Mirror ranking against shaped loopback servers: freshness first, fair throughput, within budget."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from helpers.index_server import Behaviour, LocalIndex
+from helpers.mirror_farm import build_farm
+from ascend_setup.index.download import download, sha256_of
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix import load_matrix
+from ascend_setup.mirrors.apply import pip_conf_text
+from ascend_setup.mirrors.rank import gated_packages, rank_mirrors
+
+ROW = load_matrix().rows["9.1.0"]
+TARGET = Target(glibc="2.31", arch=platform.machine(), python="3.11")
+EXPECTED = {"fast": "ok", "medium": "slow", "crawler": "slow", "stall": "timeout", "404": "error",
+            "stale": "stale", "garbage": "error", "refused": "error"}
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory):
+    farm = build_farm(tmp_path_factory.mktemp("farm"), gated_packages(ROW), platform.machine())
+    yield farm
+    farm.close()
+
+
+def test_ranking_picks_the_fastest_fresh_mirror(farm) -> None:
+    start = time.monotonic()
+    ranking = rank_mirrors(farm.urls(), ROW, TARGET, budget=5.0)
+    took = time.monotonic() - start
+    assert ranking.chosen == farm.url("fast")
+    statuses = {farm.shape_of(m.url): m.status for m in ranking.mirrors}
+    assert statuses == EXPECTED, {farm.shape_of(m.url): (m.status, m.detail) for m in ranking.mirrors}
+    details = {farm.shape_of(m.url): m.detail for m in ranking.mirrors}
+    assert "HTTP 404" in details["404"] and "torch-npu==2.10.0.post4" in details["stale"]
+    assert "simple-API page" in details["garbage"] and "could not be reached" in details["refused"]
+    assert ranking.sample and ranking.sample.startswith("torch-2.10.0-")
+    by = {farm.shape_of(m.url): m for m in ranking.mirrors}
+    assert by["fast"].throughput_bps > 4 * by["crawler"].throughput_bps
+    assert 150_000 < by["crawler"].throughput_bps < 600_000  # the 300 kB/s crawler is measured as such
+    assert by["fast"].ttfb_s is not None and by["medium"].ttfb_s is not None
+    assert took < 5.0 + 1.5, took  # the budget, plus page fetches
+
+
+def test_mirrors_command_json_cache_and_apply(cli, farm, tmp_path: Path) -> None:
+    import venv as venv_module
+
+    venv = tmp_path / "venv"
+    venv_module.create(venv, with_pip=False)
+    argv = ["mirrors", "--cann", "9.1.0", "--only", "--json", "--workdir", str(tmp_path / "wd"), "--apply",
+            "--venv", str(venv)]
+    for shape in ("crawler", "fast", "stale", "404"):
+        argv += ["--candidate", farm.url(shape)]
+    proc = cli(*argv)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["chosen"] == farm.url("fast")
+    assert {"url", "status", "ttfb_s", "throughput_bps", "detail"} <= set(data["mirrors"][0])
+    cache = json.loads((tmp_path / "wd" / "mirrors.json").read_text())
+    assert cache["result"]["chosen"] == farm.url("fast") and cache["fallbacks"] == []
+    conf = (venv / "pip.conf").read_text()
+    assert conf == pip_conf_text(farm.url("fast"), [load_matrix().indexes["ascend"]])
+    assert 'index-url = "' + farm.url("fast") in (venv / "uv.toml").read_text()
+
+
+def test_no_usable_mirror_exits_1(cli, farm, tmp_path: Path) -> None:
+    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("stale"), "--candidate",
+               farm.url("404"), "--workdir", str(tmp_path), "--json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["chosen"] is None
+
+
+def test_missing_file_index_is_an_error_not_a_crash(cli, tmp_path: Path) -> None:
+    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", (tmp_path / "nowhere").as_uri(),
+               "--workdir", str(tmp_path), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    entry = json.loads(proc.stdout)["mirrors"][0]
+    assert entry["status"] == "error" and "does not exist" in entry["detail"]
+
+
+def test_mirrors_bad_input(cli, tmp_path: Path) -> None:
+    assert "--venv" in assert_one_line_error(cli("mirrors", "--apply"))
+    assert "--candidate" in assert_one_line_error(cli("mirrors", "--only"))
+    assert "not a venv" in assert_one_line_error(cli("mirrors", "--apply", "--venv", str(tmp_path)))
+    assert "not an http" in assert_one_line_error(cli("mirrors", "--candidate", "mirror.example"))
+
+
+def test_download_fails_over_and_resumes_from_the_same_byte(tmp_path: Path) -> None:
+    blob = tmp_path / "files" / "big-1.0.tar.gz"
+    blob.parent.mkdir()
+    blob.write_bytes(bytes(range(256)) * 8192)  # 2 MiB
+    stalling, good = LocalIndex(Behaviour(stall_after_bytes=700_000)), LocalIndex()
+    try:
+        stalling.add(blob)
+        good.add(blob)
+        moves = []
+        part = tmp_path / "dl" / f"{blob.name}.part"
+        dest = download([f"{stalling.base}/files/{blob.name}", f"{good.base}/files/{blob.name}"],
+                        tmp_path / "dl" / blob.name, sha256=sha256_of(blob), size=blob.stat().st_size,
+                        stall_seconds=1.0, on_failover=lambda url, why: moves.append((url, part.stat().st_size)))
+        assert dest.read_bytes() == blob.read_bytes()
+        assert len(moves) == 1 and moves[0][0].startswith(stalling.base)
+        ranged = [h.get("Range") for p, h in good.requests if p.endswith(blob.name)]
+        assert moves[0][1] > 0 and ranged == [f"bytes={moves[0][1]}-"]  # continued from the byte it had
+        assert not (tmp_path / "dl" / f"{blob.name}.part").exists()
+    finally:
+        stalling.close()
+        good.close()
+
+
+def test_download_rejects_a_wrong_hash(tmp_path: Path) -> None:
+    blob = tmp_path / "x-1.0.tar.gz"
+    blob.write_bytes(b"payload" * 1000)
+    server = LocalIndex()
+    try:
+        server.add(blob)
+        with pytest.raises(Exception) as err:
+            download([f"{server.base}/files/{blob.name}"], tmp_path / "dl" / blob.name, sha256="0" * 64)
+        assert "does not match" in str(err.value)
+        assert not (tmp_path / "dl" / blob.name).exists()
+    finally:
+        server.close()
+
+
+def test_install_mirror_step_measures_once_then_reuses(farm, tmp_path: Path, monkeypatch) -> None:
+    from ascend_setup.mirrors.choice import choose_for_install
+    from ascend_setup.steps.base import Context
+
+    monkeypatch.setenv("PIP_INDEX_URL", farm.url("crawler"))  # "pip's configured index", a slow one
+    matrix = load_matrix().model_copy(update={"well_known_mirrors": (farm.url("stale"), farm.url("fast"))})
+    ctx = Context(workdir=tmp_path, extras={"matrix": matrix, "row": ROW},
+                  outputs={"preflight": {"python_version": "3.11.7"}})
+    log = tmp_path / "mirror.log"
+    chosen, source, fallbacks = choose_for_install(ctx, log)
+    assert chosen == farm.url("fast") and source == "fastest fresh mirror" and fallbacks == []
+    assert "stale" in log.read_text()
+    start = time.monotonic()
+    again = choose_for_install(ctx, log)
+    assert again[0] == chosen and "cached" in again[1] and time.monotonic() - start < 0.5
