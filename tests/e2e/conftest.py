@@ -106,3 +106,12 @@ def source_stack(tmp_path_factory):
     yield stack
     stack.main.close()
     stack.ascend.close()
+
+
+@pytest.fixture(scope="module")
+def wheel_stack(tmp_path_factory):
+    """vllm-ascend has a wheel for this host: the install must take it, no build."""
+    stack = _stack(tmp_path_factory, plugin_wheel_arches=("x86_64", "aarch64"))
+    yield stack
+    stack.main.close()
+    stack.ascend.close()

@@ -43,3 +43,29 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert again.stderr.count("(done)") == 10, again.stderr
     assert freeze(workdir / "venv") == frozen
     print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
+
+
+def test_install_takes_the_wheel_with_uv(wheel_stack, tmp_path: Path) -> None:
+    workdir = tmp_path / "wd"
+    proc = wheel_stack.install(workdir, "--installer", "uv")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    log = (workdir / "logs" / "vllm-ascend.log").read_text()
+    assert "forecast: wheel" in log and "uv pip install" in log and "Building CXX" not in log
+    assert not (workdir / "wheelhouse").exists()
+    frozen = freeze(workdir / "venv")
+    assert "vllm-ascend==0.23.0" in frozen and "torch==2.10.0" in frozen and "transformers==5.5.4" in frozen
+    assert not any(line.startswith("triton==") for line in frozen)
+    assert "--override" in (workdir / "logs" / "plugin-deps.log").read_text()
+    assert wheel_stack.cli("audit", "--venv", str(workdir / "venv")).returncode == 0
+
+
+def test_cann_mismatch_stops_with_the_fix(source_stack, tmp_path: Path) -> None:
+    from helpers.fake_cann import build_fake_cann
+
+    other = build_fake_cann(tmp_path / "Ascend", version="9.0.1")
+    proc = source_stack.install(tmp_path / "wd", "--cann-home", str(other.root))
+    assert proc.returncode == 1
+    assert "CANN 9.0.1 is installed" in proc.stderr and "--cann 9.0.1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    data = status(source_stack, tmp_path / "wd")
+    assert data["steps"][0]["state"] == "failed" and data["steps"][1]["state"] == "pending"
