@@ -34,3 +34,17 @@ def timed(fn: Callable[[], object], repeat: int = 3) -> Tuple[float, object]:
 
 def run(argv: List[str], env: Dict[str, str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, env=env, **kw)
+
+
+def serve_stack(tmp: Path):
+    """The stub 9.1.0 stack on two loopback indexes: (row, main index, Ascend index)."""
+    from ascend_setup.matrix import load_matrix
+    from helpers.ecosystem import build_ecosystem
+    from helpers.index_server import LocalIndex
+
+    row = load_matrix().rows["9.1.0"]
+    eco = build_ecosystem(tmp / "eco", dict(row.packages), dict(row.cann_python_deps))
+    main_index, ascend_index = LocalIndex(), LocalIndex()
+    main_index.add_dir(eco.main)
+    ascend_index.add_dir(eco.ascend)
+    return row, main_index, ascend_index

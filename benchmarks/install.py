@@ -15,23 +15,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import clean_env
+from _common import clean_env, serve_stack
 
-from ascend_setup.matrix import load_matrix  # noqa: E402
-from helpers.ecosystem import build_ecosystem  # noqa: E402
 from helpers.fake_cann import build_fake_cann  # noqa: E402
-from helpers.index_server import LocalIndex  # noqa: E402
 
 ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "triton", "vllm-ascend"]
 
 
 def main() -> None:
-    row = load_matrix().rows["9.1.0"]
     tmp = Path(tempfile.mkdtemp(prefix="bench-install-"))
-    eco = build_ecosystem(tmp / "eco", dict(row.packages), dict(row.cann_python_deps))
-    main_index, ascend_index = LocalIndex(), LocalIndex()
-    main_index.add_dir(eco.main)
-    ascend_index.add_dir(eco.ascend)
+    _, main_index, ascend_index = serve_stack(tmp)
     cann = build_fake_cann(tmp / "Ascend")
     env = clean_env(tmp)
 

@@ -11,21 +11,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import clean_env, run, timed
+from _common import clean_env, run, serve_stack, timed
 
 from ascend_setup.deps.derive import specifier_for  # noqa: E402
-from ascend_setup.matrix import load_matrix  # noqa: E402
-from helpers.ecosystem import build_ecosystem  # noqa: E402
-from helpers.index_server import LocalIndex  # noqa: E402
 
 
 def main() -> None:
-    row = load_matrix().rows["9.1.0"]
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-"))
-    eco = build_ecosystem(tmp / "eco", dict(row.packages), dict(row.cann_python_deps))
-    main_index, ascend_index = LocalIndex(), LocalIndex()
-    main_index.add_dir(eco.main)
-    ascend_index.add_dir(eco.ascend)
+    row, main_index, ascend_index = serve_stack(tmp)
     env = clean_env(tmp)
     plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.35", "--arch",
                  "x86_64", "--python", "3.11", "--index-url", main_index.url, "--extra-index-url",

@@ -55,10 +55,33 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     return path
 
 
-#: A minimal in-tree PEP 517 backend: stub sdists build offline, with no setuptools or wheel needed.
-SIMPLE_BACKEND = r'''
+#: Shipped inside every stub sdist: writes a pure-Python wheel (so builds need no setuptools or wheel).
+WHEEL_WRITER = r'''
 import base64, hashlib, zipfile
 from pathlib import Path
+
+
+def write_wheel(directory, dist, version, metadata, files):
+    """Write dist-version-py3-none-any.whl from {archive path: bytes}; return its file name."""
+    info = f"{dist}-{version}.dist-info"
+    files = dict(files)
+    files[f"{info}/METADATA"] = metadata
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    digest = lambda d: "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    files[f"{info}/RECORD"] = record.encode()
+    filename = f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(Path(directory) / filename, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return filename
+'''
+
+#: A minimal in-tree PEP 517 backend for stub sdists.
+SIMPLE_BACKEND = r'''
+from pathlib import Path
+
+from _wheel_writer import write_wheel
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,21 +91,11 @@ def get_requires_for_build_wheel(config_settings=None):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    meta = (HERE / "PKG-INFO").read_text()
-    name = next(l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Name:"))
-    version = next(l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Version:"))
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    files = {f"{dist}/__init__.py": (HERE / dist / "__init__.py").read_bytes(), f"{info}/METADATA": meta.encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    digest = lambda d: "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
-    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
-    files[f"{info}/RECORD"] = record.encode()
-    filename = f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(Path(wheel_directory) / filename, "w") as archive:
-        for path, data in files.items():
-            archive.writestr(path, data)
-    return filename
+    meta = (HERE / "PKG-INFO").read_bytes()
+    fields = dict(l.split(": ", 1) for l in meta.decode().splitlines() if ": " in l)
+    dist = fields["Name"].replace("-", "_")
+    return write_wheel(wheel_directory, dist, fields["Version"], meta,
+                       {f"{dist}/__init__.py": (HERE / dist / "__init__.py").read_bytes()})
 '''
 
 
@@ -96,6 +109,7 @@ def build_sdist(out_dir: Path, name: str, version: str, *, requires: Iterable[st
         "PKG-INFO": metadata_text(name, version, list(requires), requires_python),
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "_backend"\nbackend-path = ["."]\n',
         "_backend.py": SIMPLE_BACKEND,
+        "_wheel_writer.py": WHEEL_WRITER,
         f"{dist}/__init__.py": f"__version__ = {version!r}\n",
     }
     members.update(extra_files or {})

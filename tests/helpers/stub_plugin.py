@@ -14,11 +14,13 @@ import tarfile
 from pathlib import Path
 from typing import Iterable
 
-from helpers.dists import metadata_text
+from helpers.dists import WHEEL_WRITER, metadata_text
 
 BACKEND = r'''
-import base64, hashlib, importlib.metadata as md, os, sys, time, zipfile
+import importlib.metadata as md, os, sys, time
 from pathlib import Path
+
+from _wheel_writer import write_wheel
 
 HERE = Path(__file__).resolve().parent
 NAME, VERSION = "vllm_ascend", open(HERE / "VERSION").read().strip()
@@ -98,26 +100,11 @@ def _compile():
     return soc
 
 
-def _hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     soc = _compile()
-    files = {
-        f"{NAME}/__init__.py": (HERE / NAME / "__init__.py").read_bytes(),
-        f"{NAME}/_build_info.py": f"__soc_version__ = {soc!r}\n".encode(),
-        f"{NAME}-{VERSION}.dist-info/METADATA": (HERE / "PKG-INFO").read_bytes(),
-        f"{NAME}-{VERSION}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{p},{_hash(d)},{len(d)}\n" for p, d in files.items())
-    record += f"{NAME}-{VERSION}.dist-info/RECORD,,\n"
-    files[f"{NAME}-{VERSION}.dist-info/RECORD"] = record.encode()
-    filename = f"{NAME}-{VERSION}-py3-none-any.whl"
-    with zipfile.ZipFile(Path(wheel_directory) / filename, "w") as archive:
-        for path, data in files.items():
-            archive.writestr(path, data)
-    return filename
+    files = {f"{NAME}/__init__.py": (HERE / NAME / "__init__.py").read_bytes(),
+             f"{NAME}/_build_info.py": f"__soc_version__ = {soc!r}\n".encode()}
+    return write_wheel(wheel_directory, NAME, VERSION, (HERE / "PKG-INFO").read_bytes(), files)
 '''
 
 PYPROJECT = """[build-system]
@@ -135,6 +122,7 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
         "PKG-INFO": metadata_text("vllm-ascend", version, requires, ">=3.10").encode(),
         "pyproject.toml": PYPROJECT.encode(),
         "_stub_backend.py": BACKEND.encode(),
+        "_wheel_writer.py": WHEEL_WRITER.encode(),
         "VERSION": version.encode(),
         "vllm_ascend/__init__.py": f"__version__ = {version!r}\n".encode(),
         "vllm_ascend/worker/block_table.py": b"# a file whose name contains 'lock'\n",
