@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:  # rich is imported when something is drawn: --json output stays quick to start
+    from rich.console import Console
+    from rich.table import Table
 
 STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green",
                 "warn": "yellow", "warning": "yellow", "started": "yellow", "sdist": "yellow", "stale": "yellow",
@@ -16,11 +16,15 @@ STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green
                 "fail": "red", "error": "red", "failed": "red", "unavailable": "red", "timeout": "red"}
 
 
-def stdout_console() -> Console:
+def stdout_console() -> "Console":
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
-def stderr_console() -> Console:
+def stderr_console() -> "Console":
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -36,8 +40,11 @@ def styled(value: Optional[str]) -> str:
 
 
 def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
-          status_column: Optional[int] = None) -> Table:
+          status_column: Optional[int] = None) -> "Table":
     """A plain table; the status column (if any) is coloured by its value."""
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=title, show_lines=False, header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold")

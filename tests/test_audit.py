@@ -149,3 +149,14 @@ def test_audit_is_read_only(tmp_path: Path, cli) -> None:
 def test_not_a_venv(cli, tmp_path: Path) -> None:
     assert "is not a venv" in assert_one_line_error(cli("audit", "--venv", str(tmp_path)))
     assert "does not exist" in assert_one_line_error(cli("audit", "--venv", str(tmp_path / "x")))
+
+
+def test_provenance(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", skip=("vllm-ascend", "torch-npu"))
+    fake_install(venv, "vllm-ascend", "0.23.0", requires=PLUGIN_REQUIRES,
+                 direct_url={"url": "file:///mnt/workspace/wheelhouse/vllm_ascend-0.23.0-py3-none-any.whl",
+                             "archive_info": {}})
+    fake_install(venv, "torch-npu", "2.10.0.post4", installer="conda")
+    found = _ids(run_audit(MATRIX, venv))
+    assert "wheelhouse" in found["direct-url"][0].message and found["direct-url"][0].severity == "info"
+    assert found["foreign-installer"][0].package == "torch-npu"

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.build.source import extract_once
-from ascend_setup.knowledge.signatures import triage, triage_text
+from ascend_setup.knowledge.signatures import triage
 
 NOISE = "-- [cmake] checking feature: ok"
 
@@ -55,9 +55,9 @@ def test_first_real_cause_in_50000_lines() -> None:
 def test_summaries_are_not_causes() -> None:
     text = "\n".join([NOISE, "FAILED: build.ninja", "ERROR: Engine core initialization failed",
                       "error: subprocess-exited-with-error", "OSError: [Errno 28] No space left on device", NOISE])
-    diagnosis = triage_text(text)
+    diagnosis = triage(text.splitlines())
     assert diagnosis.id == "unknown" and "No space left on device" in diagnosis.cause
-    assert triage_text(NOISE) is None
+    assert triage([NOISE]) is None
 
 
 def test_stub_build_without_decorator_is_triaged(tmp_path: Path) -> None:

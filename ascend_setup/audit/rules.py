@@ -248,4 +248,22 @@ def rule_wheel_tags(ctx: AuditContext) -> List[Finding]:
     return findings
 
 
-RULES = (rule_row_pins, rule_triton, rule_cann_deps, rule_cuda_only, rule_closure, rule_venv_shape, rule_wheel_tags)
+def rule_provenance(ctx: AuditContext) -> List[Finding]:
+    """Where the stack's packages came from: a local build or URL (direct_url.json), another installer."""
+    findings = []
+    for name in ctx.row.packages:
+        for dist in ctx.installed.get(name, [])[:1]:
+            direct = dist.direct_url()
+            if direct and direct.get("url"):
+                findings.append(Finding("direct-url", "info", name, f"{name} {dist.version} was installed from "
+                                        f"{direct['url']}, not from an index", evidence=str(dist.path)))
+            installer = dist.installer()
+            if installer and installer not in ("pip", "uv"):
+                findings.append(Finding("foreign-installer", "warning", name,
+                                        f"{name} was installed by {installer}: pip and uv cannot manage it safely",
+                                        f"{ctx.pip} install --force-reinstall --no-deps {name}=={dist.version}",
+                                        evidence=f"{dist.path}/INSTALLER"))
+    return findings
+
+
+RULES = (rule_row_pins, rule_triton, rule_cann_deps, rule_cuda_only, rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance)

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Optional
 
 _ASK = (
     "from pip._internal.configuration import Configuration\n"
@@ -19,18 +19,16 @@ _ASK = (
     "        if v: return v\n"
     "    return ''\n"
     "print(pick('index-url') or PyPI.simple_url)\n"
-    "print(' '.join(pick('extra-index-url').split()))\n"
 )
 
 
 @lru_cache(maxsize=None)
-def _ask_pip(python: str) -> Tuple[str, Tuple[str, ...]]:
+def _ask_pip(python: str) -> str:
     try:
         out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60, check=True).stdout
-        lines = out.splitlines() + ["", ""]
-        return lines[0].strip(), tuple(lines[1].split())
     except (OSError, subprocess.SubprocessError):
-        return "", ()
+        return ""
+    return out.strip()
 
 
 def configured_index(python: Optional[str] = None) -> str:
@@ -38,7 +36,7 @@ def configured_index(python: Optional[str] = None) -> str:
     env = os.environ.get("PIP_INDEX_URL")
     if env:
         return env
-    url, _ = _ask_pip(python or sys.executable)
+    url = _ask_pip(python or sys.executable)
     if not url:
         from ascend_setup.errors import AscendSetupError
 
@@ -46,9 +44,3 @@ def configured_index(python: Optional[str] = None) -> str:
                                hint="pass --index-url URL")
     return url
 
-
-def configured_extra_indexes(python: Optional[str] = None) -> List[str]:
-    env = os.environ.get("PIP_EXTRA_INDEX_URL")
-    if env:
-        return env.split()
-    return list(_ask_pip(python or sys.executable)[1])

@@ -100,7 +100,3 @@ def triage(lines: Sequence[str]) -> Optional[Diagnosis]:
         if GENERIC.search(line) and not NOISE.search(line):
             return Diagnosis("unknown", line.strip(), None, i + 1, line.rstrip("\n"), _context(lines, i))
     return None
-
-
-def triage_text(text: str) -> Optional[Diagnosis]:
-    return triage(text.splitlines())

@@ -42,6 +42,8 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert again.returncode == 0
     assert again.stderr.count("(done)") == 10, again.stderr
     assert freeze(workdir / "venv") == frozen
+    resumed = source_stack.cli("resume", "--workdir", str(workdir), "--json")
+    assert resumed.returncode == 0 and all(s["state"] == "done" for s in json.loads(resumed.stdout)["steps"])
     print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
 
 
