@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO  # noqa: F401  (puts the repo and tests on sys.path)
+import _common  # noqa: F401  (puts the repo and tests on sys.path)
 
 from ascend_setup.index.tags import Target  # noqa: E402
 from ascend_setup.matrix import load_matrix  # noqa: E402

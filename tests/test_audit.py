@@ -8,8 +8,6 @@ import platform
 from pathlib import Path
 from typing import Dict
 
-import pytest
-
 from conftest import assert_one_line_error
 from helpers.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import venv as venv_module
 from pathlib import Path
 from typing import Dict, List

@@ -11,7 +11,7 @@ from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ascend_setup.audit.venv import Installed, VenvContents
+from ascend_setup.audit.venv import VenvContents
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.tags import Target, tag_priorities

@@ -93,7 +93,6 @@ def run_install(args: argparse.Namespace) -> int:
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix)
-    select_row(load_matrix(options.matrix), options.cann)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import primary_cann, same_cann
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.models import MIRROR
 from ascend_setup.mirrors.apply import write_venv_config
 from ascend_setup.mirrors.choice import candidates, host_target, ranked
 from ascend_setup.options import check_index_url
@@ -54,9 +53,8 @@ def run(args: argparse.Namespace) -> int:
     data, _ = ranked(matrix, row, workdir, target=host_target(), urls=urls, budget=args.budget, use_cache=False)
     result = data["result"]
     if args.apply and result["chosen"]:
-        extras = [matrix.index_url(n) for n in dict.fromkeys(row.index_of(p) for p in row.packages) if n != MIRROR]
         if args.venv:
-            write_venv_config(Path(args.venv), result["chosen"], extras)
+            write_venv_config(Path(args.venv), result["chosen"], matrix.extra_indexes(row))
         if args.global_:
             _apply_global(result["chosen"])
     if args.json:

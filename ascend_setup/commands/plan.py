@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-from typing import List
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.forecast import forecast
@@ -15,15 +14,9 @@ from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.simple import IndexSet
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.matrix.models import Row
 from ascend_setup.options import check_index_url
 from ascend_setup.render import print_json, stdout_console, table
-
-
-def row_extra_indexes(matrix: Matrix, row: Row) -> List[str]:
-    """The named indexes the row takes packages from (the Ascend index for triton-ascend)."""
-    names = [row.index_of(n) for n in row.packages]
-    return [matrix.index_url(n) for n in dict.fromkeys(names) if n != MIRROR]
 
 
 def _default_python(row: Row) -> str:
@@ -44,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                           args.python or _default_python(row))
     primary = check_index_url(args.index_url, "--index-url") if args.index_url else configured_index()
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url] if args.extra_index_url \
-        else row_extra_indexes(matrix, row)
+        else matrix.extra_indexes(row)
     result = forecast(row, target, IndexSet([primary, *extras]))
     if args.json:
         print_json(result.to_json())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -53,8 +53,6 @@ class CannInstall:
         return scripts
 
     def to_json(self) -> dict:
-        from dataclasses import asdict
-
         return asdict(self)
 
 

@@ -14,6 +14,7 @@ from ascend_setup.host.interpreters import Interpreter, find_interpreters
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
+from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
@@ -33,8 +34,6 @@ class Check:
 
 def row_for(matrix: Matrix, cann: Optional[str], installed: Optional[CannInstall]) -> Row:
     """The requested row, else the installed CANN's row, else the newest."""
-    from ascend_setup.matrix.load import select_row
-
     if cann:
         return select_row(matrix, cann)
     for version, row in matrix.rows.items():

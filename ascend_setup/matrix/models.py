@@ -208,3 +208,8 @@ class Matrix(BaseModel):
 
     def index_url(self, name: str) -> str:
         return self.indexes[name]
+
+    def extra_indexes(self, row: Row) -> List[str]:
+        """URLs of the named indexes the row takes packages from (the Ascend index for triton-ascend)."""
+        names = dict.fromkeys(row.index_of(n) for n in row.packages)
+        return [self.index_url(n) for n in names if n != MIRROR]

@@ -140,7 +140,6 @@ def first_byte(result: MirrorResult, timeout: float = FIRST_BYTE_TIMEOUT) -> Non
 def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
     """Bytes per second after the first byte, over at most `window` seconds; cut off early when
     clearly slower than `best`."""
-    start = time.monotonic()
     got = 0
     first: Optional[float] = None
     try:

@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from ascend_setup.audit.venv import read_venv
 from ascend_setup.errors import BadInput
+from ascend_setup.fsutil import atomic_write_text
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.installers import Indexes, Installer, get_installer
 from ascend_setup.matrix.models import Matrix, Row
@@ -83,7 +84,5 @@ def pins(row: Row, names: List[str]) -> Dict[str, str]:
 
 
 def write_lines(path: Path, lines: List[str]) -> Path:
-    from ascend_setup.fsutil import atomic_write_text
-
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path

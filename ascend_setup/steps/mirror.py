@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ascend_setup.index.pipconfig import configured_index
-from ascend_setup.matrix.models import MIRROR
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import matrix_of, row_of
 
@@ -15,9 +14,7 @@ def row_extra_indexes(ctx: Context) -> list:
     """The user's --extra-index-url, else the named indexes the row takes packages from (Ascend)."""
     if ctx.options.get("extra_index_urls"):
         return list(ctx.options["extra_index_urls"])
-    row, matrix = row_of(ctx), matrix_of(ctx)
-    names = dict.fromkeys(row.index_of(n) for n in row.packages)
-    return [matrix.index_url(n) for n in names if n != MIRROR]
+    return matrix_of(ctx).extra_indexes(row_of(ctx))
 
 
 class ChooseMirror(Step):

@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from e2e.conftest import ROW, freeze, status
+from e2e.conftest import freeze, status
 
 
 def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -> None:
