@@ -178,3 +178,16 @@ def test_stale_lock_sweep_touches_only_dead_exact_locks(tmp_path: Path) -> None:
     assert [l.path for l in removed] == [meta / "kernel_meta.lock"]
     assert (tree / "kernel_meta.lock").exists() and (meta / "other.lock").exists()
     assert all(p.exists() for p in innocent)
+
+
+def test_hwhiaiuser_group_needed_for_non_root() -> None:
+    from ascend_setup.host.npu import missing_hwhiaiuser_group
+    import grp
+    import pwd
+
+    assert missing_hwhiaiuser_group(0) is False
+    nobody = pwd.getpwnam("nobody").pw_uid
+    try:
+        grp.getgrnam("HwHiAiUser")
+    except KeyError:
+        assert missing_hwhiaiuser_group(nobody) is True  # no such group on this machine at all

@@ -203,3 +203,18 @@ def test_sdist_outcomes_say_why(assorted_index: LocalIndex) -> None:
     assert mu.outcome == "unavailable"
     delta = choose("delta", indexes.pages("delta"), SpecifierSet(), t231)
     assert delta.outcome == "wheel" and "linux_* wheel" in delta.reason
+
+
+def test_server_errors_are_retried(assorted_index: LocalIndex) -> None:
+    assorted_index.behaviour.fail_first = 2
+    try:
+        page = SimpleIndex(assorted_index.url).project("alpha")
+    finally:
+        assorted_index.behaviour.fail_first = 0
+    assert page.error is None and len(page.files) == 3
+    assorted_index.behaviour.fail_first = 5
+    try:
+        page = SimpleIndex(assorted_index.url).project("beta")
+    finally:
+        assorted_index.behaviour.fail_first = 0
+    assert page.error and "503" in page.error

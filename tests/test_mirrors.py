@@ -143,3 +143,11 @@ def test_install_mirror_step_measures_once_then_reuses(farm, tmp_path: Path, mon
     start = time.monotonic()
     again = choose_for_install(ctx, log)
     assert again[0] == chosen and "cached" in again[1] and time.monotonic() - start < 0.5
+
+
+def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, tmp_path: Path) -> None:
+    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--global",
+               "--workdir", str(tmp_path), env={"PIP_CONFIG_FILE": ""})
+    assert proc.returncode == 0, proc.stderr
+    written = (home / ".config" / "pip" / "pip.conf").read_text()
+    assert f"index-url = {farm.url('fast')}" in written

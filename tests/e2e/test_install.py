@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -44,6 +45,15 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert freeze(workdir / "venv") == frozen
     resumed = source_stack.cli("resume", "--workdir", str(workdir), "--json")
     assert resumed.returncode == 0 and all(s["state"] == "done" for s in json.loads(resumed.stdout)["steps"])
+
+    # someone removes vllm-ascend by hand: the check notices, and the kept wheel is reused (no rebuild)
+    subprocess.run([str(workdir / "venv" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
+                   capture_output=True, check=True)
+    repaired = source_stack.install(workdir)
+    assert repaired.returncode == 0 and "vllm-ascend" in repaired.stderr
+    log = (workdir / "logs" / "vllm-ascend.log").read_text()
+    assert log.count("Building CXX object") == 6 and "reusing " in log
+    assert freeze(workdir / "venv") == frozen
     print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
 
 

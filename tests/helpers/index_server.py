@@ -39,6 +39,7 @@ class Behaviour:
     json_pages: bool = True                   # answer PEP 691 JSON when asked
     first_byte_delay: float = 0.0
     hidden_projects: Set[str] = field(default_factory=set)
+    fail_first: int = 0                       # answer this many project-page requests with HTTP 503
 
 
 class LocalIndex:
@@ -115,6 +116,9 @@ class LocalIndex:
 
     def _project(self, h: BaseHTTPRequestHandler, project: str, head: bool) -> None:
         b = self.behaviour
+        if b.fail_first > 0:
+            b.fail_first -= 1
+            return self._send(h, 503, b"try again", "text/plain", head)
         if b.garbage:
             return self._send(h, 200, b"<<<this is not an index>>> \x00\x01", "text/html", head)
         files = [f for f in self.files.values() if f.project == project and project not in b.hidden_projects]
