@@ -151,3 +151,19 @@ def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, t
     assert proc.returncode == 0, proc.stderr
     written = (home / ".config" / "pip" / "pip.conf").read_text()
     assert f"index-url = {farm.url('fast')}" in written
+
+
+def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path: Path) -> None:
+    from ascend_setup.steps.base import Context
+    from ascend_setup.steps.plugin import alternate_urls
+    from helpers.dists import build_sdist
+
+    sdist = build_sdist(tmp_path, "vllm-ascend", "0.23.0")
+    mirror_b = LocalIndex()
+    try:
+        mirror_b.add(sdist)
+        ctx = Context(workdir=tmp_path, outputs={"mirror": {"fallbacks": [farm.url("fast"), mirror_b.url]}})
+        assert alternate_urls(ctx, sdist.name) == [f"{mirror_b.base}/files/{sdist.name}"]
+        assert alternate_urls(Context(workdir=tmp_path), sdist.name) == []
+    finally:
+        mirror_b.close()
