@@ -8,24 +8,14 @@ import sys
 from pathlib import Path
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.cann import primary_cann, same_cann
-from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.host.cann import primary_cann, row_for
+from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_venv_config
 from ascend_setup.mirrors.choice import candidates, host_target, ranked
 from ascend_setup.options import check_index_url
 from ascend_setup.paths import env_or, resolve_workdir
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.venvinfo import read_pyvenv_cfg
-
-
-def _row(matrix, cann):
-    if cann:
-        return select_row(matrix, cann)
-    installed = primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))
-    for version, row in matrix.rows.items():
-        if installed and same_cann(installed.version, version):
-            return row
-    return matrix.newest()
 
 
 def _apply_global(url: str) -> None:
@@ -46,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.5 <= args.budget <= 120:
         raise BadInput("--budget takes seconds between 0.5 and 120")
     matrix = load_matrix(args.matrix)
-    row = _row(matrix, args.cann)
+    row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME")))
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
     workdir = resolve_workdir(args.workdir)

@@ -12,6 +12,8 @@ from typing import Dict, List, Optional
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.errors import BadInput
+from ascend_setup.matrix.load import select_row
+from ascend_setup.matrix.models import Matrix, Row
 
 DEFAULT_ROOTS = ("/usr/local/Ascend",)
 CANN_HOME_ENV = ("ASCEND_SETUP_CANN_HOME",)
@@ -207,3 +209,13 @@ def primary_cann(cann_home: Optional[str] = None, arch: Optional[str] = None) ->
     """The toolkit a build would use (the one set_env.sh activates); None when there is no CANN."""
     installs = detect_cann(cann_home, arch)
     return installs[0] if installs else None
+
+
+def row_for(matrix: Matrix, cann: Optional[str], installed: Optional[CannInstall]) -> Row:
+    """The requested row, else the installed CANN's row, else the newest."""
+    if cann:
+        return select_row(matrix, cann)
+    for version, row in matrix.rows.items():
+        if installed and same_cann(installed.version, version):
+            return row
+    return matrix.newest()

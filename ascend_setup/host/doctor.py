@@ -9,12 +9,11 @@ from typing import List, Optional, Union
 
 from ascend_setup.build.locks import find_compile_locks
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, same_cann
+from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
 from ascend_setup.host.interpreters import Interpreter, find_interpreters
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
-from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
@@ -30,16 +29,6 @@ class Check:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def row_for(matrix: Matrix, cann: Optional[str], installed: Optional[CannInstall]) -> Row:
-    """The requested row, else the installed CANN's row, else the newest."""
-    if cann:
-        return select_row(matrix, cann)
-    for version, row in matrix.rows.items():
-        if installed and same_cann(installed.version, version):
-            return row
-    return matrix.newest()
 
 
 def check_cann(row: Row, installs: List[CannInstall], looked: str) -> Check:

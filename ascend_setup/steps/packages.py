@@ -10,7 +10,7 @@ from packaging.specifiers import SpecifierSet
 from ascend_setup.audit.venv import read_venv
 from ascend_setup.deps.derive import Derived, cann_requirements, constraints_lines, derive, target_environment
 from ascend_setup.errors import StepFailed
-from ascend_setup.index.choose import choose
+from ascend_setup.index.choose import Choice, choose
 from ascend_setup.index.metadata import MetadataReader
 from ascend_setup.index.simple import IndexSet
 from ascend_setup.index.tags import Target
@@ -93,17 +93,21 @@ def host_target(ctx: Context) -> Target:
                   python=".".join(pre["python_version"].split(".")[:2]))
 
 
-def plugin_requires(ctx: Context) -> List[str]:
-    """vllm-ascend's Requires-Dist, read from the index without downloading the file."""
-    row = row_of(ctx)
+def forecast_plugin(ctx: Context) -> Choice:
+    """The vllm-ascend file pip would take for this host, from the chosen indexes."""
     idx = indexes_of(ctx)
     indexes = IndexSet([idx.index_url, *idx.extra_index_urls])
-    spec = SpecifierSet(f"=={row.packages['vllm-ascend']}")
-    choice = choose("vllm-ascend", indexes.pages("vllm-ascend"), spec, host_target(ctx))
+    version = row_of(ctx).packages["vllm-ascend"]
+    choice = choose("vllm-ascend", indexes.pages("vllm-ascend"), SpecifierSet(f"=={version}"), host_target(ctx))
     if choice.file is None:
-        raise StepFailed(f"vllm-ascend {row.packages['vllm-ascend']} is not on {', '.join(indexes.urls)}",
+        raise StepFailed(f"vllm-ascend {version} has no file for this host on {', '.join(indexes.urls)}",
                          hint=choice.reason)
-    return MetadataReader().requires(choice.file)
+    return choice
+
+
+def plugin_requires(ctx: Context) -> List[str]:
+    """vllm-ascend's Requires-Dist, read from the index without downloading the file."""
+    return MetadataReader().requires(forecast_plugin(ctx).file)
 
 
 class PluginDeps(Step):

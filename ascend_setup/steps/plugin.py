@@ -7,30 +7,19 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List
 
-from packaging.specifiers import SpecifierSet
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ascend_setup.build.locks import sweep_stale_locks
 from ascend_setup.build.source import (build_env, cached_wheel, extract_once, list_wheels, max_jobs, stage_watcher,
                                        wheelhouse_key)
 from ascend_setup.errors import StepFailed
-from ascend_setup.index.choose import Choice, choose
+from ascend_setup.index.choose import Choice
 from ascend_setup.index.download import download
-from ascend_setup.index.simple import IndexSet, SimpleIndex
+from ascend_setup.index.simple import SimpleIndex
 from ascend_setup.procs import run_logged
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, indexes_of, installed_versions, installer_of, python_of, row_of
-from ascend_setup.steps.packages import host_target
-
-
-def forecast_plugin(ctx: Context) -> Choice:
-    idx = indexes_of(ctx)
-    indexes = IndexSet([idx.index_url, *idx.extra_index_urls])
-    version = row_of(ctx).packages["vllm-ascend"]
-    choice = choose("vllm-ascend", indexes.pages("vllm-ascend"), SpecifierSet(f"=={version}"), host_target(ctx))
-    if choice.file is None:
-        raise StepFailed(f"vllm-ascend {version} has no file for this host", hint=choice.reason)
-    return choice
+from ascend_setup.steps.packages import forecast_plugin
 
 
 def alternate_urls(ctx: Context, filename: str) -> List[str]:
