@@ -27,6 +27,14 @@ def _common(json_flag: bool = True) -> argparse.ArgumentParser:
     return parent
 
 
+def _index_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", metavar="NAME=URL", action="append",
+                   help="replace a named index of the row (ascend, pytorch-cpu), e.g. with a mirror of it; repeatable")
+    p.add_argument("--respect-pip-config", action="store_true",
+                   help="let your pip configuration (constraint, find-links, extra-index-url, ...) apply; by default "
+                        "only its index and network settings do")
+
+
 def _lazy(target: str) -> Callable[[argparse.Namespace], int]:
     """Import a command's module only when it runs: start-up stays fast (audit must be quick)."""
 
@@ -52,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", metavar="EXE", help="interpreter for the venv (env ASCEND_SETUP_PYTHON)")
     p.add_argument("--cann-home", metavar="DIR", help="CANN root, e.g. /usr/local/Ascend (env ASCEND_SETUP_CANN_HOME)")
     p.add_argument("--index-url", metavar="URL", help="primary package index (default: pip's configuration)")
-    p.add_argument("--extra-index-url", metavar="URL", action="append", help="additional index (repeatable)")
+    p.add_argument("--extra-index-url", metavar="URL", action="append",
+                   help="another index beside the mirror, for anything the row does not assign (repeatable)")
+    _index_flags(p)
+    p.add_argument("--lock", metavar="FILE", help="install this lock (from 'plan --lock') instead of resolving here")
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
@@ -74,15 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
     p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
     p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
-    p.add_argument("--python", help="target Python, e.g. 3.11 (default: the interpreter install would use)")
+    p.add_argument("--python", metavar="X.Y|EXE", help="target Python, e.g. 3.11, or an interpreter (default: the one "
+                   "install would pick, by the wheels the row publishes; env ASCEND_SETUP_PYTHON)")
     p.add_argument("--index-url", metavar="URL", help="primary index (default: pip's configuration)")
     p.add_argument("--extra-index-url", metavar="URL", action="append",
-                   help="additional index, repeatable (default: the row's named indexes)")
+                   help="another index beside the primary one, for anything the row does not assign (repeatable)")
+    _index_flags(p)
+    p.add_argument("--lock", metavar="FILE", help="write the resolved lock for this target to FILE")
     p.set_defaults(func=_lazy("plan:run"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
     p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
     p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
+    p.add_argument("--lock", metavar="FILE", help="also report drift against this lock (default: the lock "
+                   "ascend-setup installed this venv from, when it built it)")
+    p.add_argument("--index", metavar="NAME=URL", action="append",
+                   help="the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
     p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")
@@ -94,13 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--venv", metavar="DIR", help="the venv whose pip.conf/uv.toml --apply writes")
     p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
     p.add_argument("--workdir", metavar="DIR", help="where the ranking is cached for install")
+    _index_flags(p)
     p.set_defaults(func=_lazy("mirrors:run"))
 
     p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
     p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")
-    p.add_argument("--cann-home", metavar="DIR")
-    p.add_argument("--workdir", metavar="DIR")
-    p.add_argument("--venv", metavar="DIR")
+    p.add_argument("--cann-home", metavar="DIR", help="CANN root to check (env ASCEND_SETUP_CANN_HOME)")
+    p.add_argument("--workdir", metavar="DIR", help="workdir whose disk and locks to check (env ASCEND_SETUP_WORKDIR)")
+    p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
+    _index_flags(p)
     p.set_defaults(func=_lazy("doctor:run"))
 
     p = sub.add_parser("matrix", help="the compatibility matrix")

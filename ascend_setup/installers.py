@@ -1,22 +1,26 @@
-"""pip and uv behind one small interface (pipx's Backend idea): the steps never build argv by hand."""
+"""pip and uv behind one small interface (pipx's Backend idea): the steps never build argv by hand.
+
+Every run is isolated from the user's pip/uv configuration except its network settings (see
+`index.pipconfig`), and installs what it is told with --no-deps: the lock already holds the closure,
+so nothing is resolved again at install time.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
 from ascend_setup.errors import StepFailed
+from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.procs import LineHook, run_logged
 
 
 @dataclass(frozen=True)
 class Indexes:
-    """Where packages come from for one command: the chosen mirror plus the extra indexes."""
+    """Where one invocation may download from: one index, plus (for the mirror) the user's extra indexes."""
 
     index_url: str
     extra_index_urls: Sequence[str] = field(default_factory=tuple)
@@ -28,81 +32,95 @@ class Indexes:
         return argv
 
 
+@dataclass(frozen=True)
+class InstallRequest:
+    """What one installer invocation installs; `indexes=None` means local files only (--no-index)."""
+
+    requirements: Sequence[str] = ()
+    requirement_file: Optional[Path] = None  # with one --hash per line: --require-hashes
+    indexes: Optional[Indexes] = None
+    find_links: Optional[Path] = None  # a directory of already verified files
+    no_deps: bool = True
+    force_reinstall: bool = False
+    upgrade: bool = False
+    only_binary: Sequence[str] = ()
+
+    def flags(self) -> List[str]:
+        argv = self.indexes.args() if self.indexes else ["--no-index"]
+        if self.find_links is not None:
+            argv += ["--find-links", str(self.find_links)]
+        if self.no_deps:
+            argv.append("--no-deps")
+        if self.force_reinstall:
+            argv.append("--force-reinstall")
+        if self.upgrade:
+            argv.append("--upgrade")
+        if self.only_binary:
+            argv += ["--only-binary", ",".join(self.only_binary)]
+        if self.requirement_file is not None:
+            argv += ["--require-hashes", "-r", str(self.requirement_file)]
+        return argv + [str(r) for r in self.requirements]
+
+
 class Installer(ABC):
     name: str
 
+    def __init__(self, settings: PipSettings, cache_dir: Optional[Path] = None) -> None:
+        self.settings = settings
+        self.cache_dir = cache_dir
+
     @abstractmethod
-    def install(self, python: Path, requirements: Sequence[str], *, log: Path, indexes: Indexes,
-                constraints: Optional[Path] = None, overrides: Optional[Path] = None, no_deps: bool = False,
-                force_reinstall: bool = False, upgrade: bool = False, only_binary: Sequence[str] = (),
-                env: Optional[Mapping[str, str]] = None, on_line: Optional[LineHook] = None) -> None:
-        """Install `requirements` into the venv whose interpreter is `python`."""
+    def install(self, python: Path, request: InstallRequest, *, log: Path, env: Optional[Mapping[str, str]] = None,
+                on_line: Optional[LineHook] = None) -> None:
+        """Install into the venv whose interpreter is `python`."""
 
     @abstractmethod
     def uninstall(self, python: Path, names: Sequence[str], *, log: Path) -> None:
         """Remove distributions by name."""
 
 
-def _common_flags(*, no_deps: bool, force_reinstall: bool, upgrade: bool, only_binary: Sequence[str]) -> List[str]:
-    argv = []
-    if no_deps:
-        argv.append("--no-deps")
-    if force_reinstall:
-        argv.append("--force-reinstall")
-    if upgrade:
-        argv.append("--upgrade")
-    if only_binary:
-        argv += ["--only-binary", ",".join(only_binary)]
-    return argv
-
-
 class PipInstaller(Installer):
     name = "pip"
 
-    def install(self, python, requirements, *, log, indexes, constraints=None, overrides=None, no_deps=False,
-                force_reinstall=False, upgrade=False, only_binary=(), env=None, on_line=None) -> None:
-        argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                *indexes.args(), *_common_flags(no_deps=no_deps, force_reinstall=force_reinstall, upgrade=upgrade,
-                                                only_binary=only_binary)]
-        for path in (constraints, overrides):  # pip has no overrides: row pins go in as constraints
-            if path is not None:
-                argv += ["-c", str(path)]
-        run_logged(argv + list(requirements), log, env=env, on_line=on_line, what="pip install")
+    def install(self, python, request, *, log, env=None, on_line=None) -> None:
+        argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
+        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install")
 
     def uninstall(self, python, names, *, log) -> None:
-        run_logged([str(python), "-m", "pip", "uninstall", "-y", *names], log, what="pip uninstall")
+        run_logged([str(python), "-m", "pip", "uninstall", "-y", *names], log, env=self.settings.pip_env(),
+                   what="pip uninstall")
 
 
 def uv_command() -> List[str]:
-    """uv on PATH, else the one the `uv` package ships for this interpreter."""
-    found = shutil.which("uv")
-    if found:
-        return [found]
-    if importlib.util.find_spec("uv") is not None:
-        return [sys.executable, "-m", "uv"]
-    raise StepFailed("--installer uv: uv is not installed", hint="pip install uv, or use --installer pip")
+    """The uv binary that ships with this tool (a runtime dependency), else uv on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return [find_uv_bin()]
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return [found]
+    raise StepFailed("uv is not installed (ascend-setup resolves with it)", hint="pip install uv")
 
 
 class UvInstaller(Installer):
-    """uv reads no pip.conf: everything is passed explicitly. Indexes are merged the way pip merges
-    them (unsafe-best-match), so both installers pick the same files."""
+    """uv reads no pip.conf (and, here, no uv.toml): everything is passed explicitly."""
 
     name = "uv"
 
-    def install(self, python, requirements, *, log, indexes, constraints=None, overrides=None, no_deps=False,
-                force_reinstall=False, upgrade=False, only_binary=(), env=None, on_line=None) -> None:
-        argv = [*uv_command(), "pip", "install", "--python", str(python), "--index-strategy", "unsafe-best-match",
-                *indexes.args(), *_common_flags(no_deps=no_deps, force_reinstall=force_reinstall, upgrade=upgrade,
-                                                only_binary=only_binary)]
-        if constraints is not None:
-            argv += ["-c", str(constraints)]
-        if overrides is not None:
-            argv += ["--override", str(overrides)]
-        run_logged(argv + list(requirements), log, env=env, on_line=on_line, what="uv pip install")
+    def _base(self, python: Path, verb: str) -> List[str]:
+        argv = [*uv_command(), "pip", verb, "--python", str(python), "--no-config"]
+        return argv + (["--cache-dir", str(self.cache_dir)] if self.cache_dir else [])
+
+    def install(self, python, request, *, log, env=None, on_line=None) -> None:
+        argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
+        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install")
 
     def uninstall(self, python, names, *, log) -> None:
-        run_logged([*uv_command(), "pip", "uninstall", "--python", str(python), *names], log, what="uv pip uninstall")
+        run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(),
+                   what="uv pip uninstall")
 
 
-def get_installer(name: str) -> Installer:
-    return UvInstaller() if name == "uv" else PipInstaller()
+def get_installer(name: str, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:
+    return UvInstaller(settings, cache_dir) if name == "uv" else PipInstaller(settings, cache_dir)

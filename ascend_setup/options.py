@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ascend_setup.errors import BadInput
-from ascend_setup.matrix.load import MATRIX_ENV
+from ascend_setup.matrix.load import MATRIX_ENV, load_matrix
 from ascend_setup.paths import check_dir_path, env_or, resolve_workdir
 
 INSTALLERS = ("pip", "uv")
@@ -20,6 +21,17 @@ def check_index_url(url: str, flag: str) -> str:
     if parsed.scheme not in ("http", "https", "file") or (parsed.scheme != "file" and not parsed.netloc):
         raise BadInput(f"{flag} {url!r} is not an http(s):// or file:// URL")
     return url.rstrip("/") + "/" if parsed.scheme != "file" else url
+
+
+def parse_index_overrides(values: List[str]) -> Dict[str, str]:
+    """`--index NAME=URL` (repeatable) -> {name: url}; the names are checked against the matrix later."""
+    found: Dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name.strip() or not url.strip():
+            raise BadInput(f"--index {value!r} is not NAME=URL (e.g. --index ascend=https://my.mirror/simple)")
+        found[name.strip()] = check_index_url(url.strip(), f"--index {name.strip()}=")
+    return found
 
 
 @dataclass
@@ -36,6 +48,9 @@ class InstallOptions:
     soc: Optional[str] = None
     force: bool = False
     matrix: Optional[str] = None
+    indexes: Dict[str, str] = field(default_factory=dict)  # --index NAME=URL
+    lock: Optional[str] = None  # --lock FILE: install this lock instead of resolving
+    respect_pip_config: bool = False
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -49,10 +64,34 @@ class InstallOptions:
             raise BadInput(f"the recorded install options cannot be used: {exc}") from None
 
 
+def check_lock_for_host(path: str, cann: str) -> str:
+    """`--lock FILE` must be a lock of this row made for this host (arch, glibc); else exit 2 now."""
+    from ascend_setup.host.machine import glibc_version
+    from ascend_setup.resolve.lockfile import read_lock
+
+    lock_path = Path(path).expanduser().absolute()
+    lock = read_lock(lock_path)
+    host = {"arch": platform.machine(), "glibc": glibc_version() or "unknown"}
+    made = {"arch": lock.target.arch, "glibc": lock.target.glibc}
+    if made != host:
+        raise BadInput(f"--lock {lock_path} was made for {lock.target.arch} / glibc {lock.target.glibc}; this host is "
+                       f"{host['arch']} / glibc {host['glibc']}",
+                       hint=f"make one for this host: ascend-setup plan --cann {lock.cann} --lock FILE (run here)")
+    if lock.cann != cann.strip():
+        raise BadInput(f"--lock {lock_path} is for CANN {lock.cann}, not --cann {cann}",
+                       hint=f"use --cann {lock.cann}, or make a lock for {cann}")
+    if lock.unavailable:
+        names = ", ".join(p.name for p in lock.unavailable)
+        raise BadInput(f"--lock {lock_path} cannot be installed: {names} had no file when it was made",
+                       hint="make it again where every index of the row can be reached")
+    return str(lock_path)
+
+
 def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[str], python: Optional[str],
                           cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
-                          matrix: Optional[str]) -> InstallOptions:
+                          matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
+                          respect_pip_config: bool = False) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk."""
     matrix = env_or(matrix, MATRIX_ENV)
     work = resolve_workdir(workdir)
@@ -72,10 +111,14 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         mirror = check_index_url(mirror, "--mirror")
     if soc is not None and not soc.strip().replace("_", "").isalnum():
         raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
+    overrides = parse_index_overrides(indexes or [])
+    load_matrix(matrix).with_indexes(overrides)  # unknown index names are bad input now
+    lock = check_lock_for_host(lock, cann) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
         cann_home=str(Path(cann_home).absolute()) if cann_home else None,
         index_url=check_index_url(index_url, "--index-url") if index_url else None,
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=soc.strip().lower() if soc else None, force=force,
-        matrix=str(Path(matrix).absolute()) if matrix else None)
+        matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
+        respect_pip_config=respect_pip_config)

@@ -50,6 +50,12 @@ def check_dir_path(path: Path, flag: str) -> None:
         raise BadInput(f"{flag} {path}: {parent} is not writable")
 
 
+def cache_dir() -> Path:
+    """The tool's own cache (uv's HTTP cache for resolutions): never the user's uv or pip cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ascend-setup"
+
+
 def is_persistent(path: Path, roots: Iterable[str] = PERSISTENT_ROOTS) -> bool:
     """Whether `path` lies under a directory that survives an instance stop."""
     resolved = path.resolve()

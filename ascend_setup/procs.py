@@ -33,6 +33,7 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
         assert proc.stdout is not None
         for line in proc.stdout:
             handle.write(line)
+            handle.flush()  # a SIGKILL of ours must not take the child's last words with it
             lines.append(line)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
@@ -47,12 +48,12 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
         raise StepFailed(f"{what} exited with status {code}", hint=f"see {log}")
 
 
-def capture(argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300) -> \
-        subprocess.CompletedProcess:
+def capture(argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
+            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """Run a short check and keep its output (no log). A program that cannot start is exit 127."""
     args = [str(a) for a in argv]
     try:
         return subprocess.run(args, capture_output=True, text=True, env=dict(env) if env else None,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+                              timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
     except OSError as exc:
         return subprocess.CompletedProcess(args, 127, "", str(exc))

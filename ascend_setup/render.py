@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
@@ -16,16 +17,23 @@ STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green
                 "fail": "red", "error": "red", "failed": "red", "unavailable": "red", "timeout": "red"}
 
 
+def _width(stream) -> Optional[int]:
+    """Off a terminal nothing is hard-wrapped at 80 columns: a copied path or command must still work."""
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return None
+    return 400
+
+
 def stdout_console() -> "Console":
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=False, width=_width(sys.stdout))
 
 
 def stderr_console() -> "Console":
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
 def print_json(data: Any) -> None:
@@ -40,14 +48,17 @@ def styled(value: Optional[str]) -> str:
 
 
 def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
-          status_column: Optional[int] = None) -> "Table":
-    """A plain table; the status column (if any) is coloured by its value."""
+          status_column: Optional[int] = None, compact: bool = False) -> "Table":
+    """A plain table; the status column (if any) is coloured by its value. `compact`: no borders, and
+    cells never break inside a word (for the short-celled tables that must read at 80 columns)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, show_lines=False, header_style="bold")
+    t = Table(title=title, show_lines=False, header_style="bold", box=None if compact else box.HEAVY_HEAD,
+              pad_edge=not compact)
     for col in columns:
-        t.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", no_wrap=compact)
     for row in rows:
         cells = [escape("" if c is None else str(c)) for c in row]  # '[grid]' is text, not markup
         if status_column is not None:

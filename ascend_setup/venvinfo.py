@@ -1,9 +1,15 @@
-"""Reading a venv without running it: pyvenv.cfg and its site-packages."""
+"""Reading a venv without running it: pyvenv.cfg, its site-packages, and the record ascend-setup leaves."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from ascend_setup.fsutil import atomic_write_text
+
+RECORD_NAME = "ascend-setup.json"
 
 
 def read_pyvenv_cfg(venv: Path) -> Optional[Dict[str, str]]:
@@ -32,3 +38,25 @@ def site_packages(venv: Path) -> List[Path]:
 
 def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
+
+
+@dataclass
+class VenvRecord:
+    """What built this venv: the workdir, the lock it was installed from, the indexes it came from. The
+    audit reads it, so a venv ascend-setup built is checked against its own lock and real indexes."""
+
+    workdir: str
+    lock: Optional[str] = None
+    indexes: Dict[str, str] = field(default_factory=dict)
+
+
+def write_venv_record(venv: Path, record: VenvRecord) -> None:
+    atomic_write_text(venv / RECORD_NAME, json.dumps(asdict(record), indent=2) + "\n")
+
+
+def read_venv_record(venv: Path) -> Optional[VenvRecord]:
+    try:
+        data = json.loads((venv / RECORD_NAME).read_text(encoding="utf-8"))
+        return VenvRecord(workdir=str(data["workdir"]), lock=data.get("lock"), indexes=dict(data.get("indexes") or {}))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

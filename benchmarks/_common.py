@@ -37,14 +37,24 @@ def run(argv: List[str], env: Dict[str, str], **kw) -> subprocess.CompletedProce
 
 
 def serve_stack(tmp: Path):
-    """The stub 9.1.0 stack on two loopback indexes: (row, main index, Ascend index)."""
+    """The stub 9.1.0 stack on three loopback indexes: (matrix with them named, ecosystem, (main, Ascend,
+    PyTorch CPU))."""
     from ascend_setup.matrix import load_matrix
     from helpers.ecosystem import build_ecosystem
     from helpers.index_server import LocalIndex
 
-    row = load_matrix().rows["9.1.0"]
+    matrix = load_matrix()
+    row = matrix.rows["9.1.0"]
     eco = build_ecosystem(tmp / "eco", dict(row.packages), dict(row.cann_python_deps))
-    main_index, ascend_index = LocalIndex(), LocalIndex()
-    main_index.add_dir(eco.main)
-    ascend_index.add_dir(eco.ascend)
-    return row, main_index, ascend_index
+    indexes = (LocalIndex(), LocalIndex(), LocalIndex())
+    for index, directory in zip(indexes, (eco.main, eco.ascend, eco.pytorch_cpu)):
+        index.add_dir(directory)
+    named = matrix.with_indexes({"ascend": indexes[1].url, "pytorch-cpu": indexes[2].url})
+    return named, eco, indexes
+
+
+def index_args(indexes) -> List[str]:
+    """install/plan flags for the three loopback indexes of `serve_stack`."""
+    main_index, ascend_index, cpu_index = indexes
+    return ["--index-url", main_index.url, "--index", f"ascend={ascend_index.url}", "--index",
+            f"pytorch-cpu={cpu_index.url}"]

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import clean_env, serve_stack
+from _common import clean_env, index_args, serve_stack
 
 from helpers.fake_cann import build_fake_cann  # noqa: E402
 
@@ -24,13 +24,13 @@ ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "trit
 
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-install-"))
-    _, main_index, ascend_index = serve_stack(tmp)
+    _, _, indexes = serve_stack(tmp)
     cann = build_fake_cann(tmp / "Ascend")
     env = clean_env(tmp)
 
     def argv(workdir: Path):
         return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(cann.root),
-                "--index-url", main_index.url, "--extra-index-url", ascend_index.url, "--mirror", "none", "--yes",
+                *index_args(indexes), "--mirror", "none", "--yes",
                 "--workdir", str(workdir), "--python", sys.executable]
 
     workdir = tmp / "tool"
@@ -48,7 +48,8 @@ def main() -> None:
             if line.startswith("$ "):
                 commands.append(line[2:].replace(str(workdir), str(by_hand)))
     by_hand.mkdir()
-    shutil.copy(workdir / "constraints.txt", by_hand / "constraints.txt")  # the file a person would write
+    shutil.copytree(workdir / "lock", by_hand / "lock")  # the hash-pinned files a person would write
+    shutil.copytree(workdir / "downloads", by_hand / "downloads")
     start = time.perf_counter()
     for command in commands:
         subprocess.run(command.split(), capture_output=True, text=True, env=env, check=True)
@@ -76,8 +77,8 @@ def main() -> None:
     print(f"the same pip commands typed by hand:            {hand:.1f} s")
     print(f"overhead ratio ours/by-hand: {ours / hand:.2f}x")
     print(f"rerun after a SIGKILL mid-install: first new work after {first_new_work:.2f} s ({resumed_at})")
-    main_index.close()
-    ascend_index.close()
+    for index in indexes:
+        index.close()
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,49 +1,91 @@
-"""Benchmark: `ascend-setup plan` vs `pip install --dry-run --report - --only-binary=:all: --no-deps`
-over the same package list on the same loopback index. Prints both wall times and the ratio.
+"""Benchmark: the full-closure `ascend-setup plan` against `uv pip compile` alone (the very request plan
+sends it) and against `pip install --dry-run --report` over the same roots, on the same loopback
+indexes. Prints the wall times, the ratios, and how many versions agree with pip's.
 
-    python benchmarks/plan.py
+    .venv/bin/python benchmarks/plan.py
+
+Targets: plan <= 1.3x uv alone; plan >= 5x faster than pip.
 """
 
 from __future__ import annotations
 
 import json
+import platform
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from _common import clean_env, run, serve_stack, timed
 
-from ascend_setup.deps.derive import specifier_for  # noqa: E402
+from ascend_setup.host.machine import glibc_version  # noqa: E402
+from ascend_setup.index.tags import Target  # noqa: E402
+from ascend_setup.installers import uv_command  # noqa: E402
+from ascend_setup.matrix import select_row  # noqa: E402
+from ascend_setup.resolve.closure import IndexSources, prepare_closure  # noqa: E402
+from ascend_setup.resolve.uvcompile import pyproject_text, uv_platform  # noqa: E402
 
 
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-"))
-    row, main_index, ascend_index = serve_stack(tmp)
+    matrix, eco, indexes = serve_stack(tmp)
+    main_index, ascend_index, cpu_index = indexes
     env = clean_env(tmp)
-    plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.35", "--arch",
-                 "x86_64", "--python", "3.11", "--index-url", main_index.url, "--extra-index-url",
-                 ascend_index.url, "--json"]
+    arch, glibc, python = platform.machine(), glibc_version() or "2.17", "%d.%d" % sys.version_info[:2]
+    plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch,
+                 "--python", python, "--index-url", main_index.url, "--index", f"ascend={ascend_index.url}",
+                 "--index", f"pytorch-cpu={cpu_index.url}", "--json"]
     ours, proc = timed(lambda: run(plan_argv, env))
+    if proc.returncode != 0:
+        raise SystemExit(f"plan failed: {proc.stderr[-2000:]}")
     data = json.loads(proc.stdout)
-    wheels = [p for p in data["packages"] if p["outcome"] == "wheel"]
-    requirements = [f"{p['name']}{specifier_for(row, p['name'])}" for p in wheels]
-    # pip gets the same names with the row's pins and the CANN minimums; it resolves nothing else
-    # (no deps), so it does strictly less work than plan, which also derives the requirement set.
-    pip_argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--report", "-", "--only-binary=:all:",
-                "--no-deps", "--ignore-installed", "--target", str(tmp / "target"), "--python-version", "3.11",
-                "--index-url", main_index.url, "--extra-index-url", ascend_index.url, "-q", *requirements]
+
+    # uv alone, on the exact request plan builds (same roots, overrides, excludes, pinned indexes, cache)
+    row = select_row(matrix, "9.1.0", arch)
+    prepared = prepare_closure(row, Target(glibc, arch, python), IndexSources.for_row(matrix, row, main_index.url))
+    project = tmp / "closure" / "pyproject.toml"
+    project.parent.mkdir()
+    project.write_text(pyproject_text(prepared.request))
+    excludes = tmp / "closure" / "excludes.txt"
+    excludes.write_text("\n".join(prepared.request.excludes) + "\n")
+    uv_argv = [*uv_command(), "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", python,
+               "--python-platform", uv_platform(prepared.request.target), "--default-index", main_index.url,
+               "--index-strategy", "unsafe-best-match", "--excludes", str(excludes),
+               "--cache-dir", str(tmp / "uv-cache")]
+    uv_env = {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
+    uv_alone, uv_proc = timed(lambda: run(uv_argv, uv_env))
+    if uv_proc.returncode != 0:
+        raise SystemExit(f"uv failed: {uv_proc.stderr[-2000:]}")
+
+    # pip over the same roots; one flat index holding the same files (pip cannot pin packages to indexes)
+    flat = tmp / "flat"
+    shutil.copytree(eco.main, flat)
+    for path in [*eco.ascend.iterdir(), *(p for p in eco.pytorch_cpu.iterdir() if "+cpu" in p.name)]:
+        shutil.copy(path, flat / path.name)
+    from helpers.index_server import LocalIndex
+
+    flat_index = LocalIndex()
+    flat_index.add_dir(flat)
+    roots = tmp / "roots.txt"
+    roots.write_text("\n".join(prepared.request.roots) + "\n")
+    pip_argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--report", "-", "--ignore-installed", "-q",
+                "--index-url", flat_index.url, "-r", str(roots)]
     theirs, pip_proc = timed(lambda: run(pip_argv, env))
     if pip_proc.returncode != 0:
         raise SystemExit(f"pip failed: {pip_proc.stderr[-2000:]}")
     chosen = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
               for i in json.loads(pip_proc.stdout)["install"]}
-    agree = sum(1 for p in wheels if chosen.get(p["name"]) == p["version"])
-    print(f"packages forecast by plan: {len(data['packages'])} ({len(wheels)} wheels)")
-    print(f"plan (derives the set, all indexes, concurrent): {ours:.2f} s")
-    print(f"pip install --dry-run --report (same wheel list): {theirs:.2f} s")
-    print(f"ratio pip/plan: {theirs / ours:.2f}x   versions agreeing with pip: {agree}/{len(wheels)}")
-    main_index.close()
-    ascend_index.close()
+    compared = [p for p in data["packages"] if p["name"] in chosen]
+    agree = sum(1 for p in compared if chosen[p["name"]] == p["version"])
+    print(f"target: glibc {glibc} / {arch} / Python {python}; closure: {data['summary']}")
+    print(f"plan (gate, metadata, derive, uv, file choice, sizes, backends): {ours:.2f} s")
+    print(f"uv pip compile alone (the same request):                         {uv_alone:.2f} s")
+    print(f"pip install --dry-run --report (the same roots, flat index):     {theirs:.2f} s")
+    print(f"plan / uv alone: {ours / uv_alone:.2f}x (target <= 1.3x);  pip / plan: {theirs / ours:.2f}x (target >= 5x)")
+    print(f"versions agreeing with pip: {agree}/{len(compared)} (pip also resolved: "
+          f"{', '.join(sorted(set(chosen) - {p['name'] for p in data['packages']})) or 'nothing else'})")
+    for index in (*indexes, flat_index):
+        index.close()
 
 
 if __name__ == "__main__":

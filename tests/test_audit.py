@@ -15,7 +15,7 @@ from ascend_setup.audit.report import run_audit
 from ascend_setup.matrix import load_matrix
 
 MATRIX = load_matrix()
-ROW = MATRIX.rows["9.1.0"]
+ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)
 VERSIONS = stub_versions(dict(ROW.packages), dict(ROW.cann_python_deps))
 SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
 TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
@@ -60,7 +60,7 @@ def test_displaced_torch_and_cuda_variant(tmp_path: Path) -> None:
     found = _ids(run_audit(MATRIX, venv))
     torch = next(f for f in found["pin-differs"] if f.package == "torch")
     assert torch.severity == "error" and "displaced, most likely by vllm's CUDA metadata" in torch.message
-    assert torch.fix.endswith("install --no-deps torch==2.10.0")
+    assert torch.fix.endswith(f"torch=={ROW.packages['torch']}") and "--no-deps" in torch.fix
     assert found["cuda-build"][0].package == "torchvision"
 
 
@@ -71,8 +71,10 @@ def test_triton_shadowing(tmp_path: Path) -> None:
     found = _ids(report)
     assert "not subscriptable" in found["triton-upstream"][0].message
     assert "2 files under triton/" in found["triton-overlap"][0].message
-    assert report.plan[0].endswith("uninstall -y triton")
-    assert "triton-ascend==3.2.2" in report.plan[-1] and "--force-reinstall" in report.plan[-1]
+    # one step: triton out and triton-ascend back in, so no state in between lacks a `triton` package
+    assert "uninstall -y triton && " in report.plan[-1] and "triton-ascend==3.2.2" in report.plan[-1]
+    assert "--force-reinstall" in report.plan[-1] and f"--index-url {MATRIX.index_url('ascend')}" in report.plan[-1]
+    assert not any("install" in step and " triton==" in step for step in report.plan)
     missing = clean_venv(tmp_path / "w", skip=("triton-ascend",))
     assert "triton-ascend-missing" in _ids(run_audit(MATRIX, missing))
 
@@ -158,3 +160,53 @@ def test_provenance(tmp_path: Path) -> None:
     found = _ids(run_audit(MATRIX, venv))
     assert "wheelhouse" in found["direct-url"][0].message and found["direct-url"][0].severity == "info"
     assert found["foreign-installer"][0].package == "torch-npu"
+
+
+def test_compressed_tag_sets_and_abi3_are_ordinary(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v")
+    arch = platform.machine()
+    fake_install(venv, "openai-harmony", "0.0.8", tag=f"cp38-abi3-manylinux_2_17_{arch}.manylinux2014_{arch}")
+    fake_install(venv, "abi3only", "1.0", tag=f"cp39-abi3-manylinux_2_28_{arch}")
+    assert "wheel-platform" not in _ids(run_audit(MATRIX, venv))
+
+
+def test_cuda_only_package_that_a_kept_package_needs_is_info(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", skip=("xgrammar",))
+    fake_install(venv, "xgrammar", "0.2.0", requires=["apache-tvm-ffi"])
+    fake_install(venv, "apache-tvm-ffi", "0.1.9")
+    report = run_audit(MATRIX, venv)
+    kept = _ids(report)["cuda-only-required"][0]
+    assert kept.severity == "info" and kept.package == "apache-tvm-ffi" and "xgrammar -> apache-tvm-ffi" in kept.message
+    assert "cuda-only" not in _ids(report) and not any("apache-tvm-ffi" in step for step in report.plan)
+
+
+def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(tmp_path: Path) -> None:
+    nvidia = ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]
+    venv = clean_venv(tmp_path / "v", skip=("torch", "torch-npu"))
+    fake_install(venv, "torch", "2.10.0", requires=nvidia, files={"torch/__init__.py": "",
+                                                               "torch/version.py": "cuda: Optional[str] = '12.8'\n"})
+    for name in nvidia:
+        fake_install(venv, name, "12.8.0")
+    torch_cpu = ROW.packages["torch"]
+    fake_install(venv, "torch-npu", "2.10.0.post4", requires=[f"torch=={torch_cpu}"])
+    report = run_audit(MATRIX, venv)
+    found = _ids(report)
+    cuda = found["cuda-torch"][0]
+    assert cuda.severity == "error" and "nvidia-cublas-cu12" in cuda.message and "cuda = 12.8" in cuda.message
+    if "+cpu" in torch_cpu:  # x86_64: torch-npu's own requirement names the +cpu build
+        assert found["row-requirement-unmet"][0].package == "torch-npu"
+        assert "requires torch==2.10.0+cpu (installed: 2.10.0)" in found["row-requirement-unmet"][0].message
+    pins = next(i for i, step in enumerate(report.plan) if f"torch=={torch_cpu}" in step)
+    removal = next(i for i, step in enumerate(report.plan) if "uninstall -y" in step and "nvidia-cublas-cu12" in step)
+    assert pins < removal  # torch stops importing nvidia before nvidia goes
+    if ROW.index_of("torch") != "mirror":
+        assert f"--index-url {MATRIX.index_url(ROW.index_of('torch'))}" in report.plan[pins]
+
+
+def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"torch": "2.11.0"})
+    cfg = venv / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    plan = run_audit(MATRIX, venv).plan
+    assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
+    assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])

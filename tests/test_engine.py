@@ -168,7 +168,7 @@ def test_second_install_exits_3(cli, tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c",
                                "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
                                "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
-                               "print('locked', flush=True); time.sleep(30)", str(workdir / "lock")],
+                               "print('locked', flush=True); time.sleep(30)", str(workdir / "run.lock")],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

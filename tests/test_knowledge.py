@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers.stub_plugin import build_stub_plugin_sdist
-from ascend_setup.build.source import extract_once
+from ascend_setup.sourcebuild.source import extract_once
 from ascend_setup.knowledge.signatures import triage
 
 NOISE = "-- [cmake] checking feature: ok"
@@ -72,3 +72,54 @@ def test_stub_build_without_decorator_is_triaged(tmp_path: Path) -> None:
     assert len(lines) > 250 and lines[-1].startswith("-- [cmake]")  # the cause is buried, not last
     diagnosis = triage(lines)
     assert diagnosis.id == "compiler-module-missing" and "'decorator'" in diagnosis.cause
+
+
+RETRIES = [
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken "
+    "by 'NameResolutionError(\"<pip._vendor.urllib3.connection.HTTPSConnection object>: Failed to resolve "
+    "'ascend.invalid' ([Errno -2] Name or service not known)\")': /simple/torch-npu/",
+] * 5
+#: What pip 25 printed on x86_64 for torch-npu with the PyPI torch (the real text, index names elided).
+PIP_CONFLICT = [
+    "Collecting torch==2.10.0", "  Using cached torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl (915.6 MB)",
+    "Collecting torch-npu==2.10.0.post4",
+    "  Downloading torch_npu-2.10.0.post4-cp311-cp311-manylinux_2_28_x86_64.whl (22.9 MB)",
+    "INFO: pip is looking at multiple versions of torch-npu to determine which version is compatible.",
+    "ERROR: Cannot install torch-npu==2.10.0.post4 and torch==2.10.0 because these package versions have "
+    "conflicting dependencies.", "",
+    "The conflict is caused by:", "    The user requested torch==2.10.0",
+    "    torch-npu 2.10.0.post4 depends on torch==2.10.0+cpu", "",
+    "To fix this you could try to:", "1. loosen the range of package versions you've specified",
+    "2. remove package versions to allow pip to attempt to solve the dependency conflict", "",
+    "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/",
+]
+
+
+def test_cpu_local_version_conflict_is_its_own_cause_not_the_retry_warning() -> None:
+    diagnosis = triage(RETRIES + PIP_CONFLICT)
+    assert diagnosis.id == "torch-cpu-local-version"
+    assert "torch 2.10.0+cpu" in diagnosis.cause and "PyTorch CPU index" in diagnosis.cause
+    assert "--index pytorch-cpu=URL" in diagnosis.fix
+    assert "depends on torch==2.10.0+cpu" in diagnosis.line
+
+
+def test_a_resolver_conflict_shows_its_block() -> None:
+    conflict = [line.replace("torch==2.10.0+cpu", "numpy<2") for line in PIP_CONFLICT]
+    diagnosis = triage(RETRIES + conflict)
+    assert diagnosis.id == "pip-resolution-impossible" and diagnosis.line.startswith("ERROR: Cannot install")
+    rendered = diagnosis.render()
+    assert "The conflict is caused by:" in rendered and "depends on numpy<2" in rendered
+    assert "The user requested torch==2.10.0" in rendered and "Retrying" not in rendered
+    uv = ["  × No solution found when resolving dependencies:",
+          "  ╰─▶ Because torch-npu==2.10.0.post4 depends on torch==2.11.0 and you require torch==2.10.0, we can",
+          "      conclude that your requirements are unsatisfiable."]
+    diagnosis = triage(["Resolved 3 packages"] + uv)
+    assert diagnosis.id == "uv-no-solution" and "your requirements are unsatisfiable" in diagnosis.render()
+
+
+def test_a_warning_is_never_the_cause_while_an_error_line_exists() -> None:
+    lines = RETRIES + ["Collecting x", "ERROR: Could not find a version that satisfies the requirement x==9"]
+    diagnosis = triage(lines)
+    assert diagnosis.id == "unknown" and diagnosis.line.startswith("ERROR: Could not find")
+    only_warning = triage(RETRIES[:1])
+    assert only_warning is not None and "NameResolutionError" in only_warning.line

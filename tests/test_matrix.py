@@ -74,7 +74,8 @@ def test_malformed_matrix_names_the_line(mutate, line, words) -> None:
     message = err.value.message
     assert message.startswith("broken.yaml:") and words in message, message
     if line is not None:
-        expected = next(i for i, l in enumerate(text.splitlines(), 1) if line in l)
+        row_start = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith('  "9.1.0":'))
+        expected = next(i for i, l in enumerate(text.splitlines(), 1) if line in l and i >= row_start)
         assert message.startswith(f"broken.yaml:{expected}:"), (message, expected)
 
 

@@ -1,16 +1,25 @@
-"""`ascend-setup plan` over the stub 9.1.0 stack on loopback indexes (and, with --live, the real index)."""
+"""`ascend-setup plan`: the whole closure for a target, over the stub 9.1.0 stack on loopback indexes
+(and, with --live, on the real index)."""
 
 from __future__ import annotations
 
 import json
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, clean_env
 from helpers.ecosystem import build_ecosystem
-from helpers.index_server import LocalIndex
-from ascend_setup.index.pipconfig import configured_index
-from ascend_setup.knowledge.builds import build_warnings
+from helpers.index_server import BlackHole, LocalIndex
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.pipconfig import pip_settings
+from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix import load_matrix
+from ascend_setup.resolve.lockfile import read_lock
 
 ROW = load_matrix().rows["9.1.0"]
 
@@ -18,87 +27,173 @@ ROW = load_matrix().rows["9.1.0"]
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory):
     eco = build_ecosystem(tmp_path_factory.mktemp("eco"), dict(ROW.packages), dict(ROW.cann_python_deps))
-    main, ascend = LocalIndex(), LocalIndex()
+    main, ascend, torch_cpu = LocalIndex(), LocalIndex(), LocalIndex()
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)
-    yield main, ascend
-    main.close()
-    ascend.close()
+    torch_cpu.add_dir(eco.pytorch_cpu)
+    yield main, ascend, torch_cpu, eco
+    for index in (main, ascend, torch_cpu):
+        index.close()
 
 
-def _plan(cli, main, ascend, glibc="2.31", arch="aarch64", extra=None):
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch, "--python", "3.11",
-               "--index-url", main.url, "--extra-index-url", extra or ascend.url, "--json")
+def _plan(cli, indexes, glibc="2.31", arch="aarch64", python="3.11", ascend=None, *extra):
+    main, asc, torch_cpu, _ = indexes
+    proc = cli("plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch, "--python", python,
+               "--index-url", main.url, "--index", f"ascend={ascend or asc.url}", "--index",
+               f"pytorch-cpu={torch_cpu.url}", "--json", *extra)
     return proc, (json.loads(proc.stdout) if proc.stdout.strip() else None)
 
 
-def test_plan_on_glibc_231_aarch64(cli, indexes) -> None:
-    main, ascend = indexes
-    proc, data = _plan(cli, main, ascend)
+def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
+    proc, data = _plan(cli, indexes)
     assert proc.returncode == 0, proc.stderr
-    assert data["target"] == {"glibc": "2.31", "arch": "aarch64", "python": "3.11"}
+    assert data["scope"] == "closure" and data["target"] == {"glibc": "2.31", "arch": "aarch64", "python": "3.11"}
     pkgs = {p["name"]: p for p in data["packages"]}
+    # transitive packages, at the versions caps two levels down decide
+    assert pkgs["starlette"]["version"] == "0.50.0" and "fastapi -> starlette" in pkgs["starlette"]["via"][0]
+    assert pkgs["numpy"]["version"] == "2.3.5"  # mistral-common caps it below 2.4 on Python < 3.13
+    assert pkgs["tokenizers"]["version"] == "0.22.2"  # transformers 5.5.4 caps it
+    assert pkgs["prometheus-fastapi-instrumentator"]["version"] == "7.1.0"  # 8.x needs starlette >= 1.0
+    # the CUDA-only package xgrammar pulls back is kept, with its chain, and said
+    assert "xgrammar -> apache-tvm-ffi" in pkgs["apache-tvm-ffi"]["via"][0]
+    kept = [w for w in data["warnings"] if w["id"] == "cuda-only-kept"]
+    assert kept and kept[0]["package"] == "apache-tvm-ffi" and "xgrammar" in kept[0]["message"]
     va = pkgs["vllm-ascend"]
-    assert va["outcome"] == "sdist" and va["file"] == "vllm_ascend-0.23.0.tar.gz"
+    assert va["outcome"] == "sdist" and va["file"] == "vllm_ascend-0.23.0.tar.gz" and va["sha256"]
     assert "newest wheel needs glibc 2.34" in va["reason"]
+    assert pkgs["torch"]["version"] == "2.10.0" and pkgs["torch"]["index"] == "mirror"
     assert pkgs["torch-npu"]["outcome"] == "wheel" and "aarch64" in pkgs["torch-npu"]["file"]
-    assert pkgs["triton-ascend"]["outcome"] == "wheel" and pkgs["triton-ascend"]["index"] == ascend.url
+    assert pkgs["triton-ascend"]["index"] == "ascend" and pkgs["triton-ascend"]["index_url"] == indexes[1].url
     assert pkgs["arctic-inference"]["outcome"] == "sdist" and "no wheels published" in pkgs["arctic-inference"]["reason"]
-    assert pkgs["torch"]["version"] == "2.10.0" and pkgs["transformers"]["version"] == "5.5.4"
-    assert pkgs["fastapi"]["version"] == "0.115.0"  # vllm's >=0.115,<0.137 meets the plugin's <0.124
-    for stripped in ("flashinfer-python", "tilelang", "nvidia-cudnn-frontend", "fastsafetensors"):
+    for stripped in ("flashinfer-python", "tilelang", "nvidia-cudnn-frontend", "fastsafetensors", "triton"):
         assert stripped not in pkgs
-    for cann_dep in ("decorator", "sympy", "cffi", "absl-py", "attrs"):
-        assert pkgs[cann_dep]["outcome"] == "wheel"
+    counts = data["summary"]
+    assert counts["packages"] == len(pkgs) and counts["sdists"] == 2 and counts["unavailable"] == 0
+    assert counts["wheels"] + counts["sdists"] == len(pkgs)
     assert data["download_bytes"] == sum(p["size"] or 0 for p in data["packages"])
-    assert any("vllm-ascend will be built from source" in w for w in data["warnings"])
-    assert any("arctic-inference" in w for w in data["warnings"])
+    assert {w["id"] for w in data["warnings"]} >= {"known-build", "sdist-build", "cuda-only-kept"}
+    assert all(set(w) == {"id", "package", "message"} for w in data["warnings"])
 
 
-def test_plan_on_glibc_235_takes_the_wheel(cli, indexes) -> None:
-    main, ascend = indexes
-    proc, data = _plan(cli, main, ascend, glibc="2.35")
-    va = next(p for p in data["packages"] if p["name"] == "vllm-ascend")
-    assert va["outcome"] == "wheel" and va["file"].endswith("manylinux_2_34_aarch64.whl")
-    assert not any("vllm-ascend" in w for w in data["warnings"])
+def test_plan_on_x86_64_takes_the_cpu_torch_and_warns_of_a_rust_build(cli, indexes) -> None:
+    proc, data = _plan(cli, indexes, glibc="2.28", arch="x86_64")
+    assert proc.returncode == 0, proc.stderr
+    pkgs = {p["name"]: p for p in data["packages"]}
+    for name, version in (("torch", "2.10.0+cpu"), ("torchvision", "0.25.0+cpu"), ("torchaudio", "2.10.0+cpu")):
+        assert pkgs[name]["version"] == version and pkgs[name]["index"] == "pytorch-cpu", pkgs[name]
+        assert "+cpu" in pkgs[name]["file"] and pkgs[name]["size"]
+    assert not [n for n in pkgs if n.startswith(("nvidia-", "cuda-")) or n == "triton"]
+    assert pkgs["requests"]["version"] != "99.0"  # the PyTorch CPU index serves only the torch family
+    assert pkgs["llguidance"]["outcome"] == "sdist" and pkgs["llguidance"]["backend"] == "maturin"
+    rust = [w for w in data["warnings"] if w["id"] == "sdist-build" and w["package"] == "llguidance"]
+    assert rust and "Rust" in rust[0]["message"]
 
 
-def test_plan_without_the_ascend_index(cli, indexes) -> None:
-    main, ascend = indexes
-    proc, data = _plan(cli, main, ascend, extra=main.url)
+def test_unreachable_and_unpublished_are_different_outcomes(cli, indexes) -> None:
+    proc, data = _plan(cli, indexes, ascend="http://ascend.invalid/simple/")
     assert proc.returncode == 1
     ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
-    assert ta["outcome"] == "unavailable" and "has only 3.2.0" in ta["reason"]
+    assert ta["outcome"] == "unavailable" and "could not be reached" in ta["reason"] and "ascend.invalid" in ta["reason"]
+    proc, data = _plan(cli, indexes, ascend=indexes[0].url)
+    assert proc.returncode == 1
+    ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
+    assert ta["outcome"] == "unavailable" and "no index serves triton-ascend==3.2.2" in ta["reason"]
+    assert "has only 3.2.0" in ta["reason"]
+    hole = BlackHole()
+    try:
+        proc, data = _plan(cli, indexes, ascend=hole.url)
+    finally:
+        hole.close()
+    ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
+    assert ta["outcome"] == "unavailable" and "could not be reached" in ta["reason"]
 
 
-def test_plan_table_and_bad_input(cli, indexes) -> None:
-    main, ascend = indexes
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11",
-               "--index-url", main.url, "--extra-index-url", ascend.url)
-    assert proc.returncode == 0 and "vllm-ascend" in proc.stdout and "download:" in proc.stdout
+def test_plan_table_at_80_columns_and_the_lock(cli, indexes, tmp_path: Path) -> None:
+    main, asc, torch_cpu, _ = indexes
+    lock = tmp_path / "x86.lock"
+    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.28", "--arch", "x86_64", "--python", "3.11",
+               "--index-url", main.url, "--index", f"ascend={asc.url}", "--index", f"pytorch-cpu={torch_cpu.url}",
+               "--lock", str(lock), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "packages" in lines[0] and "wheels" in lines[0] and "source builds" in lines[0]  # counts first
+    table = [l for l in lines if l.startswith(("torch ", "torch-npu ", "prometheus-fastapi-instrumentator "))]
+    assert len(table) == 3 and all(len(l) <= 80 for l in table), table
+    assert "llguidance-1.7.0.tar.gz" in proc.stdout  # file names on their own lines
+    written = read_lock(lock)
+    assert written.target.arch == "x86_64" and written.target.glibc == "2.28" and written.cann == "9.1.0"
+    assert written.indexes["pytorch-cpu"] == torch_cpu.url and written.get("torch").version == "2.10.0+cpu"
+    text = lock.read_text()
+    assert "torch==2.10.0+cpu \\\n    --hash=sha256:" in text and f"# index pytorch-cpu: {torch_cpu.url}" in text
+
+
+def test_bad_plan_input(cli) -> None:
     assert "--glibc" in assert_one_line_error(cli("plan", "--cann", "9.1.0", "--glibc", "2.x"))
     assert "--arch" in assert_one_line_error(cli("plan", "--cann", "9.1.0", "--arch", "sparc", "--glibc", "2.31"))
     assert "known versions" in assert_one_line_error(cli("plan", "--cann", "7.0.0"))
+    assert "no index named 'nope'" in assert_one_line_error(cli("plan", "--cann", "9.1.0", "--index", "nope=http://x/"))
+    assert "NAME=URL" in assert_one_line_error(cli("plan", "--cann", "9.1.0", "--index", "ascend"))
 
 
-def test_known_build_warnings() -> None:
-    assert any("z3-solver" in w for w in build_warnings(["z3-solver"], (2, 31), 40))
-    assert not any("z3-solver" in w for w in build_warnings(["z3-solver"], (2, 35), 40))
+def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) -> None:
+    """What pip resolves for the same root set (on one flat index, as pip has no per-package index)
+    equals the lock for this host, package for package."""
+    main, asc, torch_cpu, eco = indexes
+    arch, glibc = platform.machine(), glibc_version()
+    proc, data = _plan(cli, indexes, glibc=glibc, arch=arch, python="%d.%d" % sys.version_info[:2])
+    assert proc.returncode == 0, proc.stderr
+    lock = {p["name"]: p["version"] for p in data["packages"] if p["name"] not in ("vllm", "vllm-ascend")}
+    flat = tmp_path / "flat"
+    shutil.copytree(eco.main, flat)
+    for path in list(Path(eco.ascend).iterdir()) + [p for p in Path(eco.pytorch_cpu).iterdir() if "+cpu" in p.name]:
+        shutil.copy(path, flat / path.name)
+    server = LocalIndex()
+    server.add_dir(flat)
+    roots = tmp_path / "roots.txt"
+    roots.write_text("\n".join(f"{n}=={v}" for n, v in lock.items()) + "\n")
+    report = tmp_path / "report.json"
+    try:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                               "--report", str(report), "--index-url", server.url, "-r", str(roots)],
+                              capture_output=True, text=True, env=clean_env(tmp_path), timeout=300)
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    pip = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+           for item in json.loads(report.read_text())["install"]}
+    pip.pop("triton", None)  # upstream triton: pip cannot exclude it; the lock substitutes triton-ascend
+    assert pip == lock
+
+
+def test_known_build_warnings_and_toolchains() -> None:
+    assert any("z3-solver" in w for _, w in build_warnings(["z3-solver"], (2, 31), 40))
+    assert not build_warnings(["z3-solver"], (2, 35), 40)
     assert build_warnings(["numpy"], (2, 31), 40) == []
+    assert "Rust" in toolchain_for("maturin") and "Rust" in toolchain_for("setuptools.build_meta", ["setuptools-rust"])
+    assert "CMake" in toolchain_for("scikit_build_core.build") and toolchain_for("hatchling.build") == ""
 
 
 @pytest.mark.live
-def test_live_public_index(cli) -> None:
-    public = configured_index()
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11",
-               "--index-url", public, "--extra-index-url", public, "--json")
+@pytest.mark.parametrize("glibc, arch, python", [("2.31", "aarch64", "3.11"), ("2.35", "x86_64", "3.12")])
+def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
+    public = pip_settings().index
+    proc = cli("plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch, "--python", python, "--index-url",
+               public, "--json", timeout=900)
     data = json.loads(proc.stdout)
     pkgs = {p["name"]: p for p in data["packages"]}
-    assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"]
-    assert pkgs["torch-npu"]["outcome"] == "wheel"
-    assert pkgs["triton-ascend"]["outcome"] == "unavailable"
-    assert pkgs["arctic-inference"]["outcome"] == "sdist"
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.35", "--arch", "aarch64", "--python", "3.11",
-               "--index-url", public, "--extra-index-url", public, "--json")
-    va = next(p for p in json.loads(proc.stdout)["packages"] if p["name"] == "vllm-ascend")
-    assert va["outcome"] == "wheel" and va["file"].endswith("manylinux_2_34_aarch64.whl")
+    assert data["scope"] == "closure" and len(pkgs) > 150, proc.stderr
+    for transitive in ("llvmlite", "starlette", "uvicorn"):
+        assert pkgs[transitive]["outcome"] == "wheel", pkgs.get(transitive)
+    from packaging.version import Version
+
+    assert Version(pkgs["numpy"]["version"]) < Version("2.4")
+    assert Version(pkgs["tokenizers"]["version"]) <= Version("0.23.0")
+    assert Version(pkgs["prometheus-fastapi-instrumentator"]["version"]) < Version("8")
+    if glibc == "2.31":
+        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"]
+        assert any(w["package"] == "vllm-ascend" for w in data["warnings"])
+    # the Ascend and PyTorch CPU indexes cannot be reached from everywhere: then those are unreachable,
+    # not unpublished, and the rest of the closure is still forecast
+    for p in data["packages"]:
+        if p["outcome"] == "unavailable":
+            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], p

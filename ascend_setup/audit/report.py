@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-from ascend_setup.audit.rules import (PHASE_FILL, PHASE_PINS, PHASE_TRITON, PHASE_UNINSTALL, RULES, AuditContext,
-                                      Finding)
+from ascend_setup.audit.rules import (PHASE_FILL, PHASE_MANUAL, PHASE_PINS, PHASE_SHAPE, PHASE_TRITON,
+                                      PHASE_UNINSTALL, RULES, AuditContext, Finding)
 from ascend_setup.audit.venv import VenvContents, read_venv
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.resolve.lockfile import Lock
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -25,12 +27,14 @@ class AuditReport:
     findings: List[Finding]
     plan: List[str]
 
+    lock: Optional[str] = None
+
     @property
     def failed(self) -> bool:
         return any(f.severity == "error" for f in self.findings)
 
     def to_json(self) -> dict:
-        return {"venv": str(self.venv), "row": self.row.cann, "row_reason": self.row_reason,
+        return {"venv": str(self.venv), "row": self.row.cann, "row_reason": self.row_reason, "lock": self.lock,
                 "findings": [f.to_json() for f in self.findings], "fix_plan": self.plan,
                 "ok": not self.failed}
 
@@ -57,38 +61,43 @@ def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
 
 
 def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
-    """One command per phase, in an order that cannot undo itself: uninstall, pins, fill, one-off fixes,
-    and triton-ascend last."""
-    by_phase: Dict[int, List[str]] = {}
-    for f in findings:
-        if f.severity == "info":
-            continue
+    """Commands in an order after each of which the venv still imports: the venv's shape, the row's pins
+    (one command per index they really come from), removals, gaps, one-off fixes, triton last."""
+    acting = [f for f in findings if f.severity != "info" and f.fix]
+    args: Dict[int, List[str]] = {}
+    for f in acting:
         for arg in f.fix_args:
-            by_phase.setdefault(f.phase, [])
-            if arg not in by_phase[f.phase]:
-                by_phase[f.phase].append(arg)
-    plan = []
-    if by_phase.get(PHASE_UNINSTALL):
-        plan.append(f"{ctx.pip} uninstall -y " + " ".join(by_phase[PHASE_UNINSTALL]))
-    if by_phase.get(PHASE_PINS):
-        plan.append(f"{ctx.pip} install --no-deps " + " ".join(by_phase[PHASE_PINS]))
-    if by_phase.get(PHASE_FILL):
-        plan.append(f"{ctx.pip} install " + " ".join(f"'{a}'" for a in by_phase[PHASE_FILL]))
-    plan += [f.fix for f in findings if f.fix and not f.fix_args and f.phase != PHASE_TRITON
-             and f.severity != "info" and f.fix not in plan]
-    triton = [f.fix for f in findings if f.phase == PHASE_TRITON and f.fix]
+            args.setdefault(f.phase, [])
+            if arg not in args[f.phase]:
+                args[f.phase].append(arg)
+    plan = [f.fix for f in acting if f.phase == PHASE_SHAPE]
+    pins: Dict[str, List[str]] = {}
+    for arg in args.get(PHASE_PINS, []):
+        pins.setdefault(ctx.index_flag(arg.split("==")[0]), []).append(arg)
+    plan += [f"{ctx.pip} install --no-deps --force-reinstall{flag} " + " ".join(group) for flag, group in pins.items()]
+    if args.get(PHASE_UNINSTALL):
+        plan.append(f"{ctx.pip} uninstall -y " + " ".join(args[PHASE_UNINSTALL]))
+    if args.get(PHASE_FILL):
+        plan.append(f"{ctx.pip} install{ctx.index_flag()} " + " ".join(f"'{a}'" for a in args[PHASE_FILL]))
+    for f in acting:
+        if f.phase == PHASE_MANUAL and not f.fix_args and f.fix not in plan:
+            plan.append(f.fix)
+    triton = [f.fix for f in acting if f.phase == PHASE_TRITON]
     if triton:
         plan.append(triton[0])  # always last: anything installed after it may overwrite triton/
-    return plan
+    return [step for step in plan if step]
 
 
-def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None) -> AuditReport:
+def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock: Optional[Lock] = None,
+              lock_source: Optional[str] = None, mirror_url: Optional[str] = None) -> AuditReport:
     venv = read_venv(venv_path)
     if cann:
         row, reason = select_row(matrix, cann), f"--cann {cann}"
     else:
         row, reason = infer_row(matrix, venv)
-    ctx = AuditContext(venv, row, matrix)
+    row = row.for_arch(platform.machine())
+    ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url)
     findings = [f for rule in RULES for f in rule(ctx)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.package or ""))
-    return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx))
+    return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx),
+                       lock=lock_source)

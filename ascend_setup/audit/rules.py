@@ -1,28 +1,40 @@
-"""The audit's rules. Each reads the venv's dist-infos and returns findings with evidence and a fix."""
+"""The audit's rules. Each reads the venv's dist-infos and returns findings with evidence and a fix.
+
+They were checked against real venvs: compressed wheel tag sets and abi3 are ordinary tags; a package
+the row calls CUDA-only that a kept package needs (xgrammar -> apache-tvm-ffi) is information, not an
+error; a CUDA torch is recognised by what it requires and by its version.py, not by a `+cu` suffix.
+"""
 
 from __future__ import annotations
 
 import platform
+import re
+from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag
+from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from ascend_setup.audit.venv import VenvContents
+from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.tags import Target, tag_priorities
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.resolve.lockfile import Lock
 
 #: Requirements another installed distribution stands in for: triton-ascend ships the `triton`
 #: package, and upstream triton (which xgrammar asks for on x86) must stay out.
 SUBSTITUTES = {"triton": "triton-ascend"}
 
-#: Order of the fix plan: remove what is wrong, put the pins back, fill gaps, triton-ascend last.
-PHASE_UNINSTALL, PHASE_PINS, PHASE_FILL, PHASE_TRITON, PHASE_MANUAL = range(5)
+#: Order of the fix plan, chosen so that every intermediate state still imports: the venv's shape
+#: first (pip would see system packages as "already satisfied"), then the row's pins from their own
+#: indexes (a CUDA torch becomes the row's build before the nvidia-* wheels it imports go), then the
+#: removals, then the gaps, one-off fixes, and triton-ascend last (swapped in one step with triton).
+PHASE_SHAPE, PHASE_PINS, PHASE_UNINSTALL, PHASE_FILL, PHASE_MANUAL, PHASE_TRITON = range(6)
+_CUDA_VERSION = re.compile(r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([^'\"]+)['\"]", re.M)
 
 
 @dataclass
@@ -44,14 +56,18 @@ class Finding:
 
 
 class AuditContext:
-    """What every rule needs: the venv, the row, the pip command, the marker environment."""
+    """What every rule needs: the venv, the row (for this machine's architecture), the indexes, markers."""
 
-    def __init__(self, venv: VenvContents, row: Row, matrix: Matrix) -> None:
+    def __init__(self, venv: VenvContents, row: Row, matrix: Matrix, lock: Optional[Lock] = None,
+                 mirror_url: Optional[str] = None) -> None:
         self.venv = venv
         self.row = row
         self.matrix = matrix
+        self.lock = lock
+        self.mirror_url = mirror_url
         self.installed = venv.by_name()
-        self.pip = f"{venv.root}/bin/python -m pip"
+        self.python = f"{venv.root}/bin/python"
+        self.pip = f"{self.python} -m pip"
         py = venv.python_version or "3.0.0"
         self.python_full = py
         self.python_minor = ".".join(py.split(".")[:2])
@@ -60,79 +76,146 @@ class AuditContext:
         self.glibc_known = glibc is not None
         self.env = target_environment(self.target)
         self.env["python_full_version"] = py
+        self.cuda_torch = cuda_torch_evidence(self)
 
     def version_of(self, name: str) -> Optional[Version]:
         found = self.installed.get(canonicalize_name(name))
         return found[0].parsed_version if found else None
 
-    def ascend_index(self) -> str:
-        name = self.row.index_of("triton-ascend")
-        return self.matrix.index_url(name) if name != MIRROR else ""
+    def index_of(self, name: str) -> str:
+        return self.row.index_of(name) if name in self.row.packages else MIRROR
+
+    def index_url(self, index: str) -> Optional[str]:
+        return self.mirror_url if index == MIRROR else self.matrix.index_url(index)
+
+    def index_flag(self, name: Optional[str] = None) -> str:
+        """`--index-url URL` of the index `name` really comes from (the mirror for None); '' for the mirror
+        when the venv does not say which it is (pip's configuration then decides)."""
+        url = self.index_url(self.index_of(name) if name else MIRROR)
+        return f" --index-url {url}" if url else ""
+
+    def requires(self, dist: Installed) -> List[Requirement]:
+        """A distribution's requirements whose markers hold on this machine."""
+        found = []
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is None or req.marker.evaluate(dict(self.env)):
+                found.append(req)
+        return found
 
 
-def _vllm_pins(ctx: AuditContext) -> Dict[str, Requirement]:
-    vllm = ctx.installed.get("vllm")
-    result: Dict[str, Requirement] = {}
-    for text in vllm[0].requires if vllm else []:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        result[canonicalize_name(req.name)] = req
-    return result
+def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
+    """Why the installed torch is a CUDA build (nvidia-* requirements, version.py's cuda), or None."""
+    torch = ctx.installed.get("torch")
+    if not torch:
+        return None
+    nvidia = sorted(canonicalize_name(r.name) for r in ctx.requires(torch[0]) if r.name.lower().startswith("nvidia-"))
+    reasons = [f"requires {', '.join(nvidia[:3])}{' ...' if len(nvidia) > 3 else ''}"] if nvidia else []
+    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site if (site / "torch" / "version.py").is_file()),
+                      None)
+    if version_py is not None:
+        match = _CUDA_VERSION.search(version_py.read_text(errors="replace"))
+        if match:
+            reasons.append(f"torch/version.py says cuda = {match.group(1)}")
+    local = (torch[0].parsed_version.local or "") if torch[0].parsed_version else ""
+    if local.startswith("cu"):
+        reasons.append(f"its version has +{local}")
+    return "; ".join(reasons) or None
+
+
+def _same(installed: Optional[Version], pinned: str) -> bool:
+    try:
+        return installed is not None and installed == Version(pinned)
+    except InvalidVersion:
+        return False
+
+
+def _pin(ctx: AuditContext, name: str, pinned: str, fid: str, severity: str, message: str,
+         evidence: Optional[str] = None) -> Finding:
+    fix = f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(name)} {name}=={pinned}"
+    return Finding(fid, severity, name, message, fix, evidence=evidence, phase=PHASE_PINS,
+                   fix_args=(f"{name}=={pinned}",))
 
 
 def rule_row_pins(ctx: AuditContext) -> List[Finding]:
+    """Every row package at exactly the row's version for this architecture, local part included."""
     findings = []
-    vllm_wants = _vllm_pins(ctx)
+    vllm = ctx.installed.get("vllm")
+    vllm_wants = {canonicalize_name(r.name): r for r in ctx.requires(vllm[0])} if vllm else {}
     for name, pinned in ctx.row.packages.items():
-        have = ctx.installed.get(name)
-        want = Version(pinned)
         if name == "triton-ascend":
             continue  # the triton rule owns it
+        have = ctx.installed.get(name)
         if not have:
-            findings.append(Finding("pin-missing", "error", name, f"{name} is not installed; the row pins {pinned}",
-                                    f"{ctx.pip} install --no-deps {name}=={pinned}", phase=PHASE_PINS,
-                                    fix_args=(f"{name}=={pinned}",)))
+            findings.append(_pin(ctx, name, pinned, "pin-missing", "error",
+                                 f"{name} is not installed; the row pins {pinned}"))
             continue
         installed = have[0].parsed_version
-        if installed is not None and installed.public == want.public and not installed.local:
+        if _same(installed, pinned):
             continue
-        if installed is not None and installed.public == want.public:
-            if installed.local and "cu" in installed.local:
-                findings.append(Finding("cuda-build", "warning", name,
-                                        f"{name} {installed} is a CUDA build: useless on Ascend and it drags nvidia-* in",
-                                        f"{ctx.pip} install --no-deps --force-reinstall {name}=={pinned}",
-                                        evidence=str(have[0].path), phase=PHASE_PINS, fix_args=(f"{name}=={pinned}",)))
+        where = f" from the {ctx.index_of(name)} index" if ctx.index_of(name) != MIRROR else ""
+        if installed is not None and installed.public == Version(pinned).public:
+            if installed.local and installed.local.startswith("cu"):
+                findings.append(_pin(ctx, name, pinned, "cuda-build", "error",
+                                     f"{name} {installed} is a CUDA build where the row says {pinned}{where}: "
+                                     "useless on Ascend, and it drags nvidia-* in", str(have[0].path)))
+            else:
+                findings.append(_pin(ctx, name, pinned, "pin-differs", "error",
+                                     f"{name} {installed} is not the row's build {pinned}{where}", str(have[0].path)))
             continue
         why = ""
         vreq = vllm_wants.get(name)
         if vreq is not None and installed is not None and vreq.specifier.contains(installed, prereleases=True):
             why = f": displaced, most likely by vllm's CUDA metadata ({vreq})"
-        findings.append(Finding("pin-differs", "error", name, f"{name} {have[0].version} where the row says {pinned}{why}",
-                                f"{ctx.pip} install --no-deps {name}=={pinned}", evidence=str(have[0].path),
-                                phase=PHASE_PINS, fix_args=(f"{name}=={pinned}",)))
+        findings.append(_pin(ctx, name, pinned, "pin-differs", "error",
+                             f"{name} {have[0].version} where the row says {pinned}{where}{why}", str(have[0].path)))
+    return findings
+
+
+def rule_cuda_torch(ctx: AuditContext) -> List[Finding]:
+    """A CUDA torch in an Ascend venv, however its version string reads."""
+    if not ctx.cuda_torch or "torch" not in ctx.row.packages:
+        return []
+    pinned = ctx.row.packages["torch"]
+    return [_pin(ctx, "torch", pinned, "cuda-torch", "error",
+                 f"torch {ctx.installed['torch'][0].version} is a CUDA build ({ctx.cuda_torch}): 3 GB of nvidia-* "
+                 f"wheels and upstream triton on a machine without a GPU; the row's torch is {pinned}"
+                 + (f" from the {ctx.index_of('torch')} index" if ctx.index_of("torch") != MIRROR else ""),
+                 str(ctx.installed["torch"][0].path))]
+
+
+def rule_row_requirements(ctx: AuditContext) -> List[Finding]:
+    """The row packages' own requirements on each other (torch-npu's `torch==2.10.0+cpu`), local part included."""
+    findings = []
+    for unmet in requirements_unmet(ctx.venv, [n for n in ctx.row.packages if n != "vllm"], ctx.row.packages,
+                                    ctx.env):
+        dep, pinned = unmet.dependency, ctx.row.packages[unmet.dependency]
+        findings.append(Finding("row-requirement-unmet", "error", unmet.name, str(unmet),
+                                f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(dep)} {dep}=={pinned}",
+                                phase=PHASE_PINS, fix_args=(f"{dep}=={pinned}",)))
     return findings
 
 
 def rule_triton(ctx: AuditContext) -> List[Finding]:
     findings = []
     pinned = ctx.row.packages["triton-ascend"]
-    index = ctx.ascend_index()
-    reinstall = f"{ctx.pip} install --force-reinstall --no-deps triton-ascend=={pinned}" + \
-        (f" --extra-index-url {index}" if index else "")
     upstream = ctx.installed.get("triton")
     ascend = ctx.installed.get("triton-ascend")
+    remove = f"{ctx.pip} uninstall -y triton && " if upstream else ""
+    reinstall = f"{remove}{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag('triton-ascend')} " \
+                f"triton-ascend=={pinned}"
     crash = "the first inference dies with \"'function' object is not subscriptable\""
     if upstream:
         findings.append(Finding("triton-upstream", "error", "triton",
                                 f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; {crash}",
-                                f"{ctx.pip} uninstall -y triton", evidence=str(upstream[0].path),
-                                phase=PHASE_UNINSTALL, fix_args=("triton",)))
+                                reinstall, evidence=str(upstream[0].path), phase=PHASE_TRITON))
     if not ascend:
         findings.append(Finding("triton-ascend-missing", "error", "triton-ascend",
                                 f"triton-ascend is not installed; {crash}", reinstall, phase=PHASE_TRITON))
-    elif ascend[0].parsed_version != Version(pinned):
+    elif not _same(ascend[0].parsed_version, pinned):
         findings.append(Finding("pin-differs", "error", "triton-ascend",
                                 f"triton-ascend {ascend[0].version} where the row says {pinned}", reinstall,
                                 evidence=str(ascend[0].path), phase=PHASE_TRITON))
@@ -148,44 +231,72 @@ def rule_triton(ctx: AuditContext) -> List[Finding]:
     return findings
 
 
+def _fill(ctx: AuditContext, spec: str) -> str:
+    return f"{ctx.pip} install{ctx.index_flag()} '{spec}'"
+
+
 def rule_cann_deps(ctx: AuditContext) -> List[Finding]:
     findings = []
     for name, minimum in ctx.row.cann_python_deps.items():
         have = ctx.version_of(name)
         spec = f"{name}>={minimum}" if minimum else name
         if have is None and name not in ctx.installed:
-            findings.append(Finding("cann-dep-missing", "error", name,
-                                    f"{name} is missing; CANN's operator compiler imports it", f"{ctx.pip} install '{spec}'",
-                                    phase=PHASE_FILL, fix_args=(spec,)))
+            findings.append(Finding("cann-dep-missing", "error", name, f"{name} is missing; CANN's operator compiler "
+                                    "imports it", _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
         elif minimum and have is not None and have < Version(minimum):
             findings.append(Finding("cann-dep-old", "error", name, f"{name} {have} is below CANN's minimum {minimum}",
-                                    f"{ctx.pip} install '{spec}'", phase=PHASE_FILL, fix_args=(spec,)))
+                                    _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
     return findings
 
 
+def requirers(ctx: AuditContext, name: str, ignore: Set[str]) -> List[str]:
+    """Installed packages (outside `ignore`) whose requirements name `name`."""
+    return sorted(other for other, dists in ctx.installed.items()
+                  if other not in ignore and any(canonicalize_name(r.name) == name for r in ctx.requires(dists[0])))
+
+
+def chain_to(ctx: AuditContext, name: str, ignore: Set[str]) -> str:
+    """One requirement chain that ends in `name`, from a package nothing else requires (or the row)."""
+    queue = deque([[name]])
+    seen = {name}
+    while queue:
+        path = queue.popleft()
+        parents = [p for p in requirers(ctx, path[0], ignore) if p not in seen]
+        if not parents or path[0] in ctx.row.packages:
+            return " -> ".join(path)
+        for parent in parents[:3]:
+            seen.add(parent)
+            queue.append([parent, *path])
+    return name
+
+
 def rule_cuda_only(ctx: AuditContext) -> List[Finding]:
+    """CUDA-only packages: dead weight (removed after the pins), unless a kept package imports them."""
     findings = []
-    for name, dists in ctx.installed.items():
-        if name in ctx.row.packages or name == "triton" or not ctx.row.is_cuda_only(name):
+    cuda = {n for n in ctx.installed if n not in ctx.row.packages and n != "triton" and ctx.row.is_cuda_only(n)}
+    # vllm's own requirements are waived on purpose; a CUDA torch is replaced before they go
+    ignore = cuda | {"vllm"} | ({"torch"} if ctx.cuda_torch else set())
+    for name in sorted(cuda):
+        dist = ctx.installed[name][0]
+        needed_by = requirers(ctx, name, ignore)
+        if needed_by:
+            findings.append(Finding("cuda-only-required", "info", name,
+                                    f"{name} {dist.version} is on the row's CUDA-only list, but "
+                                    f"{chain_to(ctx, name, ignore)} requires it: it stays", evidence=str(dist.path)))
             continue
         findings.append(Finding("cuda-only", "warning", name,
-                                f"{name} {dists[0].version} is CUDA-only: dead weight on Ascend (the row strips it)",
-                                f"{ctx.pip} uninstall -y {name}", evidence=str(dists[0].path),
+                                f"{name} {dist.version} is CUDA-only: dead weight on Ascend (the row strips it)",
+                                f"{ctx.pip} uninstall -y {name}", evidence=str(dist.path),
                                 phase=PHASE_UNINSTALL, fix_args=(name,)))
     return findings
 
 
 def rule_closure(ctx: AuditContext) -> List[Finding]:
-    """Like `pip check`, except vllm's CUDA requirements that the row replaces or strips on purpose."""
+    """Like `pip check`, except vllm's CUDA requirements that the row replaces or strips on purpose, and the
+    row packages' requirements on each other (rule_row_requirements names their index)."""
     findings = []
     for name, dists in ctx.installed.items():
-        for text in dists[0].requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is not None and not req.marker.evaluate(dict(ctx.env)):
-                continue
+        for req in ctx.requires(dists[0]):
             dep = canonicalize_name(req.name)
             have = ctx.installed.get(dep)
             version = have[0].parsed_version if have else None
@@ -202,9 +313,11 @@ def rule_closure(ctx: AuditContext) -> List[Finding]:
                                         f"vllm requires {req} but {state}: expected, the row "
                                         f"{'pins' if dep in ctx.row.packages else 'strips'} it on purpose"))
                 continue
+            if dep in ctx.row.packages or (name == "torch" and ctx.cuda_torch):
+                continue  # the pin rules say it, with the right index; a CUDA torch's nvidia-* go with it
             spec = f"{dep}{req.specifier}"
             findings.append(Finding("requirement-unmet", "error", dep, f"{name} {dists[0].version} requires {req} "
-                                    f"but {state}", f"{ctx.pip} install '{spec}'", phase=PHASE_FILL, fix_args=(spec,)))
+                                    f"but {state}", _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
     return findings
 
 
@@ -214,7 +327,8 @@ def rule_venv_shape(ctx: AuditContext) -> List[Finding]:
         findings.append(Finding("system-site-packages", "warning", None,
                                 "the venv includes system site-packages: stale torch builds from the image leak in",
                                 f"sed -i 's/^include-system-site-packages = true/include-system-site-packages = false/' "
-                                f"{ctx.venv.root}/pyvenv.cfg", evidence=f"{ctx.venv.root}/pyvenv.cfg"))
+                                f"{ctx.venv.root}/pyvenv.cfg", evidence=f"{ctx.venv.root}/pyvenv.cfg",
+                                phase=PHASE_SHAPE))
     if ctx.venv.python_version and not ctx.row.python_allows(ctx.python_full):
         findings.append(Finding("python-range", "error", None, f"the venv's Python {ctx.python_full} is outside "
                                 f"the row's {ctx.row.python}", f"ascend-setup install --cann {ctx.row.cann} "
@@ -224,27 +338,31 @@ def rule_venv_shape(ctx: AuditContext) -> List[Finding]:
             paths = ", ".join(d.path.name for d in dists)
             findings.append(Finding("duplicate-dist", "error", name, f"{len(dists)} dist-infos of {name} ({paths}): "
                                     "imports and pip disagree about what is installed",
-                                    f"{ctx.pip} install --force-reinstall --no-deps {name}=={dists[0].version}",
-                                    evidence=paths))
+                                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
+                                    f"{name}=={dists[0].version}", evidence=paths))
     return findings
 
 
 def rule_wheel_tags(ctx: AuditContext) -> List[Finding]:
+    """Wheels built for another machine. Tag lines are parsed whole (compressed tag sets, abi3)."""
     if not ctx.glibc_known:
         return []
     supported = tag_priorities(ctx.target)
     findings = []
     for name, dists in ctx.installed.items():
         tags = dists[0].wheel_tags()
-        if not tags:
-            continue
-        parsed = [Tag(*t.split("-", 2)) for t in tags if t.count("-") == 2]
-        if parsed and not any(t in supported for t in parsed):
+        parsed = set()
+        for text in tags:
+            try:
+                parsed |= parse_tag(text)
+            except ValueError:
+                continue
+        if parsed and not parsed & supported.keys():
             findings.append(Finding("wheel-platform", "error", name, f"{name} {dists[0].version} was built for "
                                     f"{tags[0]}, which this machine (glibc {ctx.target.glibc}, {ctx.target.arch}, "
                                     f"Python {ctx.python_minor}) cannot run",
-                                    f"{ctx.pip} install --force-reinstall --no-deps {name}=={dists[0].version}",
-                                    evidence=str(dists[0].path)))
+                                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
+                                    f"{name}=={dists[0].version}", evidence=str(dists[0].path)))
     return findings
 
 
@@ -261,9 +379,34 @@ def rule_provenance(ctx: AuditContext) -> List[Finding]:
             if installer and installer not in ("pip", "uv"):
                 findings.append(Finding("foreign-installer", "warning", name,
                                         f"{name} was installed by {installer}: pip and uv cannot manage it safely",
-                                        f"{ctx.pip} install --force-reinstall --no-deps {name}=={dist.version}",
-                                        evidence=f"{dist.path}/INSTALLER"))
+                                        f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
+                                        f"{name}=={dist.version}", evidence=f"{dist.path}/INSTALLER"))
     return findings
 
 
-RULES = (rule_row_pins, rule_triton, rule_cann_deps, rule_cuda_only, rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance)
+def rule_lock_drift(ctx: AuditContext) -> List[Finding]:
+    """Drift against the lock the venv was installed from: missing, extra and different packages."""
+    if ctx.lock is None:
+        return []
+    locked = {p.name: p for p in ctx.lock.packages if p.outcome != "unavailable"}
+    findings = []
+    for name, p in locked.items():
+        have = ctx.installed.get(name)
+        if name == "triton-ascend" or (have and _same(have[0].parsed_version, p.version or "")):
+            continue  # the triton rule swaps triton-ascend in, in one step with triton's removal
+        fix = f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(name)} {name}=={p.version}"
+        message = f"{name} {have[0].version} where the lock says {p.version}" if have else \
+            f"{name}=={p.version} is in the lock but not installed"
+        findings.append(Finding("lock-differs" if have else "lock-missing", "error", name, message, fix,
+                                evidence=str(have[0].path) if have else None, phase=PHASE_PINS,
+                                fix_args=(f"{name}=={p.version}",)))
+    for name, dists in ctx.installed.items():
+        if name not in locked and name not in SUBSTITUTES:
+            findings.append(Finding("lock-extra", "warning", name, f"{name} {dists[0].version} is installed but not "
+                                    "in the lock", f"{ctx.pip} uninstall -y {name}", evidence=str(dists[0].path),
+                                    phase=PHASE_UNINSTALL, fix_args=(name,)))
+    return findings
+
+
+RULES = (rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps, rule_cuda_only,
+         rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift)

@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Mapping, Optional
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -101,3 +102,46 @@ def read_venv(root: Path) -> VenvContents:
             dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
                                    headers.get_all("Requires-Dist") or []))
     return VenvContents(root=root, config=config, site=sites, dists=dists)
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """One requirement of an installed distribution that the venv does not meet."""
+
+    name: str
+    requirement: Requirement
+    installed: Optional[str]
+
+    @property
+    def dependency(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    def __str__(self) -> str:
+        return f"{self.name} requires {self.requirement} (installed: {self.installed or 'none'})"
+
+
+def requirements_unmet(contents: Optional[VenvContents], names: Iterable[str], within: Iterable[str],
+                       env: Mapping[str, str]) -> List[Unmet]:
+    """The requirements of the installed `names` on packages in `within` that the venv does not meet
+    (torch-npu's `torch==2.10.0+cpu` against a plain torch 2.10.0, say). Local versions count."""
+    if contents is None:
+        return []
+    dists = contents.by_name()
+    scope = {canonicalize_name(n) for n in within}
+    unmet = []
+    for name in names:
+        if name not in dists:
+            continue
+        for text in dists[name][0].requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            dep = canonicalize_name(req.name)
+            if dep not in scope or (req.marker is not None and not req.marker.evaluate(dict(env))):
+                continue
+            have = dists.get(dep)
+            version = have[0].parsed_version if have else None
+            if version is None or not req.specifier.contains(version, prereleases=True):
+                unmet.append(Unmet(name, req, have[0].version if have else None))
+    return unmet

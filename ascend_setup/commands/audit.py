@@ -1,30 +1,60 @@
-"""`ascend-setup audit`: read-only check of a venv against a row."""
+"""`ascend-setup audit`: read-only check of a venv against a row (and against its lock, when known)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Dict, Optional, Tuple
 
 from ascend_setup.audit.report import run_audit
+from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.options import parse_index_overrides
 from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.venvinfo import read_venv_record
+
+
+def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, str]]:
+    """The lock and indexes ascend-setup recorded when it built `venv` (nothing for other venvs)."""
+    record = read_venv_record(venv)
+    if record is None:
+        return None, None, {}
+    lock = None
+    if record.lock and Path(record.lock).is_file():
+        try:
+            lock = read_lock(Path(record.lock))
+        except BadInput:
+            lock = None
+    return lock, record.lock if lock else None, record.indexes
 
 
 def run(args: argparse.Namespace) -> int:
-    report = run_audit(load_matrix(args.matrix), Path(args.venv).expanduser().absolute(), args.cann)
+    venv = Path(args.venv).expanduser().absolute()
+    lock, source, indexes = recorded_lock(venv)
+    if args.lock:
+        lock, source = read_lock(Path(args.lock).expanduser().absolute()), args.lock
+        indexes = dict(lock.indexes)
+    named = {n: u for n, u in indexes.items() if n != MIRROR}
+    matrix = load_matrix(args.matrix)
+    matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
+                                  **parse_index_overrides(args.index or [])})
+    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR))
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
-    console.print(f"row {report.row.cann}: {report.row_reason}")
+    console.print(f"row {report.row.cann}: {report.row_reason}" + (f"; lock {source}" if source else ""),
+                  soft_wrap=True, markup=False)
     if report.findings:
-        console.print(table(f"audit of {report.venv}", ["severity", "id", "package", "finding", "fix"],
-                            [[f.severity, f.id, f.package or "", f.message, f.fix or ""] for f in report.findings],
+        console.print(table(f"audit of {report.venv}", ["severity", "id", "package", "finding"],
+                            [[f.severity, f.id, f.package or "", f.message] for f in report.findings],
                             status_column=0))
     else:
         console.print("[green]no findings: the venv matches the row[/green]")
     if report.plan:
-        console.print("[bold]fix plan, in order:[/bold]")
+        console.print("[bold]fix plan, in order (the venv imports after each step):[/bold]")
         for step, command in enumerate(report.plan, 1):
-            console.print(f"  {step}. {command}", soft_wrap=True)
+            console.print(f"  {step}. {command}", soft_wrap=True, markup=False)
     return 1 if report.failed else 0

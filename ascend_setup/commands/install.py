@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ascend_setup.errors import BadInput
+from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.options import InstallOptions, build_install_options
 from ascend_setup.paths import resolve_workdir
@@ -30,7 +33,7 @@ class ConsoleReporter:
         self.console.print(f"[green]✓[/green] {name} [dim]({reason})[/dim]")
 
     def starting(self, name: str, reason: str, description: str) -> None:
-        self.console.print(f"[bold]→ {name}[/bold]: {description} [dim]({reason})[/dim]")
+        self.console.print(f"[bold]→ {name}[/bold]: {escape(description)} [dim]({escape(reason)})[/dim]")
 
     def finished(self, name: str, seconds: float) -> None:
         self.console.print(f"[green]✓ {name}[/green] done in {seconds:.1f}s")
@@ -40,10 +43,11 @@ class ConsoleReporter:
 
 
 def _runner(options: InstallOptions, console: Console) -> Runner:
-    matrix = load_matrix(options.matrix)
-    row = select_row(matrix, options.cann)
+    matrix = load_matrix(options.matrix).with_indexes(options.indexes)
+    row = select_row(matrix, options.cann, platform.machine())
+    settings = pip_settings(respect=options.respect_pip_config)
     ctx = Context(workdir=Path(options.workdir), options=options.to_record(), console=console,
-                  extras={"matrix": matrix, "row": row})
+                  extras={"matrix": matrix, "row": row, "pip_settings": settings})
     return Runner(build_pipeline(), ctx)
 
 
@@ -92,7 +96,8 @@ def run_install(args: argparse.Namespace) -> int:
     options = build_install_options(
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
-        installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix)
+        installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
+        lock=args.lock, respect_pip_config=args.respect_pip_config)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_venv_config
 from ascend_setup.mirrors.choice import candidates, host_target, ranked
-from ascend_setup.options import check_index_url
+from ascend_setup.options import check_index_url, parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.venvinfo import read_pyvenv_cfg
@@ -35,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--only ranks just the --candidate URLs: give at least one")
     if not 0.5 <= args.budget <= 120:
         raise BadInput("--budget takes seconds between 0.5 and 120")
-    matrix = load_matrix(args.matrix)
-    row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME")))
+    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
     workdir = resolve_workdir(args.workdir)
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     result = data["result"]
     if args.apply and result["chosen"]:
         if args.venv:
-            write_venv_config(Path(args.venv), result["chosen"], matrix.extra_indexes(row))
+            write_venv_config(Path(args.venv), result["chosen"], [])
         if args.global_:
             _apply_global(result["chosen"])
     if args.json:

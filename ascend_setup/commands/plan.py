@@ -1,55 +1,115 @@
-"""`ascend-setup plan`: the wheel-or-build forecast for any target."""
+"""`ascend-setup plan`: the whole closure a target's install will take (wheel, source build or
+unavailable, per package), resolved once; `--lock FILE` keeps it for `install --lock`."""
 
 from __future__ import annotations
 
 import argparse
 import platform
-import sys
+from pathlib import Path
+from typing import Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError
-from ascend_setup.forecast import forecast
-from ascend_setup.host.interpreters import choose_interpreter
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.index.pipconfig import configured_index
-from ascend_setup.index.simple import IndexSet
+from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.index.tags import Target
+from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.models import Row
-from ascend_setup.options import check_index_url
+from ascend_setup.options import check_index_url, parse_index_overrides
+from ascend_setup.paths import cache_dir, env_or
 from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.resolve.closure import IndexSources, resolve_closure
+from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
+from ascend_setup.resolve.pythons import pick_python, row_minors
 
 
-def _default_python(row: Row) -> str:
-    try:
-        return choose_interpreter(row.python).minor
-    except AscendSetupError:
-        return "%d.%d" % sys.version_info[:2]
+def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str) -> Tuple[str, str]:
+    """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
+    wins; else the interpreter the install would pick here; else, for another machine or when none here is
+    in the row's range, the newest version the row's wheels support, said plainly."""
+    if value and ("/" in value or Path(value).exists()):
+        interp = probe(value)
+        if interp is None:
+            raise BadInput(f"--python {value} is not a working Python interpreter")
+        return interp.minor, ""
+    if value:
+        return value, ""
+    local = arch == platform.machine() and glibc == (glibc_version() or "")
+    if local:
+        try:
+            return pick_python(row, sources, arch, glibc).interpreter.minor, ""
+        except AscendSetupError:
+            pass
+    minor = pick_python(row, sources, arch, glibc, local=False).interpreter.minor
+    where = "the target machine's interpreters are unknown here" if not local else \
+        f"no interpreter in the row's range {row.python} was found on this machine"
+    return minor, f"{where}: forecasting for Python {minor}, the newest the row's wheels support (--python to choose)"
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n else ""
+def size_text(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n else "-"
+
+
+def plan_json(lock: Lock, lock_path: str = "") -> dict:
+    data = lock.to_json()
+    return {"scope": "closure", "cann": lock.cann, "target": data["target"], "indexes": data["indexes"],
+            "extra_index_urls": data["extra_index_urls"], "summary": lock.summary(),
+            "download_bytes": lock.download_bytes, "packages": data["packages"], "warnings": data["warnings"],
+            "lock": lock_path or None}
+
+
+def render_plan(lock: Lock, lock_path: str = "") -> None:
+    """Counts first, then one short row per package; file names and reasons on their own lines."""
+    console = stdout_console()
+    t, counts = lock.target, lock.summary()
+    console.print(f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}[/bold]: "
+                  f"{counts['packages']} packages, {counts['wheels']} wheels, {counts['sdists']} source builds, "
+                  f"{counts['unavailable']} unavailable; {size_text(lock.download_bytes)} to download", soft_wrap=True)
+    used = {p.index for p in lock.packages}
+    for name, url in lock.indexes.items():
+        if name in used:
+            console.print(f"  index {name}: {url}", soft_wrap=True, markup=False)
+    console.print(table(None, ["package", "version", "outcome", "size", "index"],
+                        [[p.name, p.version or "", p.outcome, size_text(p.size or 0), p.index] for p in lock.packages],
+                        status_column=2, compact=True))
+    special = [p for p in lock.packages if p.outcome != "wheel"]
+    if special:
+        console.print("[bold]not a wheel:[/bold]")
+        for p in special:
+            console.print(f"  {p.name} {p.version or ''}: {p.outcome} {p.file or ''}", soft_wrap=True, markup=False)
+            console.print(f"      {p.reason or ''}", soft_wrap=True, markup=False)
+    for w in lock.warnings:
+        console.print(f"[yellow]warning[/yellow] ({w.id}): {w.message}", soft_wrap=True)
+    if lock_path:
+        console.print(f"lock written to {lock_path}", soft_wrap=True, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    matrix = load_matrix(args.matrix)
-    row = select_row(matrix, args.cann)
-    target = Target.parse(args.glibc or glibc_version() or "", args.arch or platform.machine(),
-                          args.python or _default_python(row))
-    primary = check_index_url(args.index_url, "--index-url") if args.index_url else configured_index()
-    extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url] if args.extra_index_url \
-        else matrix.extra_indexes(row)
-    result = forecast(row, target, IndexSet([primary, *extras]))
+    overrides = parse_index_overrides(args.index or [])
+    matrix = load_matrix(args.matrix).with_indexes(overrides)
+    arch = args.arch or platform.machine()
+    glibc = args.glibc or glibc_version() or ""
+    Target.parse(glibc, arch, "3.11")  # the flags' shapes, before anything is asked of the network
+    row = select_row(matrix, args.cann, arch)
+    lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
+    if lock_path is not None and lock_path.is_dir():
+        raise BadInput(f"--lock {lock_path} is a directory; give the lock file's path")
+    settings = pip_settings(respect=args.respect_pip_config)
+    mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
+    extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
+    sources = IndexSources.for_row(matrix, row, mirror, extras)
+    python, note = target_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row, sources, arch, glibc)
+    target = Target.parse(glibc, arch, python)
+    if not row.python_allows(target.python_full):
+        raise BadInput(f"--python {python} is outside the row's range {row.python} (CANN {row.cann})",
+                       hint=f"use one of {', '.join(row_minors(row))}")
+    lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv")
+    if note:
+        lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
+    written = str(write_lock(lock, lock_path)) if lock_path else ""
     if args.json:
-        print_json(result.to_json())
+        print_json(plan_json(lock, written))
     else:
-        console = stdout_console()
-        t = result.target
-        console.print(table(f"CANN {row.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}",
-                            ["package", "version", "outcome", "file", "size", "reason"],
-                            [[c.name, c.version, c.outcome, c.file.filename if c.file else "",
-                              _size(c.file.size or 0) if c.file else "", c.reason or ""] for c in result.choices],
-                            status_column=2))
-        console.print(f"download: {_size(result.download_bytes) or '0 MB'} from {', '.join(result.indexes)}")
-        for warning in result.warnings:
-            console.print(f"[yellow]warning:[/yellow] {warning}")
-    return 1 if result.unavailable else 0
+        render_plan(lock, written)
+    return 1 if lock.unavailable else 0

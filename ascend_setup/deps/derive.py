@@ -9,7 +9,7 @@ the row's pins above all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -112,25 +112,5 @@ def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str
     return list(out.values())
 
 
-def constraints_lines(row: Row) -> List[str]:
-    """Every row pin, for pip's -c (uv's --override): nothing may move them."""
-    return [f"{name}=={version}" for name, version in row.packages.items()]
-
-
 def cann_requirements(row: Row) -> List[str]:
     return [f"{name}>={minimum}" if minimum else name for name, minimum in row.cann_python_deps.items()]
-
-
-def specifier_for(row: Row, name: str, derived: Optional[List[Derived]] = None) -> SpecifierSet:
-    """Everything the install will ask of `name`: row pin, CANN minimum, derived bounds."""
-    name = canonicalize_name(name)
-    if name in row.packages:
-        return SpecifierSet(f"=={row.packages[name]}")
-    spec = SpecifierSet()
-    minimum = row.cann_python_deps.get(name)
-    if minimum:
-        spec &= SpecifierSet(f">={minimum}")
-    for entry in derived or []:
-        if entry.name == name:
-            spec &= entry.specifier
-    return spec

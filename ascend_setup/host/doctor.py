@@ -7,13 +7,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional, Union
 
-from ascend_setup.build.locks import find_compile_locks
+from ascend_setup.sourcebuild.locks import find_compile_locks
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
-from ascend_setup.host.interpreters import Interpreter, find_interpreters
+from ascend_setup.host.hints import python_install_hint
+from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
+from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
@@ -71,10 +73,10 @@ def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
     if fitting:
         i = fitting[0]
         return Check("python", "fail", f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
-                     f"apt-get install python{i.minor}-venv")
+                     python_install_hint(i.minor))
     seen = ", ".join(sorted({i.version for i in interpreters})) or "none"
     return Check("python", "fail", f"no interpreter in {row.python} (found: {seen})",
-                 "apt-get install python3.11 python3.11-venv (or pyenv install 3.11), then --python /path/to/python3.11")
+                 f"{python_install_hint(PREFERRED)}; then --python /path/to/python{PREFERRED}")
 
 
 def check_driver_and_npu(driver: Optional[Driver], npu: NpuFacts) -> List[Check]:
@@ -163,6 +165,27 @@ def check_venv(venv: Path) -> Check:
     return Check("venv", "pass", f"{venv} is isolated from system site-packages")
 
 
+def check_pip_config(settings: Optional[PipSettings]) -> Check:
+    """What of the user's pip configuration the tool's pip and uv runs ignore, and what they keep."""
+    if settings is None:
+        return Check("pip-config", "warn", "pip could not be asked for its configuration", "pass --index-url URL")
+    kept = ", ".join(f"{k} = {v}" for k, v in settings.network.items()) or "none"
+    source = f"index {settings.index}; network settings kept: {kept}"
+    if settings.respect:
+        return Check("pip-config", "pass", f"{source}; --respect-pip-config: all of it applies")
+    if settings.ignored:
+        return Check("pip-config", "warn", f"{source}; ignored by ascend-setup's pip and uv runs: "
+                     f"{'; '.join(settings.describe_ignored())}",
+                     "nothing to do, unless your site needs them: then pass --respect-pip-config")
+    return Check("pip-config", "pass", f"{source}; nothing else set")
+
+
+def check_indexes(matrix: Matrix, row: Row) -> Check:
+    """The named indexes this host's row takes packages from (`--index NAME=URL` replaces one)."""
+    named = [f"{', '.join(row.packages_from(n))} from {n} ({matrix.index_url(n)})" for n in row.named_indexes()]
+    return Check("indexes", "pass", "; ".join(named) or "every package comes from the PyPI mirror")
+
+
 @dataclass
 class DoctorReport:
     checks: List[Check]
@@ -182,9 +205,9 @@ class DoctorReport:
 
 
 def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
-               venv: Path) -> DoctorReport:
+               venv: Path, settings: Optional[PipSettings] = None) -> DoctorReport:
     installs = detect_cann(cann_home)
-    row = row_for(matrix, cann, installs[0] if installs else None)
+    row = row_for(matrix, cann, installs[0] if installs else None).for_arch(platform.machine())
     facts = machine_facts(workdir)
     driver = installs[0].driver if installs else find_driver(Path(cann_home) if cann_home else None)
     npu = npu_facts(driver.root if driver else None)
@@ -200,6 +223,8 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks += check_workdir(row, facts)
     checks.append(check_locks(workdir))
     checks.append(check_venv(venv))
+    checks.append(check_pip_config(settings))
+    checks.append(check_indexes(matrix, row))
     return DoctorReport(checks=checks, facts={
         "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
         "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.hints import python_install_hint
 
 _PROBE = (
     "import json, sys\n"
@@ -42,27 +43,42 @@ class Interpreter:
         return asdict(self)
 
 
-def candidate_paths(extra: Iterable[str] = ()) -> List[str]:
-    """python3* on PATH plus the usual pyenv and conda places."""
-    names = ["python3"] + [f"python3.{m}" for m in range(8, 15)]
+_NAME = re.compile(r"^python3(\.\d{1,2})?$")
+#: Where interpreters live on the hosts we serve, below the filesystem root.
+ROOT_PATTERNS = ("usr/local/bin/python3*", "usr/bin/python3*", "usr/local/python3*/bin/python3*",
+                 "opt/*/bin/python3*", "opt/*/*/bin/python3*", "opt/conda/envs/*/bin/python3*")
+#: ... and below the user's home (pyenv, conda flavours, uv-managed interpreters).
+HOME_PATTERNS = (".pyenv/versions/*/bin/python3*", "miniconda3/bin/python3*", "anaconda3/bin/python3*",
+                 "miniforge3/bin/python3*", "miniconda3/envs/*/bin/python3*", "anaconda3/envs/*/bin/python3*",
+                 "miniforge3/envs/*/bin/python3*", ".conda/envs/*/bin/python3*", ".local/share/uv/python/*/bin/python3*")
+
+
+#: ... and below the prefixes these variables name.
+ENV_PATTERNS = {"PYENV_ROOT": ("versions/*/bin/python3*",), "CONDA_PREFIX": ("bin/python3*", "envs/*/bin/python3*"),
+                "UV_PYTHON_INSTALL_DIR": ("*/bin/python3*",)}
+
+
+def candidate_paths(extra: Iterable[str] = (), *, root: str = "/", home: Optional[str] = None,
+                    path_env: Optional[str] = None) -> List[str]:
+    """Every python3 / python3.X on PATH and in the usual prefixes (one per real file). `root`, `home`
+    and `path_env` exist so that fake interpreter trees can stand in for a host in tests."""
+    home = os.path.expanduser("~") if home is None else home
     found: List[str] = list(extra)
-    for name in names:
-        hit = shutil.which(name)
-        if hit:
-            found.append(hit)
-    home = os.path.expanduser("~")
-    patterns = [
-        f"{home}/.pyenv/versions/*/bin/python3",
-        f"{home}/miniconda3/bin/python3", f"{home}/anaconda3/bin/python3",
-        f"{home}/miniconda3/envs/*/bin/python3", f"{home}/anaconda3/envs/*/bin/python3",
-        "/opt/conda/bin/python3", "/opt/conda/envs/*/bin/python3",
-        "/usr/local/bin/python3.*", "/usr/bin/python3.*",
-    ]
-    for pattern in patterns:
-        found.extend(p for p in sorted(glob.glob(pattern)) if not p.endswith("-config"))
+    for directory in (os.environ.get("PATH", "") if path_env is None else path_env).split(os.pathsep):
+        if directory:
+            found += sorted(glob.glob(os.path.join(directory, "python3*")))
+    for base, patterns in ((root, ROOT_PATTERNS), (home, HOME_PATTERNS)):
+        for pattern in patterns:
+            found += sorted(glob.glob(os.path.join(base, pattern)))
+    for var, patterns in ENV_PATTERNS.items():
+        if os.environ.get(var):
+            for pattern in patterns:
+                found += sorted(glob.glob(os.path.join(os.environ[var], pattern)))
     unique: List[str] = []
     seen = set()
     for path in found:
+        if path not in extra and not _NAME.match(os.path.basename(path)):
+            continue
         real = os.path.realpath(path)
         if real not in seen and os.access(real, os.X_OK) and os.path.isfile(real):
             seen.add(real)
@@ -80,10 +96,24 @@ def probe(path: str, timeout: float = 15.0) -> Optional[Interpreter]:
     return Interpreter(path=path, version=data["version"], has_venv=bool(data["venv"]))
 
 
-def find_interpreters(extra: Iterable[str] = ()) -> List[Interpreter]:
-    paths = candidate_paths(extra)
+def find_interpreters(extra: Iterable[str] = (), **where: str) -> List[Interpreter]:
+    paths = candidate_paths(extra, **where)
     with ThreadPoolExecutor(max_workers=8) as pool:
         return [i for i in pool.map(probe, paths) if i is not None]
+
+
+#: The version hints suggest: every binary package of the current rows publishes cp311 wheels.
+PREFERRED = "3.11"
+
+
+def _legacy_version(path: str) -> Optional[str]:
+    """The version of an interpreter too old to run the probe (Python 2 prints it on stderr)."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"Python (\d+\.\d+(?:\.\d+)?)", (out.stdout + out.stderr).strip())
+    return match.group(1) if match else None
 
 
 def choose_interpreter(spec: str, explicit: Optional[str] = None,
@@ -93,12 +123,17 @@ def choose_interpreter(spec: str, explicit: Optional[str] = None,
     if explicit:
         interp = probe(explicit)
         if interp is None:
+            old = _legacy_version(explicit)
+            if old:
+                raise BadInput(f"--python {explicit} is Python {old}, too old: the row needs {spec}",
+                               hint=python_install_hint(PREFERRED))
             raise BadInput(f"--python {explicit} is not a working Python interpreter")
         if not allowed.contains(interp.version):
-            raise BadInput(f"--python {explicit} is Python {interp.version}, outside the row's range {spec}")
+            raise BadInput(f"--python {explicit} is Python {interp.version}, outside the row's range {spec}",
+                           hint=python_install_hint(PREFERRED))
         if not interp.has_venv:
             raise BadInput(f"--python {explicit} cannot create venvs (no ensurepip)",
-                           hint=f"apt-get install python{interp.minor}-venv")
+                           hint=python_install_hint(interp.minor))
         return interp
     found = find_interpreters() if found is None else found
     fitting = [i for i in found if allowed.contains(i.version) and i.has_venv]
@@ -106,6 +141,5 @@ def choose_interpreter(spec: str, explicit: Optional[str] = None,
         seen = ", ".join(sorted({i.version for i in found})) or "none"
         raise AscendSetupError(
             f"no Python interpreter in {spec} with venv support was found (seen: {seen})",
-            hint="install one (e.g. 'apt-get install python3.11 python3.11-venv', or pyenv/conda) "
-                 "and pass --python /path/to/python3.11")
+            hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}")
     return max(fitting, key=lambda i: Version(i.version))

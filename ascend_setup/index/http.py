@@ -44,6 +44,23 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, (requests.ConnectionError, requests.Timeout, ServerError))
 
 
+def network_cause(exc: BaseException, timeout: float) -> str:
+    """What went wrong on the wire, in words: DNS, refused, timed out, reset."""
+    text = repr(exc)
+    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text \
+            or "Temporary failure in name resolution" in text:
+        return "DNS lookup failed"
+    if isinstance(exc, requests.ConnectTimeout) or "ConnectTimeout" in text:
+        return f"no connection within {timeout:g} s"
+    if isinstance(exc, requests.Timeout) or "Read timed out" in text:
+        return f"no answer within {timeout:g} s"
+    if "Connection refused" in text or "ECONNREFUSED" in text:
+        return "connection refused"
+    if "reset" in text.lower():
+        return "connection reset"
+    return exc.__class__.__name__
+
+
 def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 30.0, stream: bool = False,
         attempts: int = 3) -> requests.Response:
     """GET with retries on connection errors and 5xx; 4xx comes back to the caller to interpret."""
@@ -65,7 +82,7 @@ def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 
     except ServerError as exc:
         raise IndexUnreachable(f"{url} answered {exc}") from None
     except (requests.ConnectionError, requests.Timeout) as exc:
-        reason = "timed out" if isinstance(exc, requests.Timeout) else "could not be reached"
-        raise IndexUnreachable(f"{url} {reason}", hint="check the URL and the network, or pick another mirror") from None
+        raise IndexUnreachable(f"{url} could not be reached ({network_cause(exc, timeout)})",
+                               hint="check the URL and the network, or pick another mirror") from None
     except requests.RequestException as exc:
         raise IndexUnreachable(f"{url}: {exc}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 import tarfile
 import threading
 import zipfile
@@ -11,6 +12,11 @@ from typing import Dict, List, Optional
 
 from ascend_setup.index.http import IndexUnreachable, get
 from ascend_setup.index.simple import IndexFile, local_path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the tool runs on 3.9+; tomli is tomllib's backport
+    import tomli as tomllib
 
 
 class RangeReader(io.RawIOBase):
@@ -67,14 +73,46 @@ def _from_wheel_zip(handle) -> str:
         return archive.read(name).decode("utf-8", errors="replace")
 
 
-def _from_sdist(handle) -> str:
+def _from_sdist(handle, member_name: str = "PKG-INFO") -> str:
+    """One top-level file of a streamed sdist (PKG-INFO, pyproject.toml): reading stops once it is found."""
     with tarfile.open(fileobj=handle, mode="r|*") as archive:
         for member in archive:
-            if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
+            if member.name.count("/") == 1 and member.name.endswith("/" + member_name):
                 extracted = archive.extractfile(member)
                 if extracted is not None:
                     return extracted.read().decode("utf-8", errors="replace")
-    raise IndexUnreachable("no PKG-INFO in the sdist")
+    raise IndexUnreachable(f"no {member_name} in the sdist")
+
+
+def _sdist_stream(f: IndexFile):
+    """A readable byte stream of an sdist, local or remote (the caller closes it)."""
+    path = local_path(f.url)
+    if path is not None:
+        return open(path, "rb")
+    response = get(f.url, stream=True, timeout=120)
+    if response.status_code != 200:
+        response.close()
+        raise IndexUnreachable(f"{f.url} answered HTTP {response.status_code}")
+    response.raw.decode_content = True
+    return response.raw
+
+
+def build_system(f: IndexFile) -> Dict[str, object]:
+    """An sdist's [build-system] table (setuptools' legacy default when it has no pyproject.toml)."""
+    legacy = {"build-backend": "setuptools.build_meta:__legacy__", "requires": ["setuptools", "wheel"]}
+    stream = _sdist_stream(f)
+    try:
+        text = _from_sdist(stream, "pyproject.toml")
+    except IndexUnreachable:
+        return legacy
+    finally:
+        stream.close()
+    try:
+        table = tomllib.loads(text).get("build-system") or {}
+    except tomllib.TOMLDecodeError:
+        return legacy
+    return {"build-backend": table.get("build-backend", legacy["build-backend"]),
+            "requires": [str(r) for r in table.get("requires", [])]}
 
 
 class MetadataReader:
@@ -110,11 +148,13 @@ class MetadataReader:
             if size:
                 reader = io.BufferedReader(RangeReader(f.url, size), buffer_size=256 * 1024)
                 return _from_wheel_zip(reader)
-        response = get(f.url, stream=True, timeout=120)
-        if response.status_code != 200:
-            raise IndexUnreachable(f"{f.url} answered HTTP {response.status_code}")
-        response.raw.decode_content = True
-        with response:
-            if f.kind == "wheel":
-                return _from_wheel_zip(io.BytesIO(response.content))
-            return _from_sdist(response.raw)
+        if f.kind == "wheel":
+            response = get(f.url, timeout=120)
+            if response.status_code != 200:
+                raise IndexUnreachable(f"{f.url} answered HTTP {response.status_code}")
+            return _from_wheel_zip(io.BytesIO(response.content))
+        stream = _sdist_stream(f)
+        try:
+            return _from_sdist(stream)
+        finally:
+            stream.close()

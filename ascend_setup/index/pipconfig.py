@@ -1,46 +1,147 @@
-"""The index pip is configured with: pip.conf / PIP_INDEX_URL, else pip's own default. Asked of pip."""
+"""The user's pip configuration, read once by asking pip itself: the index it points at, the network
+settings we keep, and everything else, which the tool's pip and uv runs ignore on purpose.
+
+A global `constraint`, `find-links` or a dead `extra-index-url` in someone's pip.conf silently took
+part in our resolutions (and a constraint caused a conflict). So our subprocesses run with
+PIP_CONFIG_FILE=/dev/null (pip then loads no configuration file at all) and no PIP_*/UV_* variables,
+and get back only the network settings: cert, client-cert, proxy, trusted-host, timeout.
+`--respect-pip-config` keeps everything, for the rare site that needs it.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from ascend_setup.errors import AscendSetupError
+
+#: pip option -> the variable that carries it to pip (and, for uv, its own equivalent).
+NETWORK_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout")
+#: Options that change nothing about what gets installed or from where.
+HARMLESS_KEYS = {"disable-pip-version-check", "no-input", "progress-bar", "no-color", "quiet", "verbose",
+                 "root-user-action", "cache-dir", "no-cache-dir", "log", "user-agent", "retries",
+                 "default-timeout", "keyring-provider", "break-system-packages"}
+#: Our own bounds for every pip run (the gate has already shown that each index answers).
+PIP_RETRIES = "2"
+DEFAULT_TIMEOUT = "30"
 
 _ASK = (
+    "import json, os\n"
     "from pip._internal.configuration import Configuration\n"
     "from pip._internal.models.index import PyPI\n"
     "c = Configuration(isolated=False); c.load()\n"
-    "vals = dict(c.items())\n"
-    "def pick(key):\n"
-    "    for scope in (':env:', 'install', 'global'):\n"
-    "        v = vals.get(scope + '.' + key)\n"
-    "        if v: return v\n"
-    "    return ''\n"
-    "print(pick('index-url') or PyPI.simple_url)\n"
+    "files = [f for _, fs in c.iter_config_files() for f in fs if f != os.devnull and os.path.exists(f)]\n"
+    "print(json.dumps({'items': dict(c.items()), 'default': PyPI.simple_url, 'files': files}))\n"
 )
 
 
+@dataclass(frozen=True)
+class PipSettings:
+    """What the user's pip configuration says, split into what we keep and what we ignore."""
+
+    default_index: str
+    index_url: Optional[str] = None
+    network: Mapping[str, str] = field(default_factory=dict)
+    ignored: Mapping[str, str] = field(default_factory=dict)  # "global.constraint (file)" -> value
+    files: Tuple[str, ...] = ()
+    respect: bool = False
+
+    @property
+    def index(self) -> str:
+        """The index pip is configured with, else pip's own default."""
+        return self.index_url or self.default_index
+
+    def kept(self, respect: bool) -> "PipSettings":
+        return PipSettings(self.default_index, self.index_url, self.network, self.ignored, self.files, respect)
+
+    def describe_ignored(self) -> List[str]:
+        return [f"{key} = {value}" for key, value in self.ignored.items()]
+
+    def pip_env(self, base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        """The environment of a pip run: no configuration files, no PIP_* but the network settings."""
+        env = dict(os.environ if base is None else base)
+        if self.respect:
+            return env
+        env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
+        env["PIP_CONFIG_FILE"] = os.devnull
+        for key, value in self.network.items():
+            env["PIP_" + key.upper().replace("-", "_")] = value
+        env.setdefault("PIP_TIMEOUT", DEFAULT_TIMEOUT)
+        env["PIP_RETRIES"] = PIP_RETRIES
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        return env
+
+    def uv_env(self, base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        """The environment of a uv run: no uv.toml, no UV_* settings, never an interpreter download,
+        and pip's network settings in uv's own terms."""
+        env = dict(os.environ if base is None else base)
+        if not self.respect:
+            env = {k: v for k, v in env.items() if not k.startswith("UV_")}
+            env["UV_NO_CONFIG"] = "1"
+        env["UV_PYTHON_DOWNLOADS"] = "never"
+        net = self.network
+        if net.get("cert"):
+            env["SSL_CERT_FILE"] = net["cert"]
+        if net.get("client-cert"):
+            env["SSL_CLIENT_CERT"] = net["client-cert"]
+        if net.get("proxy"):
+            for var in ("HTTP_PROXY", "HTTPS_PROXY"):
+                env.setdefault(var, net["proxy"])
+        if net.get("trusted-host"):
+            env["UV_INSECURE_HOST"] = net["trusted-host"]
+        env["UV_HTTP_TIMEOUT"] = net.get("timeout", DEFAULT_TIMEOUT)
+        env.setdefault("UV_HTTP_RETRIES", PIP_RETRIES)
+        return env
+
+
+def _classify(items: Mapping[str, str]) -> Tuple[Optional[str], Dict[str, str], Dict[str, str]]:
+    """(index-url, network settings, ignored settings) from pip's `section.key -> value` items.
+    Environment variables (section ':env:') beat files, as in pip."""
+    index_url: Optional[str] = None
+    network: Dict[str, str] = {}
+    ignored: Dict[str, str] = {}
+    ordered = sorted(items.items(), key=lambda kv: kv[0].startswith(":env:"))
+    for dotted, value in ordered:
+        section, _, key = dotted.partition(".")
+        key = "timeout" if key == "default-timeout" else key
+        source = "PIP_" + key.upper().replace("-", "_") if section == ":env:" else f"{section}.{key}"
+        if section not in (":env:", "global", "install", "download", "wheel"):
+            continue
+        if key == "index-url":
+            index_url = str(value).split()[0] if str(value).split() else None
+        elif key in NETWORK_KEYS:
+            network[key] = " ".join(str(value).split())
+        elif key not in HARMLESS_KEYS:
+            ignored[source] = " ".join(str(value).split())
+    return index_url, network, ignored
+
+
 @lru_cache(maxsize=None)
-def _ask_pip(python: str) -> str:
+def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[dict]:
     try:
-        out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.strip()
+        out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60, check=True,
+                             env=dict(env_key), stdin=subprocess.DEVNULL).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def pip_settings(python: Optional[str] = None, *, respect: bool = False) -> PipSettings:
+    """The user's pip configuration as pip itself reads it (files and PIP_* variables)."""
+    data = _ask_pip(python or sys.executable, tuple(sorted(os.environ.items())))
+    if data is None:
+        raise AscendSetupError("cannot ask pip for its configuration (pip is not importable)",
+                               hint="pass --index-url URL, or install pip for this interpreter")
+    index_url, network, ignored = _classify(data["items"])
+    return PipSettings(default_index=data["default"], index_url=index_url, network=network, ignored=ignored,
+                       files=tuple(data["files"]), respect=respect)
 
 
 def configured_index(python: Optional[str] = None) -> str:
     """PIP_INDEX_URL, else pip.conf's index-url, else pip's built-in default (asked of pip itself)."""
-    env = os.environ.get("PIP_INDEX_URL")
-    if env:
-        return env
-    url = _ask_pip(python or sys.executable)
-    if not url:
-        from ascend_setup.errors import AscendSetupError
-
-        raise AscendSetupError("cannot ask pip for its index (pip is not importable)",
-                               hint="pass --index-url URL")
-    return url
-
+    return pip_settings(python).index

@@ -184,8 +184,10 @@ def parse_json(data: dict, page_url: str, index: str) -> List[IndexFile]:
 class SimpleIndex:
     """One index. Pages are cached for the life of the object (one run)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout: float = 30.0, attempts: int = 3) -> None:
         self.url = url if url.endswith("/") else url + "/"
+        self.timeout = timeout
+        self.attempts = attempts
         self._cache: Dict[str, ProjectPage] = {}
         self._lock = threading.Lock()
         self.down: Optional[str] = None  # set once the index itself cannot be reached: ask it no more
@@ -214,7 +216,7 @@ class SimpleIndex:
         url = self.project_url(name)
         if self.url.startswith("file:"):
             return self._fetch_file(name, url)
-        response = get(url, headers={"Accept": ACCEPT})
+        response = get(url, headers={"Accept": ACCEPT}, timeout=self.timeout, attempts=self.attempts)
         if response.status_code == 404:
             return ProjectPage(name, self.url, found=False)
         if response.status_code >= 400:
@@ -246,8 +248,10 @@ class SimpleIndex:
 class IndexSet:
     """The primary index plus extras, asked concurrently, like pip's --index-url/--extra-index-url."""
 
-    def __init__(self, urls: Iterable[str], workers: int = 16) -> None:
-        self.indexes = [SimpleIndex(u) for u in dict.fromkeys(urls)]
+    def __init__(self, urls: Iterable[str], workers: int = 16, pool: Optional[Dict[str, "SimpleIndex"]] = None) -> None:
+        """`pool` (url -> SimpleIndex) shares already fetched pages between sets (the gate's, the forecast's)."""
+        pool = {} if pool is None else pool
+        self.indexes = [pool.setdefault(u, SimpleIndex(u)) for u in dict.fromkeys(urls)]
         self.workers = workers
 
     @property

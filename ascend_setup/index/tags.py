@@ -52,6 +52,13 @@ class Target:
     def to_json(self) -> Dict[str, str]:
         return {"glibc": self.glibc, "arch": self.arch, "python": self.python}
 
+    def describe(self) -> str:
+        return f"glibc {self.glibc} / {self.arch} / Python {self.python}"
+
+    def key(self) -> str:
+        """A file-name-safe name of the target, e.g. 'aarch64-glibc2.31-py3.11'."""
+        return f"{self.arch}-glibc{self.glibc}-py{self.python}"
+
 
 def platforms(target: Target) -> List[str]:
     """manylinux_2_Z_<arch> for Z from the target's glibc down, legacy aliases beside their Z, then

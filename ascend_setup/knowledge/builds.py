@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 
@@ -31,7 +32,35 @@ KNOWN_BUILDS = (
 )
 
 
-def build_warnings(sdists: Sequence[str], glibc: Tuple[int, ...], build_minutes: int) -> List[str]:
-    """Warnings for the packages the forecast says will be built from source."""
+def build_warnings(sdists: Sequence[str], glibc: Tuple[int, ...], build_minutes: int) -> List[Tuple[str, str]]:
+    """(package, warning) for the packages the forecast says will be built from source."""
     names = {canonicalize_name(n) for n in sdists}
-    return [k.text.format(minutes=build_minutes) for k in KNOWN_BUILDS if k.name in names and k.applies(glibc)]
+    return [(k.name, k.text.format(minutes=build_minutes)) for k in KNOWN_BUILDS
+            if k.name in names and k.applies(glibc)]
+
+
+#: Build backends (or build requirements) and the toolchain a host needs to run them.
+_TOOLCHAINS = (
+    (("maturin", "setuptools-rust", "setuptools_rust"), "Rust (cargo and rustc) and a C compiler"),
+    (("scikit-build-core", "scikit_build_core", "scikit-build", "skbuild", "cmake"), "CMake and a C/C++ compiler"),
+    (("mesonpy", "meson-python", "meson"), "Meson, Ninja and a C/C++ compiler"),
+    (("hatchling", "flit_core", "flit-core", "poetry.core", "poetry-core", "pdm.backend", "pdm-backend"), ""),
+    (("setuptools",), "a C/C++ compiler and the Python headers if it has extension modules"),
+)
+
+
+def _requirement_name(text: str) -> str:
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return text.strip().lower()
+
+
+def toolchain_for(backend: str, requires: Sequence[str] = ()) -> str:
+    """What building an sdist with `backend` (and these build requirements) asks of the host; '' for a
+    pure-Python or unknown (in-tree) backend."""
+    words = [backend.split(":")[0].lower()] + [_requirement_name(r) for r in requires]
+    for names, toolchain in _TOOLCHAINS:
+        if any(w == n or w.startswith(n + ".") for w in words for n in names):
+            return toolchain
+    return ""

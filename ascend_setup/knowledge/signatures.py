@@ -57,13 +57,28 @@ SIGNATURES: Sequence[Signature] = (
     _sig("fp8-ds-linear", r"has no attribute 'o_groups'",
          "vllm-ascend 0.23.0's FP8 path maps every linear layer to DeepSeek's ds_linear",
          "use a ModelSlim W8A8 checkpoint (quant_model_description.json) instead of FP8"),
+    _sig("torch-cpu-local-version", r"(?:depends on|requires|Requires-Dist:?)\s+(torch[\w-]*)\s*==\s*([\w.]+)\+cpu",
+         "{0} {1}+cpu is required (torch-npu's x86_64 wheels ask for the +cpu build), and only the PyTorch CPU "
+         "index serves +cpu builds; a PyPI mirror's x86_64 torch is the CUDA build",
+         "take the torch family from the PyTorch CPU index: the row does so on x86_64 (pass "
+         "--index pytorch-cpu=URL for a mirror of it)"),
 )
+
+#: The resolver's own explanation of a conflict: a block, shown whole. Checked after the specific
+#: signatures above, which may name the cause inside it (a +cpu requirement, say).
+RESOLVER_BLOCKS: Sequence[Signature] = (
+    _sig("pip-resolution-impossible", r"^ERROR: Cannot install |The conflict is caused by:|ResolutionImpossible",
+         "pip found conflicting requirements", "the conflicting requirements are listed above"),
+    _sig("uv-no-solution", r"No solution found when resolving",
+         "uv found no set of versions that meets every requirement", "uv's explanation is shown above"),
+)
+_BLOCK_END = re.compile(r"^To fix this you could try|^\s*hint:|^ERROR: ResolutionImpossible")
 
 #: Lines that summarise a failure without naming its cause.
 NOISE = re.compile(r"Engine core initialization failed|^FAILED: |ninja: build stopped|subprocess-exited-with-error|"
                    r"This error originates from a subprocess|Failed building wheel|Failed to build|"
                    r"CalledProcessError|returned non-zero exit status|^ERROR: Could not build wheels")
-GENERIC = re.compile(r"\b\w*Error\b|\berror:|\bfatal error\b|\bFATAL\b")
+GENERIC = re.compile(r"\b\w*Error\b|\berror:|^ERROR:|\bfatal error\b|\bFATAL\b")
 _COMBINED = re.compile("|".join(f"(?:{s.pattern.pattern})" for s in SIGNATURES))
 
 
@@ -86,8 +101,24 @@ def _context(lines: Sequence[str], index: int, radius: int = 3) -> List[str]:
     return [line.rstrip("\n") for line in lines[max(0, index - radius):index + radius + 1]]
 
 
+def _block(lines: Sequence[str], index: int, limit: int = 20) -> List[str]:
+    """A resolver's explanation: from its first line to its 'to fix' advice (or `limit` lines)."""
+    block = []
+    for line in lines[index:index + limit]:
+        if block and _BLOCK_END.search(line):
+            break
+        block.append(line.rstrip("\n"))
+    return [l for l in block if l.strip()]
+
+
+def _is_warning(line: str) -> bool:
+    return line.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
+
+
 def triage(lines: Sequence[str]) -> Optional[Diagnosis]:
-    """The first line naming a known cause; else the first error line that is not a summary."""
+    """The first line naming a known cause; else the resolver's conflict block; else the first error line
+    that is not a summary, and never a warning (pip's 'WARNING: Retrying ... NameResolutionError')
+    while an error line exists."""
     for i, line in enumerate(lines):
         if _COMBINED.search(line):
             for sig in SIGNATURES:
@@ -97,6 +128,13 @@ def triage(lines: Sequence[str]) -> Optional[Diagnosis]:
                     return Diagnosis(sig.id, sig.cause.format(*groups), sig.fix.format(*groups), i + 1,
                                      line.rstrip("\n"), _context(lines, i))
     for i, line in enumerate(lines):
-        if GENERIC.search(line) and not NOISE.search(line):
-            return Diagnosis("unknown", line.strip(), None, i + 1, line.rstrip("\n"), _context(lines, i))
+        for sig in RESOLVER_BLOCKS:
+            if sig.pattern.search(line):
+                start = next((j for j in range(i, min(i + 4, len(lines))) if "conflict is caused by" in lines[j]), i)
+                block = _block(lines, i) if start == i else [lines[i].rstrip("\n"), *_block(lines, start)]
+                return Diagnosis(sig.id, sig.cause, sig.fix, i + 1, line.rstrip("\n"), block)
+    candidates = [(i, line) for i, line in enumerate(lines) if GENERIC.search(line) and not NOISE.search(line)]
+    errors = [(i, line) for i, line in candidates if not _is_warning(line)]
+    for i, line in errors or candidates:
+        return Diagnosis("unknown", line.strip(), None, i + 1, line.rstrip("\n"), _context(lines, i))
     return None

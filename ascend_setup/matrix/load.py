@@ -95,10 +95,11 @@ def load_matrix(explicit: Optional[str] = None) -> Matrix:
     return parse_matrix(text, str(path))
 
 
-def select_row(matrix: Matrix, cann: str) -> Row:
-    """The whole row for `cann`; an unknown version is bad input that lists the known ones."""
+def select_row(matrix: Matrix, cann: str, arch: Optional[str] = None) -> Row:
+    """The whole row for `cann` (as a host of `arch` takes it, when given); an unknown version is bad
+    input that lists the known ones."""
     row = matrix.rows.get(cann.strip())
     if row is None:
         raise BadInput(f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}",
                        hint="pick one of the known versions or add a row to the matrix (--matrix FILE)")
-    return row
+    return row.for_arch(arch) if arch else row

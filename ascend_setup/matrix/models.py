@@ -12,6 +12,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ascend_setup.index.tags import ARCHES
+
 #: Every row must pin these, or the stack is not a stack.
 REQUIRED_PACKAGES = (
     "vllm",
@@ -51,6 +53,23 @@ class RuntimeHint(BaseModel):
     env: Mapping[str, str] = Field(default_factory=dict)
 
 
+class ArchVariant(BaseModel):
+    """What differs on one architecture: a pin (torch's `+cpu` build on x86_64) and where it comes from.
+
+    On x86_64 torch-npu's wheels require `torch==2.10.0+cpu`, which only the PyTorch CPU index serves;
+    on aarch64 they require plain `torch==2.10.0` from the PyPI mirror."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    packages: Mapping[str, ExactVersion] = Field(default_factory=dict)
+    package_index: Mapping[str, str] = Field(default_factory=dict)
+
+    @field_validator("packages", "package_index")
+    @classmethod
+    def _canonical(cls, value: Mapping[str, str]) -> Mapping[str, str]:
+        return MappingProxyType({canonicalize_name(n): v for n, v in value.items()})
+
+
 class Row(BaseModel):
     """One CANN release and the exact stack that goes with it."""
 
@@ -67,6 +86,9 @@ class Row(BaseModel):
     disk_gib: int = Field(gt=0)
     wheel_glibc: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
     build_minutes: int = Field(default=40, gt=0)
+    arch: Mapping[str, ArchVariant] = Field(default_factory=dict)
+    #: The architecture this row was specialised for by `for_arch` (None: the generic row).
+    target_arch: Optional[str] = None
 
     @field_validator("cann")
     @classmethod
@@ -126,12 +148,42 @@ class Row(BaseModel):
                 raise ValueError(f"{text!r} is not a requirement: {exc}") from None
         return value
 
+    @field_validator("arch")
+    @classmethod
+    def _known_arches(cls, value: Mapping[str, ArchVariant]) -> Mapping[str, ArchVariant]:
+        unknown = [a for a in value if a not in ARCHES]
+        if unknown:
+            raise ValueError(f"unknown architecture {unknown[0]!r} (known: {', '.join(ARCHES)})")
+        return MappingProxyType(dict(value))
+
     @model_validator(mode="after")
     def _index_names_pinned(self) -> "Row":
         unknown = [n for n in self.package_index if n not in self.packages]
+        for arch, variant in self.arch.items():
+            unknown += [f"{n} ({arch})" for n in variant.packages if n not in self.packages]
+            unknown += [f"{n} ({arch})" for n in variant.package_index if n not in self.packages]
         if unknown:
             raise ValueError(f"package_index names packages the row does not pin: {', '.join(unknown)}")
         return self
+
+    def for_arch(self, arch: str) -> "Row":
+        """The row as a host of `arch` takes it: that architecture's pins and indexes merged in.
+        Every caller that installs or forecasts for a machine asks for this view, never the generic row."""
+        variant = self.arch.get(arch)
+        if variant is None:
+            return self.model_copy(update={"target_arch": arch})
+        return self.model_copy(update={
+            "packages": MappingProxyType({**self.packages, **variant.packages}),
+            "package_index": MappingProxyType({**self.package_index, **variant.package_index}),
+            "target_arch": arch})
+
+    def named_indexes(self) -> List[str]:
+        """The named indexes (not the mirror) this row takes packages from, in first-use order."""
+        return [n for n in dict.fromkeys(self.index_of(p) for p in self.packages) if n != MIRROR]
+
+    def packages_from(self, index_name: str) -> Dict[str, str]:
+        """name -> pinned version of the packages the row assigns to `index_name`."""
+        return {n: v for n, v in self.packages.items() if self.index_of(n) == index_name}
 
     # -- questions callers ask of a row ------------------------------------------------------
     def pin(self, name: str) -> Version:
@@ -164,6 +216,9 @@ class Row(BaseModel):
             "disk_gib": self.disk_gib,
             "wheel_glibc": {n: dict(v) for n, v in self.wheel_glibc.items()},
             "build_minutes": self.build_minutes,
+            "arch": {a: {"packages": dict(v.packages), "package_index": dict(v.package_index)}
+                     for a, v in self.arch.items()},
+            **({"target_arch": self.target_arch} if self.target_arch else {}),
         }
 
 
@@ -193,11 +248,28 @@ class Matrix(BaseModel):
     def _indexes_known(self) -> "Matrix":
         if not self.rows:
             raise ValueError("the matrix has no rows")
+        if MIRROR in self.indexes:
+            raise ValueError(f"index name {MIRROR!r} is reserved for the PyPI mirror chosen at install time")
         for row in self.rows.values():
-            for name, index in row.package_index.items():
+            assigned = list(row.package_index.items())
+            for variant in row.arch.values():
+                assigned += list(variant.package_index.items())
+            for name, index in assigned:
                 if index != MIRROR and index not in self.indexes:
                     raise ValueError(f"row {row.cann}: {name} comes from unknown index {index!r}")
         return self
+
+    def with_indexes(self, overrides: Mapping[str, str]) -> "Matrix":
+        """The matrix with named indexes replaced (`--index NAME=URL`); an unknown name is bad input."""
+        if not overrides:
+            return self
+        unknown = [n for n in overrides if n not in self.indexes]
+        if unknown:
+            from ascend_setup.errors import BadInput
+
+            raise BadInput(f"--index {unknown[0]}=...: the matrix has no index named {unknown[0]!r}",
+                           hint=f"named indexes: {', '.join(self.indexes) or 'none'}")
+        return self.model_copy(update={"indexes": MappingProxyType({**self.indexes, **overrides})})
 
     def versions(self) -> List[str]:
         """Known CANN versions, newest first."""
@@ -208,8 +280,3 @@ class Matrix(BaseModel):
 
     def index_url(self, name: str) -> str:
         return self.indexes[name]
-
-    def extra_indexes(self, row: Row) -> List[str]:
-        """URLs of the named indexes the row takes packages from (the Ascend index for triton-ascend)."""
-        names = dict.fromkeys(row.index_of(n) for n in row.packages)
-        return [self.index_url(n) for n in names if n != MIRROR]

@@ -9,6 +9,9 @@ from typing import Optional
 
 from ascend_setup.errors import LockHeld
 
+#: `<workdir>/run.lock`. (`<workdir>/lock/` holds the resolved package locks.)
+RUN_LOCK = "run.lock"
+
 
 class WorkdirLock:
     """Exclusive, non-blocking `flock` on `<workdir>/lock`; the file records the holder's pid."""

@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import matrix_of, row_of
+from ascend_setup.steps.common import settings_of
 
 
-def row_extra_indexes(ctx: Context) -> list:
-    """The user's --extra-index-url, else the named indexes the row takes packages from (Ascend)."""
-    if ctx.options.get("extra_index_urls"):
-        return list(ctx.options["extra_index_urls"])
-    return matrix_of(ctx).extra_indexes(row_of(ctx))
+def user_extra_indexes(ctx: Context) -> list:
+    """The user's --extra-index-url only: the row's named indexes serve just the packages assigned to them."""
+    return list(ctx.options.get("extra_index_urls") or [])
 
 
 class ChooseMirror(Step):
@@ -26,7 +23,7 @@ class ChooseMirror(Step):
     def inputs(self, ctx: Context) -> Dict[str, Any]:
         o = ctx.options
         return {"mirror": o.get("mirror", "auto"), "index_url": o.get("index_url"),
-                "extra_index_urls": row_extra_indexes(ctx)}
+                "extra_index_urls": user_extra_indexes(ctx)}
 
     def is_done(self, ctx: Context) -> bool:
         out = ctx.outputs.get(self.name) or {}
@@ -34,14 +31,14 @@ class ChooseMirror(Step):
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         o = ctx.options
-        extras = row_extra_indexes(ctx)
+        extras = user_extra_indexes(ctx)
         fallbacks: list = []
         if o.get("index_url"):
             chosen, source = o["index_url"], "--index-url"
         elif o.get("mirror") not in (None, "auto", "none"):
             chosen, source = o["mirror"], "--mirror"
         elif o.get("mirror") == "none":
-            chosen, source = configured_index(), "pip's configuration"
+            chosen, source = settings_of(ctx).index, "pip's configuration"
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 

@@ -1,156 +1,122 @@
-"""cann-python-deps, torch-stack, vllm, plugin-deps: the pip installs, each checked against the venv."""
+"""The lock's slices and the steps that install them: cann-python-deps, torch-stack, vllm, plugin-deps.
+
+Each step installs exactly its slice of the lock: one hash per package, --no-deps, one invocation per
+index (a package the row assigns to a named index is fetched from it and from nowhere else). Nothing
+is resolved again, so what gets installed is what `plan` forecast.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Dict, List
 
-from packaging.specifiers import SpecifierSet
-
-from ascend_setup.audit.venv import read_venv
-from ascend_setup.deps.derive import Derived, cann_requirements, constraints_lines, derive, target_environment
-from ascend_setup.errors import StepFailed
-from ascend_setup.index.choose import Choice, choose
-from ascend_setup.index.metadata import MetadataReader
-from ascend_setup.index.simple import IndexSet
-from ascend_setup.index.tags import Target
+from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.installers import Indexes, InstallRequest
+from ascend_setup.matrix.models import MIRROR, Row
+from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import (indexes_of, installed_versions, installer_of, pins, python_of, row_of,
-                                       satisfied, venv_dir, write_lines)
+from ascend_setup.steps.common import (installed_versions, installer_of, local_only_differs, lock_of, python_of,
+                                       row_of, row_requirements_unmet, same_version)
 
 TORCH_STACK = ["torch", "torch-npu", "torchvision", "torchaudio"]
+#: The order in which steps take their slices; a package belongs to the first slice that reaches it.
+SLICE_ORDER = ("venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "triton", "vllm-ascend")
+LAST = ("triton-ascend", "vllm-ascend")  # installed by their own steps, after everything else
 
 
-def constraints_file(ctx: Context) -> Path:
-    """Every row pin; pip's -c (and uv's --override) keep them from moving."""
-    return write_lines(ctx.workdir / "constraints.txt", constraints_lines(row_of(ctx)))
+def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
+    """step -> the packages it installs: its roots and what they require that no earlier step took."""
+    roots = {"venv": ["pip"], "cann-python-deps": list(row.cann_python_deps), "torch-stack": TORCH_STACK,
+             "vllm": ["vllm"], "plugin-deps": [p.name for p in lock.packages if p.name not in LAST],
+             "triton": ["triton-ascend"], "vllm-ascend": ["vllm-ascend"]}
+    taken: set = set()
+    slices: Dict[str, List[LockedPackage]] = {}
+    for step in SLICE_ORDER:
+        skip = taken | (set(LAST) if step == "plugin-deps" else set())
+        slices[step] = [p for p in lock.closure_of(roots[step], skip=skip) if p.outcome != "unavailable"]
+        taken |= {p.name for p in slices[step]}
+    return slices
 
 
-def _pin_inputs(ctx: Context, names: List[str]) -> Dict[str, Any]:
-    idx = indexes_of(ctx)
-    return {"pins": {n: row_of(ctx).packages[n] for n in names}, "index": idx.index_url,
-            "extra": list(idx.extra_index_urls), "installer": ctx.options.get("installer", "pip")}
+def slice_of(ctx: Context, step: str) -> List[LockedPackage]:
+    lock = lock_of(ctx)
+    return lock_slices(lock, row_of(ctx))[step] if lock else []
 
 
-class CannPythonDeps(Step):
+def unmet(ctx: Context, packages: List[LockedPackage]) -> List[str]:
+    """Why the venv does not hold these packages as locked: versions (local part included), and the
+    row packages' own requirements on each other."""
+    installed = installed_versions(ctx)
+    problems = [f"{p.name}=={p.version} (installed: {installed.get(p.name) or 'none'})"
+                for p in packages if not same_version(installed.get(p.name), p.version)]
+    return problems + row_requirements_unmet(ctx, [p.name for p in packages])
+
+
+def install_locked(ctx: Context, step: str, packages: List[LockedPackage], log: Path) -> None:
+    """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps."""
+    lock = lock_of(ctx)
+    assert lock is not None, "the resolve step runs first"
+    installed = installed_versions(ctx)
+    groups: Dict[str, List[LockedPackage]] = {}
+    for p in packages:
+        groups.setdefault(p.index, []).append(p)
+    for index, group in groups.items():
+        requirements = ctx.workdir / "lock" / "slices" / f"{step}-{index}.txt"
+        requirements.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(requirements, render_requirements(group))
+        # `==2.10.0` is met by an installed 2.10.0+cpu (PEP 440): a local-version mismatch needs a reinstall
+        local_mismatch = any(local_only_differs(installed.get(p.name), p.version) for p in group)
+        extras = lock.extra_index_urls if index == MIRROR else []
+        installer_of(ctx).install(python_of(ctx), InstallRequest(
+            requirement_file=requirements, indexes=Indexes(lock.indexes[index], tuple(extras)),
+            force_reinstall=local_mismatch), log=log)
+
+
+class LockSliceStep(Step):
+    """A step that installs its slice of the lock and is done when the venv holds exactly that."""
+
+    def inputs(self, ctx: Context) -> Dict[str, Any]:
+        return {"packages": [f"{p.name}=={p.version} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
+                "installer": ctx.options.get("installer", "pip")}
+
+    def is_done(self, ctx: Context) -> bool:
+        return lock_of(ctx) is not None and not unmet(ctx, slice_of(ctx, self.name))
+
+    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        packages = slice_of(ctx, self.name)
+        install_locked(ctx, self.name, packages, log)
+        problems = unmet(ctx, packages)
+        if problems:
+            from ascend_setup.errors import StepFailed
+
+            raise StepFailed(f"after installing its slice of the lock the venv still differs: {'; '.join(problems)}",
+                             hint=f"see {log}")
+        return {"installed": [p.requirement() for p in packages]}
+
+
+class CannPythonDeps(LockSliceStep):
     """install the CANN operator compiler's Python dependencies (decorator, sympy, ...)"""
 
     name = "cann-python-deps"
     depends_on = ("venv",)
 
-    def requirements(self, ctx: Context) -> Dict[str, str]:
-        return {n: (f">={m}" if m else "") for n, m in row_of(ctx).cann_python_deps.items()}
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        return {"requirements": self.requirements(ctx), **_pin_inputs(ctx, [])}
-
-    def is_done(self, ctx: Context) -> bool:
-        return not satisfied(installed_versions(ctx), self.requirements(ctx))
-
-    def run(self, ctx: Context, log: Path) -> None:
-        installer_of(ctx).install(python_of(ctx), cann_requirements(row_of(ctx)), log=log, indexes=indexes_of(ctx),
-                                  constraints=constraints_file(ctx))
-
-
-class TorchStack(Step):
+class TorchStack(LockSliceStep):
     """install torch, torch-npu, torchvision, torchaudio at exactly the row's versions"""
 
     name = "torch-stack"
     depends_on = ("cann-python-deps",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        return _pin_inputs(ctx, TORCH_STACK)
 
-    def is_done(self, ctx: Context) -> bool:
-        return not satisfied(installed_versions(ctx), pins(row_of(ctx), TORCH_STACK))
-
-    def run(self, ctx: Context, log: Path) -> None:
-        row = row_of(ctx)
-        installer_of(ctx).install(python_of(ctx), [f"{n}=={row.packages[n]}" for n in TORCH_STACK], log=log,
-                                  indexes=indexes_of(ctx), constraints=constraints_file(ctx))
-
-
-class Vllm(Step):
+class Vllm(LockSliceStep):
     """install vllm itself with --no-deps (its metadata would replace the row's torch)"""
 
     name = "vllm"
     depends_on = ("torch-stack",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        return _pin_inputs(ctx, ["vllm"])
 
-    def is_done(self, ctx: Context) -> bool:
-        return not satisfied(installed_versions(ctx), pins(row_of(ctx), ["vllm"]))
-
-    def run(self, ctx: Context, log: Path) -> None:
-        installer_of(ctx).install(python_of(ctx), [f"vllm=={row_of(ctx).packages['vllm']}"], log=log,
-                                  indexes=indexes_of(ctx), no_deps=True)
-
-
-def host_target(ctx: Context) -> Target:
-    pre = ctx.outputs["preflight"]
-    return Target(glibc=pre["glibc"] or "2.17", arch=pre["arch"],
-                  python=".".join(pre["python_version"].split(".")[:2]))
-
-
-def forecast_plugin(ctx: Context) -> Choice:
-    """The vllm-ascend file pip would take for this host, from the chosen indexes."""
-    idx = indexes_of(ctx)
-    indexes = IndexSet([idx.index_url, *idx.extra_index_urls])
-    version = row_of(ctx).packages["vllm-ascend"]
-    choice = choose("vllm-ascend", indexes.pages("vllm-ascend"), SpecifierSet(f"=={version}"), host_target(ctx))
-    if choice.file is None:
-        raise StepFailed(f"vllm-ascend {version} has no file for this host on {', '.join(indexes.urls)}",
-                         hint=choice.reason)
-    return choice
-
-
-def plugin_requires(ctx: Context) -> List[str]:
-    """vllm-ascend's Requires-Dist, read from the index without downloading the file."""
-    return MetadataReader().requires(forecast_plugin(ctx).file)
-
-
-class PluginDeps(Step):
-    """install vllm's requirements minus CUDA-only ones, the plugin's pins winning, row pins held"""
+class PluginDeps(LockSliceStep):
+    """install the rest of the closure: vllm's requirements minus CUDA-only ones, the plugin's pins winning"""
 
     name = "plugin-deps"
     depends_on = ("vllm",)
-
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        return _pin_inputs(ctx, list(row_of(ctx).packages))
-
-    def is_done(self, ctx: Context) -> bool:
-        wanted = (ctx.outputs.get(self.name) or {}).get("requirements")
-        if wanted is None:
-            return False
-        installed = installed_versions(ctx)
-        return not satisfied(installed, wanted) and not satisfied(installed, pins(row_of(ctx), TORCH_STACK))
-
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        row = row_of(ctx)
-        vllm = read_venv(venv_dir(ctx)).get("vllm")
-        if vllm is None:
-            raise StepFailed("vllm is not installed in the venv", hint="rerun: the vllm step installs it")
-        target = host_target(ctx)
-        env = target_environment(target)
-        env["python_full_version"] = ctx.outputs["preflight"]["python_version"]
-        derived = derive(row, vllm.requires, plugin_requires(ctx), env)
-        _log_derived(log, derived)
-        wanted = [d for d in derived if d.included]
-        constraints = constraints_file(ctx)
-        overrides = constraints if ctx.options.get("installer") == "uv" else None
-        installer_of(ctx).install(python_of(ctx), [d.requirement() for d in wanted], log=log, indexes=indexes_of(ctx),
-                                  constraints=None if overrides else constraints, overrides=overrides)
-        displaced = satisfied(installed_versions(ctx), pins(row, TORCH_STACK))
-        if displaced:
-            raise StepFailed("the row's torch stack was displaced: " + "; ".join(displaced),
-                             hint="this should not happen with the constraints file; see the step log")
-        return {"requirements": {d.name: str(d.specifier) for d in wanted}}
-
-
-def _log_derived(log: Path, derived: List[Derived]) -> None:
-    with log.open("a", encoding="utf-8") as handle:
-        handle.write("derived requirement set (in/out, requirement, why, sources):\n")
-        for d in derived:
-            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  "
-                         f"[{'; '.join(d.sources)}]\n")

@@ -9,11 +9,12 @@ from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.packages import CannPythonDeps, PluginDeps, TorchStack, Vllm
 from ascend_setup.steps.plugin import VllmAscend
 from ascend_setup.steps.preflight import Preflight
+from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.triton import Triton
 from ascend_setup.steps.venv import CreateVenv
 from ascend_setup.steps.verify import Verify
 
 
 def build_pipeline() -> List[Step]:
-    return [Preflight(), ChooseMirror(), CreateVenv(), CannPythonDeps(), TorchStack(), Vllm(), PluginDeps(),
+    return [Preflight(), ChooseMirror(), Resolve(), CreateVenv(), CannPythonDeps(), TorchStack(), Vllm(), PluginDeps(),
             Triton(), VllmAscend(), Verify()]

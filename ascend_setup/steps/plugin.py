@@ -9,17 +9,18 @@ from typing import Any, Dict, List
 
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ascend_setup.build.locks import sweep_stale_locks
-from ascend_setup.build.source import (build_env, cached_wheel, extract_once, list_wheels, max_jobs, stage_watcher,
+from ascend_setup.sourcebuild.locks import sweep_stale_locks
+from ascend_setup.sourcebuild.source import (build_env, cached_wheel, extract_once, list_wheels, max_jobs, stage_watcher,
                                        wheelhouse_key)
 from ascend_setup.errors import StepFailed
-from ascend_setup.index.choose import Choice
 from ascend_setup.index.download import download
 from ascend_setup.index.simple import SimpleIndex
+from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import run_logged
+from ascend_setup.resolve.lockfile import LockedPackage
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, indexes_of, installed_versions, installer_of, python_of, row_of
-from ascend_setup.steps.packages import forecast_plugin
+from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of
+from ascend_setup.steps.packages import install_locked, slice_of, unmet
 
 
 def alternate_urls(ctx: Context, filename: str) -> List[str]:
@@ -39,26 +40,29 @@ class VllmAscend(Step):
 
     def inputs(self, ctx: Context) -> Dict[str, Any]:
         pre = ctx.outputs.get("preflight", {})
-        return {"version": row_of(ctx).packages["vllm-ascend"], "soc": ctx.options.get("soc") or pre.get("soc"),
-                "index": indexes_of(ctx).index_url}
+        return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
+                "soc": ctx.options.get("soc") or pre.get("soc")}
 
     def is_done(self, ctx: Context) -> bool:
-        return installed_versions(ctx).get("vllm-ascend") == row_of(ctx).packages["vllm-ascend"]
+        locked = slice_of(ctx, self.name)
+        return bool(locked) and not unmet(ctx, locked)
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        choice = forecast_plugin(ctx)
+        locked = slice_of(ctx, self.name)
+        if not locked or locked[0].outcome == "unavailable":
+            raise StepFailed(f"the lock has no file for vllm-ascend {row_of(ctx).packages['vllm-ascend']}",
+                             hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
+        plugin = locked[0]
         with log.open("a") as handle:
-            handle.write(f"forecast: {choice.outcome} {choice.file.filename if choice.file else ''} "
-                         f"{choice.reason or ''}\n")
-        if choice.outcome == "wheel":
-            installer_of(ctx).install(python_of(ctx), [f"vllm-ascend=={choice.version}"], log=log,
-                                      indexes=indexes_of(ctx), no_deps=True, only_binary=["vllm-ascend"])
-            return {"source": "wheel", "file": choice.file.filename}
-        wheel = self._built_wheel(ctx, choice, log)
-        installer_of(ctx).install(python_of(ctx), [str(wheel)], log=log, indexes=indexes_of(ctx), no_deps=True)
-        return {"source": "built", "file": wheel.name, "reason": choice.reason}
+            handle.write(f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}\n")
+        if plugin.outcome == "wheel":
+            install_locked(ctx, self.name, locked, log)
+            return {"source": "wheel", "file": plugin.file}
+        wheel = self._built_wheel(ctx, plugin, log)
+        installer_of(ctx).install(python_of(ctx), InstallRequest(requirements=[str(wheel)]), log=log)
+        return {"source": "built", "file": wheel.name, "reason": plugin.reason}
 
-    def _built_wheel(self, ctx: Context, choice: Choice, log: Path) -> Path:
+    def _built_wheel(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
         pre = ctx.outputs["preflight"]
         soc = ctx.options.get("soc") or pre.get("soc")
         if not soc:
@@ -66,7 +70,7 @@ class VllmAscend(Step):
                              f"({pre.get('npu_error') or 'no NPU found'})",
                              hint="pass --soc, e.g. --soc ascend910b1 (Atlas A2 images use ascend910b1)")
         python = ".".join(pre["python_version"].split(".")[:2])
-        key = wheelhouse_key(version=choice.version or "", cann=pre["cann_version"], arch=pre["arch"],
+        key = wheelhouse_key(version=plugin.version or "", cann=pre["cann_version"], arch=pre["arch"],
                              python=python, glibc=pre["glibc"] or "unknown", soc=soc)
         wheelhouse = ctx.workdir / "wheelhouse"
         cached = cached_wheel(wheelhouse, key)
@@ -74,7 +78,7 @@ class VllmAscend(Step):
             with log.open("a") as handle:
                 handle.write(f"reusing {cached} (key {key})\n")
             return cached
-        sdist = self._download(ctx, choice, log)
+        sdist = self._download(ctx, plugin, log)
         source = extract_once(sdist, ctx.workdir / "src")
         removed = sweep_stale_locks(source)
         with log.open("a") as handle:
@@ -103,18 +107,17 @@ class VllmAscend(Step):
         shutil.rmtree(building)
         return final
 
-    def _download(self, ctx: Context, choice: Choice, log: Path) -> Path:
-        f = choice.file
-        assert f is not None
-        with Progress(TextColumn(f"downloading {f.filename}"), BarColumn(), DownloadColumn(),
+    def _download(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
+        assert plugin.url and plugin.file
+        with Progress(TextColumn(f"downloading {plugin.file}"), BarColumn(), DownloadColumn(),
                       console=ctx.console, transient=True) as progress:
-            task = progress.add_task("download", total=f.size)
+            task = progress.add_task("download", total=plugin.size)
 
             def failover(url: str, why: str) -> None:
                 with log.open("a") as handle:
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
-            return download([f.url, *alternate_urls(ctx, f.filename)],
-                            ctx.workdir / "src" / f.filename, sha256=f.sha256, size=f.size,
+            return download([plugin.url, *alternate_urls(ctx, plugin.file)],
+                            ctx.workdir / "src" / plugin.file, sha256=plugin.sha256, size=plugin.size,
                             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
                             on_failover=failover)

@@ -4,26 +4,52 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
-from ascend_setup.errors import AscendSetupError
-from ascend_setup.host.cann import CannInstall, primary_cann, same_cann
-from ascend_setup.host.interpreters import choose_interpreter, probe
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.cann import CannInstall, candidate_roots, primary_cann, same_cann
+from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
 from ascend_setup.host.npu import npu_facts
 from ascend_setup.matrix.models import Row
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.pythons import PythonChoice, pick_python
 from ascend_setup.steps.base import Context, Step
 
 GIB = 1024 ** 3
 
 
-def _cann_matches(row: Row, found: Optional[CannInstall], force: bool) -> None:
+def _cann_problem(row: Row, found: Optional[CannInstall], force: bool, cann_home: Optional[str]) -> Optional[Problem]:
     if found is None:
-        raise AscendSetupError("no CANN toolkit found", hint=f"install CANN {row.cann} or pass --cann-home DIR")
+        looked = ", ".join(str(p) for p in candidate_roots(cann_home))
+        installer = f"Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run"
+        return Problem(f"no CANN toolkit found (looked in {looked})",
+                       f"install CANN {row.cann} ({installer}) or pass --cann-home DIR; 'ascend-setup doctor' checks "
+                       "the whole host, and 'ascend-setup plan' forecasts an install from any machine")
     if not same_cann(found.version, row.cann) and not force:
-        raise AscendSetupError(
-            f"CANN {found.version} is installed at {found.toolkit}, but the row needs CANN {row.cann}",
-            hint=f"install CANN {row.cann}, use --cann {found.version} if the matrix knows it, or --force")
+        return Problem(f"CANN {found.version} is installed at {found.toolkit}, but the row needs CANN {row.cann}",
+                       f"install CANN {row.cann}, use --cann {found.version} if the matrix knows it, or --force")
+    return None
+
+
+@dataclass
+class Problem:
+    what: str
+    fix: str
+
+
+def _fail(problems: List[Problem], log: Path) -> None:
+    """Every blocking problem at once, in the log too, so one fix round is enough."""
+    with log.open("a", encoding="utf-8") as handle:
+        for problem in problems:
+            handle.write(f"problem: {problem.what}\n  fix: {problem.fix}\n")
+    first = problems[0]
+    if len(problems) == 1:
+        raise AscendSetupError(first.what, hint=first.fix)
+    details = "\n".join(f"  - {p.what} (fix: {p.fix})" for p in problems)
+    raise AscendSetupError(f"{len(problems)} problems: " + "; ".join(p.what for p in problems),
+                           hint="fix each as listed above", details=details)
 
 
 class Preflight(Step):
@@ -49,15 +75,29 @@ class Preflight(Step):
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         row: Row = ctx.extras["row"]
         options = ctx.options
+        _log_ignored_pip_settings(ctx, log)
+        problems: List[Problem] = []
         found = primary_cann(options.get("cann_home"))
-        _cann_matches(row, found, bool(options.get("force")))
-        assert found is not None
-        interp = choose_interpreter(row.python, options.get("python"))
-        need = row.disk_gib * GIB
+        cann = _cann_problem(row, found, bool(options.get("force")), options.get("cann_home"))
+        if cann:
+            problems.append(cann)
+        interp = None
+        try:
+            choice = pick_python(row, preflight_sources(ctx), platform.machine(), glibc_version() or "2.17",
+                                 explicit=options.get("python"))
+            interp = choice.interpreter
+            _log_python_choice(ctx, log, choice, bool(options.get("python")))
+        except BadInput:
+            raise
+        except AscendSetupError as exc:
+            problems.append(Problem(exc.message, exc.hint or ""))
         free = free_disk_bytes(ctx.workdir)
-        if free < need:
-            raise AscendSetupError(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib} GiB",
-                                   hint="free space or pass another --workdir")
+        if free < row.disk_gib * GIB:
+            problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib} GiB",
+                                    "free space or pass another --workdir"))
+        if problems:
+            _fail(problems, log)
+        assert found is not None and interp is not None
         soc = options.get("soc")
         npu = None
         if not soc:
@@ -76,3 +116,39 @@ class Preflight(Step):
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
         return facts
+
+
+def preflight_sources(ctx: Context) -> IndexSources:
+    """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
+    pip's (any fresh mirror has the same files)."""
+    options = ctx.options
+    mirror = options.get("index_url") or (options.get("mirror") if options.get("mirror") not in (None, "auto", "none")
+                                          else None)
+    if not mirror:
+        settings = ctx.extras.get("pip_settings")
+        mirror = settings.index if settings else ""
+    return IndexSources.for_row(ctx.extras["matrix"], ctx.extras["row"], mirror, options.get("extra_index_urls") or [])
+
+
+def _log_python_choice(ctx: Context, log: Path, choice: PythonChoice, explicit: bool) -> None:
+    lines = [f"python {choice.interpreter.minor} ({choice.interpreter.path})"] + choice.reasons
+    if choice.gaps:
+        lines.append(("--python forces" if explicit else "every interpreter lacks") + ": " + "; ".join(choice.gaps)
+                     + " (a source build or an unavailable package)")
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    for line in lines[1:]:
+        ctx.console.print(f"note: {line}", soft_wrap=True, markup=False)
+
+
+def _log_ignored_pip_settings(ctx: Context, log: Path) -> None:
+    """Say what of the user's pip configuration our pip and uv runs ignore (and where it came from)."""
+    settings = ctx.extras.get("pip_settings")
+    if settings is None or settings.respect or not settings.ignored:
+        return
+    with log.open("a", encoding="utf-8") as handle:
+        for line in settings.describe_ignored():
+            handle.write(f"ignored pip setting: {line}\n")
+    ctx.console.print(f"note: ignoring {len(settings.ignored)} setting(s) of your pip configuration "
+                      f"({', '.join(settings.ignored)}); --respect-pip-config keeps them", soft_wrap=True,
+                      markup=False)

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
 from ascend_setup.steps.base import Context, Step, fingerprint
-from ascend_setup.steps.lock import WorkdirLock
+from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
 
 
@@ -109,7 +109,7 @@ class Runner:
         reporter = reporter or SilentReporter()
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
         self.ctx.log_dir.mkdir(exist_ok=True)
-        with WorkdirLock(self.ctx.workdir / "lock"):
+        with WorkdirLock(self.ctx.workdir / RUN_LOCK):
             state = self.store.load()
             if options is not None:
                 state.options = dict(options)

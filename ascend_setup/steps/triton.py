@@ -1,4 +1,9 @@
-"""triton: upstream triton out, triton-ascend in (last), and proof that kernel[grid] works."""
+"""triton: upstream triton out, triton-ascend in (last), and proof that kernel[grid] works.
+
+The swap is atomic in the way that matters: triton-ascend is fetched and hash-checked first, while
+upstream triton is still in place. Only then is triton removed and the local file installed. A venv
+is never left with neither (torch's and xgrammar's `triton` requirements would then be unmet).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
-from ascend_setup.errors import StepFailed
+from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.index.download import download
+from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import capture
+from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.resolve.lockfile import LockedPackage, render_requirements
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import indexes_of, installed_versions, installer_of, python_of, row_of
+from ascend_setup.steps.common import installed_versions, installer_of, lock_of, python_of, row_of
+from ascend_setup.steps.packages import slice_of, unmet
 
 #: Run from a file: triton.jit reads the kernel's source with inspect, which `python -c` cannot give.
 CHECK = '''\
@@ -43,6 +53,21 @@ def triton_check(ctx: Context) -> str:
     return text.splitlines()[-1] if text else f"exit {proc.returncode}"
 
 
+def fetch_verified(ctx: Context, package: LockedPackage) -> Path:
+    """The locked file on the workdir's disk, hash-checked; the venv is not touched."""
+    untouched = "upstream triton (if any) is still installed; the venv is unchanged"
+    if package.outcome == "unavailable" or not package.url or not package.file:
+        raise StepFailed(f"triton-ascend {package.version or ''} has no file for this host: {package.reason}",
+                         hint=untouched)
+    try:
+        return download([package.url], ctx.workdir / "downloads" / package.file, sha256=package.sha256,
+                        size=package.size, stall_seconds=20)
+    except AscendSetupError as exc:
+        raise StepFailed(f"triton-ascend {package.version} could not be fetched from {package.index_url}: "
+                         f"{exc.message}", hint=f"{untouched}; pass --index {package.index}=URL for a reachable "
+                         "mirror of that index") from None
+
+
 class Triton(Step):
     """remove upstream triton, install triton-ascend last, check that kernel[grid] works"""
 
@@ -50,24 +75,35 @@ class Triton(Step):
     depends_on = ("plugin-deps",)
 
     def inputs(self, ctx: Context) -> Dict[str, Any]:
-        idx = indexes_of(ctx)
-        return {"triton-ascend": row_of(ctx).packages["triton-ascend"], "index": idx.index_url,
-                "extra": list(idx.extra_index_urls)}
+        return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
+                "installer": ctx.options.get("installer", "pip")}
 
     def is_done(self, ctx: Context) -> bool:
         installed = installed_versions(ctx)
-        return "triton" not in installed and \
-            installed.get("triton-ascend") == row_of(ctx).packages["triton-ascend"] and not triton_check(ctx)
+        return "triton" not in installed and bool(slice_of(ctx, self.name)) and \
+            not unmet(ctx, slice_of(ctx, self.name)) and not triton_check(ctx)
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        lock = lock_of(ctx)
+        entry = lock.get("triton-ascend") if lock else None  # an unavailable entry is in no slice, but says why
+        if entry is None:
+            raise StepFailed(f"the lock has no triton-ascend {row_of(ctx).packages['triton-ascend']}",
+                             hint="rerun: the resolve step makes the lock again")
+        locked = [entry]
+        local = fetch_verified(ctx, entry)
+        with log.open("a") as handle:
+            handle.write(f"fetched and verified {local} (sha256 {entry.sha256})\n")
         installer = installer_of(ctx)
         python = python_of(ctx)
         removed = "triton" in installed_versions(ctx)
         if removed:
             installer.uninstall(python, ["triton"], log=log)
+        # By name from the verified file's directory (an ordinary install, not a direct URL), hash-pinned.
         # --force-reinstall: removing triton deleted files under triton/ that triton-ascend also owns.
-        installer.install(python, [f"triton-ascend=={row_of(ctx).packages['triton-ascend']}"], log=log,
-                          indexes=indexes_of(ctx), no_deps=True, force_reinstall=True)
+        requirements = local.parent / f"{local.name}.requirements.txt"
+        atomic_write_text(requirements, render_requirements(locked))
+        installer.install(python, InstallRequest(requirement_file=requirements, find_links=local.parent,
+                                                 force_reinstall=True), log=log)
         problem = triton_check(ctx)
         with log.open("a") as handle:
             handle.write(f"triton check: {problem or 'ok'}\n")

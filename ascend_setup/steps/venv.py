@@ -10,19 +10,21 @@ from ascend_setup.host.interpreters import probe
 from ascend_setup.mirrors.apply import venv_config_matches, write_venv_config
 from ascend_setup.procs import run_logged
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import indexes_of, installed_versions, installer_of, python_of, venv_dir
-from ascend_setup.venvinfo import read_pyvenv_cfg
+from ascend_setup.steps.common import indexes_of, installed_versions, lock_of, python_of, venv_dir
+from ascend_setup.steps.packages import install_locked, slice_of, unmet
+from ascend_setup.venvinfo import VenvRecord, read_pyvenv_cfg, read_venv_record, write_venv_record
 
 
 class CreateVenv(Step):
     """create a clean venv, upgrade pip, point it at the chosen index"""
 
     name = "venv"
-    depends_on = ("preflight", "mirror")
+    depends_on = ("preflight", "mirror", "resolve")
 
     def inputs(self, ctx: Context) -> Dict[str, Any]:
         pre = ctx.outputs.get("preflight", {})
-        return {"venv": str(venv_dir(ctx)), "python": pre.get("python"), "python_version": pre.get("python_version")}
+        return {"venv": str(venv_dir(ctx)), "python": pre.get("python"), "python_version": pre.get("python_version"),
+                "packages": [p.requirement() for p in slice_of(ctx, self.name)]}
 
     def is_done(self, ctx: Context) -> bool:
         cfg = read_pyvenv_cfg(venv_dir(ctx))
@@ -32,8 +34,11 @@ class CreateVenv(Step):
         interp = probe(str(python_of(ctx)))
         if interp is None or interp.version != pre.get("python_version") or "pip" not in installed_versions(ctx):
             return False
+        if unmet(ctx, slice_of(ctx, self.name)):
+            return False
         idx = indexes_of(ctx)
-        return venv_config_matches(venv_dir(ctx), idx.index_url, idx.extra_index_urls)
+        return venv_config_matches(venv_dir(ctx), idx.index_url, idx.extra_index_urls) and \
+            read_venv_record(venv_dir(ctx)) is not None
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         venv = venv_dir(ctx)
@@ -52,11 +57,10 @@ class CreateVenv(Step):
                                  hint="pass a new --venv (or --python matching it)")
         # `python -m venv` on a half-made venv completes it: safe after a kill at any point.
         run_logged([pre["python"], "-m", "venv", str(venv)], log, what="python -m venv")
+        install_locked(ctx, self.name, slice_of(ctx, self.name), log)  # the lock's pip
         idx = indexes_of(ctx)
-        installer = installer_of(ctx)
-        if installer.name == "pip":
-            from ascend_setup.installers import PipInstaller
-
-            PipInstaller().install(python_of(ctx), ["pip"], log=log, indexes=idx, upgrade=True)
         write_venv_config(venv, idx.index_url, idx.extra_index_urls)
+        lock = lock_of(ctx)
+        write_venv_record(venv, VenvRecord(workdir=str(ctx.workdir), lock=(ctx.outputs.get("resolve") or {}).get("lock"),
+                                           indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}))
         return {"pip": installed_versions(ctx).get("pip")}

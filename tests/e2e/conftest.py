@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from conftest import clean_env
 from helpers.ecosystem import PLUGIN_REQUIRES, build_ecosystem
 from helpers.fake_cann import FakeCann, build_fake_cann
 from helpers.index_server import Behaviour, LocalIndex
 from helpers.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.host.machine import glibc_version
 from ascend_setup.matrix import load_matrix
 
 ROW = load_matrix().rows["9.1.0"]
@@ -28,21 +30,23 @@ SDIST_PADDING = 3 * 1024 * 1024
 class Stack:
     main: LocalIndex
     ascend: LocalIndex
+    pytorch_cpu: LocalIndex
     cann: FakeCann
     root: Path
     home: Path
 
     def install_argv(self, workdir: Path, *extra: str) -> List[str]:
         return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(self.cann.root),
-                "--index-url", self.main.url, "--extra-index-url", self.ascend.url, "--mirror", "none", "--yes",
+                *self.index_args(), "--mirror", "none", "--yes",
                 "--workdir", str(workdir), "--python", sys.executable, *extra]
 
     def env(self, **extra: str) -> dict:
         return clean_env(self.home, {"STUB_BUILD_STAGES": "6", "STUB_STAGE_SECONDS": "0.3", **extra})
 
-    def install(self, workdir: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        return subprocess.run(self.install_argv(workdir, *extra), capture_output=True, text=True, env=self.env(),
-                              timeout=timeout)
+    def install(self, workdir: Path, *extra: str, timeout: float = 900, env: Optional[dict] = None,
+                argv: Optional[List[str]] = None) -> subprocess.CompletedProcess:
+        return subprocess.run(argv or self.install_argv(workdir, *extra), capture_output=True, text=True,
+                              env=self.env(**(env or {})), timeout=timeout)
 
     def spawn(self, workdir: Path, *extra: str) -> subprocess.Popen:
         """A background install in its own process group; its stderr goes to a file (`proc.stderr_path`)."""
@@ -53,9 +57,17 @@ class Stack:
         proc.stderr_path = err  # type: ignore[attr-defined]
         return proc
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess:
+    def close(self) -> None:
+        for index in (self.main, self.ascend, self.pytorch_cpu):
+            index.close()
+
+    def cli(self, *args: str, env: Optional[dict] = None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
-                              env=self.env(), timeout=300)
+                              env=self.env(**(env or {})), timeout=300)
+
+    def index_args(self) -> List[str]:
+        return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
+                f"pytorch-cpu={self.pytorch_cpu.url}"]
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -64,6 +76,22 @@ def kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=60)
+
+
+def installed(venv: Path) -> dict:
+    """name -> version of every distribution in the venv, as pip lists it."""
+    env = {k: v for k, v in clean_env(venv.parent).items() if k != "PYTHONPATH"}  # the repo is not in the venv
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"], capture_output=True,
+                         text=True, env=env, check=True).stdout
+    return {canonicalize_name(d["name"]): d["version"] for d in json.loads(out)}
+
+
+def lock_versions(workdir: Path) -> dict:
+    """name -> version of every package of the workdir's lock."""
+    from ascend_setup.resolve.lockfile import read_lock
+
+    (path,) = (workdir / "lock").glob("*.txt")
+    return {p.name: p.version for p in read_lock(path).packages}
 
 
 def freeze(venv: Path) -> List[str]:
@@ -84,19 +112,21 @@ def status(stack: Stack, workdir: Path) -> dict:
     return json.loads(stack.cli("status", "--workdir", str(workdir), "--json").stdout)
 
 
-def _stack(tmp_path_factory, *, plugin_wheel_arches=("aarch64",), behaviour: Optional[Behaviour] = None) -> Stack:
+def _stack(tmp_path_factory, *, plugin_wheel_arches=("aarch64",), plugin_wheel_glibc: str = "2.34",
+           behaviour: Optional[Behaviour] = None) -> Stack:
     root = tmp_path_factory.mktemp("stack")
     sdist = build_stub_plugin_sdist(root / "sdist", ROW.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING)
     eco = build_ecosystem(root / "eco", dict(ROW.packages), dict(ROW.cann_python_deps), vllm_ascend_sdist=sdist,
-                          plugin_wheel_arches=plugin_wheel_arches)
-    main, ascend = LocalIndex(behaviour), LocalIndex()
+                          plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc)
+    main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)
+    pytorch_cpu.add_dir(eco.pytorch_cpu)
     cann = build_fake_cann(root / "Ascend", version="9.1.0", set_env_mode="hostile")
     home = root / "home"
     home.mkdir()
-    return Stack(main=main, ascend=ascend, cann=cann, root=root, home=home)
+    return Stack(main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, root=root, home=home)
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +134,13 @@ def source_stack(tmp_path_factory):
     """vllm-ascend has no wheel for this host: the install must build it from the sdist."""
     stack = _stack(tmp_path_factory)
     yield stack
-    stack.main.close()
-    stack.ascend.close()
+    stack.close()
 
 
 @pytest.fixture(scope="module")
 def wheel_stack(tmp_path_factory):
-    """vllm-ascend has a wheel for this host: the install must take it, no build."""
-    stack = _stack(tmp_path_factory, plugin_wheel_arches=("x86_64", "aarch64"))
+    """vllm-ascend has a wheel for this host (at this host's own glibc, whatever it is): the install must
+    take it, no build."""
+    stack = _stack(tmp_path_factory, plugin_wheel_arches=("x86_64", "aarch64"), plugin_wheel_glibc=glibc_version())
     yield stack
-    stack.main.close()
-    stack.ascend.close()
+    stack.close()

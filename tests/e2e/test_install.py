@@ -1,13 +1,19 @@
-"""`ascend-setup install` end to end on loopback: the whole pipeline, then a rerun that does nothing."""
+"""`ascend-setup install` end to end on loopback: the whole pipeline from one lock, then a rerun that
+does nothing; the wheel path with uv; a CANN mismatch."""
 
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import time
 from pathlib import Path
 
-from e2e.conftest import freeze, status
+from e2e.conftest import freeze, installed, lock_versions, status
+
+STEPS = 11
+#: What the row's torch is on this host: the `+cpu` build from the PyTorch CPU index on x86_64.
+TORCH = "2.10.0+cpu" if platform.machine() == "x86_64" else "2.10.0"
 
 
 def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -> None:
@@ -17,23 +23,29 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = status(source_stack, workdir)
-    assert [s["state"] for s in data["steps"]] == ["done"] * 10, data
-    frozen = freeze(workdir / "venv")
-    assert "vllm-ascend @ vllm_ascend-0.23.0-py3-none-any.whl" in frozen and "torch==2.10.0" in frozen and "torch-npu==2.10.0.post4" in frozen
-    assert "transformers==5.5.4" in frozen and "triton-ascend==3.2.2" in frozen
-    assert not any(line.startswith(("triton==", "flashinfer", "nvidia-", "tilelang")) for line in frozen)
+    assert [s["state"] for s in data["steps"]] == ["done"] * STEPS, data
+    venv = workdir / "venv"
+    # the venv holds the lock, exactly: every package at the locked version, nothing more
+    assert installed(venv) == lock_versions(workdir)
+    frozen = freeze(venv)
+    assert "vllm-ascend @ vllm_ascend-0.23.0-py3-none-any.whl" in frozen and f"torch=={TORCH}" in frozen
+    assert "torch-npu==2.10.0.post4" in frozen and "transformers==5.5.4" in frozen and "triton-ascend==3.2.2" in frozen
+    assert not any(line.startswith(("triton==", "flashinfer", "nvidia-", "tilelang", "cuda-")) for line in frozen)
+    # versions that caps two levels down decide, not the newest that fits the direct requirement
+    assert {"numpy==2.3.5", "tokenizers==0.22.2", "prometheus-fastapi-instrumentator==7.1.0"} <= set(frozen)
     wheelhouse = list((workdir / "wheelhouse").glob("vllm_ascend-0.23.0-cann9.1.0-*-ascend910b3/*.whl"))
     assert len(wheelhouse) == 1
     plugin_log = (workdir / "logs" / "vllm-ascend.log").read_text()
     assert "[6/6] Building CXX object" in plugin_log and "SOC ascend910b3" in plugin_log
-    derived = (workdir / "logs" / "plugin-deps.log").read_text()
+    derived = (workdir / "logs" / "resolve.log").read_text()
     assert "OUT torch==2.10.0" in derived and "CUDA-only: stripped by the row" in derived
     assert "IN  transformers==5.5.4" in derived and "vllm-ascend: transformers==5.5.4" in derived
     assert "fastapi[standard]<0.124.0,<0.137,>=0.115.0" in derived  # the plugin's bound meets vllm's
+    assert "--require-hashes" in (workdir / "logs" / "plugin-deps.log").read_text()
     root = source_stack.cann.root
     assert f"source {root}/cann/set_env.sh" in proc.stdout and f"source {root}/nnal/atb/set_env.sh" in proc.stdout
     assert f"source {workdir}/venv/bin/activate" in proc.stdout and "fuse_qknorm_rope" in proc.stdout
-    audit = source_stack.cli("audit", "--venv", str(workdir / "venv"), "--json")
+    audit = source_stack.cli("audit", "--venv", str(venv), "--json")
     assert audit.returncode == 0, audit.stdout
     assert json.loads(audit.stdout)["row"] == "9.1.0"
 
@@ -41,19 +53,20 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     again = source_stack.install(workdir)
     again_took = time.monotonic() - again_start
     assert again.returncode == 0
-    assert again.stderr.count("(done)") == 10, again.stderr
-    assert freeze(workdir / "venv") == frozen
+    assert again.stderr.count("(done)") == STEPS, again.stderr
+    assert freeze(venv) == frozen
+    assert "=== resolve" not in (workdir / "logs" / "resolve.log").read_text().split("=== resolve", 1)[1]
     resumed = source_stack.cli("resume", "--workdir", str(workdir), "--json")
     assert resumed.returncode == 0 and all(s["state"] == "done" for s in json.loads(resumed.stdout)["steps"])
 
     # someone removes vllm-ascend by hand: the check notices, and the kept wheel is reused (no rebuild)
-    subprocess.run([str(workdir / "venv" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
                    capture_output=True, check=True)
     repaired = source_stack.install(workdir)
     assert repaired.returncode == 0 and "vllm-ascend" in repaired.stderr
     log = (workdir / "logs" / "vllm-ascend.log").read_text()
     assert log.count("Building CXX object") == 6 and "reusing " in log
-    assert freeze(workdir / "venv") == frozen
+    assert freeze(venv) == frozen
     print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
 
 
@@ -64,10 +77,10 @@ def test_install_takes_the_wheel_with_uv(wheel_stack, tmp_path: Path) -> None:
     log = (workdir / "logs" / "vllm-ascend.log").read_text()
     assert "forecast: wheel" in log and "uv pip install" in log and "Building CXX" not in log
     assert not (workdir / "wheelhouse").exists()
+    assert installed(workdir / "venv") == lock_versions(workdir)
     frozen = freeze(workdir / "venv")
-    assert "vllm-ascend==0.23.0" in frozen and "torch==2.10.0" in frozen and "transformers==5.5.4" in frozen
-    assert not any(line.startswith("triton==") for line in frozen)
-    assert "--override" in (workdir / "logs" / "plugin-deps.log").read_text()
+    assert "vllm-ascend==0.23.0" in frozen and f"torch=={TORCH}" in frozen and "transformers==5.5.4" in frozen
+    assert not any(line.startswith(("triton==", "nvidia-")) for line in frozen)
     assert wheel_stack.cli("audit", "--venv", str(workdir / "venv")).returncode == 0
 
 

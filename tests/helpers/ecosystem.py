@@ -6,6 +6,13 @@ traps of the field are laid on purpose: torch 2.11.0 (vllm's CUDA pin) and a tra
 the plugin's pin sit on the index, xgrammar pulls upstream triton on x86 (whose jit returns a plain
 function), CUDA-only packages are there to be wrongly installed, and triton-ascend 3.2.2 lives only on
 a second, "Ascend" index.
+
+What the real index taught us is modelled too: caps two levels down decide versions (mistral-common
+caps numpy below 2.4, transformers caps tokenizers, fastapi caps starlette, which keeps
+prometheus-fastapi-instrumentator at 7.x); xgrammar pulls back apache-tvm-ffi, which vllm's list
+names as CUDA-only; llguidance is an sdist with a maturin (Rust) backend where its wheels need a newer
+glibc; x86_64 torch-npu requires `torch==2.10.0+cpu`, which only a third, "PyTorch CPU" index serves,
+while the main index's x86_64 torch is a CUDA build that drags nvidia-* wheels and upstream triton.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from helpers.dists import build_sdist, build_wheel
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 ARCH_TAGS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
+#: CPython versions the torch family publishes wheels for (triton-ascend: cp311 only, as the tests need).
+TORCH_PYTHONS = ("cp310", "cp311", "cp312")
 
 TRITON_ASCEND_INIT = '''\
 """stub triton-ascend: jit gives a kernel object that can be indexed with a grid."""
@@ -75,7 +84,60 @@ def _pick_version(specs: List[SpecifierSet]) -> str:
 class Ecosystem:
     main: Path
     ascend: Path
+    pytorch_cpu: Path
     versions: Dict[str, str]
+
+
+#: Transitive structure from the real index: (name, version, requires).
+TRANSITIVE = (
+    ("numpy", "2.3.5", ()),
+    ("numpy", "2.4.6", ()),
+    ("mistral-common", "1.11.3", ('numpy<2.4; python_version < "3.13"',)),
+    ("tokenizers", "0.22.2", ()),
+    ("tokenizers", "0.23.3", ()),
+    ("starlette", "0.50.0", ()),
+    ("starlette", "1.0.0", ()),
+    ("fastapi", "0.115.0", ("starlette<0.51,>=0.40",)),
+    ("prometheus-fastapi-instrumentator", "7.1.0", ("starlette>=0.30",)),
+    ("prometheus-fastapi-instrumentator", "8.1.0", ("starlette>=1.0",)),
+)
+NVIDIA = ("nvidia-cublas-cu12", "nvidia-cudnn-cu12")
+LLGUIDANCE_PYPROJECT = ('[build-system]\nrequires = ["maturin>=1.5,<2"]\nbuild-backend = "maturin"\n')
+
+
+def torch_files(version: str, cuda: Optional[str]) -> Dict[str, str]:
+    """A stub torch: a CUDA build imports its nvidia-* libraries (and fails without them), and says so in
+    torch/version.py, as the real one does."""
+    imports = "".join(f"import {n.replace('-', '_')}  # noqa: F401\n" for n in NVIDIA) if cuda else ""
+    return {"torch/__init__.py": f"{imports}__version__ = {version!r}\n",
+            "torch/version.py": f"cuda = {cuda!r}\n__version__ = {version!r}\n"}
+
+
+def _torch_family(main: Path, pytorch_cpu: Path, row_packages: Dict[str, str], py_tags: Sequence[str]) -> None:
+    """aarch64: plain pins on the main index. x86_64: the main index's torch is a CUDA build (nvidia-*,
+    upstream triton); the `+cpu` builds live on the PyTorch CPU index; torch-npu's x86_64 wheel
+    requires the `+cpu` torch (as the real METADATA does)."""
+    torch, vision, audio = (row_packages[n] for n in ("torch", "torchvision", "torchaudio"))
+    cpu_files = torch_files(torch, cuda=None)
+    for py in py_tags:
+        build_wheel(main, "torch", torch, tag=f"{py}-{py}-manylinux_2_28_aarch64", files=cpu_files)
+        build_wheel(main, "torch", torch, tag=f"{py}-{py}-manylinux_2_28_x86_64", files=torch_files(torch, cuda="12.8"),
+                    requires=[*NVIDIA, 'triton==3.5.0; platform_machine == "x86_64"'])
+        build_wheel(pytorch_cpu, "torch", f"{torch}+cpu", tag=f"{py}-{py}-manylinux_2_28_x86_64",
+                    files=torch_files(f"{torch}+cpu", cuda=None))
+        for name, version in (("torchvision", vision), ("torchaudio", audio)):
+            for arch in ("aarch64", "x86_64"):
+                build_wheel(main, name, version, tag=f"{py}-{py}-manylinux_2_28_{arch}", requires=[f"torch=={torch}"])
+            build_wheel(pytorch_cpu, name, f"{version}+cpu", tag=f"{py}-{py}-manylinux_2_28_x86_64",
+                        requires=[f"torch=={torch}+cpu"])
+        build_wheel(main, "torch-npu", row_packages["torch-npu"], tag=f"{py}-{py}-manylinux_2_28_aarch64",
+                    requires=[f"torch=={torch}"])
+        build_wheel(main, "torch-npu", row_packages["torch-npu"], tag=f"{py}-{py}-manylinux_2_28_x86_64",
+                    requires=[f"torch=={torch}+cpu"])
+    for name in NVIDIA:
+        build_wheel(main, name, "12.8.0", tag="py3-none-manylinux_2_28_x86_64")
+    # a trap on the PyTorch CPU index: were it asked for anything but the torch family, this would win
+    build_wheel(pytorch_cpu, "requests", "99.0")
 
 
 def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]]) -> Dict[str, str]:
@@ -95,31 +157,43 @@ def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[st
 
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
                     vllm_ascend_sdist: Optional[Path] = None,
-                    plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64")) -> Ecosystem:
-    """Both indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source build."""
-    main, ascend = root / "main", root / "ascend"
+                    plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
+                    plugin_wheel_glibc: str = "2.34") -> Ecosystem:
+    """The three indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source
+    build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34)."""
+    main, ascend, pytorch_cpu = root / "main", root / "ascend", root / "pytorch-cpu"
     versions = stub_versions(row_packages, cann_deps)
     real = {"pip", "setuptools"}  # the venv's own tools: serve the real wheels, never stubs
-    main.mkdir(parents=True, exist_ok=True)
+    for directory in (main, ascend, pytorch_cpu):
+        directory.mkdir(parents=True, exist_ok=True)
     for wheel in (Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"):
         shutil.copy(wheel, main / wheel.name)
     special = {"vllm", "vllm-ascend", "torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend",
-               "xgrammar", "arctic-inference", "tilelang"}
+               "xgrammar", "arctic-inference", "tilelang", "transformers", "llguidance", *NVIDIA,
+               *(name for name, _, _ in TRANSITIVE)}
     for name, version in sorted(versions.items()):
         if name in real or name in special:
             continue
         build_wheel(main, name, version)
+    for name, version, requires in TRANSITIVE:
+        build_wheel(main, name, version, requires=requires)
+        versions[name] = version
+    build_wheel(main, "transformers", row_packages["transformers"], requires=["tokenizers<=0.23.0,>=0.22.0"])
+    llguidance = versions["llguidance"]
+    build_wheel(main, "llguidance", llguidance, tag="cp39-abi3-manylinux_2_31_x86_64")
+    build_wheel(main, "llguidance", llguidance, tag="cp39-abi3-manylinux_2_28_aarch64")
+    build_sdist(main, "llguidance", llguidance, extra_files={"pyproject.toml": LLGUIDANCE_PYPROJECT})
+    _torch_family(main, pytorch_cpu, row_packages, TORCH_PYTHONS)
     # the stack, with wheels for both architectures
     for tag in ARCH_TAGS:
         build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES)
-        for name in ("torch", "torch-npu", "torchvision", "torchaudio"):
-            build_wheel(main, name, row_packages[name], tag=f"cp311-cp311-{tag}")
         build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"cp311-cp311-{tag}",
                     files={"triton/__init__.py": TRITON_ASCEND_INIT})
     for name, version in (("torch", "2.11.0"), ("torchvision", "0.26.0"), ("torchaudio", "2.11.0")):
         build_wheel(main, name, version, tag="py3-none-any")
     build_wheel(main, "transformers", "5.6.0")  # allowed by vllm, not by the plugin's pin
-    for tag in (f"manylinux_2_34_{arch}" for arch in plugin_wheel_arches):
+    level = plugin_wheel_glibc.replace(".", "_")
+    for tag in (f"manylinux_{level}_{arch}" for arch in plugin_wheel_arches):
         for py in ("cp310", "cp311", "cp312"):
             build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
                         requires=PLUGIN_REQUIRES)
@@ -132,7 +206,9 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     build_wheel(main, "triton-ascend", "3.2.0", tag="cp311-cp311-manylinux_2_28_x86_64",
                 files={"triton/__init__.py": TRITON_ASCEND_INIT.replace("3.2.2", "3.2.0")})
     build_wheel(main, "triton", "3.5.0", tag="py3-none-any", files={"triton/__init__.py": UPSTREAM_TRITON_INIT})
-    build_wheel(main, "xgrammar", versions["xgrammar"], requires=['triton; platform_machine == "x86_64"'])
+    build_wheel(main, "xgrammar", versions["xgrammar"], requires=['triton; platform_machine == "x86_64"',
+                                                                  "apache-tvm-ffi"],
+                files={"xgrammar/__init__.py": "import apache_tvm_ffi  # noqa: F401  (as the real one does)\n"})
     for name in ("flashinfer-python", "flashinfer-cubin", "nvidia-cudnn-frontend", "fastsafetensors"):
         build_wheel(main, name, "1.0")
-    return Ecosystem(main=main, ascend=ascend, versions=versions)
+    return Ecosystem(main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, versions=versions)

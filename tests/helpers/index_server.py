@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, Optional, Set
+from urllib.parse import quote, unquote
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
@@ -107,7 +108,7 @@ class LocalIndex:
         if path.startswith("/simple/"):
             return self._project(h, canonicalize_name(path[len("/simple/"):].strip("/")), head)
         if path.startswith("/files/"):
-            name = path[len("/files/"):]
+            name = unquote(path[len("/files/"):])
             if name.endswith(".metadata") and name[:-9] in self.files and self.files[name[:-9]].metadata:
                 return self._send(h, 200, _metadata_of(self.files[name[:-9]].path), "text/plain", head)
             if name in self.files:
@@ -126,13 +127,13 @@ class LocalIndex:
             return self._send(h, 404, b"no such project", "text/plain", head)
         if b.json_pages and "application/vnd.pypi.simple.v1+json" in h.headers.get("Accept", ""):
             body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": [
-                {"filename": f.path.name, "url": f"/files/{f.path.name}", "hashes": {"sha256": f.sha256},
+                {"filename": f.path.name, "url": f"/files/{quote(f.path.name)}", "hashes": {"sha256": f.sha256},
                  "requires-python": f.requires_python, "yanked": f.yanked, "size": f.path.stat().st_size,
                  "core-metadata": f.metadata} for f in files]}).encode()
             return self._send(h, 200, body, "application/vnd.pypi.simple.v1+json", head)
         anchors = []
         for f in files:
-            attrs = f' href="/files/{f.path.name}#sha256={f.sha256}"'
+            attrs = f' href="/files/{quote(f.path.name)}#sha256={f.sha256}"'
             if f.requires_python:
                 attrs += f' data-requires-python="{html.escape(f.requires_python)}"'
             if f.yanked:
@@ -204,3 +205,21 @@ def _metadata_of(path: Path) -> bytes:
     with zipfile.ZipFile(path) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         return archive.read(name)
+
+
+class BlackHole:
+    """A TCP port on 127.0.0.1 that completes connections and then never says a word."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)  # the kernel accepts up to the backlog; nobody ever reads or answers
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/simple/"
+
+    def close(self) -> None:
+        self.sock.close()

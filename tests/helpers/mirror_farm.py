@@ -25,14 +25,15 @@ SHAPES: Dict[str, Behaviour] = {
 
 
 def build_files(root: Path, pins: Dict[str, str], arch: str, stale: bool = False) -> Path:
-    """The gated pins as wheels for `arch`; torch carries the bulk (the sample every mirror serves)."""
+    """The gated pins as wheels for `arch`; torch-npu carries the bulk (the sample every mirror serves: on
+    x86_64 the torch family comes from the PyTorch CPU index, not from a PyPI mirror)."""
     out = root / ("stale" if stale else "fresh")
     for name, version in pins.items():
         if stale and name == "torch-npu":
             version = "2.10.0.post2"  # this mirror stopped syncing before post4
         files = {f"{name.replace('-', '_')}/__init__.py": ""}
-        if name == "torch":
-            files["torch/_blob.bin"] = os.urandom(SAMPLE_BYTES)  # incompressible: the wheel stays big
+        if name == "torch-npu":
+            files["torch_npu/_blob.bin"] = os.urandom(SAMPLE_BYTES)  # incompressible: the wheel stays big
         build_wheel(out, name, version, tag=f"cp311-cp311-manylinux_2_28_{arch}", files=files)
     return out
 

@@ -73,7 +73,7 @@ def _compile():
         torch = md.version("torch")
     except md.PackageNotFoundError:
         torch = "none"
-    if torch != TORCH:
+    if torch.split("+")[0] != TORCH:  # CMake's Torch_VERSION has no local part (+cpu)
         fail("CMake Error at CMakeLists.txt:28 (message):", f"  Expected PyTorch version {TORCH}, found {torch}")
     soc = os.environ.get("SOC_VERSION") or fail("CMake Error: SOC_VERSION is not set")
     build = HERE / "build"

@@ -1,0 +1,107 @@
+"""The reachability gate: before any package step, every index the row needs answers, in seconds,
+and serves the versions it is needed for.
+
+An unreachable extra index used to make pip retry it five times per package (a 3-second step took
+200 s, silently). Here each index is asked once, all at the same time, under one hard deadline that
+covers DNS too: the lookups run in daemon threads that are abandoned, never waited for, when the
+deadline passes (a hanging getaddrinfo cannot be interrupted, only left behind).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from ascend_setup.index.simple import ProjectPage, SimpleIndex
+
+GATE_SECONDS = 10.0
+
+
+@dataclass
+class IndexNeed:
+    """One index (the mirror may come with the user's extra indexes) and the pins it must serve."""
+
+    name: str
+    urls: Sequence[str]
+    pins: Mapping[str, str]  # package -> exact version
+
+
+@dataclass
+class IndexCheck:
+    need: IndexNeed
+    error: Optional[str] = None  # the index did not answer (DNS, refused, TLS, timeout, 5xx)
+    missing: Dict[str, str] = field(default_factory=dict)  # package -> what the index has instead
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.missing
+
+    def message(self) -> str:
+        label = self.need.name if self.need.name == "mirror" else f"index {self.need.name!r}"
+        where = ", ".join(self.need.urls)
+        if self.error:
+            wanted = ", ".join(f"{n}=={v}" for n, v in self.need.pins.items())
+            return f"{label} ({where}) could not be reached: {self.error}; it is needed for {wanted}"
+        return "; ".join(f"no index serves {n}=={self.need.pins[n]}: {label} ({where}) {has}"
+                         for n, has in self.missing.items())
+
+    def hint(self) -> str:
+        if self.need.name == "mirror":
+            return "check the network, or pass --index-url URL / --mirror URL for a reachable PyPI mirror"
+        return f"pass --index {self.need.name}=URL for a mirror of it that this host can reach"
+
+
+def _has(pages: Sequence[ProjectPage], version: str) -> bool:
+    return any(str(f.version) == version or f.version.public == version for p in pages for f in p.files)
+
+
+def _instead(pages: Sequence[ProjectPage], name: str) -> str:
+    versions = sorted({f.version for p in pages for f in p.files}, reverse=True)
+    return f"has only {', '.join(str(v) for v in versions[:5])}" if versions else f"has no {name}"
+
+
+def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
+                  indexes: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
+    """Ask every needed (index, package) page at once; whatever has not answered by `deadline` seconds
+    is unreachable. `indexes` (url -> SimpleIndex) keeps the pages for the caller to reuse."""
+    pool = indexes if indexes is not None else {}
+    jobs = []
+    for need in needs:
+        for url in need.urls:
+            index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
+            jobs += [(index, name) for name in need.pins]
+    results: Dict[tuple, ProjectPage] = {}
+
+    def ask(index: SimpleIndex, name: str) -> None:
+        results[(index.url, name)] = index.project(name)
+
+    threads = [threading.Thread(target=ask, args=job, daemon=True) for job in jobs]
+    end = time.monotonic() + deadline
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    checks = []
+    for need in needs:
+        check = IndexCheck(need)
+        pages: Dict[str, List[ProjectPage]] = {n: [] for n in need.pins}
+        errors = []
+        for url in need.urls:
+            index = pool[url]
+            for name in need.pins:
+                page = results.get((index.url, name))
+                if page is None:
+                    errors.append(f"no answer within {deadline:.0f} s")
+                elif page.error:
+                    errors.append(page.error.replace(index.project_url(name), "").replace("could not be reached", "")
+                                  .strip(" ()") or page.error)
+                else:
+                    pages[name].append(page)
+        if errors and not any(pages.values()):
+            check.error = errors[0]
+        else:
+            check.missing = {n: _instead(p, n) for n, p in pages.items() if not _has(p, need.pins[n])}
+        checks.append(check)
+    return checks

@@ -1,0 +1,108 @@
+"""Which Python the venv should use: the newest in the row's range for which every binary package of
+the row publishes a wheel for this host.
+
+The newest interpreter in range was 3.12 on a real host, and no triton-ascend release has a cp312
+wheel: the install failed at its last package step. The indexes know this before anything is
+installed, so the choice asks them (the same pages the reachability gate reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters
+from ascend_setup.index.choose import choose
+from ascend_setup.index.simple import IndexSet, SimpleIndex
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import MIRROR, Row
+from ascend_setup.resolve.closure import IndexSources, gate
+
+
+@dataclass
+class PythonChoice:
+    interpreter: Interpreter
+    reasons: List[str]  # why newer interpreters were passed over
+    gaps: List[str]  # what the chosen one still lacks (each a source build or unavailable)
+
+
+def binary_packages(row: Row, pages: Dict[str, list]) -> List[str]:
+    """Row packages that publish platform wheels at their pinned version (pure and sdist-only ones
+    fit every Python alike)."""
+    found = []
+    for name, version in row.packages.items():
+        files = [f for p in pages.get(name, []) for f in p.files if str(f.version) == version and f.kind == "wheel"]
+        if any(t.platform != "any" for f in files for t in f.tags):
+            found.append(name)
+    return found
+
+
+def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, list]) -> List[str]:
+    """The binary row packages with no wheel for this host under `python` ("triton-ascend 3.2.2 has no cp312
+    wheel")."""
+    target = Target(glibc=glibc, arch=arch, python=python)
+    gaps = []
+    for name in binary_packages(row, pages):
+        choice = choose(name, pages[name], SpecifierSet(f"=={row.packages[name]}"), target, binary_only=True)
+        if choice.file is None:
+            gaps.append(f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel for {arch} / "
+                        f"glibc {glibc}")
+    return gaps
+
+
+def row_pages(row: Row, sources: IndexSources, deadline: float) -> Optional[Dict[str, list]]:
+    """The row packages' project pages from the indexes that answered within `deadline` (an index that
+    did not is never asked again); None when the mirror did not answer."""
+    pool: Dict[str, SimpleIndex] = {}
+    checks = gate(row, sources, deadline=deadline, pool=pool)
+    if checks[0].error:
+        return None
+    answered = {c.need.name for c in checks if c.error is None}
+    groups = {name: IndexSet(sources.urls_for(name), pool=pool) for name in answered}
+    return {n: groups[row.index_of(n)].pages(n) if row.index_of(n) in groups else [] for n in row.packages}
+
+
+def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc: str,
+                  pages: Optional[Dict[str, list]]) -> PythonChoice:
+    """The newest candidate with the fewest wheel gaps (none, when the indexes allow)."""
+    ordered = sorted(candidates, key=lambda i: Version(i.version), reverse=True)
+    if pages is None:
+        return PythonChoice(ordered[0], ["the indexes could not be asked which Pythons the row's wheels exist for"], [])
+    gaps = {i.minor: wheel_gaps(row, i.minor, arch, glibc, pages) for i in ordered}
+    fewest = min(len(g) for g in gaps.values())
+    chosen = next(i for i in ordered if len(gaps[i.minor]) == fewest)
+    reasons = [f"{i.minor} passed over: {'; '.join(gaps[i.minor])}" for i in ordered
+               if Version(i.version) > Version(chosen.version) and len(gaps[i.minor]) > fewest]
+    return PythonChoice(chosen, reasons, gaps[chosen.minor])
+
+
+def row_minors(row: Row) -> List[str]:
+    """The CPython minors the row's range allows (3.8 to 3.15 considered), newest first."""
+    spec = SpecifierSet(row.python)
+    return [f"3.{m}" for m in range(15, 7, -1) if spec.contains(f"3.{m}.0", prereleases=True)]
+
+
+def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
+                local: bool = True, deadline: float = 5.0) -> PythonChoice:
+    """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
+    `local=False` (a target that is not this machine) chooses among the row's Python versions instead."""
+    if explicit:
+        interp = choose_interpreter(row.python, explicit)
+        pages = row_pages(row, sources, deadline)
+        gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else []
+        return PythonChoice(interp, [], gaps)
+    if local:
+        everything = find_interpreters()
+        found = [i for i in everything if row.python_allows(i.version) and i.has_venv]
+        if not found:
+            choose_interpreter(row.python, found=everything)  # raises the error with the install hint
+    else:
+        found = [Interpreter(path="", version=f"{minor}.0", has_venv=True) for minor in row_minors(row)]
+    minors = {i.minor for i in found}
+    pages = row_pages(row, sources, deadline) if len(minors) > 1 else None
+    if len(minors) == 1:
+        return PythonChoice(max(found, key=lambda i: Version(i.version)), [], [])
+    return choose_python(row, found, arch, glibc, pages)

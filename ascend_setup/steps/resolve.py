@@ -1,0 +1,130 @@
+"""resolve: the reachability gate, then one resolution for this host, written to
+`<workdir>/lock/<target>.txt`. Every later package step installs its slice of that lock."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ascend_setup.deps.derive import Derived
+from ascend_setup.errors import StepFailed
+from ascend_setup.index.download import sha256_of
+from ascend_setup.index.http import IndexUnreachable
+from ascend_setup.index.reach import IndexNeed, check_indexes
+from ascend_setup.installers import uv_command
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.paths import cache_dir
+from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, resolve_closure
+from ascend_setup.resolve.lockfile import Lock, read_lock, write_lock
+from ascend_setup.steps.base import Context, Step
+from ascend_setup.steps.common import host_target, indexes_of, matrix_of, row_of, settings_of
+
+#: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
+LOCK_DIR = "lock"
+
+
+def lock_path(ctx: Context) -> Path:
+    return ctx.workdir / LOCK_DIR / f"{row_of(ctx).cann}-{host_target(ctx).key()}.txt"
+
+
+def sources_of(ctx: Context) -> IndexSources:
+    idx = indexes_of(ctx)
+    return IndexSources.for_row(matrix_of(ctx), row_of(ctx), idx.index_url, idx.extra_index_urls)
+
+
+def _upstream_known(ctx: Context) -> bool:
+    """The host's target and the mirror are known only once preflight and mirror ran (not in a dry run)."""
+    return "preflight" in ctx.outputs and "mirror" in ctx.outputs
+
+
+def _lock_dir(workdir: Path) -> Path:
+    """`<workdir>/lock/`, replacing the old run-lock file of that name (ours: a few bytes, a pid)."""
+    directory = workdir / LOCK_DIR
+    if directory.is_file() and directory.stat().st_size < 32 and directory.read_text().strip().isdigit():
+        directory.unlink()
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _log_derived(log: Path, derived: List[Derived]) -> None:
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write("derived requirement set (in/out, requirement, why, sources):\n")
+        for d in derived:
+            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n")
+
+
+def gate_lock(lock: Lock, row_names: List[str]) -> None:
+    """A lock made elsewhere: its indexes must answer here and serve its row packages, in seconds."""
+    needs = []
+    for index, url in lock.indexes.items():
+        pins = {p.name: p.version or "" for p in lock.packages if p.index == index and p.name in row_names}
+        if pins:
+            needs.append(IndexNeed(index, [url, *(lock.extra_index_urls if index == MIRROR else [])], pins))
+    problems = [c for c in check_indexes(needs) if not c.ok]
+    if problems:
+        raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
+
+
+class Resolve(Step):
+    """check every index answers, then resolve the whole closure for this host into a lock"""
+
+    name = "resolve"
+    depends_on = ("preflight", "mirror")
+
+    def inputs(self, ctx: Context) -> Dict[str, Any]:
+        given = ctx.options.get("lock")
+        if given:
+            return {"lock_file": given, "sha256": sha256_of(Path(given)) if Path(given).is_file() else None}
+        if not _upstream_known(ctx):
+            return {"inputs": "known after preflight and mirror"}
+        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))}
+
+    def is_done(self, ctx: Context) -> bool:
+        if not _upstream_known(ctx):
+            return False
+        path = lock_path(ctx)
+        if not path.is_file():
+            return False
+        given = ctx.options.get("lock")
+        if given:
+            return Path(given).is_file() and sha256_of(Path(given)) == sha256_of(path)
+        try:
+            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))
+        except Exception:  # a damaged lock of ours is simply made again
+            return False
+
+    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        path = _lock_dir(ctx.workdir) / lock_path(ctx).name
+        row = row_of(ctx)
+        given = ctx.options.get("lock")
+        if given:
+            lock = read_lock(Path(given))
+            gate_lock(lock, list(row.packages))
+            shutil.copyfile(given, path)
+            with log.open("a") as handle:
+                handle.write(f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "
+                             f"/ Python {lock.target.python})\n")
+            return {"lock": str(path), "packages": len(lock.packages), "source": given}
+        sources = sources_of(ctx)
+        checks = gate(row, sources)
+        with log.open("a") as handle:
+            for check in checks:
+                handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
+                             f"{'ok' if check.ok else check.message()}\n")
+        problems = [c for c in checks if not c.ok]
+        if problems:
+            raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
+        try:
+            lock = resolve_closure(row, host_target(ctx), sources, settings=settings_of(ctx),
+                                   uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
+                                   on_derived=lambda derived: _log_derived(log, derived))
+        except IndexUnreachable as exc:
+            raise StepFailed(exc.message, hint=exc.hint) from None
+        write_lock(lock, path)
+        counts = lock.summary()
+        with log.open("a") as handle:
+            handle.write(f"lock {path}: {counts}\n")
+            for w in lock.warnings:
+                handle.write(f"warning ({w.id}): {w.message}\n")
+        return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}

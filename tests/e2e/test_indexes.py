@@ -1,0 +1,91 @@
+"""Indexes on the install path: an index that cannot be reached fails in seconds, before any package
+step; a hostile pip configuration changes nothing; a lock made by `plan` installs on its host only."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from e2e.conftest import installed, lock_versions, status
+from helpers.dists import build_wheel
+from helpers.index_server import BlackHole
+from ascend_setup.host.machine import glibc_version
+
+
+@pytest.mark.parametrize("where", ["dns", "black-hole"])
+def test_an_unreachable_index_fails_fast_before_any_package_step(source_stack, tmp_path: Path, where: str) -> None:
+    hole = BlackHole()
+    url = "http://ascend.invalid/simple/" if where == "dns" else hole.url
+    workdir = tmp_path / "wd"
+    try:
+        start = time.monotonic()
+        proc = source_stack.install(workdir, "--index", f"ascend={url}", timeout=120)
+        took = time.monotonic() - start
+    finally:
+        hole.close()
+    assert proc.returncode == 1 and took < 30, (took, proc.stderr[-2000:])
+    assert "index 'ascend'" in proc.stderr and url in proc.stderr and "triton-ascend==3.2.2" in proc.stderr
+    assert "--index ascend=URL" in proc.stderr and "Traceback" not in proc.stderr
+    states = {s["name"]: s["state"] for s in status(source_stack, workdir)["steps"]}
+    assert states["resolve"] == "failed" and states["venv"] == "pending"
+    assert not (workdir / "venv").exists()  # nothing half-installed
+
+
+def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_path: Path) -> None:
+    trap = tmp_path / "trap"
+    build_wheel(trap, "decorator", "99.0")  # a find-links trap: newer than anything on the index
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("torch==2.11.0\ntransformers==5.6.0\n")  # conflicts with the row
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nconstraint = {constraints}\nfind-links = {trap}\n"
+                      "extra-index-url = http://dead.invalid/simple\ntimeout = 7\n")
+    env = {"PIP_CONFIG_FILE": str(config), "PIP_PRE": "1"}
+    workdir = tmp_path / "wd"
+    proc = source_stack.install(workdir, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    versions = installed(workdir / "venv")
+    assert versions == lock_versions(workdir) and versions["decorator"] != "99.0"
+    assert versions["transformers"] == "5.5.4" and versions["torch"].startswith("2.10.0")
+    preflight = (workdir / "logs" / "preflight.log").read_text()
+    assert "ignored pip setting: global.constraint" in preflight and "PIP_PRE" in preflight
+    doctor = source_stack.cli("doctor", "--cann-home", str(source_stack.cann.root), "--workdir", str(workdir),
+                              "--json", env=env)
+    check = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "pip-config")
+    assert check["status"] == "warn" and "global.constraint" in check["detail"] and "global.find-links" in check["detail"]
+    assert "global.extra-index-url" in check["detail"] and "ignored" in check["detail"]
+    assert "timeout" not in check["detail"].split("ignored", 1)[1]  # a network setting is kept
+
+
+def test_a_lock_made_by_plan_installs_here_and_only_here(source_stack, tmp_path: Path) -> None:
+    lock = tmp_path / "host.lock"
+    python = "%d.%d" % sys.version_info[:2]
+    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", platform.machine(),
+                            "--python", python, *source_stack.index_args(), "--lock", str(lock))
+    assert made.returncode == 0, made.stderr
+    workdir = tmp_path / "wd"
+    proc = source_stack.install(workdir, "--lock", str(lock))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert installed(workdir / "venv") == lock_versions(workdir)
+    assert "installing the lock" in (workdir / "logs" / "resolve.log").read_text()
+    audit = source_stack.cli("audit", "--venv", str(workdir / "venv"), "--lock", str(lock), "--json")
+    assert audit.returncode == 0 and json.loads(audit.stdout)["lock"] == str(lock), audit.stdout
+
+    other = "aarch64" if platform.machine() == "x86_64" else "x86_64"
+    foreign = tmp_path / "foreign.lock"
+    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", other, "--python", python,
+                            *source_stack.index_args(), "--lock", str(foreign))
+    assert made.returncode == 0, made.stderr
+    refused = source_stack.install(tmp_path / "wd2", "--lock", str(foreign))
+    line = assert_one_line_error(refused)
+    assert f"made for {other}" in line and "plan --cann 9.1.0 --lock" in line
+    assert not (tmp_path / "wd2").exists()
+    garbage = tmp_path / "garbage.lock"
+    garbage.write_text("torch==2.10.0\n")
+    assert "not an ascend-setup lock" in assert_one_line_error(source_stack.install(tmp_path / "wd3", "--lock",
+                                                                                     str(garbage)))

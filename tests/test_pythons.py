@@ -1,0 +1,132 @@
+"""Which Python: discovery over fake interpreter trees, the choice by the wheels the row publishes,
+plan's assumption when no interpreter fits, and install hints that work on the OS at hand."""
+
+from __future__ import annotations
+
+import platform
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from helpers.ecosystem import build_ecosystem
+from helpers.fake_cann import build_fake_cann
+from helpers.index_server import LocalIndex
+from ascend_setup.commands.plan import target_python
+from ascend_setup.host.hints import python_install_hint
+from ascend_setup.host.interpreters import Interpreter, candidate_paths, find_interpreters
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.pipconfig import pip_settings
+from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.resolve import pythons
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.steps.base import Context
+from ascend_setup.steps.preflight import Preflight
+
+MATRIX = load_matrix()
+ARCH, GLIBC = platform.machine(), glibc_version() or "2.17"
+
+
+def fake_python(path: Path, version: str) -> Path:
+    """An executable that answers the interpreter probe like CPython `version` would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n"
+                    f'if [ "$1" = "--version" ]; then echo "Python {version}"; exit 0; fi\n'
+                    f'echo \'{{"version": "{version}", "venv": true, "executable": "{path}"}}\'\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    row = MATRIX.rows["9.1.0"]
+    eco = build_ecosystem(tmp_path_factory.mktemp("eco"), dict(row.packages), dict(row.cann_python_deps))
+    indexes = (LocalIndex(), LocalIndex(), LocalIndex())
+    for index, directory in zip(indexes, (eco.main, eco.ascend, eco.pytorch_cpu)):
+        index.add_dir(directory)
+    matrix = MATRIX.with_indexes({"ascend": indexes[1].url, "pytorch-cpu": indexes[2].url})
+    yield matrix, indexes[0].url
+    for index in indexes:
+        index.close()
+
+
+def test_discovery_covers_the_usual_prefixes(tmp_path: Path, monkeypatch) -> None:
+    root, home, on_path = tmp_path / "root", tmp_path / "home", tmp_path / "bin"
+    for var in ("PYENV_ROOT", "CONDA_PREFIX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv-pythons"))
+    expected = [
+        fake_python(on_path / "python3.11", "3.11.9"),
+        fake_python(root / "opt" / "py311" / "bin" / "python3.11", "3.11.4"),
+        fake_python(root / "usr" / "local" / "python3.10" / "bin" / "python3.10", "3.10.14"),
+        fake_python(home / "miniconda3" / "envs" / "serve" / "bin" / "python3", "3.12.3"),
+        fake_python(home / ".pyenv" / "versions" / "3.10.13" / "bin" / "python3.10", "3.10.13"),
+        fake_python(home / ".local" / "share" / "uv" / "python" / "cpython-3.11.10" / "bin" / "python3.11", "3.11.10"),
+        fake_python(tmp_path / "uv-pythons" / "cpython-3.12.8" / "bin" / "python3.12", "3.12.8"),
+    ]
+    fake_python(root / "opt" / "py311" / "bin" / "python3.11-config", "0")  # not an interpreter
+    found = candidate_paths(root=str(root), home=str(home), path_env=str(on_path))
+    assert sorted(found) == sorted(str(p) for p in expected)
+    versions = {i.version for i in find_interpreters(root=str(root), home=str(home), path_env=str(on_path))}
+    assert versions == {"3.11.9", "3.11.4", "3.10.14", "3.12.3", "3.10.13", "3.11.10", "3.12.8"}
+
+
+def test_the_newest_python_whose_wheels_exist_is_chosen(stub) -> None:
+    matrix, mirror = stub
+    row = select_row(matrix, "9.1.0", ARCH)
+    sources = IndexSources.for_row(matrix, row, mirror)
+    pages = pythons.row_pages(row, sources, deadline=10)
+    candidates = [Interpreter("/x/python3.12", "3.12.7", True), Interpreter("/x/python3.11", "3.11.9", True),
+                  Interpreter("/x/python3.10", "3.10.14", True)]
+    choice = pythons.choose_python(row, candidates, ARCH, GLIBC, pages)
+    assert choice.interpreter.minor == "3.11" and not choice.gaps
+    assert choice.reasons == [f"3.12 passed over: triton-ascend 3.2.2 has no cp312 wheel for {ARCH} / glibc {GLIBC}"]
+    # --python wins, and says what it forces
+    forced = pythons.pick_python(row, sources, ARCH, GLIBC, explicit=sys.executable)
+    assert forced.interpreter.path == sys.executable
+
+
+def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeypatch) -> None:
+    matrix, mirror = stub
+    python312 = fake_python(tmp_path / "bin" / "python3.12", "3.12.7")
+    real = Interpreter(sys.executable, "%d.%d.%d" % sys.version_info[:3], True)
+    if real.minor != "3.11":
+        pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
+    monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter(str(python312), "3.12.7", True), real])
+    cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    ctx = Context(workdir=tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
+                  options={"cann": "9.1.0", "cann_home": str(cann.root), "index_url": mirror, "soc": "ascend910b3"},
+                  extras={"matrix": matrix, "row": select_row(matrix, "9.1.0", ARCH), "pip_settings": pip_settings()})
+    (tmp_path / "wd").mkdir()
+    log = tmp_path / "preflight.log"
+    facts = Preflight().run(ctx, log)
+    assert facts["python_version"].startswith("3.11.")
+    assert "3.12 passed over: triton-ascend 3.2.2 has no cp312 wheel" in log.read_text()
+
+
+def test_plan_states_the_python_it_assumes(stub, monkeypatch) -> None:
+    matrix, mirror = stub
+    row = select_row(matrix, "9.1.0", ARCH)
+    sources = IndexSources.for_row(matrix, row, mirror)
+    monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter("/usr/bin/python3.9", "3.9.2", True)])
+    minor, note = target_python(None, row, sources, ARCH, GLIBC)
+    assert minor == "3.11" and "no interpreter in the row's range" in note and "Python 3.11" in note
+    minor, note = target_python(None, row, sources, "aarch64" if ARCH == "x86_64" else "x86_64", "2.31")
+    assert minor == "3.11" and "interpreters are unknown here" in note
+    assert target_python("3.10", row, sources, ARCH, GLIBC) == ("3.10", "")
+
+
+@pytest.mark.parametrize("release, words", [
+    ({"ID": "ubuntu", "VERSION_ID": "20.04"}, "ppa:deadsnakes/ppa"),
+    ({"ID": "ubuntu", "VERSION_ID": "22.04"}, "ppa:deadsnakes/ppa"),
+    ({"ID": "debian", "VERSION_ID": "11"}, "pyenv install 3.11"),
+    ({"ID": "debian", "VERSION_ID": "12"}, "apt-get install python3.11 python3.11-venv"),
+    ({"ID": "openEuler", "VERSION_ID": "22.03"}, "dnf install python3.11"),
+    ({"ID": "kylin", "VERSION_ID": "V10"}, "uv python install 3.11"),
+    ({}, "UV_PYTHON_INSTALL_MIRROR"),
+])
+def test_python_hints_fit_the_os(release, words) -> None:
+    assert words in python_install_hint("3.11", release)
+    assert "apt-get install python3.11 " not in python_install_hint("3.11", {"ID": "debian", "VERSION_ID": "11"})
