@@ -9,6 +9,7 @@ from typing import Callable, List, NoReturn, Optional
 
 from ascend_setup import __version__
 from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
+from ascend_setup.interrupts import install_handlers
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--venv", metavar="DIR", help="the venv whose pip.conf/uv.toml --apply writes")
     p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
     p.add_argument("--workdir", metavar="DIR", help="where the ranking is cached for install")
+    p.add_argument("--python", metavar="X.Y|EXE", help="the Python the install will use: the sample is the row's "
+                   "largest wheel for it (default: the newest interpreter in the row's range; env ASCEND_SETUP_PYTHON)")
     _index_flags(p)
     p.set_defaults(func=_lazy("mirrors:run"))
 
@@ -120,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cann-home", metavar="DIR", help="CANN root to check (env ASCEND_SETUP_CANN_HOME)")
     p.add_argument("--workdir", metavar="DIR", help="workdir whose disk and locks to check (env ASCEND_SETUP_WORKDIR)")
     p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
+    p.add_argument("--python", metavar="EXE", help="check this interpreter instead of searching (env ASCEND_SETUP_PYTHON)")
     _index_flags(p)
     p.set_defaults(func=_lazy("doctor:run"))
 
@@ -137,9 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands a stop interrupts in the middle of work that the next run picks up.
+RESUMABLE = ("install", "resume")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    install_handlers("run the same command again to resume" if args.command in RESUMABLE else None)
     try:
         return int(args.func(args))
     except AscendSetupError as exc:
@@ -147,9 +156,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             sys.stderr.write(exc.details.rstrip() + "\n")
         sys.stderr.write(exc.one_line() + "\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("ascend-setup: interrupted; run the same command again to resume\n")
-        return 130
 
 
 if __name__ == "__main__":

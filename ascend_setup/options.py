@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -9,8 +10,8 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ascend_setup.errors import BadInput
-from ascend_setup.matrix.load import MATRIX_ENV, load_matrix
-from ascend_setup.paths import check_dir_path, env_or, resolve_workdir
+from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
+from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 
 INSTALLERS = ("pip", "uv")
 
@@ -55,13 +56,28 @@ class InstallOptions:
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
 
+    def moved_to(self, workdir: Path) -> "InstallOptions":
+        """These options in `workdir` (a copied workdir resumes there, never in its original): a venv that
+        lived inside the recorded workdir moves along."""
+        old = Path(self.workdir)
+        venv = Path(self.venv)
+        if old != workdir and (venv == old / "venv" or old in venv.parents):
+            venv = workdir / venv.relative_to(old)
+        return InstallOptions(**{**self.to_record(), "workdir": str(workdir), "venv": str(venv)})
+
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> "InstallOptions":
+        """The options a state file recorded, each of the right type (a hand-edited file is bad input)."""
+        from pydantic import TypeAdapter, ValidationError
+
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         try:
-            return cls(**known)
-        except TypeError as exc:
-            raise BadInput(f"the recorded install options cannot be used: {exc}") from None
+            return TypeAdapter(cls).validate_python(known)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise BadInput(f"the state file's recorded option {where!r} cannot be used: {first['msg']}",
+                           hint="start again with 'ascend-setup install' and its flags, or restore the file") from None
 
 
 def check_lock_for_host(path: str, cann: str) -> str:
@@ -91,19 +107,24 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
-                          respect_pip_config: bool = False) -> InstallOptions:
-    """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk."""
-    matrix = env_or(matrix, MATRIX_ENV)
-    work = resolve_workdir(workdir)
-    venv_value = env_or(venv, "ASCEND_SETUP_VENV")
+                          respect_pip_config: bool = False, dry_run: bool = False) -> InstallOptions:
+    """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
+    names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
+    matrix, _ = flag_or_env(matrix, "--matrix", MATRIX_ENV)
+    loaded = load_matrix(matrix)
+    row = select_row(loaded, cann)
+    if index_url and mirror and mirror not in ("auto", "none"):
+        raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
+    work = resolve_workdir(workdir, write=not dry_run)
+    venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
     venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
-    check_dir_path(venv_path, "--venv")
-    python = env_or(python, "ASCEND_SETUP_PYTHON")
-    if python and not Path(python).exists():
-        raise BadInput(f"--python {python} does not exist")
-    cann_home = env_or(cann_home, "ASCEND_SETUP_CANN_HOME")
+    check_dir_path(venv_path, venv_source, writable=not dry_run)
+    python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
+    if python:
+        check_python_flag(python, python_source, row.python)
+    cann_home, home_source = flag_or_env(cann_home, "--cann-home", "ASCEND_SETUP_CANN_HOME")
     if cann_home and not Path(cann_home).is_dir():
-        raise BadInput(f"--cann-home {cann_home} is not a directory")
+        raise BadInput(f"{home_source} {cann_home} is not a directory")
     if installer not in INSTALLERS:
         raise BadInput(f"--installer must be one of {', '.join(INSTALLERS)}, not {installer!r}")
     mirror = mirror or "auto"
@@ -112,7 +133,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     if soc is not None and not soc.strip().replace("_", "").isalnum():
         raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
     overrides = parse_index_overrides(indexes or [])
-    load_matrix(matrix).with_indexes(overrides)  # unknown index names are bad input now
+    loaded.with_indexes(overrides)  # unknown index names are bad input now
     lock = check_lock_for_host(lock, cann) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
@@ -122,3 +143,18 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         mirror=mirror, installer=installer, soc=soc.strip().lower() if soc else None, force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config)
+
+
+def check_python_flag(python: str, source: str, spec: str) -> None:
+    """An interpreter that exists, runs, is new enough for the row and can make venvs; else exit 2 now."""
+    from ascend_setup.host.interpreters import choose_interpreter
+
+    path = Path(python)
+    if not path.exists():
+        raise BadInput(f"{source} {python} does not exist")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise BadInput(f"{source} {python} is not an executable file")
+    try:
+        choose_interpreter(spec, python)
+    except BadInput as exc:
+        raise BadInput(exc.message.replace("--python", source, 1), hint=exc.hint) from None

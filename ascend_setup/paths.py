@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 
@@ -18,10 +18,28 @@ def env_or(flag_value: Optional[str], env_name: str) -> Optional[str]:
     return flag_value if flag_value else (os.environ.get(env_name) or None)
 
 
-def default_workdir(candidates: Optional[Iterable[str]] = None) -> Path:
-    """First writable of /mnt/workspace, $HOME, then `<dir>/ascend-setup`."""
+def flag_or_env(flag_value: Optional[str], flag: str, env_name: str) -> Tuple[Optional[str], str]:
+    """(the value, where it came from): an error then names the flag or the variable the user set."""
+    if flag_value is not None:
+        if not flag_value.strip():
+            raise BadInput(f"{flag} was given an empty value")
+        return flag_value, flag
+    value = os.environ.get(env_name)
+    if value is not None and not value.strip():
+        raise BadInput(f"{env_name} is set but empty", hint=f"unset it or give it a value")
+    return (value or None), env_name
+
+
+def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = True) -> Path:
+    """First writable of /mnt/workspace, $HOME, then `<dir>/ascend-setup` (for a read command: the first of
+    them that already holds a workdir, even a read-only one)."""
     if candidates is None:
         candidates = ["/mnt/workspace", os.environ.get("HOME", "")]
+    candidates = list(candidates)
+    if not write:
+        for base in candidates:
+            if base and (Path(base) / WORKDIR_NAME).is_dir():
+                return Path(base) / WORKDIR_NAME
     for base in candidates:
         if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             return Path(base) / WORKDIR_NAME
@@ -29,16 +47,21 @@ def default_workdir(candidates: Optional[Iterable[str]] = None) -> Path:
                    hint="pass --workdir DIR or set ASCEND_SETUP_WORKDIR")
 
 
-def resolve_workdir(flag_value: Optional[str]) -> Path:
-    """The workdir the user asked for, or the default; a path that is a file is bad input."""
-    chosen = env_or(flag_value, "ASCEND_SETUP_WORKDIR")
-    path = Path(chosen).expanduser().absolute() if chosen else default_workdir()
-    check_dir_path(path, "--workdir")
+def resolve_workdir(flag_value: Optional[str], *, write: bool = True, exist: bool = False) -> Path:
+    """The workdir the user asked for, or the default. A command that writes needs it creatable; a read
+    command takes a read-only one, and `exist` ones (status, resume) need it to be there."""
+    chosen, source = flag_or_env(flag_value, "--workdir", "ASCEND_SETUP_WORKDIR")
+    path = Path(chosen).expanduser().absolute() if chosen else default_workdir(write=write)
+    if exist and not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise BadInput(f"{source} {path} {what}", hint="name the workdir an install used (--workdir DIR)")
+    check_dir_path(path, source, writable=write)
     return path
 
 
-def check_dir_path(path: Path, flag: str) -> None:
-    """A directory we may create: it must not be a file, and its nearest existing parent writable."""
+def check_dir_path(path: Path, flag: str, writable: bool = True) -> None:
+    """A directory we may create: it must not be a file, and its nearest existing parent a directory,
+    writable unless only read (a read command works on a read-only workdir)."""
     if path.exists() and not path.is_dir():
         raise BadInput(f"{flag} {path} exists and is not a directory")
     parent = path
@@ -46,7 +69,7 @@ def check_dir_path(path: Path, flag: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise BadInput(f"{flag} {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if writable and not os.access(parent, os.W_OK | os.X_OK):
         raise BadInput(f"{flag} {path}: {parent} is not writable")
 
 

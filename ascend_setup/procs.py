@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -11,6 +12,12 @@ from ascend_setup.errors import StepFailed
 from ascend_setup.knowledge.signatures import triage
 
 LineHook = Callable[[str], None]
+#: Who is shown each output line as it arrives (the terminal's live progress), besides the step log.
+_activity: ContextVar[Optional[LineHook]] = ContextVar("activity", default=None)
+
+
+def set_activity(hook: Optional[LineHook]) -> None:
+    _activity.set(hook)
 
 
 def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str]] = None,
@@ -37,6 +44,9 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
             lines.append(line)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
+            shown = _activity.get()
+            if shown is not None:
+                shown(line.rstrip("\n"))
         code = proc.wait()
         handle.write(f"[exit {code}]\n")
     if code != 0:

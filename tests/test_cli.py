@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, clean_env
 
 
 @pytest.mark.parametrize("args", [
@@ -39,7 +43,9 @@ def test_bad_paths(cli, tmp_path: Path) -> None:
         (["install", "--cann", "9.1.0", "--mirror", "fast", "--workdir", str(tmp_path / "w"), "--dry-run"],
          "not an http(s)"),
         (["status", "--workdir", str(a_file)], "not a directory"),
-        (["resume", "--workdir", str(tmp_path / "nothing-here")], "nothing to resume"),
+        (["resume", "--workdir", str(tmp_path / "nothing-here")], "does not exist"),
+        (["resume", "--workdir", str(tmp_path)], "nothing to resume"),
+        (["status", "--workdir", str(tmp_path / "nothing-here")], "does not exist"),
     ]
     for args, words in cases:
         assert words in assert_one_line_error(cli(*args)), args
@@ -55,22 +61,29 @@ def test_env_var_paths_are_checked_too(cli, tmp_path: Path) -> None:
 
 def test_dry_run_touches_nothing_and_status_json(cli, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
-    proc = cli("install", "--cann", "9.1.0", "--workdir", str(workdir), "--dry-run", "--json")
+    dead = "http://127.0.0.1:9/simple/"  # refused: the closure preview says it cannot resolve, in an instant
+    proc = cli("install", "--cann", "9.1.0", "--workdir", str(workdir), "--dry-run", "--json", "--index-url", dead,
+               "--index", f"ascend={dead}", "--index", f"pytorch-cpu={dead}")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert plan["dry_run"] is True and plan["steps"][0]["name"] == "preflight"
+    assert plan["closure"]["lock"] is None and "could not be reached" in plan["closure"]["error"]
     assert all(s["action"] == "run" for s in plan["steps"])
     assert not workdir.exists()
+    assert "does not exist" in assert_one_line_error(cli("status", "--workdir", str(workdir), "--json"))
+    workdir.mkdir()
     status = cli("status", "--workdir", str(workdir), "--json")
     assert status.returncode == 0
     data = json.loads(status.stdout)
     assert data["workdir"] == str(workdir)
     assert [s["state"] for s in data["steps"]] == ["pending"] * len(data["steps"])
     assert set(data["steps"][0]) >= {"name", "state", "seconds", "log"}
-    assert not workdir.exists()
+    assert list(workdir.iterdir()) == []
 
 
 def test_default_workdir_is_under_home(cli, home: Path) -> None:
+    assert str(home / "ascend-setup") in assert_one_line_error(cli("status", "--json"))
+    (home / "ascend-setup").mkdir()
     data = json.loads(cli("status", "--json").stdout)
     assert data["workdir"] == str(home / "ascend-setup")
 
@@ -89,3 +102,53 @@ def test_corrupt_state_is_exit_2_and_kept(cli, tmp_path: Path) -> None:
 def test_version_and_module_entry(cli) -> None:
     proc = cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("ascend-setup ")
+
+
+def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
+    from ascend_setup.steps.state import RunState, StateStore, StepRecord
+
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    state = RunState(steps={"preflight": StepRecord(state="started", fingerprint="x", started_at=1.0,
+                                                     log=str(workdir / "logs" / "preflight.log"))})
+    StateStore(workdir / "state.json").save(state)
+    first = json.loads(cli("status", "--workdir", str(workdir), "--json").stdout)["steps"][0]
+    assert first["state"] == "interrupted"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|"
+                               "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
+                               "print('locked', flush=True); time.sleep(30)", str(workdir / "run.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        first = json.loads(cli("status", "--workdir", str(workdir), "--json").stdout)["steps"][0]
+        assert first["state"] == f"running (pid {holder.pid})"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare for a ro mount")
+def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -> None:
+    """A read-only bind mount (as root, permission bits prove nothing): status, doctor and a dry run read."""
+    import venv as venv_module
+
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    (workdir / "state.json").write_text(json.dumps({"format": "ascend-setup-state", "version": 1, "options": {},
+                                                    "steps": {}}))
+    venv_module.create(tmp_path / "venv", with_pip=False)
+    dead = "http://127.0.0.1:9/simple/"
+    # (command, the worst exit code that is not a refusal: doctor and audit report findings with 1)
+    commands = [(["status", "--workdir", str(workdir), "--json"], 0),
+                (["doctor", "--workdir", str(workdir), "--json"], 1),
+                (["install", "--cann", "9.1.0", "--workdir", str(workdir), "--dry-run", "--json", "--index-url", dead,
+                  "--index", f"ascend={dead}", "--index", f"pytorch-cpu={dead}"], 0),
+                (["audit", "--venv", str(tmp_path / "venv"), "--json"], 1)]
+    script = f"mount --bind {workdir} {workdir} && mount -o remount,bind,ro {workdir} || exit 98; " \
+             f"touch {workdir}/probe 2>/dev/null && exit 99; "
+    for i, (command, worst) in enumerate(commands):
+        script += " ".join([sys.executable, "-m", "ascend_setup", *command, ">/dev/null"]) + f"; [ $? -le {worst} ] || exit {i + 10}; "
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script],
+                          capture_output=True, text=True, env=clean_env(home), timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert sorted(p.name for p in workdir.iterdir()) == ["state.json"]

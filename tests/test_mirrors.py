@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from helpers.index_server import Behaviour, LocalIndex
+from helpers.index_server import Behaviour, BlackHole, LocalIndex
 from helpers.mirror_farm import build_farm
 from ascend_setup.index.download import download, sha256_of
 from ascend_setup.index.tags import Target
@@ -167,3 +167,39 @@ def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path
         assert alternate_urls(Context(workdir=tmp_path), sdist.name) == []
     finally:
         mirror_b.close()
+
+
+def test_the_cached_ranking_serves_every_python(farm, tmp_path: Path) -> None:
+    """`mirrors` (whatever Python it samples for) and `install` (its own interpreter's) share one ranking."""
+    from ascend_setup.mirrors.choice import load_cached, ranked
+
+    matrix = load_matrix()
+    urls = [farm.url("fast"), farm.url("crawler")]
+    made = Target(glibc=TARGET.glibc, arch=TARGET.arch, python="3.12")
+    data, cached = ranked(matrix, ROW, tmp_path, target=made, urls=urls, budget=3.0, use_cache=False)
+    assert not cached and data["result"]["chosen"] == farm.url("fast")
+    install = Target(glibc=TARGET.glibc, arch=TARGET.arch, python="3.11")
+    assert load_cached(tmp_path, ROW, install, urls) is not None
+    assert load_cached(tmp_path, ROW, install, urls[:1]) is None  # another candidate set is another ranking
+
+
+def test_the_budget_holds_against_black_holes_and_dead_names(cli, farm, tmp_path: Path) -> None:
+    holes = [BlackHole() for _ in range(4)]
+    try:
+        bad = [h.url for h in holes] + [f"http://mirror{i}.invalid/simple/" for i in range(4)]
+        argv = ["mirrors", "--cann", "9.1.0", "--only", "--json", "--budget", "3", "--workdir", str(tmp_path / "wd")]
+        start = time.monotonic()
+        proc = cli(*argv, *[a for url in [*bad, farm.url("fast")] for a in ("--candidate", url)])
+        took = time.monotonic() - start
+        assert proc.returncode == 0 and json.loads(proc.stdout)["chosen"] == farm.url("fast"), proc.stdout[-2000:]
+        assert took <= 3.5 + 1.0, took  # the budget, plus the interpreter's start-up
+        # all bad: nothing chosen, and nothing cached that would fail the next run
+        proc = cli(*argv, *[a for url in bad[:2] for a in ("--candidate", url)])
+        assert proc.returncode == 1 and json.loads(proc.stdout)["chosen"] is None
+        assert not (tmp_path / "wd" / "mirrors.json").exists() or \
+            json.loads((tmp_path / "wd" / "mirrors.json").read_text())["result"]["chosen"]
+        proc = cli(*argv, "--candidate", farm.url("fast"))
+        assert json.loads(proc.stdout)["chosen"] == farm.url("fast")
+    finally:
+        for hole in holes:
+            hole.close()

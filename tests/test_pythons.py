@@ -81,7 +81,8 @@ def test_the_newest_python_whose_wheels_exist_is_chosen(stub) -> None:
     candidates = [Interpreter("/x/python3.12", "3.12.7", True), Interpreter("/x/python3.11", "3.11.9", True),
                   Interpreter("/x/python3.10", "3.10.14", True)]
     choice = pythons.choose_python(row, candidates, ARCH, GLIBC, pages)
-    assert choice.interpreter.minor == "3.11" and not choice.gaps
+    assert choice.interpreter.minor == "3.11" and not any("triton-ascend" in g for g in choice.gaps)
+    # what every interpreter lacks (vllm-ascend's manylinux_2_34 wheels on an older glibc) is not a reason
     assert choice.reasons == [f"3.12 passed over: triton-ascend 3.2.2 has no cp312 wheel for {ARCH} / glibc {GLIBC}"]
     # --python wins, and says what it forces
     forced = pythons.pick_python(row, sources, ARCH, GLIBC, explicit=sys.executable)
@@ -116,6 +117,19 @@ def test_plan_states_the_python_it_assumes(stub, monkeypatch) -> None:
     minor, note = target_python(None, row, sources, "aarch64" if ARCH == "x86_64" else "x86_64", "2.31")
     assert minor == "3.11" and "interpreters are unknown here" in note
     assert target_python("3.10", row, sources, ARCH, GLIBC) == ("3.10", "")
+
+
+def test_pip_configuration_of_every_pip_generation_is_read() -> None:
+    from ascend_setup.index.pipconfig import _classify
+
+    old = {":env:.cert": "/ca.pem", "global.constraint": "/c.txt", "global.index-url": "http://i/simple"}
+    new = {":env:": {":env:.cert": "/ca.pem", ":env:.config-file": "/p.conf"},
+           "/etc/pip.conf": {"global.constraint": "/c.txt", "global.index-url": "http://i/simple"}}
+    for items in (old, new):
+        index, network, ignored = _classify(items)
+        assert index == "http://i/simple" and network == {"cert": "/ca.pem"}
+        assert list(ignored) == ["global.constraint"] and ignored["global.constraint"].startswith("/c.txt")
+    assert _classify(new)[2]["global.constraint"] == "/c.txt (in /etc/pip.conf)"
 
 
 @pytest.mark.parametrize("release, words", [

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.doctor import run_doctor
-from ascend_setup.index.pipconfig import PipSettings, pip_settings
+from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.options import parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
@@ -16,16 +16,16 @@ from ascend_setup.render import print_json, stdout_console, table
 
 
 def run(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir)
+    workdir = resolve_workdir(args.workdir, write=False)  # doctor only reads
     venv_value = env_or(args.venv, "ASCEND_SETUP_VENV")
     venv = Path(venv_value).absolute() if venv_value else workdir / "venv"
     matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
     try:
-        settings: Optional[PipSettings] = pip_settings(respect=args.respect_pip_config)
+        settings: Optional[PipSettings] = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     except AscendSetupError:
         settings = None
     report = run_doctor(matrix, cann=args.cann, cann_home=env_or(args.cann_home, "ASCEND_SETUP_CANN_HOME"),
-                        workdir=workdir, venv=venv, settings=settings)
+                        workdir=workdir, venv=venv, settings=settings, python=env_or(args.python, "ASCEND_SETUP_PYTHON"))
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0

@@ -8,47 +8,53 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from ascend_setup.errors import BadInput
-from ascend_setup.index.pipconfig import pip_settings
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.options import InstallOptions, build_install_options
+from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.steps.base import Context
 from ascend_setup.steps.pipeline import build_pipeline
+from ascend_setup.steps.resolve import preview_closure
+from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.runner import Runner, status_rows
 from ascend_setup.steps.state import StateStore
 from ascend_setup.steps.verify import serving_hints, shell_lines
 
 
-class ConsoleReporter:
-    """Step transitions as one line each, on stderr so --json output stays clean."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def skipped(self, name: str, reason: str) -> None:
-        self.console.print(f"[green]✓[/green] {name} [dim]({reason})[/dim]")
-
-    def starting(self, name: str, reason: str, description: str) -> None:
-        self.console.print(f"[bold]→ {name}[/bold]: {escape(description)} [dim]({escape(reason)})[/dim]")
-
-    def finished(self, name: str, seconds: float) -> None:
-        self.console.print(f"[green]✓ {name}[/green] done in {seconds:.1f}s")
-
-    def failed(self, name: str, message: str) -> None:
-        self.console.print(f"[red]✗ {name}[/red] failed")
-
-
 def _runner(options: InstallOptions, console: Console) -> Runner:
     matrix = load_matrix(options.matrix).with_indexes(options.indexes)
     row = select_row(matrix, options.cann, platform.machine())
-    settings = pip_settings(respect=options.respect_pip_config)
+    settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     ctx = Context(workdir=Path(options.workdir), options=options.to_record(), console=console,
                   extras={"matrix": matrix, "row": row, "pip_settings": settings})
     return Runner(build_pipeline(), ctx)
+
+
+def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError) -> dict:
+    """--json output when the run fails: which step, the error, its root cause, and the log to read."""
+    try:
+        state = runner.store.load()
+    except AscendSetupError:
+        state = None
+    failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
+    record = state.steps.get(failed) if state and failed else None
+    return {"ok": False, "workdir": options.workdir, "step": failed, "error": exc.message, "hint": exc.hint,
+            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code,
+            "steps": status_rows(runner.steps, state) if state else []}
+
+
+def closure_line(closure: dict) -> str:
+    if closure.get("error"):
+        return f"closure: cannot be resolved now: {closure['error']}" + (f" ({closure['hint']})" if closure.get("hint") else "")
+    t, c = closure["target"], closure["summary"]
+    where = f" (lock {closure['lock']})" if closure.get("lock") else " (resolved now; the resolve step writes the lock)"
+    return (f"closure for glibc {t['glibc']} / {t['arch']} / Python {t['python']}: {c['packages']} packages, "
+            f"{c['wheels']} wheels, {c['sdists']} source builds, {c['unavailable']} unavailable, "
+            f"{closure['download_bytes'] / 1e6:.1f} MB{where}")
 
 
 def _confirm(console: Console) -> bool:
@@ -63,23 +69,32 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     runner = _runner(options, console)
     if dry_run:
         decisions = runner.plan()
+        closure = preview_closure(runner.ctx)
         if as_json:
-            print_json({"workdir": options.workdir, "dry_run": True, "steps": [
+            print_json({"workdir": options.workdir, "dry_run": True, "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
                  "description": d.step.describe(runner.ctx)} for d in decisions]})
-        else:
-            stdout_console().print(table(f"install plan for CANN {options.cann} in {options.workdir}",
-                                         ["step", "action", "why", "what"],
-                                         [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)]
-                                          for d in decisions]))
+            return 0
+        out = stdout_console()
+        out.print(table(f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
+                        [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)]
+                         for d in decisions]))
+        out.print(closure_line(closure), soft_wrap=True, markup=False)
+        for p in closure.get("not_wheels", []):
+            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
         return 0
     if not assume_yes and not _confirm(console):
         console.print("nothing done")
         return 1
-    state = runner.run(ConsoleReporter(console), options=options.to_record())
+    try:
+        state = runner.run(ConsoleReporter(console), options=options.to_record())
+    except AscendSetupError as exc:
+        if as_json:
+            print_json(failure_json(runner, options, exc))
+        raise
     shell, hints = shell_lines(runner.ctx), serving_hints(runner.ctx)
     if as_json:
-        print_json({"workdir": options.workdir, "steps": status_rows(runner.steps, state), "shell": shell,
+        print_json({"ok": True, "workdir": options.workdir, "steps": status_rows(runner.steps, state), "shell": shell,
                     "hints": hints})
         return 0
     out = stdout_console()
@@ -97,24 +112,24 @@ def run_install(args: argparse.Namespace) -> int:
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
-        lock=args.lock, respect_pip_config=args.respect_pip_config)
+        lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir)
+    workdir = resolve_workdir(args.workdir, write=not args.dry_run, exist=True)
     state = StateStore(workdir / "state.json").load()
     if not state.options:
         raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
                        hint="start one with 'ascend-setup install --cann VERSION'")
-    options = InstallOptions.from_record(state.options)
+    options = InstallOptions.from_record(state.options).moved_to(workdir)
     return execute(options, dry_run=args.dry_run, assume_yes=True, as_json=args.json)
 
 
 def run_status(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir)
+    workdir = resolve_workdir(args.workdir, write=False, exist=True)
     state = StateStore(workdir / "state.json").load()
-    rows = status_rows(build_pipeline(), state)
+    rows = status_rows(build_pipeline(), state, WorkdirLock(workdir / RUN_LOCK).running())
     if args.json:
         print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0

@@ -7,15 +7,19 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import primary_cann, row_for
+from ascend_setup.host.interpreters import PREFERRED, choose_interpreter
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import Row
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_venv_config
 from ascend_setup.mirrors.choice import candidates, host_target, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
 
@@ -25,6 +29,19 @@ def _apply_global(url: str) -> None:
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise AscendSetupError(f"pip config could not set global.index-url: {proc.stderr.strip()[-200:]}")
+
+
+def install_python(value: Optional[str], row: Row) -> str:
+    """The Python X.Y the install would use here: --python (a version or an interpreter), else the newest
+    interpreter in the row's range, else the version the hints suggest."""
+    if value and ("/" in value or Path(value).exists()):
+        return choose_interpreter(row.python, value).minor
+    if value:
+        return Target.parse("2.17", platform.machine(), value).python
+    try:
+        return choose_interpreter(row.python).minor
+    except AscendSetupError:
+        return PREFERRED
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
     row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
-    workdir = resolve_workdir(args.workdir)
-    data, _ = ranked(matrix, row, workdir, target=host_target(), urls=urls, budget=args.budget, use_cache=False)
+    workdir = resolve_workdir(args.workdir, write=False)  # the cache is kept when it can be
+    python = install_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row)
+    live = stderr_console()
+    shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
+        if live.is_terminal and not args.json else None
+    data, _ = ranked(matrix, row, workdir, target=host_target(python), urls=urls, budget=args.budget, use_cache=False,
+                     first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:
         if args.venv:

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.index.pipconfig import pip_settings
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
     if lock_path is not None and lock_path.is_dir():
         raise BadInput(f"--lock {lock_path} is a directory; give the lock file's path")
-    settings = pip_settings(respect=args.respect_pip_config)
+    settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from ascend_setup.sourcebuild.locks import find_compile_locks
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
 from ascend_setup.host.hints import python_install_hint
-from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters
+from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters, probe
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
@@ -77,6 +77,16 @@ def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
     seen = ", ".join(sorted({i.version for i in interpreters})) or "none"
     return Check("python", "fail", f"no interpreter in {row.python} (found: {seen})",
                  f"{python_install_hint(PREFERRED)}; then --python /path/to/python{PREFERRED}")
+
+
+def interpreters_to_check(python: Optional[str]) -> List[Interpreter]:
+    """--python alone when given (a path that does not run is bad input), else every interpreter found."""
+    if not python:
+        return find_interpreters()
+    found = probe(python)
+    if found is None:
+        raise BadInput(f"--python {python} is not a working Python interpreter")
+    return [found]
 
 
 def check_driver_and_npu(driver: Optional[Driver], npu: NpuFacts) -> List[Check]:
@@ -205,7 +215,7 @@ class DoctorReport:
 
 
 def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
-               venv: Path, settings: Optional[PipSettings] = None) -> DoctorReport:
+               venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None) -> DoctorReport:
     installs = detect_cann(cann_home)
     row = row_for(matrix, cann, installs[0] if installs else None).for_arch(platform.machine())
     facts = machine_facts(workdir)
@@ -216,7 +226,7 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks = [Check("row", "pass", f"checking against CANN {row.cann} (vllm-ascend {row.packages['vllm-ascend']})")]
     checks.append(check_cann(row, installs, looked))
     checks.append(check_glibc(row, facts))
-    checks.append(check_python(row, find_interpreters()))
+    checks.append(check_python(row, interpreters_to_check(python)))
     checks += check_driver_and_npu(driver, npu)
     checks.append(check_nnal(installs))
     checks.append(check_set_env(captured))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Dict, Optional
 
@@ -13,6 +15,44 @@ from ascend_setup.errors import AscendSetupError
 
 USER_AGENT = f"ascend-setup/{__version__}"
 _local = threading.local()
+_trust = {"injected": False, "ca_bundle": None}
+TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
+            "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
+            "'pip config set global.cert /path/to/site-ca.pem'")
+
+
+def use_system_trust() -> None:
+    """Verify TLS with the operating system's trust store (as pip does), not requests' bundled certifi:
+    behind a proxy that re-signs TLS with a site CA, pip worked and the tool did not."""
+    if _trust["injected"]:
+        return
+    _trust["injected"] = True
+    try:
+        import truststore
+
+        truststore.inject_into_ssl()
+    except ImportError:  # Python 3.9: no truststore; SSL_CERT_FILE is still honoured below
+        pass
+
+
+def use_ca_bundle(path: Optional[str]) -> None:
+    """pip's configured `cert` (a CA bundle), for every request this process makes from now on."""
+    _trust["ca_bundle"] = path or None
+    _local.__dict__.pop("session", None)
+
+
+def _verify() -> object:
+    bundle = _trust["ca_bundle"]
+    if bundle:
+        return bundle
+    fallback = os.environ.get("SSL_CERT_FILE")
+    if not _truststore_active() and fallback and os.path.isfile(fallback):
+        return fallback
+    return True
+
+
+def _truststore_active() -> bool:
+    return _trust["injected"] and "truststore" in sys.modules
 
 
 class IndexUnreachable(AscendSetupError):
@@ -29,7 +69,9 @@ def session() -> requests.Session:
     """A session per thread (requests sessions are not thread-safe to share)."""
     s = getattr(_local, "session", None)
     if s is None:
+        use_system_trust()
         s = requests.Session()
+        s.verify = _verify()  # type: ignore[assignment]
         s.headers["User-Agent"] = USER_AGENT
         adapter = requests.adapters.HTTPAdapter(pool_connections=16, pool_maxsize=16)
         s.mount("http://", adapter)
@@ -42,6 +84,15 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, requests.exceptions.SSLError):
         return False
     return isinstance(exc, (requests.ConnectionError, requests.Timeout, ServerError))
+
+
+def _tls_reason(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("self-signed certificate in certificate chain", "unable to get local issuer certificate",
+                   "certificate has expired", "Hostname mismatch", "self signed certificate"):
+        if marker.lower() in text.lower():
+            return marker
+    return "CERTIFICATE_VERIFY_FAILED" if "CERTIFICATE_VERIFY_FAILED" in text else exc.__class__.__name__
 
 
 def network_cause(exc: BaseException, timeout: float) -> str:
@@ -77,8 +128,8 @@ def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 
     try:
         return attempt()
     except requests.exceptions.SSLError as exc:
-        raise IndexUnreachable(f"TLS failure talking to {url}: {exc.__class__.__name__}",
-                               hint="check the system CA certificates or use an http mirror") from None
+        what = "its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
+        raise IndexUnreachable(f"{url}: {what} ({_tls_reason(exc)})", hint=TLS_HINT) from None
     except ServerError as exc:
         raise IndexUnreachable(f"{url} answered {exc}") from None
     except (requests.ConnectionError, requests.Timeout) as exc:

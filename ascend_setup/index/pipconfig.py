@@ -25,7 +25,7 @@ NETWORK_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout")
 #: Options that change nothing about what gets installed or from where.
 HARMLESS_KEYS = {"disable-pip-version-check", "no-input", "progress-bar", "no-color", "quiet", "verbose",
                  "root-user-action", "cache-dir", "no-cache-dir", "log", "user-agent", "retries",
-                 "default-timeout", "keyring-provider", "break-system-packages"}
+                 "default-timeout", "keyring-provider", "break-system-packages", "config-file"}
 #: Our own bounds for every pip run (the gate has already shown that each index answers).
 PIP_RETRIES = "2"
 DEFAULT_TIMEOUT = "30"
@@ -99,25 +99,37 @@ class PipSettings:
         return env
 
 
-def _classify(items: Mapping[str, str]) -> Tuple[Optional[str], Dict[str, str], Dict[str, str]]:
-    """(index-url, network settings, ignored settings) from pip's `section.key -> value` items.
-    Environment variables (section ':env:') beat files, as in pip."""
+def _flatten(items: Mapping[str, object]) -> List[Tuple[str, str, Optional[str]]]:
+    """(section.key, value, the file it came from) from pip's configuration items. pip up to 25 gives
+    `section.key -> value`; pip 26 gives `file (or ':env:') -> {section.key: value}`."""
+    flat: List[Tuple[str, str, Optional[str]]] = []
+    for name, value in items.items():
+        if isinstance(value, dict):
+            origin = None if name == ":env:" else name
+            flat += [(str(k), str(v), origin) for k, v in value.items()]
+        else:
+            flat.append((name, str(value), None))
+    return flat
+
+
+def _classify(items: Mapping[str, object]) -> Tuple[Optional[str], Dict[str, str], Dict[str, str]]:
+    """(index-url, network settings, ignored settings). Environment variables (section ':env:') beat
+    files, as in pip."""
     index_url: Optional[str] = None
     network: Dict[str, str] = {}
     ignored: Dict[str, str] = {}
-    ordered = sorted(items.items(), key=lambda kv: kv[0].startswith(":env:"))
-    for dotted, value in ordered:
+    for dotted, value, origin in sorted(_flatten(items), key=lambda item: item[0].startswith(":env:")):
         section, _, key = dotted.partition(".")
         key = "timeout" if key == "default-timeout" else key
         source = "PIP_" + key.upper().replace("-", "_") if section == ":env:" else f"{section}.{key}"
         if section not in (":env:", "global", "install", "download", "wheel"):
             continue
         if key == "index-url":
-            index_url = str(value).split()[0] if str(value).split() else None
+            index_url = value.split()[0] if value.split() else None
         elif key in NETWORK_KEYS:
-            network[key] = " ".join(str(value).split())
+            network[key] = " ".join(value.split())
         elif key not in HARMLESS_KEYS:
-            ignored[source] = " ".join(str(value).split())
+            ignored[source] = " ".join(value.split()) + (f" (in {origin})" if origin else "")
     return index_url, network, ignored
 
 
@@ -140,6 +152,14 @@ def pip_settings(python: Optional[str] = None, *, respect: bool = False) -> PipS
     index_url, network, ignored = _classify(data["items"])
     return PipSettings(default_index=data["default"], index_url=index_url, network=network, ignored=ignored,
                        files=tuple(data["files"]), respect=respect)
+
+
+def network_settings_for_this_run(settings: PipSettings) -> PipSettings:
+    """Make the tool's own HTTP trust what pip trusts (its configured cert); returns `settings`."""
+    from ascend_setup.index.http import use_ca_bundle
+
+    use_ca_bundle(settings.network.get("cert"))
+    return settings
 
 
 def configured_index(python: Optional[str] = None) -> str:

@@ -9,11 +9,11 @@ deadline passes (a hanging getaddrinfo cannot be interrupted, only left behind).
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ascend_setup.deadline import run_until
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
 
 GATE_SECONDS = 10.0
@@ -72,17 +72,9 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
         for url in need.urls:
             index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
             jobs += [(index, name) for name in need.pins]
-    results: Dict[tuple, ProjectPage] = {}
-
-    def ask(index: SimpleIndex, name: str) -> None:
-        results[(index.url, name)] = index.project(name)
-
-    threads = [threading.Thread(target=ask, args=job, daemon=True) for job in jobs]
-    end = time.monotonic() + deadline
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
+    pages = run_until([lambda i=index, n=name: i.project(n) for index, name in jobs], time.monotonic() + deadline)
+    results: Dict[tuple, ProjectPage] = {(index.url, name): page for (index, name), page in zip(jobs, pages)
+                                         if page is not None}
     checks = []
     for need in needs:
         check = IndexCheck(need)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fsutil import atomic_write_text
@@ -15,14 +14,15 @@ from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Matrix, Row
-from ascend_setup.mirrors.rank import Ranking, rank_mirrors
+from ascend_setup.mirrors.rank import MirrorResult, Ranking, rank_mirrors
 
 CACHE_NAME = "mirrors.json"
 CACHE_TTL = 6 * 3600
 
 
 def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) -> List[str]:
-    """The well-known mirrors (matrix data), pip's configured index, and --candidate URLs."""
+    """pip's configured index first (it is measured first), the well-known mirrors (matrix data), and
+    --candidate URLs."""
     if only:
         return list(dict.fromkeys(extra))
     try:
@@ -32,13 +32,15 @@ def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) ->
     return list(dict.fromkeys([*configured, *matrix.well_known_mirrors, *extra]))
 
 
-def host_target(python: Optional[str] = None) -> Target:
-    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(),
-                  python=python or "%d.%d" % sys.version_info[:2])
+def host_target(python: str) -> Target:
+    """This machine, with the Python the install uses (the sample is the row's largest wheel for it)."""
+    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(), python=python)
 
 
 def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> dict:
-    return {"row": row.cann, "target": target.to_json(), "candidates": sorted(urls)}
+    """What a ranking depends on. Not the Python: a mirror's speed and freshness are the same for every
+    interpreter, so `mirrors` and `install` (whatever Python each targets) share one ranking."""
+    return {"row": row.cann, "arch": target.arch, "glibc": target.glibc, "candidates": sorted(urls)}
 
 
 def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], ttl: float = CACHE_TTL) -> Optional[dict]:
@@ -52,23 +54,33 @@ def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], tt
     return data
 
 
-def save_cache(workdir: Path, row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> None:
-    workdir.mkdir(parents=True, exist_ok=True)
-    data = {"key": _cache_key(row, target, urls), "time": time.time(), "result": ranking.to_json(),
+def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> dict:
+    return {"key": _cache_key(row, target, urls), "time": time.time(), "result": ranking.to_json(),
             "fallbacks": [m.url for m in ranking.usable()[1:]]}
-    atomic_write_text(workdir / CACHE_NAME, json.dumps(data, indent=2) + "\n")
 
 
-def ranked(matrix: Matrix, row: Row, workdir: Path, *, target: Target, urls: Sequence[str],
-           budget: float = 5.0, use_cache: bool = True) -> Tuple[dict, bool]:
-    """(the ranking as JSON plus fallbacks, whether it came from the cache)."""
+def save_cache(workdir: Path, data: dict) -> None:
+    """Keep a ranking that chose a mirror (a failed one is never kept: the next run measures again)."""
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(workdir / CACHE_NAME, json.dumps(data, indent=2) + "\n")
+    except OSError:
+        pass  # a read-only workdir: the ranking is shown, just not remembered
+
+
+def ranked(matrix: Matrix, row: Row, workdir: Path, *, target: Target, urls: Sequence[str], budget: float = 5.0,
+           use_cache: bool = True, first: Optional[str] = None,
+           on_result: Optional[Callable[[MirrorResult], None]] = None) -> Tuple[dict, bool]:
+    """(the ranking as JSON plus fallbacks, whether it came from the cache). `first` is measured first."""
     if use_cache:
         cached = load_cached(workdir, row, target, urls)
         if cached is not None:
             return cached, True
-    ranking = rank_mirrors(urls, row, target, budget=budget)
-    save_cache(workdir, row, target, urls, ranking)
-    return json.loads((workdir / CACHE_NAME).read_text()), False
+    ranking = rank_mirrors(urls, row, target, budget=budget, first=first, on_result=on_result)
+    data = ranking_record(row, target, urls, ranking)
+    if ranking.chosen:
+        save_cache(workdir, data)
+    return data, False
 
 
 def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
@@ -76,9 +88,9 @@ def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
     Returns the chosen index, why, and the other usable mirrors (for download fail-over)."""
     matrix, row = ctx.extras["matrix"], ctx.extras["row"]
     pre = ctx.outputs.get("preflight", {})
-    target = host_target(".".join(pre.get("python_version", "").split(".")[:2]) or None)
+    target = host_target(".".join(pre["python_version"].split(".")[:2]))
     urls = candidates(matrix)
-    data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls)
+    data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls, first=urls[0] if urls else None)
     with log.open("a") as handle:
         for m in data["result"]["mirrors"]:
             handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")

@@ -11,14 +11,14 @@ capped, and the whole measurement stays inside an overall budget.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import requests
 from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
 
+from ascend_setup.deadline import run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
@@ -26,6 +26,8 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import MIRROR, Row
 
 SAMPLE_BYTES = 16 * 1024 * 1024
+#: Of the budget: project pages (DNS and connect included) by 40 %, first bytes by 60 %, throughput after.
+PAGES_SHARE, FIRST_BYTE_SHARE = 0.4, 0.6
 FIRST_BYTE_TIMEOUT = 2.0
 SLOW_FRACTION = 0.25  # below a quarter of the best: "slow"
 EARLY_ABORT_AFTER = 0.3  # seconds of transfer before a clearly slower mirror is cut off
@@ -56,8 +58,9 @@ class Ranking:
     seconds: float
 
     def usable(self) -> List[MirrorResult]:
+        """Fresh and answering mirrors, fastest first; one not measured for lack of time ranks by first byte."""
         ok = [m for m in self.mirrors if m.status == "ok"]
-        return sorted(ok, key=lambda m: -(m.throughput_bps or 0))
+        return sorted(ok, key=lambda m: (-(m.throughput_bps or 0), m.ttfb_s or 99))
 
     def to_json(self) -> dict:
         return {"mirrors": [m.to_json() for m in self.mirrors], "chosen": self.chosen, "sample": self.sample,
@@ -69,10 +72,11 @@ def gated_packages(row: Row) -> Dict[str, str]:
     return {n: v for n, v in row.packages.items() if row.index_of(n) == MIRROR}
 
 
-def _pages(url: str, names: Sequence[str]) -> Dict[str, ProjectPage]:
-    index = SimpleIndex(url)
-    with ThreadPoolExecutor(max_workers=len(names) or 1) as pool:
-        return dict(zip(names, pool.map(index.project, names)))
+def _pages(url: str, names: Sequence[str], timeout: float) -> Optional[Dict[str, ProjectPage]]:
+    """The pinned projects' pages of one mirror, or None when they did not all come within `timeout`."""
+    index = SimpleIndex(url, timeout=timeout, attempts=1)
+    pages = run_until([lambda n=n: index.project(n) for n in names], time.monotonic() + timeout)
+    return dict(zip(names, pages)) if all(p is not None for p in pages) else None
 
 
 def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str]) -> None:
@@ -96,7 +100,8 @@ def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPag
 
 def sample_file(row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage]],
                 results: List[MirrorResult]) -> Optional[IndexFile]:
-    """The largest file of the row that the install downloads anyway, resolved for the target."""
+    """The largest file of the row that the install downloads anyway, resolved for the target; else (no
+    file of the row for that Python) the row's largest file of any tag, which measures a mirror as well."""
     best: Optional[IndexFile] = None
     fresh = [r for r in results if r.status == "ok"]
     for name, version in gated_packages(row).items():
@@ -106,6 +111,10 @@ def sample_file(row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage
                 best = choice.file
             if choice.file is not None:
                 break
+    if best is None and fresh:
+        pinned = [f for name, version in gated_packages(row).items() for f in pages[fresh[0].url][name].files
+                  if str(f.version) == version]
+        best = max(pinned, key=lambda f: f.size or 0, default=None)
     return best
 
 
@@ -119,22 +128,20 @@ def _timed_out(exc: requests.RequestException) -> bool:
     return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
 
 
-def first_byte(result: MirrorResult, timeout: float = FIRST_BYTE_TIMEOUT) -> None:
-    """Time to the first byte of the sample; errors, 404s and silent servers are decided here."""
+def first_byte(url: str, timeout: float = FIRST_BYTE_TIMEOUT) -> Tuple[str, str, Optional[float]]:
+    """(status, detail, seconds) of the first byte of the sample; errors, 404s and silent servers are decided
+    here. It returns rather than records: a probe left behind at the deadline must not change a result later."""
     start = time.monotonic()
     try:
-        with session().get(result.sample_url, headers={"Range": "bytes=0-0"}, stream=True,
-                           timeout=(timeout, timeout)) as response:
+        with session().get(url, headers={"Range": "bytes=0-0"}, stream=True, timeout=(timeout, timeout)) as response:
             if response.status_code not in (200, 206):
-                result.status, result.detail = "error", f"HTTP {response.status_code} for the sample file"
-                return
+                return "error", f"HTTP {response.status_code} for the sample file", None
             next(response.iter_content(1), b"")
-            result.ttfb_s = round(time.monotonic() - start, 4)
+            return "ok", "", round(time.monotonic() - start, 4)
     except requests.RequestException as exc:
         if _timed_out(exc):
-            result.status, result.detail = "timeout", f"no first byte within {timeout:.0f} s"
-        else:
-            result.status, result.detail = "error", f"{exc.__class__.__name__} fetching the sample"
+            return "timeout", f"no first byte within {timeout:.1f} s", None
+        return "error", f"{exc.__class__.__name__} fetching the sample", None
 
 
 def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
@@ -171,51 +178,72 @@ def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes
     result.throughput_bps = round(got / elapsed, 1) if elapsed > 0 and got else 0.0
 
 
-def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float = 5.0,
-                 window_cap: float = 1.5) -> Ranking:
+def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float = 5.0, window_cap: float = 1.5,
+                 first: Optional[str] = None, on_result: Optional[Callable[[MirrorResult], None]] = None) -> Ranking:
+    """Rank within `budget` seconds of wall clock, DNS and connect included. `first` (pip's configured index)
+    is measured first; a mirror that answered is never dropped for lack of time (it is ranked by its first
+    byte instead). `on_result` hears of each mirror as soon as it is decided."""
     start = time.monotonic()
+    end = start + budget
     urls = list(dict.fromkeys(u if u.endswith("/") else u + "/" for u in urls))
+    first = (first if first.endswith("/") else first + "/") if first else None
     results = [MirrorResult(url=u) for u in urls]
     pins = gated_packages(row)
-    with ThreadPoolExecutor(max_workers=max(1, len(urls))) as pool:
-        pages = dict(zip(urls, pool.map(lambda u: _pages(u, list(pins)), urls)))
-    freshness(results, pages, pins)
-    sample = sample_file(row, target, pages, results)
+    pages_within = budget * PAGES_SHARE
+    answers = run_until([lambda u=u: _pages(u, list(pins), pages_within) for u in urls], start + pages_within)
+    pages = {r.url: a for r, a in zip(results, answers) if a is not None}
+    for r in results:
+        if r.url not in pages:
+            r.status, r.detail = "timeout", f"no answer within {pages_within:.1f} s (DNS and connect included)"
+    freshness([r for r in results if r.url in pages], pages, pins)
+    sample = sample_file(row, target, pages, [r for r in results if r.url in pages])
     fresh = [r for r in results if r.status == "ok"]
     if sample is None:
         for r in fresh:
-            r.status, r.detail = "error", "no file of the row for this target to measure"
-        return Ranking(results, None, None, time.monotonic() - start)
+            r.status, r.detail = "error", "no file of the row to measure"
+        return _finish(results, None, start, on_result)
     for r in fresh:
         r.sample_url = _locate(sample, pages[r.url])
         if r.sample_url is None:
             r.status, r.detail = "stale", f"lacks {sample.filename}"
+    for r in results:
+        if r.status != "ok" and on_result:
+            on_result(r)
     probing = [r for r in fresh if r.status == "ok"]
-    queue: List[MirrorResult] = []
+    probe_within = max(0.1, min(FIRST_BYTE_TIMEOUT, start + budget * FIRST_BYTE_SHARE - time.monotonic()))
+    probes = run_until([lambda r=r: first_byte(r.sample_url, probe_within) for r in probing],
+                       time.monotonic() + probe_within)
+    for r, probe in zip(probing, probes):
+        r.status, r.detail, r.ttfb_s = probe or ("timeout", f"no first byte within {probe_within:.1f} s", None)
+        if r.status != "ok" and on_result:
+            on_result(r)
+    answered = sorted((r for r in probing if r.status == "ok"), key=lambda r: (r.url != first, r.ttfb_s or 0))
     best = 0.0
-    with ThreadPoolExecutor(max_workers=max(1, len(probing))) as pool:
-        futures = {pool.submit(first_byte, r): r for r in probing}
-        # Measure each mirror as soon as its first byte is in (fastest responders first); a silent
-        # mirror's probe keeps waiting in the background without holding anyone up.
-        for done, future in enumerate(as_completed(futures)):
-            r = futures[future]
-            if r.status != "ok":
-                continue
-            queue.append(r)
-            left = budget - (time.monotonic() - start)
-            if left <= 0.05:
-                r.status, r.detail = "timeout", "not measured within the time budget"
-                continue
-            throughput(r, window=min(window_cap, left / (len(probing) - done)), best=best)
+    for i, r in enumerate(answered):
+        left = end - time.monotonic()
+        if left <= 0.05:
+            r.detail = "answered; no time left to measure throughput (ranked by its first byte)"
+        else:
+            throughput(r, window=min(window_cap, left / (len(answered) - i)), best=best)
             if r.status == "ok":
                 best = max(best, r.throughput_bps or 0)
-    for r in queue:
-        if r.status == "ok" and best and (r.throughput_bps or 0) < best * SLOW_FRACTION:
+        if on_result:
+            on_result(r)
+    for r in answered:
+        if r.status == "ok" and best and r.throughput_bps is not None and r.throughput_bps < best * SLOW_FRACTION:
             r.status = "slow"
-            r.detail = r.detail or f"{(r.throughput_bps or 0) / 1e3:.0f} kB/s, under a quarter of the best"
-    ranking = Ranking(results, None, sample.filename, time.monotonic() - start)
+            r.detail = r.detail or f"{r.throughput_bps / 1e3:.0f} kB/s, under a quarter of the best"
+    return _finish(results, sample.filename, start, None)
+
+
+def _finish(results: List[MirrorResult], sample: Optional[str], start: float,
+            on_result: Optional[Callable[[MirrorResult], None]]) -> Ranking:
+    ranking = Ranking(results, None, sample, time.monotonic() - start)
     usable = ranking.usable()
     ranking.chosen = usable[0].url if usable else None
     order = {"ok": 0, "slow": 1, "stale": 2, "timeout": 3, "error": 4}
-    ranking.mirrors.sort(key=lambda m: (order[m.status], -(m.throughput_bps or 0)))
+    ranking.mirrors.sort(key=lambda m: (order[m.status], -(m.throughput_bps or 0), m.ttfb_s or 99))
+    if on_result:
+        for r in results:
+            on_result(r)
     return ranking

@@ -40,16 +40,15 @@ def binary_packages(row: Row, pages: Dict[str, list]) -> List[str]:
     return found
 
 
-def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, list]) -> List[str]:
-    """The binary row packages with no wheel for this host under `python` ("triton-ascend 3.2.2 has no cp312
-    wheel")."""
+def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, list]) -> Dict[str, str]:
+    """package -> "triton-ascend 3.2.2 has no cp312 wheel for ...", for the binary row packages with no wheel
+    for this host under `python`."""
     target = Target(glibc=glibc, arch=arch, python=python)
-    gaps = []
+    gaps = {}
     for name in binary_packages(row, pages):
         choice = choose(name, pages[name], SpecifierSet(f"=={row.packages[name]}"), target, binary_only=True)
         if choice.file is None:
-            gaps.append(f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel for {arch} / "
-                        f"glibc {glibc}")
+            gaps[name] = f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel for {arch} / glibc {glibc}"
     return gaps
 
 
@@ -74,9 +73,10 @@ def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc:
     gaps = {i.minor: wheel_gaps(row, i.minor, arch, glibc, pages) for i in ordered}
     fewest = min(len(g) for g in gaps.values())
     chosen = next(i for i in ordered if len(gaps[i.minor]) == fewest)
-    reasons = [f"{i.minor} passed over: {'; '.join(gaps[i.minor])}" for i in ordered
-               if Version(i.version) > Version(chosen.version) and len(gaps[i.minor]) > fewest]
-    return PythonChoice(chosen, reasons, gaps[chosen.minor])
+    shared = gaps[chosen.minor]
+    reasons = [f"{i.minor} passed over: {'; '.join(m for n, m in gaps[i.minor].items() if n not in shared)}"
+               for i in ordered if Version(i.version) > Version(chosen.version) and len(gaps[i.minor]) > fewest]
+    return PythonChoice(chosen, reasons, list(shared.values()))
 
 
 def row_minors(row: Row) -> List[str]:
@@ -92,8 +92,8 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     if explicit:
         interp = choose_interpreter(row.python, explicit)
         pages = row_pages(row, sources, deadline)
-        gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else []
-        return PythonChoice(interp, [], gaps)
+        gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else {}
+        return PythonChoice(interp, [], list(gaps.values()))
     if local:
         everything = find_interpreters()
         found = [i for i in everything if row.python_allows(i.version) and i.has_venv]

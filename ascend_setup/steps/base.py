@@ -50,6 +50,10 @@ class Step:
     def is_done(self, ctx: Context) -> bool:
         raise NotImplementedError
 
+    def why_not_done(self, ctx: Context) -> str:
+        """Why `is_done` said no, for the reason a rerun prints (steps with a richer check override it)."""
+        return "the check no longer holds"
+
     def run(self, ctx: Context, log: Path) -> Optional[Dict[str, Any]]:
         """Do the work; return outputs later steps read with `ctx.output(name, key)`."""
         raise NotImplementedError

@@ -28,6 +28,20 @@ class WorkdirLock:
             return None
         return int(text) if text.isdigit() else None
 
+    def running(self) -> Optional[int]:
+        """The pid of the run that holds the lock now, or None (reads only: works on a read-only workdir)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self.holder() or -1
+        finally:
+            os.close(fd)  # closing drops the probe's own lock, if it got one
+        return None
+
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

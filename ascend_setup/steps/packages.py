@@ -82,6 +82,9 @@ class LockSliceStep(Step):
     def is_done(self, ctx: Context) -> bool:
         return lock_of(ctx) is not None and not unmet(ctx, slice_of(ctx, self.name))
 
+    def why_not_done(self, ctx: Context) -> str:
+        return "; ".join(unmet(ctx, slice_of(ctx, self.name))) or "the lock is missing"
+
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         packages = slice_of(ctx, self.name)
         install_locked(ctx, self.name, packages, log)

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import platform
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ascend_setup.deps.derive import Derived
-from ascend_setup.errors import StepFailed
+from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
+from ascend_setup.index.tags import Target
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.paths import cache_dir
@@ -128,3 +130,30 @@ class Resolve(Step):
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
         return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}
+
+
+def preview_closure(ctx: Context) -> Dict[str, Any]:
+    """For `install --dry-run`: the closure this host's install will take, touching nothing: the workdir's
+    lock when there is one, else a resolution made now (the mirror as preflight would see it)."""
+    recorded = (ctx.outputs.get("resolve") or {}).get("lock")
+    if recorded and Path(recorded).is_file():
+        lock, source = read_lock(Path(recorded)), recorded
+    else:
+        from ascend_setup.host.machine import glibc_version
+        from ascend_setup.resolve.pythons import pick_python
+        from ascend_setup.steps.preflight import preflight_sources
+
+        row, sources = row_of(ctx), preflight_sources(ctx)
+        arch, glibc = platform.machine(), glibc_version() or "2.17"
+        try:
+            python = pick_python(row, sources, arch, glibc, explicit=ctx.options.get("python")).interpreter.minor
+            lock = resolve_closure(row, Target(glibc, arch, python), sources, settings=settings_of(ctx),
+                                   uv=uv_command(), cache_dir=cache_dir() / "uv")
+        except AscendSetupError as exc:
+            return {"lock": None, "error": exc.message, "hint": exc.hint}
+        source = None
+    return {"lock": source, "target": lock.target.model_dump(), "summary": lock.summary(),
+            "download_bytes": lock.download_bytes,
+            "not_wheels": [{"name": p.name, "version": p.version, "outcome": p.outcome, "reason": p.reason}
+                           for p in lock.packages if p.outcome != "wheel"],
+            "warnings": [w.model_dump() for w in lock.warnings]}

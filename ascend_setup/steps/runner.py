@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
@@ -25,7 +26,7 @@ class Decision:
 class Reporter(Protocol):
     def skipped(self, name: str, reason: str) -> None: ...
 
-    def starting(self, name: str, reason: str, description: str) -> None: ...
+    def starting(self, name: str, reason: str, description: str, log: Optional[Path] = None) -> None: ...
 
     def finished(self, name: str, seconds: float) -> None: ...
 
@@ -36,7 +37,7 @@ class SilentReporter:
     def skipped(self, name: str, reason: str) -> None:
         pass
 
-    def starting(self, name: str, reason: str, description: str) -> None:
+    def starting(self, name: str, reason: str, description: str, log: Optional[Path] = None) -> None:
         pass
 
     def finished(self, name: str, seconds: float) -> None:
@@ -92,7 +93,7 @@ class Runner:
                 return decision(True, f"inputs changed ({_changed_keys(record.inputs, inputs)})")
             return decision(True, f"a step it depends on changed ({', '.join(step.depends_on)})")
         if not step.is_done(self.ctx):
-            return decision(True, "recorded done, but the check no longer holds")
+            return decision(True, f"recorded done, but {step.why_not_done(self.ctx)}")
         return decision(False, "done")
 
     def plan(self) -> List[Decision]:
@@ -137,7 +138,7 @@ class Runner:
         started = now()
         self.store.mark(state, step.name, StepRecord(
             state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)))
-        reporter.starting(step.name, d.reason, step.describe(self.ctx))
+        reporter.starting(step.name, d.reason, step.describe(self.ctx), log)
         try:
             with log.open("a", encoding="utf-8") as handle:
                 handle.write(f"\n=== {step.name}: {d.reason} ===\n")
@@ -165,14 +166,18 @@ class Runner:
         reporter.failed(d.step.name, message)
 
 
-def status_rows(steps: Sequence[Step], state: RunState) -> List[Dict[str, Any]]:
-    """One row per pipeline step for `status`: done/started/failed/pending, seconds, log."""
+def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] = None) -> List[Dict[str, Any]]:
+    """One row per pipeline step for `status`: done, running (pid N), interrupted, failed or pending.
+    A `started` step is running while a run holds the lock (`running` is its pid), else it was interrupted."""
     rows = []
     for step in steps:
         rec = state.steps.get(step.name)
+        shown = rec.state if rec else "pending"
+        if shown == "started":
+            shown = f"running (pid {running})" if running else "interrupted"
         rows.append({
             "name": step.name,
-            "state": rec.state if rec else "pending",
+            "state": shown,
             "seconds": rec.seconds if rec else None,
             "started_at": rec.started_at if rec else None,
             "log": rec.log if rec else None,

@@ -27,18 +27,26 @@ class CreateVenv(Step):
                 "packages": [p.requirement() for p in slice_of(ctx, self.name)]}
 
     def is_done(self, ctx: Context) -> bool:
+        return self.why_not_done(ctx) == ""
+
+    def why_not_done(self, ctx: Context) -> str:
         cfg = read_pyvenv_cfg(venv_dir(ctx))
         pre = ctx.outputs.get("preflight", {})
-        if cfg is None or cfg.get("include-system-site-packages", "false").lower() == "true":
-            return False
+        if cfg is None:
+            return f"{venv_dir(ctx)} is not a venv"
+        if cfg.get("include-system-site-packages", "false").lower() == "true":
+            return "the venv includes system site-packages"
         interp = probe(str(python_of(ctx)))
-        if interp is None or interp.version != pre.get("python_version") or "pip" not in installed_versions(ctx):
-            return False
-        if unmet(ctx, slice_of(ctx, self.name)):
-            return False
+        if interp is None or interp.version != pre.get("python_version"):
+            return f"the venv's interpreter is {interp.version if interp else 'not runnable'}, not " \
+                   f"{pre.get('python_version')}"
+        problems = unmet(ctx, slice_of(ctx, self.name)) or ([] if "pip" in installed_versions(ctx) else ["no pip"])
+        if problems:
+            return "; ".join(problems)
         idx = indexes_of(ctx)
-        return venv_config_matches(venv_dir(ctx), idx.index_url, idx.extra_index_urls) and \
-            read_venv_record(venv_dir(ctx)) is not None
+        if not venv_config_matches(venv_dir(ctx), idx.index_url, idx.extra_index_urls):
+            return "the venv's pip.conf / uv.toml do not name the chosen index"
+        return "" if read_venv_record(venv_dir(ctx)) is not None else "the venv's ascend-setup.json is missing"
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         venv = venv_dir(ctx)

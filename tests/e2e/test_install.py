@@ -56,6 +56,10 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert again.stderr.count("(done)") == STEPS, again.stderr
     assert freeze(venv) == frozen
     assert "=== resolve" not in (workdir / "logs" / "resolve.log").read_text().split("=== resolve", 1)[1]
+    dry = json.loads(source_stack.cli(*source_stack.install_argv(workdir, "--dry-run", "--json")[3:]).stdout)
+    assert dry["closure"]["lock"] == str(next((workdir / "lock").glob("*.txt")))
+    assert dry["closure"]["summary"]["packages"] == len(lock_versions(workdir))
+    assert {p["name"] for p in dry["closure"]["not_wheels"]} == {"vllm-ascend", "arctic-inference"}
     resumed = source_stack.cli("resume", "--workdir", str(workdir), "--json")
     assert resumed.returncode == 0 and all(s["state"] == "done" for s in json.loads(resumed.stdout)["steps"])
 
@@ -72,6 +76,9 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
 
 def test_install_takes_the_wheel_with_uv(wheel_stack, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
+    preview = wheel_stack.cli(*wheel_stack.install_argv(workdir, "--installer", "uv", "--dry-run")[3:])
+    assert preview.returncode == 0 and "resolved now; the resolve step writes the lock" in preview.stdout
+    assert "0 unavailable" in preview.stdout and not workdir.exists()
     proc = wheel_stack.install(workdir, "--installer", "uv")
     assert proc.returncode == 0, proc.stderr[-4000:]
     log = (workdir / "logs" / "vllm-ascend.log").read_text()
@@ -94,3 +101,19 @@ def test_cann_mismatch_stops_with_the_fix(source_stack, tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     data = status(source_stack, tmp_path / "wd")
     assert data["steps"][0]["state"] == "failed" and data["steps"][1]["state"] == "pending"
+
+
+def test_preflight_names_every_blocking_problem_at_once(source_stack, tmp_path: Path) -> None:
+    """No CANN and a --python outside the row's range: both are said, and the log holds them."""
+    empty = tmp_path / "no-cann"
+    empty.mkdir()
+    proc = source_stack.install(tmp_path / "wd", "--cann-home", str(empty), "--python", "/nonexistent/python3.11")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr  # a bad flag is refused before anything
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    proc = source_stack.install(tmp_path / "wd", "--cann-home", str(empty))
+    assert proc.returncode == 1, proc.stderr
+    assert "no CANN toolkit found (looked in" in proc.stderr and "Ascend-cann-toolkit_9.1.0_linux-" in proc.stderr
+    assert "ascend-setup doctor" in proc.stderr and "ascend-setup plan" in proc.stderr
+    log = (tmp_path / "wd" / "logs" / "preflight.log").read_text()
+    assert "problem: no CANN toolkit found" in log and "fix: install CANN 9.1.0" in log

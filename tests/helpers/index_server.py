@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import ssl
 import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, Optional, Set
+from typing import Dict, Optional, Set, Tuple
 from urllib.parse import quote, unquote
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
@@ -46,7 +47,8 @@ class Behaviour:
 class LocalIndex:
     """Serve a set of distribution files. `url` is the simple index root."""
 
-    def __init__(self, behaviour: Optional[Behaviour] = None) -> None:
+    def __init__(self, behaviour: Optional[Behaviour] = None, tls: Optional[Tuple[Path, Path]] = None) -> None:
+        """`tls`: (certificate chain, key) to serve HTTPS instead of HTTP."""
         self.files: Dict[str, Served] = {}
         self.behaviour = behaviour or Behaviour()
         self.requests: list = []
@@ -71,12 +73,18 @@ class LocalIndex:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
 
     @property
     def url(self) -> str:

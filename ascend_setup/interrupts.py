@@ -1,0 +1,97 @@
+"""Ctrl-C, SIGTERM and SIGHUP: stop everything this process started, wait for it, then exit.
+
+The tool used to exit 130 at once while pip went on installing as an orphan, after the workdir lock
+was already free. Now the whole process tree below us (pip, uv, the build and what they started) gets
+SIGTERM, then SIGKILL after a grace period, and only when it is gone does the process exit, which is
+what releases the run lock. A step that was running stays recorded `started` (state is written
+atomically), so the next run resumes it. The exit is immediate, not an unwinding: worker threads
+waiting on a silent mirror cannot hold Ctrl-C for their timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+GRACE_SECONDS = 1.5
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def descendants(pid: int, proc: Path = Path("/proc")) -> List[int]:
+    """Every process below `pid`, children first (from /proc: Linux, where the tool runs)."""
+    children: Dict[int, List[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: List[int] = []
+    queue = list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is gone for our purposes (its parent may be us, and we are about to exit)
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_tree(grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM to every descendant, SIGKILL to whatever is left after `grace` seconds; wait until all are gone."""
+    pids = descendants(os.getpid())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    end = time.monotonic() + grace
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in descendants(os.getpid()) + pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    end = time.monotonic() + 5
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.02)
+
+
+def install_handlers(resume_hint: Optional[str] = None) -> None:
+    """On SIGINT, SIGTERM or SIGHUP: stop the process tree, say so on stderr, exit 128 + the signal."""
+
+    def handle(signum: int, _frame: object) -> None:
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)  # one interrupt is enough; a second must not cut the cleanup short
+        stop_tree()
+        name = signal.Signals(signum).name
+        hint = f"; {resume_hint}" if resume_hint else ""
+        try:
+            sys.stderr.write(f"ascend-setup: interrupted by {name}; every process it started has stopped{hint}\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+        finally:
+            os._exit(128 + signum)
+
+    for sig in SIGNALS:
+        signal.signal(sig, handle)

@@ -1,0 +1,76 @@
+"""Signals to the tool's pid: every process it started stops before it exits (and so before the run
+lock is free), the exit code says which signal, and the next run resumes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from e2e.conftest import status
+from helpers.index_server import BlackHole
+
+
+def _processes_mentioning(text: str) -> list:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_pip_step_cleanly_and_the_rerun_resumes(source_stack, tmp_path: Path, sig) -> None:
+    workdir = tmp_path / "wd"
+    proc = source_stack.spawn(workdir)
+    log = workdir / "logs" / "plugin-deps.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "Collecting" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the install ended before its pip step could be interrupted"
+    assert [p for p in _processes_mentioning(str(workdir)) if p != proc.pid], "no pip child to stop"
+    start = time.monotonic()
+    os.kill(proc.pid, sig)  # the tool's pid only, as `kill` or a supervisor would
+    proc.wait(timeout=30)
+    took = time.monotonic() - start
+    assert proc.returncode == 128 + sig and took < 2, (proc.returncode, took)
+    assert _processes_mentioning(str(workdir)) == []  # no orphaned pip
+    with open(workdir / "run.lock") as handle:  # free: nothing holds it any more
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    err = proc.stderr_path.read_text()
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "run the same command again to resume" in err
+    states = {s["name"]: s["state"] for s in status(source_stack, workdir)["steps"]}
+    assert states["plugin-deps"] == "interrupted" and states["vllm"] == "done"
+    rerun = source_stack.install(workdir)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "plugin-deps: install the rest" in rerun.stderr and "interrupted last time" in rerun.stderr
+
+
+def test_ctrl_c_in_mirrors_takes_effect_at_once(tmp_path: Path) -> None:
+    hole = BlackHole()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "mirrors", "--cann", "9.1.0", "--only",
+                                 "--candidate", hole.url, "--budget", "60", "--workdir", str(tmp_path / "wd")],
+                                env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # well into the wait for a mirror that never answers
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - start
+    finally:
+        hole.close()
+    assert proc.returncode == 130 and took < 1.0, (proc.returncode, took, err)
+    assert "interrupted by SIGINT" in err and "resume" not in err
+    assert not (tmp_path / "wd" / "mirrors.json").exists() or json.loads((tmp_path / "wd" / "mirrors.json").read_text())

@@ -1,0 +1,60 @@
+"""The tool's HTTP trusts what pip trusts: the system's store (SSL_CERT_FILE included) and pip's cert."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from helpers.dists import build_wheel
+from helpers.index_server import LocalIndex
+from helpers.tls import make_site_ca
+
+ASK = """
+import sys
+from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+network_settings_for_this_run(pip_settings())
+try:
+    print("OK", get(sys.argv[1], attempts=1, timeout=10).status_code)
+except IndexUnreachable as exc:
+    print("ERR", exc.message, "|", exc.hint)
+"""
+
+
+@pytest.fixture(scope="module")
+def https_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tls")
+    site = make_site_ca(root / "ca")
+    index = LocalIndex(tls=(site.cert, site.key))
+    index.add(build_wheel(root / "files", "alpha", "1.0"))
+    yield index, site
+    index.close()
+
+
+def _ask(url: str, tmp_path: Path, **extra: str) -> str:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PIP_") and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+                                                      "CURL_CA_BUNDLE")}
+    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull, **extra})
+    return subprocess.run([sys.executable, "-c", ASK, url], capture_output=True, text=True, env=env,
+                          timeout=60).stdout.strip()
+
+
+def test_an_untrusted_site_ca_is_named_with_the_fix(https_index, tmp_path: Path) -> None:
+    index, _ = https_index
+    out = _ask(index.url + "alpha/", tmp_path)
+    assert out.startswith("ERR") and "certificate is not trusted" in out, out
+    assert "pip config set global.cert" in out and "update-ca-certificates" in out
+
+
+def test_the_system_trust_and_pips_cert_are_honoured(https_index, tmp_path: Path) -> None:
+    index, site = https_index
+    assert _ask(index.url + "alpha/", tmp_path, SSL_CERT_FILE=str(site.ca)) == "OK 200"
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\ncert = {site.ca}\n")
+    assert _ask(index.url + "alpha/", tmp_path, PIP_CONFIG_FILE=str(config)) == "OK 200"
