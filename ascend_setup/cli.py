@@ -71,15 +71,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
     p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,
+                   help="add a block to ~/.bashrc that resumes this install at the next login after a stop (removed "
+                        "when the install completes); --no-resume-on-login removes it")
     p.set_defaults(func=_lazy("install:run_install"))
 
     p = sub.add_parser("resume", parents=[_common(json_flag=True)], help="resume the last install with its options")
-    p.add_argument("--workdir", metavar="DIR")
-    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--workdir", metavar="DIR", help="the workdir whose install to resume (a copied one resumes in place; "
+                   "env ASCEND_SETUP_WORKDIR)")
+    p.add_argument("--dry-run", action="store_true", help="print what the resumed run would do; touch nothing")
+    p.add_argument("--on-login", action="store_true", help="what the ~/.bashrc block runs: if the install is not "
+                   "done and not running, say so and resume it in the background")
     p.set_defaults(func=_lazy("install:run_resume"))
 
-    p = sub.add_parser("status", parents=[common], help="each step: done/started/failed/pending, times, log")
-    p.add_argument("--workdir", metavar="DIR")
+    p = sub.add_parser("status", parents=[common], help="each step: done/running/interrupted/failed/pending, times, log")
+    p.add_argument("--workdir", metavar="DIR", help="the workdir to report on (env ASCEND_SETUP_WORKDIR); read only")
     p.set_defaults(func=_lazy("install:run_status"))
 
     p = sub.add_parser("plan", parents=[common], help="forecast wheel / source build / unavailable for a target")
@@ -133,10 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = msub.add_parser("list", parents=[common], help="known rows")
     m.set_defaults(func=_lazy("matrix:run_list"))
     m = msub.add_parser("show", parents=[common], help="one whole row")
-    m.add_argument("cann", metavar="CANN")
+    m.add_argument("cann", metavar="CANN", help="the row's CANN version, e.g. 9.1.0")
     m.set_defaults(func=_lazy("matrix:run_show"))
     m = msub.add_parser("validate", parents=[common], help="check a matrix file")
-    m.add_argument("file", nargs="?", metavar="FILE")
+    m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
     m.set_defaults(func=_lazy("matrix:run_validate"))
     return parser
 
@@ -145,9 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
 RESUMABLE = ("install", "resume")
 
 
+def refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`--workdir ''` and the like: an empty value is never what the user meant."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = "FILE" if name == "file" else "--" + name.rstrip("_").replace("_", "-")
+            parser.error(f"{flag} was given an empty value")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     install_handlers("run the same command again to resume" if args.command in RESUMABLE else None)
     try:
         return int(args.func(args))

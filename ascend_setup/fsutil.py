@@ -32,3 +32,16 @@ def atomic_write_text(path: Union[str, Path], text: str) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def read_regular_text(path: Path) -> str:
+    """A file's text, refusing what is not a regular file: a FIFO would block forever, a device is no file.
+    Raises OSError (IsADirectoryError, FileNotFoundError, or one naming the special file) for the caller."""
+    import stat
+
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(21, "is a directory", str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{path} is not a regular file (a FIFO, socket or device)")
+    return path.read_text(encoding="utf-8")

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ascend_setup.procs import pid_alive
+
 GRACE_SECONDS = 1.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -42,19 +44,6 @@ def descendants(pid: int, proc: Path = Path("/proc")) -> List[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is gone for our purposes (its parent may be us, and we are about to exit)
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def stop_tree(grace: float = GRACE_SECONDS) -> None:
     """SIGTERM to every descendant, SIGKILL to whatever is left after `grace` seconds; wait until all are gone."""
     pids = descendants(os.getpid())
@@ -64,16 +53,16 @@ def stop_tree(grace: float = GRACE_SECONDS) -> None:
         except ProcessLookupError:
             pass
     end = time.monotonic() + grace
-    while time.monotonic() < end and any(_alive(p) for p in pids):
+    while time.monotonic() < end and any(pid_alive(p, unknown=False) for p in pids):
         time.sleep(0.05)
     for pid in descendants(os.getpid()) + pids:
-        if _alive(pid):
+        if pid_alive(pid, unknown=False):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
     end = time.monotonic() + 5
-    while time.monotonic() < end and any(_alive(p) for p in pids):
+    while time.monotonic() < end and any(pid_alive(p, unknown=False) for p in pids):
         time.sleep(0.02)
 
 

@@ -52,6 +52,7 @@ class InstallOptions:
     indexes: Dict[str, str] = field(default_factory=dict)  # --index NAME=URL
     lock: Optional[str] = None  # --lock FILE: install this lock instead of resolving
     respect_pip_config: bool = False
+    resume_on_login: bool = False
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -107,18 +108,20 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
-                          respect_pip_config: bool = False, dry_run: bool = False) -> InstallOptions:
+                          respect_pip_config: bool = False, dry_run: bool = False,
+                          resume_on_login: bool = False) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
+    flag_matrix = matrix
     matrix, _ = flag_or_env(matrix, "--matrix", MATRIX_ENV)
-    loaded = load_matrix(matrix)
+    loaded = load_matrix(flag_matrix)  # it reads the variable itself, and names it in its errors
     row = select_row(loaded, cann)
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
-    work = resolve_workdir(workdir, write=not dry_run)
+    work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
     venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
     venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
-    check_dir_path(venv_path, venv_source, writable=not dry_run)
+    check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
     python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
     if python:
         check_python_flag(python, python_source, row.python)
@@ -142,7 +145,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=soc.strip().lower() if soc else None, force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
-        respect_pip_config=respect_pip_config)
+        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login)
 
 
 def check_python_flag(python: str, source: str, spec: str) -> None:

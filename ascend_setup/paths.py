@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Tuple
 
@@ -26,8 +28,8 @@ def flag_or_env(flag_value: Optional[str], flag: str, env_name: str) -> Tuple[Op
         return flag_value, flag
     value = os.environ.get(env_name)
     if value is not None and not value.strip():
-        raise BadInput(f"{env_name} is set but empty", hint=f"unset it or give it a value")
-    return (value or None), env_name
+        raise BadInput(f"{env_name} is set but empty", hint="unset it or give it a value")
+    return (value, env_name) if value else (None, f"{flag} (default)")
 
 
 def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = True) -> Path:
@@ -47,21 +49,22 @@ def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = Tr
                    hint="pass --workdir DIR or set ASCEND_SETUP_WORKDIR")
 
 
-def resolve_workdir(flag_value: Optional[str], *, write: bool = True, exist: bool = False) -> Path:
-    """The workdir the user asked for, or the default. A command that writes needs it creatable; a read
-    command takes a read-only one, and `exist` ones (status, resume) need it to be there."""
+def resolve_workdir(flag_value: Optional[str], *, mode: str = "write", exist: bool = False) -> Path:
+    """The workdir the user asked for, or the default, checked for `mode` (see check_dir_path); `exist`
+    ones (status, resume) need it to be there."""
     chosen, source = flag_or_env(flag_value, "--workdir", "ASCEND_SETUP_WORKDIR")
-    path = Path(chosen).expanduser().absolute() if chosen else default_workdir(write=write)
+    path = Path(chosen).expanduser().absolute() if chosen else default_workdir(write=mode == "write")
     if exist and not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise BadInput(f"{source} {path} {what}", hint="name the workdir an install used (--workdir DIR)")
-    check_dir_path(path, source, writable=write)
+    check_dir_path(path, source, mode=mode)
     return path
 
 
-def check_dir_path(path: Path, flag: str, writable: bool = True) -> None:
-    """A directory we may create: it must not be a file, and its nearest existing parent a directory,
-    writable unless only read (a read command works on a read-only workdir)."""
+def check_dir_path(path: Path, flag: str, mode: str = "write") -> None:
+    """A directory path: never a file, its nearest existing parent a directory. `write`: creatable now.
+    `plan` (a read command about a later write): an existing one may be read-only, a missing one must be
+    creatable. `read`: nothing more (a read command works on a read-only or missing one)."""
     if path.exists() and not path.is_dir():
         raise BadInput(f"{flag} {path} exists and is not a directory")
     parent = path
@@ -69,14 +72,27 @@ def check_dir_path(path: Path, flag: str, writable: bool = True) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise BadInput(f"{flag} {path}: {parent} is not a directory")
-    if writable and not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInput(f"{flag} {path}: {parent} is not writable")
+    if mode == "write" or (mode == "plan" and not path.exists()):
+        try:  # as root, permission bits say nothing (/proc, a read-only mount): try it, leave nothing
+            os.rmdir(tempfile.mkdtemp(prefix=".ascend-setup-probe-", dir=parent))
+        except OSError as exc:
+            if mode == "plan" and exc.errno == errno.EROFS:
+                return  # a dry run over a read-only tree: it only reads
+            raise BadInput(f"{flag} {path}: no directory can be created in {parent} ({exc.strerror or exc})",
+                           hint=f"choose a writable place for {flag}") from None
 
 
 def cache_dir() -> Path:
     """The tool's own cache (uv's HTTP cache for resolutions): never the user's uv or pip cache."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ascend-setup"
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """A file we will write: absent or a regular file, in a directory where files can be created."""
+    if path.exists() and not path.is_file():
+        raise BadInput(f"{flag} {path} exists and is not a regular file")
+    check_dir_path(path.parent, flag)
 
 
 def is_persistent(path: Path, roots: Iterable[str] = PERSISTENT_ROOTS) -> bool:

@@ -67,3 +67,20 @@ def capture(argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, tim
                               timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
     except OSError as exc:
         return subprocess.CompletedProcess(args, 127, "", str(exc))
+
+
+def pid_alive(pid: int, unknown: bool = True) -> bool:
+    """Whether `pid` runs. A zombie (killed, never reaped: common in containers whose PID 1 does not reap
+    orphans) holds its pid but will never do anything again, so it counts as gone. `unknown` is the answer
+    when /proc cannot tell (True keeps a compile lock; False lets an interrupt stop waiting)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return unknown
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"

@@ -65,3 +65,19 @@ def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[
             cells[status_column] = styled(cells[status_column])
         t.add_row(*cells)
     return t
+
+
+def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:
+    """A list for people: per item a short header line (status coloured, then its names), then its texts
+    indented below, wrapped at words (a table's narrow cells broke words: 'unavailabl|e')."""
+    import textwrap
+
+    from rich.markup import escape
+
+    for head, lines in zip(items, texts):
+        status, *names = [h or "" for h in head]
+        console.print(f"{styled(escape(status)):<8} " + "  ".join(escape(n) for n in names if n), soft_wrap=True)
+        for line in lines:
+            for part in textwrap.wrap(line, width=max(40, console.width - 4), break_long_words=False,
+                                      break_on_hyphens=False):
+                console.print("    " + part, soft_wrap=True, markup=False, highlight=False)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, read_regular_text
 
 RECORD_NAME = "ascend-setup.json"
 
@@ -15,8 +15,8 @@ RECORD_NAME = "ascend-setup.json"
 def read_pyvenv_cfg(venv: Path) -> Optional[Dict[str, str]]:
     """pyvenv.cfg as a dict, or None when `venv` is not a venv."""
     try:
-        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_regular_text(venv / "pyvenv.cfg")
+    except (OSError, UnicodeDecodeError):
         return None
     result: Dict[str, str] = {}
     for line in text.splitlines():

@@ -132,7 +132,7 @@ def test_row_inference_and_override(tmp_path: Path) -> None:
     fake_install(venv, "torch-npu", "2.10.0.post2")
     report = run_audit(MATRIX, venv)
     assert report.row.cann == "9.0.1" and "torch-npu 2.10.0.post2" in report.row_reason
-    assert run_audit(MATRIX, venv, "9.1.0").row_reason == "--cann 9.1.0"
+    assert run_audit(MATRIX, venv, "9.1.0").row_reason == "chosen with --cann"
 
 
 def test_audit_is_read_only(tmp_path: Path, cli) -> None:
@@ -210,3 +210,19 @@ def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
     plan = run_audit(MATRIX, venv).plan
     assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
     assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])
+
+
+def test_audit_and_doctor_read_well_at_80_and_200_columns(cli, tmp_path: Path) -> None:
+    venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"}, skip=("decorator",))
+    fake_install(venv, "triton", "3.5.0", files={"triton/__init__.py": ""})
+    for columns in ("80", "200"):
+        for argv in (["audit", "--venv", str(venv)], ["doctor", "--workdir", str(tmp_path / "wd")]):
+            out = cli(*argv, env={"COLUMNS": columns}).stdout
+            lines = out.splitlines()
+            wrapped = [l for l in lines if len(l) > int(columns) and " " in l.strip()[:int(columns)]
+                       and not l.lstrip().startswith(("1.", "2.", "3.", "4.", "5.", "6."))]
+            assert not wrapped, wrapped  # prose wraps at words; only a fix command may run long (to copy whole)
+            text = " ".join(l.strip() for l in lines)
+            for word in ("triton-ascend", "displaced,", "not subscriptable") if argv[0] == "audit" else ("libatb.so",):
+                assert word in text, (columns, word)  # never broken mid-word
+    assert len(cli("audit", "--venv", str(venv), env={"COLUMNS": "80"}).stdout.splitlines()) < 60

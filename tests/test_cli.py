@@ -127,7 +127,14 @@ def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
         holder.wait()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare for a ro mount")
+def _private_mounts() -> bool:
+    """Root with unshare, where / is a mount point (not inside a chroot): a read-only bind can be made safely."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _private_mounts(), reason="needs root, unshare and a private mount namespace for a ro mount")
 def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -> None:
     """A read-only bind mount (as root, permission bits prove nothing): status, doctor and a dry run read."""
     import venv as venv_module
@@ -152,3 +159,22 @@ def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -
                           capture_output=True, text=True, env=clean_env(home), timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert sorted(p.name for p in workdir.iterdir()) == ["state.json"]
+
+
+def test_every_option_has_help_text() -> None:
+    import argparse
+
+    from ascend_setup.cli import build_parser
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: list) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, path + [name])
+            elif not action.help and action.dest != "help":
+                missing.append(" ".join(path + (action.option_strings or [action.dest])))
+
+    walk(build_parser(), [])
+    assert not missing, missing

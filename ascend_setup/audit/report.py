@@ -92,7 +92,7 @@ def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock:
               lock_source: Optional[str] = None, mirror_url: Optional[str] = None) -> AuditReport:
     venv = read_venv(venv_path)
     if cann:
-        row, reason = select_row(matrix, cann), f"--cann {cann}"
+        row, reason = select_row(matrix, cann), "chosen with --cann"
     else:
         row, reason = infer_row(matrix, venv)
     row = row.for_arch(platform.machine())

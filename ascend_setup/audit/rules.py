@@ -11,7 +11,7 @@ import platform
 import re
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import parse_tag

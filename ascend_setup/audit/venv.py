@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.errors import BadInput
-from ascend_setup.venvinfo import read_pyvenv_cfg, site_packages
+from ascend_setup.venvinfo import read_pyvenv_cfg, site_packages, venv_python
 
 
 @dataclass
@@ -86,8 +86,11 @@ def read_venv(root: Path) -> VenvContents:
     """Every dist-info/egg-info in the venv's site-packages. A path that is not a venv is bad input."""
     config = read_pyvenv_cfg(root)
     if config is None:
-        what = "does not exist" if not root.exists() else "is not a venv (no pyvenv.cfg)"
+        what = "does not exist" if not root.exists() else "is not a venv (no readable pyvenv.cfg)"
         raise BadInput(f"--venv {root} {what}")
+    if "home" not in config or not venv_python(root).exists():
+        raise BadInput(f"--venv {root} is not a working venv (pyvenv.cfg names no 'home', or bin/python is missing)",
+                       hint="audit a venv made by 'python -m venv' (or ascend-setup install)")
     sites = site_packages(root)
     dists: List[Installed] = []
     for site in sites:

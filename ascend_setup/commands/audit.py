@@ -11,7 +11,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.options import parse_index_overrides
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.render import print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.venvinfo import read_venv_record
 
@@ -45,12 +45,15 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
-    console.print(f"row {report.row.cann}: {report.row_reason}" + (f"; lock {source}" if source else ""),
+    console.print(f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
                   soft_wrap=True, markup=False)
     if report.findings:
-        console.print(table(f"audit of {report.venv}", ["severity", "id", "package", "finding"],
-                            [[f.severity, f.id, f.package or "", f.message] for f in report.findings],
-                            status_column=0))
+        counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning", "info")}
+        console.print(f"audit: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info",
+                      markup=False)
+        console.print(f"  venv: {report.venv}", soft_wrap=True, markup=False)
+        print_items(console, [(f.severity, f.id, f.package) for f in report.findings],
+                    [[f.message] for f in report.findings])
     else:
         console.print("[green]no findings: the venv matches the row[/green]")
     if report.plan:

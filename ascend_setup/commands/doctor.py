@@ -6,35 +6,45 @@ import argparse
 from pathlib import Path
 from typing import Optional
 
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.interpreters import probe
 from ascend_setup.host.doctor import run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.options import parse_index_overrides
-from ascend_setup.paths import env_or, resolve_workdir
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.render import print_items, print_json, stdout_console
 
 
 def run(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir, write=False)  # doctor only reads
-    venv_value = env_or(args.venv, "ASCEND_SETUP_VENV")
+    workdir = resolve_workdir(args.workdir, mode="read")  # doctor only reads: a missing one is no problem
+
+    venv_value, venv_source = flag_or_env(args.venv, "--venv", "ASCEND_SETUP_VENV")
     venv = Path(venv_value).absolute() if venv_value else workdir / "venv"
+    check_dir_path(venv, venv_source, mode="read")
     matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
     try:
         settings: Optional[PipSettings] = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     except AscendSetupError:
         settings = None
-    report = run_doctor(matrix, cann=args.cann, cann_home=env_or(args.cann_home, "ASCEND_SETUP_CANN_HOME"),
-                        workdir=workdir, venv=venv, settings=settings, python=env_or(args.python, "ASCEND_SETUP_PYTHON"))
+    cann_home, home_source = flag_or_env(args.cann_home, "--cann-home", "ASCEND_SETUP_CANN_HOME")
+    if cann_home and not Path(cann_home).is_dir():
+        raise BadInput(f"{home_source} {cann_home} is not a directory")
+    python, python_source = flag_or_env(args.python, "--python", "ASCEND_SETUP_PYTHON")
+    if python and probe(python) is None:
+        raise BadInput(f"{python_source} {python} is not a working Python interpreter")
+    report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
+                        python=python)
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
-    console.print(table("ascend-setup doctor", ["check", "status", "evidence", "fix"],
-                        [[c.id, c.status, c.detail, c.fix or ""] for c in report.checks], status_column=1))
+    print_items(console, [(c.status, c.id) for c in report.checks],
+                [[c.detail, f"fix: {c.fix}" if c.fix and c.status != "pass" else ""] for c in report.checks])
     if report.bare:
-        console.print(f"This machine has no CANN toolkit and no NPU: it cannot run vLLM-Ascend. 'ascend-setup plan "
-                      f"--cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11' forecasts an install "
-                      "for an Atlas A2 host (Ubuntu 20.04) from here.", soft_wrap=True)
+        console.print("This machine has no CANN toolkit and no NPU: it cannot run vLLM-Ascend. This forecasts an "
+                      "install for an Atlas A2 host (Ubuntu 20.04) from here:")
+        console.print(f"  ascend-setup plan --cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11",
+                      soft_wrap=True, markup=False)
     console.print("[red]some checks failed[/red]" if report.failed else "[green]no check failed[/green]")
     return 1 if report.failed else 0

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+from ascend_setup.login import bashrc, install_block, remove_block, resume_in_background
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.options import InstallOptions, build_install_options
 from ascend_setup.progress import ConsoleReporter
@@ -86,12 +87,16 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     if not assume_yes and not _confirm(console):
         console.print("nothing done")
         return 1
+    if options.resume_on_login:
+        console.print(f"resume-on-login: {install_block(Path(options.workdir))} resumes this install at the next "
+                      "login after a stop", soft_wrap=True, markup=False)
     try:
         state = runner.run(ConsoleReporter(console), options=options.to_record())
     except AscendSetupError as exc:
         if as_json:
             print_json(failure_json(runner, options, exc))
         raise
+    remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
     shell, hints = shell_lines(runner.ctx), serving_hints(runner.ctx)
     if as_json:
         print_json({"ok": True, "workdir": options.workdir, "steps": status_rows(runner.steps, state), "shell": shell,
@@ -112,12 +117,36 @@ def run_install(args: argparse.Namespace) -> int:
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
-        lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run)
+        lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
+        resume_on_login=bool(args.resume_on_login))
+    if args.resume_on_login is False and remove_block(Path(options.workdir)):
+        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 
+def on_login(workdir: Path) -> int:
+    """What the ~/.bashrc block runs at login: quiet when the install is done (the block goes) or running;
+    else one line saying where it stopped, and the resume in the background."""
+    state = StateStore(workdir / "state.json").load()
+    running = WorkdirLock(workdir / RUN_LOCK).running()
+    rows = status_rows(build_pipeline(), state, running)
+    if all(r["state"] == "done" for r in rows):
+        remove_block(workdir)
+        return 0
+    if running:
+        return 0
+    stopped = next(r for r in rows if r["state"] != "done")
+    log = resume_in_background(workdir)
+    stderr_console().print(f"ascend-setup: the install in {workdir} stopped at step {stopped['name']} "
+                           f"({stopped['state']}); resuming it in the background (log {log})", soft_wrap=True,
+                           markup=False)
+    return 0
+
+
 def run_resume(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir, write=not args.dry_run, exist=True)
+    if args.on_login:
+        return on_login(resolve_workdir(args.workdir, mode="read", exist=True))
+    workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
     state = StateStore(workdir / "state.json").load()
     if not state.options:
         raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
@@ -127,7 +156,7 @@ def run_resume(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    workdir = resolve_workdir(args.workdir, write=False, exist=True)
+    workdir = resolve_workdir(args.workdir, mode="read", exist=True)
     state = StateStore(workdir / "state.json").load()
     rows = status_rows(build_pipeline(), state, WorkdirLock(workdir / RUN_LOCK).running())
     if args.json:

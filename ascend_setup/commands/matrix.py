@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
+from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.render import print_json, stdout_console, table
 
@@ -37,12 +39,22 @@ def run_show(args: argparse.Namespace) -> int:
     console.print(table("CANN operator compiler's Python dependencies", ["package", "minimum"],
                         [[n, m or "any"] for n, m in row.cann_python_deps.items()]))
     console.print("CUDA-only requirements of vllm that are stripped: " + ", ".join(row.cuda_only))
+    for arch, variant in row.arch.items():
+        console.print(table(f"on {arch}", ["package", "version", "index"],
+                            [[n, variant.packages.get(n, row.packages[n]), variant.package_index.get(n, row.index_of(n))]
+                             for n in dict.fromkeys([*variant.packages, *variant.package_index])]))
+    console.print("Serving hints:")
     for hint in row.runtime_hints:
-        console.print(f"- {hint.text} {' '.join(hint.serve_args)}")
+        env = " ".join(f"{k}={v}" for k, v in hint.env.items())
+        args = " ".join(shlex.quote(a) for a in hint.serve_args)
+        console.print(f"- {hint.text}" + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {args}" if args else ""),
+                      soft_wrap=True, markup=False)
     return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    if args.file and args.matrix:
+        raise BadInput(f"matrix validate takes one file: {args.file} or --matrix {args.matrix}, not both")
     matrix = load_matrix(args.file or args.matrix)
     if args.json:
         print_json({"matrix": matrix.source, "valid": True, "rows": matrix.versions()})

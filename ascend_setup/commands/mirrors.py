@@ -37,7 +37,10 @@ def install_python(value: Optional[str], row: Row) -> str:
     if value and ("/" in value or Path(value).exists()):
         return choose_interpreter(row.python, value).minor
     if value:
-        return Target.parse("2.17", platform.machine(), value).python
+        python = Target.parse("2.17", platform.machine(), value).python
+        if not row.python_allows(f"{python}.0"):
+            raise BadInput(f"--python {value} is outside the row's range {row.python}")
+        return python
     try:
         return choose_interpreter(row.python).minor
     except AscendSetupError:
@@ -47,6 +50,10 @@ def install_python(value: Optional[str], row: Row) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.apply and not args.venv and not args.global_:
         raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
+    if args.global_ and not args.apply:
+        raise BadInput("--global does nothing without --apply", hint="add --apply to write your user pip config")
+    if args.venv and not args.apply:
+        raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
     if args.venv and read_pyvenv_cfg(Path(args.venv)) is None:
         raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
     if args.only and not args.candidate:
@@ -57,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
-    workdir = resolve_workdir(args.workdir, write=False)  # the cache is kept when it can be
+    workdir = resolve_workdir(args.workdir, mode="read")  # the cache is kept when it can be
     python = install_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row)
     live = stderr_console()
     shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
@@ -67,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
     result = data["result"]
     if args.apply and result["chosen"]:
         if args.venv:
-            write_venv_config(Path(args.venv), result["chosen"], [])
+            try:
+                write_venv_config(Path(args.venv), result["chosen"], [])
+            except OSError as exc:
+                raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
         if args.global_:
             _apply_global(result["chosen"])
     if args.json:

@@ -17,7 +17,7 @@ from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.models import Row
 from ascend_setup.options import check_index_url, parse_index_overrides
-from ascend_setup.paths import cache_dir, env_or
+from ascend_setup.paths import cache_dir, check_output_file, env_or
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     Target.parse(glibc, arch, "3.11")  # the flags' shapes, before anything is asked of the network
     row = select_row(matrix, args.cann, arch)
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
-    if lock_path is not None and lock_path.is_dir():
-        raise BadInput(f"--lock {lock_path} is a directory; give the lock file's path")
+    if lock_path is not None:
+        check_output_file(lock_path, "--lock")
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]

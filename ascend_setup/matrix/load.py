@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import yaml
 from pydantic import ValidationError
 
 from ascend_setup.errors import BadInput
+from ascend_setup.fsutil import read_regular_text
 from ascend_setup.matrix.models import Matrix, Row
 
 #: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.
@@ -18,10 +19,13 @@ PACKAGED_MATRIX = Path(__file__).resolve().parent.parent / "data" / "compat_matr
 MATRIX_ENV = "ASCEND_SETUP_MATRIX"
 
 
-def matrix_path(explicit: Optional[str] = None) -> Path:
-    """--matrix wins, then $ASCEND_SETUP_MATRIX, then the packaged file."""
-    chosen = explicit or os.environ.get(MATRIX_ENV)
-    return Path(chosen) if chosen else PACKAGED_MATRIX
+def matrix_path(explicit: Optional[str] = None) -> Tuple[Path, str]:
+    """(the file, where it came from): --matrix wins, then $ASCEND_SETUP_MATRIX, then the packaged file."""
+    if explicit:
+        return Path(explicit), "--matrix"
+    if os.environ.get(MATRIX_ENV):
+        return Path(os.environ[MATRIX_ENV]), MATRIX_ENV
+    return PACKAGED_MATRIX, "the packaged matrix"
 
 
 def _line_of(node: Optional[yaml.Node], loc: Sequence[Union[str, int]]) -> int:
@@ -52,6 +56,13 @@ def _describe(error: dict) -> str:
     return f"{loc}: {message}"
 
 
+def _fix_hint(source: str) -> str:
+    if Path(source) == PACKAGED_MATRIX:
+        return "the packaged matrix is damaged: reinstall ascend-setup"
+    return (f"fix {source} (the packaged compat_matrix.yaml shows the expected shape), or drop --matrix / "
+            f"{MATRIX_ENV} to use the packaged matrix")
+
+
 def parse_matrix(text: str, source: str) -> Matrix:
     """Validate matrix text. Raises BadInput naming `source`, the line and the problem."""
     loader = _Loader(text)
@@ -62,8 +73,7 @@ def parse_matrix(text: str, source: str) -> Matrix:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{source}:{line}: not valid YAML: {problem}",
-                       hint="fix the file or drop --matrix to use the packaged matrix") from None
+        raise BadInput(f"{source}:{line}: not valid YAML: {problem}", hint=_fix_hint(source)) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -77,21 +87,23 @@ def parse_matrix(text: str, source: str) -> Matrix:
         first = exc.errors()[0]
         loc = list(first["loc"])
         line = _line_of(root, loc)
-        raise BadInput(f"{source}:{line}: {_describe(first)}",
-                       hint="see the packaged compat_matrix.yaml for the expected shape") from None
+        raise BadInput(f"{source}:{line}: {_describe(first)}", hint=_fix_hint(source)) from None
 
 
 def load_matrix(explicit: Optional[str] = None) -> Matrix:
     """Read and validate the matrix the user chose (or the packaged one)."""
-    path = matrix_path(explicit)
+    path, source = matrix_path(explicit)
+    what = f"matrix file {path} ({source})"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
-        raise BadInput(f"matrix file {path} does not exist") from None
+        raise BadInput(f"{what} does not exist") from None
     except IsADirectoryError:
-        raise BadInput(f"matrix file {path} is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"matrix file {path} cannot be read: {exc}") from None
+        raise BadInput(f"{what} is a directory") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} is not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInput(f"{what} cannot be read: {exc.strerror or exc}") from None
     return parse_matrix(text, str(path))
 
 

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, read_regular_text
 from ascend_setup.index.tags import Target
 
 LOCK_FORMAT = "ascend-setup-lock"
@@ -161,12 +161,14 @@ def read_lock(path: Path, flag: str = "--lock") -> Lock:
     """A lock written by ascend-setup; anything else is bad input (never a traceback)."""
     if not path.exists():
         raise BadInput(f"{flag} {path} does not exist")
-    if not path.is_file():
-        raise BadInput(f"{flag} {path} is not a regular file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{flag} {path} cannot be read: {exc}") from None
+        text = read_regular_text(path)
+    except UnicodeDecodeError:
+        raise BadInput(f"{flag} {path} is not a text file (not an ascend-setup lock)") from None
+    except OSError as exc:
+        what = "is a directory" if isinstance(exc, IsADirectoryError) else \
+            f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+        raise BadInput(f"{flag} {path} {what}") from None
     line = next((l for l in text.splitlines() if l.startswith(DATA_PREFIX)), None)
     if line is None:
         raise BadInput(f"{flag} {path} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",

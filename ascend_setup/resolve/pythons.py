@@ -18,7 +18,7 @@ from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target
-from ascend_setup.matrix.models import MIRROR, Row
+from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources, gate
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from ascend_setup.procs import pid_alive
+
 LOCK_NAME = "kernel_meta.lock"
 
 
@@ -27,22 +29,6 @@ class CompileLock:
     @property
     def stale(self) -> bool:
         return self.pid is not None and not self.alive
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether `pid` runs. A zombie (killed, never reaped: common in containers whose PID 1 does not
-    reap orphans) holds its pid but will never release a lock, so it counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _is_compile_lock(path: Path) -> bool:

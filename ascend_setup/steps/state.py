@@ -10,7 +10,7 @@ from typing import Any, Dict, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, read_regular_text
 
 STATE_FORMAT = "ascend-setup-state"
 STATE_VERSION = 1
@@ -51,11 +51,12 @@ class StateStore:
 
     def load(self) -> RunState:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_regular_text(self.path)
         except FileNotFoundError:
             return RunState()
         except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"state file {self.path} cannot be read: {exc}") from None
+            raise BadInput(f"state file {self.path} cannot be read: {getattr(exc, 'strerror', None) or exc}",
+                           hint="move it aside to start over, or pass another --workdir") from None
         hint = f"move it aside (mv {self.path} {self.path}.bad) to start over, or pass another --workdir"
         try:
             data = json.loads(text)

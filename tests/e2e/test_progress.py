@@ -39,7 +39,7 @@ def test_a_terminal_shows_the_current_action(wheel_stack, tmp_path: Path) -> Non
     env = {k: v for k, v in wheel_stack.env().items() if k != "COLUMNS"}
     screen = _run_in_a_terminal(wheel_stack.install_argv(tmp_path / "wd"), env)
     log = str(tmp_path / "wd" / "logs" / "plugin-deps.log")
-    assert "plugin-deps:" in screen and " s · log " in screen
+    assert "plugin-deps:" in screen and " s · log " in screen and log in screen
     assert re.search(r"(Collecting|Processing|Installing collected packages|Successfully installed) ", screen), screen[-2000:]
 
 

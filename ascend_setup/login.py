@@ -1,0 +1,91 @@
+"""Resume after the instance restarts: a guarded block in ~/.bashrc (which survives on /home) that, at
+the next login, says the install was interrupted and resumes it in the background.
+
+Preemptible instances stop every 36-85 minutes; a person had to notice and type the command again.
+The block is ours alone: found by its exact markers (one per workdir), written atomically, and removed
+by the run that completes the install (or by --no-resume-on-login). Nothing else in the file is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ascend_setup.fsutil import atomic_write_text
+
+GUARD = "ASCEND_SETUP_LOGIN_CHECKED"
+LOG_NAME = "resume-on-login.log"
+
+
+def bashrc(home: Optional[str] = None) -> Path:
+    return Path(home or os.path.expanduser("~")) / ".bashrc"
+
+
+def _markers(workdir: Path) -> tuple:
+    return (f"# >>> ascend-setup resume-on-login ({workdir}) >>>",
+            f"# <<< ascend-setup resume-on-login ({workdir}) <<<")
+
+
+def block(workdir: Path, python: str = sys.executable) -> str:
+    start, end = _markers(workdir)
+    command = " ".join(shlex.quote(a) for a in [python, "-m", "ascend_setup", "resume", "--workdir", str(workdir),
+                                                "--on-login"])
+    return "\n".join([
+        start,
+        "# Added by 'ascend-setup install --resume-on-login'; removed when that install completes.",
+        f'if [ -z "${{{GUARD}:-}}" ] && [ -x {shlex.quote(python)} ]; then',
+        f"  export {GUARD}=1",
+        f"  {command}",
+        "fi",
+        end,
+    ]) + "\n"
+
+
+def _without(text: str, workdir: Path) -> str:
+    start, end = _markers(workdir)
+    lines, out, inside = text.splitlines(keepends=True), [], False
+    for line in lines:
+        if line.rstrip("\n") == start:
+            inside = True
+        elif inside and line.rstrip("\n") == end:
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "".join(out)
+
+
+def install_block(workdir: Path, home: Optional[str] = None) -> Path:
+    """Add (or refresh) the block for `workdir`; idempotent."""
+    path = bashrc(home)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    kept = _without(text, workdir)
+    atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir))
+    return path
+
+
+def remove_block(workdir: Path, home: Optional[str] = None) -> bool:
+    """Remove the block for `workdir`, if there is one; True when something was removed."""
+    path = bashrc(home)
+    if not path.exists():
+        return False
+    text = path.read_text(encoding="utf-8")
+    kept = _without(text, workdir)
+    if kept == text:
+        return False
+    atomic_write_text(path, kept)
+    return True
+
+
+def resume_in_background(workdir: Path) -> Path:
+    """`ascend-setup resume` detached from the login shell (nohup, its own session), logging to the workdir."""
+    log = workdir / "logs" / LOG_NAME
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as handle:
+        subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir)],
+                         stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                         env={**os.environ, GUARD: "1"})
+    return log
