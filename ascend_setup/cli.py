@@ -133,6 +133,40 @@ def build_parser() -> argparse.ArgumentParser:
     _index_flags(p)
     p.set_defaults(func=_lazy("doctor:run"))
 
+    p = sub.add_parser("demo", parents=[common], help="the whole main job on any machine, against a simulated "
+                       "Ascend host (loopback indexes, a fake CANN); stopped partway and resumed, then audited")
+    p.add_argument("--workdir", metavar="DIR", help="a new or empty directory to run in, kept afterwards "
+                   "(default: a temporary one, removed)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary workdir (its logs, venv and lock)")
+    p.add_argument("--interrupt-at", metavar="STEP", default="download",
+                   help="where to SIGKILL the install before resuming it: 'download' (the middle of the vllm-ascend "
+                        "sdist download, the default), a step name, or 'none'")
+    p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
+    p.set_defaults(func=_lazy("demo:run"))
+
+    p = sub.add_parser("fit", parents=[common], help="will MODEL fit a card, and how fast will it decode (reads "
+                       "config.json and safetensors headers only)")
+    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors) or its config.json")
+    p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3)")
+    p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB (default: the card table's)")
+    p.add_argument("--bandwidth", type=float, metavar="GBPS",
+                   help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
+    p.add_argument("--context", type=int, default=32768, help="tokens per sequence for the concurrency (default 32768)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
+    p.add_argument("--cann", default="9.1.0", help="the row whose known issues apply (default 9.1.0)")
+    p.add_argument("--workdir", metavar="DIR", help="where probe.json is (env ASCEND_SETUP_WORKDIR)")
+    p.set_defaults(func=_lazy("fit:run_fit"))
+
+    p = sub.add_parser("probe", parents=[common], help="measure HBM copy bandwidth in the installed venv "
+                       "(2 GiB fp16, 3 warm-up + 20 timed copies); fit uses the result")
+    p.add_argument("--venv", metavar="DIR", help="the installed venv (default <workdir>/venv; env ASCEND_SETUP_VENV)")
+    p.add_argument("--device", default="npu:0", help="npu:N, or cpu to run the same code path without an NPU")
+    p.add_argument("--gib", type=float, default=2.0, help="tensor size in GiB (default 2)")
+    p.add_argument("--cann-home", metavar="DIR", help="CANN root for the NPU's environment (env ASCEND_SETUP_CANN_HOME)")
+    p.add_argument("--workdir", metavar="DIR", help="where probe.json is written (env ASCEND_SETUP_WORKDIR)")
+    p.set_defaults(func=_lazy("fit:run_probe_command"))
+
     p = sub.add_parser("matrix", help="the compatibility matrix")
     msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate")
     msub.required = True

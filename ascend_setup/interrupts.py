@@ -15,12 +15,18 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ascend_setup.procs import pid_alive
 
 GRACE_SECONDS = 1.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Run (after the process tree has stopped) before an interrupt exits: a demo's temporary workdir, say.
+_at_interrupt: List[Callable[[], None]] = []
+
+
+def at_interrupt(callback: Callable[[], None]) -> None:
+    _at_interrupt.append(callback)
 
 
 def descendants(pid: int, proc: Path = Path("/proc")) -> List[int]:
@@ -73,6 +79,11 @@ def install_handlers(resume_hint: Optional[str] = None) -> None:
         for sig in SIGNALS:
             signal.signal(sig, signal.SIG_IGN)  # one interrupt is enough; a second must not cut the cleanup short
         stop_tree()
+        for callback in _at_interrupt:
+            try:
+                callback()
+            except Exception:  # a cleanup that fails must not keep the process from exiting
+                pass
         name = signal.Signals(signum).name
         hint = f"; {resume_hint}" if resume_hint else ""
         try:

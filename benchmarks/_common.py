@@ -37,24 +37,13 @@ def run(argv: List[str], env: Dict[str, str], **kw) -> subprocess.CompletedProce
 
 
 def serve_stack(tmp: Path):
-    """The stub 9.1.0 stack on three loopback indexes: (matrix with them named, ecosystem, (main, Ascend,
-    PyTorch CPU))."""
+    """The simulated host (the one the demo and the tests use): (matrix with its indexes named, host)."""
     from ascend_setup.matrix import load_matrix
-    from helpers.ecosystem import build_ecosystem
-    from helpers.index_server import LocalIndex
+    from ascend_setup.simulate.world import start_simulated_host
 
     matrix = load_matrix()
-    row = matrix.rows["9.1.0"]
-    eco = build_ecosystem(tmp / "eco", dict(row.packages), dict(row.cann_python_deps))
-    indexes = (LocalIndex(), LocalIndex(), LocalIndex())
-    for index, directory in zip(indexes, (eco.main, eco.ascend, eco.pytorch_cpu)):
-        index.add_dir(directory)
-    named = matrix.with_indexes({"ascend": indexes[1].url, "pytorch-cpu": indexes[2].url})
-    return named, eco, indexes
+    host = start_simulated_host(tmp / "host", matrix.rows["9.1.0"])
+    return matrix.with_indexes({"ascend": host.ascend.url, "pytorch-cpu": host.pytorch_cpu.url}), host
 
 
-def index_args(indexes) -> List[str]:
-    """install/plan flags for the three loopback indexes of `serve_stack`."""
-    main_index, ascend_index, cpu_index = indexes
-    return ["--index-url", main_index.url, "--index", f"ascend={ascend_index.url}", "--index",
-            f"pytorch-cpu={cpu_index.url}"]
+

@@ -14,7 +14,7 @@ from pathlib import Path
 from _common import REPO, clean_env, run, timed
 
 from ascend_setup.matrix import load_matrix  # noqa: E402
-from helpers.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions  # noqa: E402
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions  # noqa: E402
 from helpers.fake_dists import fake_install  # noqa: E402
 
 FILLERS = 220

@@ -15,22 +15,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import clean_env, index_args, serve_stack
+from _common import clean_env, serve_stack
 
-from helpers.fake_cann import build_fake_cann  # noqa: E402
 
 ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "triton", "vllm-ascend"]
 
 
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-install-"))
-    _, _, indexes = serve_stack(tmp)
-    cann = build_fake_cann(tmp / "Ascend")
+    _, host = serve_stack(tmp)
     env = clean_env(tmp)
 
     def argv(workdir: Path):
-        return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(cann.root),
-                *index_args(indexes), "--mirror", "none", "--yes",
+        return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(host.cann.root),
+                *host.index_args(), "--mirror", "none", "--yes",
                 "--workdir", str(workdir), "--python", sys.executable]
 
     workdir = tmp / "tool"
@@ -77,8 +75,7 @@ def main() -> None:
     print(f"the same pip commands typed by hand:            {hand:.1f} s")
     print(f"overhead ratio ours/by-hand: {ours / hand:.2f}x")
     print(f"rerun after a SIGKILL mid-install: first new work after {first_new_work:.2f} s ({resumed_at})")
-    for index in indexes:
-        index.close()
+    host.close()
     shutil.rmtree(tmp, ignore_errors=True)
 
 

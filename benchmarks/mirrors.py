@@ -19,7 +19,7 @@ import _common  # noqa: F401  (puts the repo and tests on sys.path)
 from ascend_setup.index.tags import Target  # noqa: E402
 from ascend_setup.matrix import load_matrix  # noqa: E402
 from ascend_setup.mirrors.rank import gated_packages, rank_mirrors  # noqa: E402
-from helpers.index_server import BlackHole  # noqa: E402
+from ascend_setup.simulate.index_server import BlackHole  # noqa: E402
 from helpers.mirror_farm import build_farm  # noqa: E402
 
 TRUE_RATE = {"fast": None, "medium": 6_000_000, "crawler": 300_000}

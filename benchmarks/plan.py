@@ -2,7 +2,8 @@
 sends it) and against `pip install --dry-run --report` over the same roots, on the same loopback
 indexes. Prints the wall times, the ratios, and how many versions agree with pip's.
 
-    .venv/bin/python benchmarks/plan.py
+    .venv/bin/python benchmarks/plan.py           # the loopback stub world
+    .venv/bin/python benchmarks/plan.py --live    # plan vs uv alone on pip's configured (real) index
 
 Targets: plan <= 1.3x uv alone; plan >= 5x faster than pip.
 """
@@ -26,15 +27,49 @@ from ascend_setup.resolve.closure import IndexSources, prepare_closure  # noqa: 
 from ascend_setup.resolve.uvcompile import pyproject_text, uv_platform  # noqa: E402
 
 
+def live() -> None:
+    """Plan and uv alone for glibc 2.31 / aarch64 / 3.11 on pip's configured index (warm caches for both)."""
+    from ascend_setup.index.pipconfig import pip_settings
+    from ascend_setup.matrix import load_matrix
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-plan-live-"))
+    env = clean_env(tmp)
+    index = pip_settings().index
+    plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch",
+                 "aarch64", "--python", "3.11", "--index-url", index, "--json"]
+    ours, proc = timed(lambda: run(plan_argv, env))
+    matrix = load_matrix()
+    row = select_row(matrix, "9.1.0", "aarch64")
+    prepared = prepare_closure(row, Target("2.31", "aarch64", "3.11"), IndexSources.for_row(matrix, row, index))
+    uv_alone, _ = timed(lambda: _uv_alone(prepared, tmp, index, "3.11", env))
+    print(f"real index ({index}): closure {json.loads(proc.stdout)['summary']}")
+    print(f"plan: {ours:.2f} s   uv pip compile alone (same request): {uv_alone:.2f} s   ratio {ours / uv_alone:.2f}x")
+
+
+def _uv_alone(prepared, tmp: Path, index: str, python: str, env) -> None:
+    project = tmp / "closure" / "pyproject.toml"
+    project.parent.mkdir(exist_ok=True)
+    project.write_text(pyproject_text(prepared.request))
+    excludes = tmp / "closure" / "excludes.txt"
+    excludes.write_text("\n".join(prepared.request.excludes) + "\n")
+    argv = [*uv_command(), "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", python,
+            "--python-platform", uv_platform(prepared.request.target), "--default-index", index,
+            "--index-strategy", "unsafe-best-match", "--excludes", str(excludes), "--cache-dir", str(tmp / "uv-cache")]
+    done = run(argv, {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
+    if done.returncode != 0:
+        raise SystemExit(f"uv failed: {done.stderr[-2000:]}")
+
+
 def main() -> None:
+    if "--live" in sys.argv:
+        return live()
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-"))
-    matrix, eco, indexes = serve_stack(tmp)
-    main_index, ascend_index, cpu_index = indexes
+    matrix, host = serve_stack(tmp)
+    main_index, eco = host.main, host.eco
     env = clean_env(tmp)
     arch, glibc, python = platform.machine(), glibc_version() or "2.17", "%d.%d" % sys.version_info[:2]
     plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch,
-                 "--python", python, "--index-url", main_index.url, "--index", f"ascend={ascend_index.url}",
-                 "--index", f"pytorch-cpu={cpu_index.url}", "--json"]
+                 "--python", python, *host.index_args(), "--json"]
     ours, proc = timed(lambda: run(plan_argv, env))
     if proc.returncode != 0:
         raise SystemExit(f"plan failed: {proc.stderr[-2000:]}")
@@ -62,7 +97,7 @@ def main() -> None:
     shutil.copytree(eco.main, flat)
     for path in [*eco.ascend.iterdir(), *(p for p in eco.pytorch_cpu.iterdir() if "+cpu" in p.name)]:
         shutil.copy(path, flat / path.name)
-    from helpers.index_server import LocalIndex
+    from ascend_setup.simulate.index_server import LocalIndex
 
     flat_index = LocalIndex()
     flat_index.add_dir(flat)
@@ -84,8 +119,8 @@ def main() -> None:
     print(f"plan / uv alone: {ours / uv_alone:.2f}x (target <= 1.3x);  pip / plan: {theirs / ours:.2f}x (target >= 5x)")
     print(f"versions agreeing with pip: {agree}/{len(compared)} (pip also resolved: "
           f"{', '.join(sorted(set(chosen) - {p['name'] for p in data['packages']})) or 'nothing else'})")
-    for index in (*indexes, flat_index):
-        index.close()
+    host.close()
+    flat_index.close()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict
 
 from conftest import assert_one_line_error
-from helpers.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv
 from ascend_setup.audit.report import run_audit
 from ascend_setup.matrix import load_matrix

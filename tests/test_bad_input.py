@@ -40,6 +40,10 @@ KINDS: Dict[str, List[Tuple[str, str]]] = {
     "number": [("word", "fast"), ("negative", "-1"), ("huge", "1e9")],
     "venv": [("missing", "{t}/missing"), ("a-file", "{t}/a-file"), ("a-fifo", "{t}/a-fifo"),
              ("garbage-cfg", "{t}/broken-venv")],
+    "model": [("missing", "{t}/missing"), ("garbage", "{t}/garbage.bin"), ("a-fifo", "{t}/a-fifo"),
+              ("no-config", "{t}/a-dir"), ("not-a-model", "{t}/not-a-model.json")],
+    "card": [("unknown", "910C"), ("garbage", "x; y")],
+    "fraction": [("word", "most"), ("zero", "0"), ("above-one", "1.5")],
 }
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]
 #: command -> (base arguments, {flag: kind}, {ASCEND_SETUP_* variable: kind})
@@ -73,6 +77,11 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
     "mirrors --apply": (["mirrors", "--only", "--candidate", DEAD, "--workdir", "{c}/wd", "--apply"],
                         {"--venv": "venv"}, {}),
     "matrix show": (["matrix", "show", "9.1.0"], {"--matrix": "infile"}, {"ASCEND_SETUP_MATRIX": "infile"}),
+    "fit": (["fit", "{t}/model", "--workdir", "{c}/wd"],
+            {"": "model", "--card": "card", "--context": "number", "--gpu-memory-utilization": "fraction",
+             "--kv-dtype": "arch", "--bandwidth": "number", "--workdir": "readdir"}, {}),
+    "probe": (["probe", "--device", "cpu", "--gib", "0.01", "--venv", "{t}/good-venv", "--workdir", "{c}/wd"],
+              {"--venv": "venv", "--gib": "number"}, {}),
     "matrix validate": (["matrix", "validate"], {"": "infile"}, {}),
 }
 #: combinations that are refused for what they say, not for a value
@@ -95,6 +104,8 @@ def _cases() -> List[Tuple[str, List[str], Dict[str, str]]]:
                 argv = [a for a in base]
                 if flag and flag in argv and flag not in ("--index", "--candidate"):
                     argv[argv.index(flag) + 1] = value  # replace the base's own value
+                elif not flag and "{t}/model" in argv:
+                    argv[argv.index("{t}/model")] = value  # the positional MODEL
                 else:
                     argv += [flag, value] if flag else [value]
                 cases.append((f"{command} {flag or 'FILE'}={label}", argv, {}))
@@ -131,6 +142,9 @@ def tree(tmp_path_factory) -> Path:
     venv_module.create(t / "good-venv", with_pip=False)
     (t / "broken-venv").mkdir()
     (t / "broken-venv" / "pyvenv.cfg").write_bytes(b"\x00\xff garbage = = =\n")
+    (t / "model").mkdir()
+    (t / "model" / "config.json").write_text('{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}')
+    (t / "not-a-model.json").write_text('{"hello": "world"}')
     return root
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.fake_cann import build_fake_cann
+from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.sourcebuild.locks import find_compile_locks, sweep_stale_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import detect_cann, primary_cann, same_cann

@@ -14,8 +14,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
 from conftest import clean_env
-from helpers.dists import build_sdist, build_wheel
-from helpers.index_server import Behaviour, LocalIndex
+from ascend_setup.simulate.dists import build_sdist, build_wheel
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.choose import choose
@@ -229,3 +229,31 @@ def test_server_errors_are_retried(assorted_index: LocalIndex) -> None:
     finally:
         assorted_index.behaviour.fail_first = 0
     assert page.error and "503" in page.error
+
+
+def test_a_page_that_never_came_is_not_a_missing_version() -> None:
+    """The gate tells 'this index did not answer for torch' from 'this index lacks torch 2.10.0'."""
+    import time as clock
+
+    from ascend_setup.index.reach import IndexNeed, check_indexes
+    from ascend_setup.index.simple import ProjectPage, make_file
+
+    class SlowForTorch:
+        url = "http://mirror.test/simple/"
+
+        def project_url(self, name: str) -> str:
+            return self.url + name + "/"
+
+        def project(self, name: str) -> ProjectPage:
+            if name == "torch":
+                clock.sleep(3)
+            files = [make_file(f"{name}-1.0-py3-none-any.whl", f"{self.url}{name}.whl", self.url)]
+            return ProjectPage(name, self.url, files)
+
+    need = IndexNeed("mirror", ["http://mirror.test/simple/"], {"torch": "2.10.0", "numpy": "1.0", "vllm": "2.0"})
+    start = clock.monotonic()
+    (check,) = check_indexes([need], deadline=0.5, indexes={"http://mirror.test/simple/": SlowForTorch()})
+    assert clock.monotonic() - start < 1.5
+    assert check.unanswered == {"torch": "no answer within 0 s"} or set(check.unanswered) == {"torch"}
+    assert set(check.missing) == {"vllm"} and "has only 1.0" in check.missing["vllm"]
+    assert "did not answer for torch==2.10.0" in check.message() and "no index serves torch" not in check.message()

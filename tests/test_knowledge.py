@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.sourcebuild.source import extract_once
 from ascend_setup.knowledge.signatures import triage
 

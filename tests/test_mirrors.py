@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from helpers.index_server import Behaviour, BlackHole, LocalIndex
+from ascend_setup.simulate.index_server import Behaviour, BlackHole, LocalIndex
 from helpers.mirror_farm import build_farm
 from ascend_setup.index.download import download, sha256_of
 from ascend_setup.index.tags import Target
@@ -156,7 +156,7 @@ def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, t
 def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path: Path) -> None:
     from ascend_setup.steps.base import Context
     from ascend_setup.steps.plugin import alternate_urls
-    from helpers.dists import build_sdist
+    from ascend_setup.simulate.dists import build_sdist
 
     sdist = build_sdist(tmp_path, "vllm-ascend", "0.23.0")
     mirror_b = LocalIndex()

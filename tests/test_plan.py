@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error, clean_env
-from helpers.ecosystem import build_ecosystem
-from helpers.index_server import BlackHole, LocalIndex
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.index_server import BlackHole, LocalIndex
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from helpers.ecosystem import build_ecosystem
-from helpers.fake_cann import build_fake_cann
-from helpers.index_server import LocalIndex
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.commands.plan import target_python
 from ascend_setup.host.hints import python_install_hint
 from ascend_setup.host.interpreters import Interpreter, candidate_paths, find_interpreters

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from helpers.dists import build_wheel
-from helpers.index_server import LocalIndex
+from ascend_setup.simulate.dists import build_wheel
+from ascend_setup.simulate.index_server import LocalIndex
 from helpers.tls import make_site_ca
 
 ASK = """

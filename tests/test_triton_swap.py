@@ -14,8 +14,8 @@ from packaging.specifiers import SpecifierSet
 from rich.console import Console
 
 from conftest import clean_env
-from helpers.ecosystem import build_ecosystem
-from helpers.index_server import LocalIndex
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.errors import StepFailed
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.choose import choose

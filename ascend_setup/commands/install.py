@@ -106,6 +106,9 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {options.venv}.[/green] In your shell:")
     for line in shell:
         out.print(f"  {line}", soft_wrap=True, markup=False)
+    out.print("Before you download a model: 'ascend-setup probe' measures this card's HBM bandwidth, and "
+              "'ascend-setup fit MODEL_DIR' tells whether a model fits and how fast it will decode.", soft_wrap=True,
+              markup=False)
     out.print("Serving hints for this row:")
     for hint in hints:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)

@@ -133,8 +133,29 @@ def _classify(items: Mapping[str, object]) -> Tuple[Optional[str], Dict[str, str
     return index_url, network, ignored
 
 
+def _ask_pip_here() -> Optional[dict]:
+    """The same answer from this interpreter's own pip, without starting another interpreter."""
+    try:
+        from pip._internal.configuration import Configuration
+        from pip._internal.models.index import PyPI
+    except ImportError:
+        return None
+    try:
+        config = Configuration(isolated=False)
+        config.load()
+        files = [f for _, fs in config.iter_config_files() for f in fs if f != os.devnull and os.path.exists(f)]
+        return json.loads(json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files},
+                                     default=str))
+    except Exception:  # pip's internals moved: ask it the documented way below
+        return None
+
+
 @lru_cache(maxsize=None)
 def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[dict]:
+    if python == sys.executable:
+        here = _ask_pip_here()
+        if here is not None:
+            return here
     try:
         out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60, check=True,
                              env=dict(env_key), stdin=subprocess.DEVNULL).stdout

@@ -33,10 +33,11 @@ class IndexCheck:
     need: IndexNeed
     error: Optional[str] = None  # the index did not answer (DNS, refused, TLS, timeout, 5xx)
     missing: Dict[str, str] = field(default_factory=dict)  # package -> what the index has instead
+    unanswered: Dict[str, str] = field(default_factory=dict)  # package -> why its page did not come
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.missing
+        return self.error is None and not self.missing and not self.unanswered
 
     def message(self) -> str:
         label = self.need.name if self.need.name == "mirror" else f"index {self.need.name!r}"
@@ -44,8 +45,10 @@ class IndexCheck:
         if self.error:
             wanted = ", ".join(f"{n}=={v}" for n, v in self.need.pins.items())
             return f"{label} ({where}) could not be reached: {self.error}; it is needed for {wanted}"
-        return "; ".join(f"no index serves {n}=={self.need.pins[n]}: {label} ({where}) {has}"
-                         for n, has in self.missing.items())
+        return "; ".join([f"{label} ({where}) did not answer for {n}=={self.need.pins[n]}: {why}"
+                          for n, why in self.unanswered.items()] +
+                         [f"no index serves {n}=={self.need.pins[n]}: {label} ({where}) {has}"
+                          for n, has in self.missing.items()])
 
     def hint(self) -> str:
         if self.need.name == "mirror":
@@ -79,21 +82,23 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
     for need in needs:
         check = IndexCheck(need)
         pages: Dict[str, List[ProjectPage]] = {n: [] for n in need.pins}
-        errors = []
+        errors: Dict[str, str] = {}
         for url in need.urls:
             index = pool[url]
             for name in need.pins:
                 page = results.get((index.url, name))
                 if page is None:
-                    errors.append(f"no answer within {deadline:.0f} s")
+                    errors.setdefault(name, f"no answer within {deadline:.0f} s")
                 elif page.error:
-                    errors.append(page.error.replace(index.project_url(name), "").replace("could not be reached", "")
-                                  .strip(" ()") or page.error)
+                    errors.setdefault(name, page.error.replace(index.project_url(name), "")
+                                      .replace("could not be reached", "").strip(" ()") or page.error)
                 else:
                     pages[name].append(page)
         if errors and not any(pages.values()):
-            check.error = errors[0]
-        else:
-            check.missing = {n: _instead(p, n) for n, p in pages.items() if not _has(p, need.pins[n])}
+            check.error = next(iter(errors.values()))
+        else:  # a page that never came is not a version the index lacks
+            check.unanswered = {n: why for n, why in errors.items() if not pages[n]}
+            check.missing = {n: _instead(p, n) for n, p in pages.items()
+                             if n not in check.unanswered and not _has(p, need.pins[n])}
         checks.append(check)
     return checks

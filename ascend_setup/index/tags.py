@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, List
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -91,8 +92,10 @@ def supported_tags(target: Target) -> List[Tag]:
     return unique
 
 
+@lru_cache(maxsize=64)
 def tag_priorities(target: Target) -> Dict[Tag, int]:
-    """Tag -> rank (0 is best), for choosing among a version's wheels the way pip does."""
+    """Tag -> rank (0 is best), for choosing among a version's wheels the way pip does (computed once per
+    target: a closure asks it for every one of its ~180 packages)."""
     return {tag: i for i, tag in enumerate(supported_tags(target))}
 
 

@@ -187,6 +187,8 @@ def _gate_results(checks: List[IndexCheck], row: Row) -> Dict[str, str]:
                 unavailable[name] = check.message()
         for name in check.missing:
             unavailable[name] = IndexCheck(check.need, missing={name: check.missing[name]}).message()
+        for name in check.unanswered:
+            unavailable[name] = IndexCheck(check.need, unanswered={name: check.unanswered[name]}).message()
     return unavailable
 
 
@@ -246,10 +248,23 @@ def resolve_closure(row: Row, target: Target, sources: IndexSources, *, settings
     """The whole closure of `row` (already specialised for `target.arch`) for `target`."""
     prepared = prepare_closure(row, target, sources, gate_seconds=gate_seconds, checks=checks, pool=pool,
                                on_derived=on_derived)
-    resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
+    with ThreadPoolExecutor(max_workers=2) as tp:  # the roots' pages come in while uv resolves
+        early = tp.submit(_prefetch_roots, row, prepared)
+        resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
+        early.result()
     resolved += [Resolved(n, row.packages[n], [ROOT_PROJECT]) for n in NO_DEPS]
     prepared.roots.origin.update({n: [f"row {row.cann}"] for n in NO_DEPS})
     return _lock_from(row, target, sources, resolved, prepared)
+
+
+def _prefetch_roots(row: Row, prepared: PreparedClosure) -> None:
+    """Most of the closure are the roots themselves: ask their pages of the index each comes from."""
+    by_group: Dict[str, List[str]] = {}
+    for name in prepared.roots.origin:
+        by_group.setdefault(row.index_of(name) if name in row.packages else MIRROR, []).append(name)
+    for group, names in by_group.items():
+        if group in prepared.groups:
+            prepared.groups[group].prefetch(names)
 
 
 def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[Resolved],

@@ -1,4 +1,5 @@
-"""The end-to-end harness: stub 9.1.0 stack on two loopback indexes, a hostile fake CANN, real pip."""
+"""The end-to-end harness: the simulated host (the one `ascend-setup demo` runs: stub 9.1.0 stack on three
+loopback indexes, a hostile fake CANN) driven by real pip and uv."""
 
 from __future__ import annotations
 
@@ -15,19 +16,18 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from conftest import clean_env
-from helpers.ecosystem import PLUGIN_REQUIRES, build_ecosystem
-from helpers.fake_cann import FakeCann, build_fake_cann
-from helpers.index_server import Behaviour, LocalIndex
-from helpers.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.fake_cann import FakeCann
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
+from ascend_setup.simulate.world import SimulatedHost, start_simulated_host
 
 ROW = load_matrix().rows["9.1.0"]
-SDIST_PADDING = 3 * 1024 * 1024
 
 
 @dataclass
 class Stack:
+    host: SimulatedHost
     main: LocalIndex
     ascend: LocalIndex
     pytorch_cpu: LocalIndex
@@ -58,16 +58,14 @@ class Stack:
         return proc
 
     def close(self) -> None:
-        for index in (self.main, self.ascend, self.pytorch_cpu):
-            index.close()
+        self.host.close()
 
     def cli(self, *args: str, env: Optional[dict] = None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
                               env=self.env(**(env or {})), timeout=300)
 
     def index_args(self) -> List[str]:
-        return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
-                f"pytorch-cpu={self.pytorch_cpu.url}"]
+        return self.host.index_args()
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -115,18 +113,12 @@ def status(stack: Stack, workdir: Path) -> dict:
 def _stack(tmp_path_factory, *, plugin_wheel_arches=("aarch64",), plugin_wheel_glibc: str = "2.34",
            behaviour: Optional[Behaviour] = None) -> Stack:
     root = tmp_path_factory.mktemp("stack")
-    sdist = build_stub_plugin_sdist(root / "sdist", ROW.packages["vllm-ascend"], PLUGIN_REQUIRES,
-                                    padding_bytes=SDIST_PADDING)
-    eco = build_ecosystem(root / "eco", dict(ROW.packages), dict(ROW.cann_python_deps), vllm_ascend_sdist=sdist,
-                          plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc)
-    main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
-    main.add_dir(eco.main)
-    ascend.add_dir(eco.ascend)
-    pytorch_cpu.add_dir(eco.pytorch_cpu)
-    cann = build_fake_cann(root / "Ascend", version="9.1.0", set_env_mode="hostile")
+    host = start_simulated_host(root, ROW, plugin_wheel_arches=plugin_wheel_arches,
+                                plugin_wheel_glibc=plugin_wheel_glibc, behaviour=behaviour)
     home = root / "home"
     home.mkdir()
-    return Stack(main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, root=root, home=home)
+    return Stack(host=host, main=host.main, ascend=host.ascend, pytorch_cpu=host.pytorch_cpu, cann=host.cann,
+                 root=root, home=home)
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import assert_one_line_error
 from e2e.conftest import installed, lock_versions, status
-from helpers.dists import build_wheel
-from helpers.index_server import BlackHole
+from ascend_setup.simulate.dists import build_wheel
+from ascend_setup.simulate.index_server import BlackHole
 from ascend_setup.host.machine import glibc_version
 
 

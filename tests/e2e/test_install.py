@@ -92,7 +92,7 @@ def test_install_takes_the_wheel_with_uv(wheel_stack, tmp_path: Path) -> None:
 
 
 def test_cann_mismatch_stops_with_the_fix(source_stack, tmp_path: Path) -> None:
-    from helpers.fake_cann import build_fake_cann
+    from ascend_setup.simulate.fake_cann import build_fake_cann
 
     other = build_fake_cann(tmp_path / "Ascend", version="9.0.1")
     proc = source_stack.install(tmp_path / "wd", "--cann-home", str(other.root))

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import clean_env
 from e2e.conftest import status
-from helpers.index_server import BlackHole
+from ascend_setup.simulate.index_server import BlackHole
 
 
 def _processes_mentioning(text: str) -> list:

@@ -9,7 +9,7 @@ from typing import Dict, Iterable, Optional
 
 from packaging.utils import canonicalize_name
 
-from helpers.dists import metadata_text
+from ascend_setup.simulate.dists import metadata_text
 
 
 def make_venv(path: Path, system_site_packages: bool = False) -> Path:

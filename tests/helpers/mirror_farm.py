@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
 
-from helpers.dists import build_wheel
-from helpers.index_server import Behaviour, LocalIndex
+from ascend_setup.simulate.dists import build_wheel
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 
 SAMPLE_BYTES = 4 * 1024 * 1024
 

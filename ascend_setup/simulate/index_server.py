@@ -31,7 +31,7 @@ class Served:
 
 @dataclass
 class Behaviour:
-    """How the server misbehaves (mirror tests): all off by default."""
+    """How the server misbehaves (mirror tests, the demo's throttled download): all off by default."""
 
     bytes_per_second: Optional[float] = None  # throttle file bodies
     stall_after_headers: bool = False         # send headers of a file, then nothing

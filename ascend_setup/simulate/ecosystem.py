@@ -1,6 +1,6 @@
 """The 9.1.0 stack as stub distributions: real names, versions and Requires-Dist, no real code.
 
-vllm's and vllm-ascend's Requires-Dist are the real ones (tests/data, read once from their METADATA).
+vllm's and vllm-ascend's Requires-Dist are the real ones (data/simulate, read once from their METADATA).
 Every other requirement gets a stub whose version satisfies all the specifiers that apply, and the
 traps of the field are laid on purpose: torch 2.11.0 (vllm's CUDA pin) and a transformers newer than
 the plugin's pin sit on the index, xgrammar pulls upstream triton on x86 (whose jit returns a plain
@@ -29,11 +29,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from helpers.dists import build_sdist, build_wheel
+from ascend_setup.simulate.dists import build_sdist, build_wheel
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data" / "simulate"
 ARCH_TAGS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
-#: CPython versions the torch family publishes wheels for (triton-ascend: cp311 only, as the tests need).
+#: CPython versions the torch family publishes wheels for (triton-ascend by default cp311 only, like the real
+#: index's triton-ascend, which has no cp312 wheel).
 TORCH_PYTHONS = ("cp310", "cp311", "cp312")
 
 TRITON_ASCEND_INIT = '''\
@@ -158,7 +159,7 @@ def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[st
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
                     vllm_ascend_sdist: Optional[Path] = None,
                     plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
-                    plugin_wheel_glibc: str = "2.34") -> Ecosystem:
+                    plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",)) -> Ecosystem:
     """The three indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source
     build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34)."""
     main, ascend, pytorch_cpu = root / "main", root / "ascend", root / "pytorch-cpu"
@@ -187,8 +188,9 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     # the stack, with wheels for both architectures
     for tag in ARCH_TAGS:
         build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES)
-        build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"cp311-cp311-{tag}",
-                    files={"triton/__init__.py": TRITON_ASCEND_INIT})
+        for py in triton_pythons:
+            build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"{py}-{py}-{tag}",
+                        files={"triton/__init__.py": TRITON_ASCEND_INIT})
     for name, version in (("torch", "2.11.0"), ("torchvision", "0.26.0"), ("torchaudio", "2.11.0")):
         build_wheel(main, name, version, tag="py3-none-any")
     build_wheel(main, "transformers", "5.6.0")  # allowed by vllm, not by the plugin's pin

@@ -1,6 +1,6 @@
 """A fake CANN installation on disk: both layouts, hostile set_env.sh, NNAL, driver, npu-smi.
 
-Used by the host tests and the end-to-end install tests. Nothing here is a mock object: the tool
+Used by `ascend-setup demo`, the host tests and the end-to-end install tests. Nothing here is a mock object: the tool
 reads these files and runs these scripts exactly as it would on a real Atlas host.
 """
 

@@ -37,7 +37,7 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     info = f"{dist}-{version}.dist-info"
     tags = tag.split("-")
     pys, abis, plats = (part.split(".") for part in tags)
-    wheel_lines = ["Wheel-Version: 1.0", "Generator: ascend-setup-tests", "Root-Is-Purelib: " +
+    wheel_lines = ["Wheel-Version: 1.0", "Generator: ascend-setup-simulate", "Root-Is-Purelib: " +
                    ("true" if plats == ["any"] else "false")]
     wheel_lines += [f"Tag: {p}-{a}-{pl}" for p in pys for a in abis for pl in plats]
     if build:

@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 from typing import Iterable
 
-from helpers.dists import WHEEL_WRITER, metadata_text
+from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
 
 BACKEND = r'''
 import importlib.metadata as md, os, sys, time

@@ -1,0 +1,74 @@
+"""`ascend-setup demo`: the whole main job against a simulated Ascend host, on any machine."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from ascend_setup.errors import BadInput
+from ascend_setup.interrupts import at_interrupt
+from ascend_setup.paths import check_dir_path
+from ascend_setup.render import print_json, stderr_console, stdout_console
+from ascend_setup.simulate.demo import LABEL, interrupt_points, run_demo
+
+
+def _workdir(args: argparse.Namespace) -> "tuple[Path, bool]":
+    """(the demo's workdir, whether it is ours to remove afterwards)."""
+    if args.workdir:
+        path = Path(args.workdir).expanduser().absolute()
+        check_dir_path(path, "--workdir")
+        if path.exists() and any(path.iterdir()):
+            raise BadInput(f"--workdir {path} is not empty", hint="give the demo a new or empty directory")
+        path.mkdir(parents=True, exist_ok=True)
+        return path, False
+    return Path(tempfile.mkdtemp(prefix="ascend-setup-demo-")), not args.keep
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interrupt_at not in interrupt_points():
+        raise BadInput(f"--interrupt-at {args.interrupt_at!r} is not one of {', '.join(interrupt_points())}")
+    workdir, ours = _workdir(args)
+    if ours:
+        at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
+    console = stderr_console()
+    log = None
+    try:
+        if args.json:
+            log = (workdir / "demo.log").open("w")
+        summary = run_demo(workdir, interrupt_at=args.interrupt_at, installer=args.installer,
+                           show=lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
+                           stream=log if log else sys.stderr)
+    finally:
+        if log:
+            log.close()
+        if ours:
+            shutil.rmtree(workdir, ignore_errors=True)
+    summary["workdir_kept"] = not ours
+    if args.json:
+        print_json(summary)
+        return 0 if summary["audit"]["ok"] else 1
+    out = stdout_console()
+    out.print(f"{LABEL} the main job, end to end, against a simulated Atlas A2 host (no NPU, no real CANN):",
+              soft_wrap=True, markup=False)
+    for step in summary["steps"]:
+        seconds = "" if step["seconds"] is None else f"{step['seconds']:6.1f} s"
+        out.print(f"  {step['state']:<6} {step['name']:<17} {seconds}", markup=False)
+    resumed = summary["resumed"]
+    if resumed:
+        continued = f", and the rerun asked for {resumed['continued_with']}" if resumed.get("continued_with") else ""
+        kept = f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"] else ""
+        out.print(f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
+                  soft_wrap=True, markup=False)
+    audit = summary["audit"]
+    out.print(f"audit: {'clean' if audit['ok'] else 'NOT clean'} ({audit['errors']} errors, {audit['findings']} "
+              "findings in all)", markup=False)
+    out.print("serving hints for this row:")
+    for hint in summary["hints"]:
+        out.print(f"  - {hint}", soft_wrap=True, markup=False)
+    where = f"kept in {workdir}" if not ours else "removed (--keep keeps it)"
+    out.print(f"{LABEL} {summary['seconds']:.0f} s; the demo's workdir was {where}. On an Ascend host: "
+              "ascend-setup install --cann 9.1.0", soft_wrap=True, markup=False)
+    return 0 if audit["ok"] else 1

@@ -1,0 +1,77 @@
+"""The field report's HBM copy measurement, run inside the installed venv with CANN's environment.
+
+A 2 GiB fp16 tensor, 3 warm-up copies, then 20 timed copies with synchronisation: 2 x bytes / time.
+On a 910B3 it gave 1267 GB/s where paper figures said 800. `--device cpu` runs the same script (with
+torch, else numpy, else plain memory copies), so the code path is tested on machines without an NPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, Mapping, Optional
+
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.procs import capture
+
+WARMUP, TIMED = 3, 20
+
+SCRIPT = r'''
+import json, sys, time
+device, size = sys.argv[1], int(sys.argv[2])
+backend = None
+try:
+    import torch
+    if device.startswith("npu"):
+        import torch_npu  # noqa: F401
+    src = torch.ones(size // 2, dtype=torch.float16, device=device)
+    dst = torch.empty_like(src)
+    sync = torch.npu.synchronize if device.startswith("npu") else (lambda: None)
+    copy = lambda: dst.copy_(src)
+    backend = "torch"
+except ImportError:
+    if device != "cpu":
+        raise
+if backend is None:
+    try:
+        import numpy as np
+        src = np.ones(size // 2, dtype=np.float16)
+        dst = np.empty_like(src)
+        copy = lambda: np.copyto(dst, src)
+        backend = "numpy"
+    except ImportError:
+        src, dst = memoryview(bytearray(b"\x01" * size)), memoryview(bytearray(size))
+        def copy():
+            dst[:] = src
+        backend = "python"
+    sync = lambda: None
+for _ in range(WARMUP):
+    copy()
+sync()
+start = time.perf_counter()
+for _ in range(TIMED):
+    copy()
+sync()
+seconds = time.perf_counter() - start
+print(json.dumps({"device": device, "backend": backend, "bytes": size, "copies": TIMED, "seconds": seconds,
+                  "gbps": 2 * size * TIMED / seconds / 1e9}))
+'''.replace("WARMUP", str(WARMUP)).replace("TIMED", str(TIMED))
+
+
+def run_probe(python: Path, device: str, size_bytes: int, env: Optional[Mapping[str, str]] = None) -> Dict[str, object]:
+    """Measure in the interpreter `python` (the installed venv's); raises with the interpreter's own words."""
+    proc = capture([python, "-c", SCRIPT, device, str(size_bytes)], env=env, timeout=900)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        raise AscendSetupError(f"the copy measurement on {device} failed: {tail[0]}",
+                               hint="an NPU device needs the installed venv (torch, torch_npu) and CANN's driver") from None
+
+
+def save_probe(workdir: Path, result: Dict[str, object]) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "probe.json"
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    return path

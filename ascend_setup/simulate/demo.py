@@ -1,0 +1,128 @@
+"""The demo's story: the real install pipeline against a simulated Ascend host, stopped with SIGKILL
+partway (mid-download of the vllm-ascend sdist by default), resumed, audited and summed up.
+
+Real pip or uv, a real venv, the real steps, state and lock: only the host is simulated. The install's
+child processes get a HOME and caches inside the demo's workdir, so nothing outside it is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Callable, Dict, List, Union
+
+from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.host.interpreters import choose_interpreter
+from ascend_setup.interrupts import descendants
+from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
+from ascend_setup.simulate.index_server import Behaviour
+from ascend_setup.simulate.world import start_simulated_host
+from ascend_setup.steps.pipeline import build_pipeline
+from ascend_setup.steps.verify import hints_for
+
+CANN = "9.1.0"
+DOWNLOAD = "download"  # --interrupt-at's default: the middle of the vllm-ascend sdist download
+NOWHERE = "none"
+LABEL = "[simulated]"
+#: The main index sends files this fast, so that the sdist's download takes a couple of seconds.
+THROTTLE = 1_500_000
+Stream = Union[None, int, IO[Any]]
+
+
+def interrupt_points() -> List[str]:
+    return [DOWNLOAD, NOWHERE, *(s.name for s in build_pipeline())]
+
+
+def child_env(workdir: Path) -> Dict[str, str]:
+    """The install's environment: HOME and caches inside the demo's workdir, a build that shows its stages."""
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "ASCEND_SETUP_"))}
+    env.update({"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "PIP_CONFIG_FILE": os.devnull,
+                "STUB_BUILD_STAGES": "8", "STUB_STAGE_SECONDS": "0.3"})
+    return env
+
+
+def _reached(point: str, install: Path) -> bool:
+    if point == DOWNLOAD:
+        parts = list((install / "src").glob("*.tar.gz.part")) if (install / "src").is_dir() else []
+        return any(p.stat().st_size > 256 * 1024 for p in parts)
+    try:
+        steps = json.loads((install / "state.json").read_text())["steps"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return steps.get(point, {}).get("state") == "started"
+
+
+def _stopped_at(install: Path) -> Dict[str, Any]:
+    """What the SIGKILL left behind: the step that was running and, mid-download, the bytes kept."""
+    steps = json.loads((install / "state.json").read_text())["steps"]
+    parts = list((install / "src").glob("*.part")) if (install / "src").is_dir() else []
+    return {"step": next((n for n, r in steps.items() if r["state"] == "started"), None),
+            "kept_bytes": parts[0].stat().st_size if parts else 0}
+
+
+def _cli(*args: str, env: Dict[str, str]) -> dict:
+    done = subprocess.run([sys.executable, "-m", "ascend_setup", *args], env=env, capture_output=True, text=True)
+    return json.loads(done.stdout)
+
+
+def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
+             show: Callable[[str], None] = lambda line: None, stream: Stream = None) -> Dict[str, Any]:
+    """The whole story; returns its summary. Raises StepFailed when a part of it does not hold."""
+    started = time.monotonic()
+    row = load_matrix().rows[CANN]
+    try:
+        python = sys.executable if row.python_allows("%d.%d.%d" % sys.version_info[:3]) else \
+            choose_interpreter(row.python).path
+    except AscendSetupError as exc:
+        raise StepFailed(f"the demo needs a Python in the row's range {row.python}: {exc.message}",
+                         hint=exc.hint) from None
+    show(f"{LABEL} a simulated Atlas A2 host in {workdir / 'host'}: loopback indexes (main, Ascend, PyTorch CPU) "
+         f"with stub packages, a fake CANN {CANN} with driver, npu-smi and NNAL")
+    install = workdir / "install"
+    env = child_env(workdir)
+    with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
+                              behaviour=Behaviour(bytes_per_second=THROTTLE)) as host:
+        argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
+                "--yes", "--workdir", str(install), "--python", python, "--installer", installer]
+        show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
+        proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", *argv], env=env, stdout=stream, stderr=stream)
+        stopped: Dict[str, Any] = {}
+        if interrupt_at != NOWHERE:
+            while proc.poll() is None and not _reached(interrupt_at, install):
+                time.sleep(0.05)
+            if proc.poll() is None:
+                for pid in [*descendants(proc.pid), proc.pid]:  # the whole tree, as an instance stop does
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                proc.wait()
+                stopped = _stopped_at(install)
+                kept = f", {stopped['kept_bytes'] / 1e6:.1f} MB of the sdist kept" if stopped["kept_bytes"] else ""
+                show(f"{LABEL} SIGKILL ({interrupt_at}): step {stopped['step']} was running{kept}")
+                show(f"{LABEL} $ ascend-setup resume --workdir {install}")
+                host.main.requests.clear()
+                proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(install)],
+                                        env=env, stdout=stream, stderr=stream)
+        if proc.wait() != 0:
+            raise StepFailed(f"the simulated install failed (exit {proc.returncode})",
+                             hint=f"its logs are in {install / 'logs'} (--keep keeps them)")
+        ranges = [h.get("Range") for path, h in host.main.requests if path.endswith(".tar.gz") and h.get("Range")]
+        status = _cli("status", "--workdir", str(install), "--json", env=env)
+        audit = _cli("audit", "--venv", str(install / "venv"), "--json", env=env)
+    if stopped:
+        stopped["continued_with"] = ranges[0] if ranges else None
+    return {"simulated": True, "workdir": str(workdir), "installer": installer, "python": python,
+            "interrupted_at": interrupt_at if stopped else None, "resumed": stopped or None,
+            "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
+                                                                               for f in audit["findings"]),
+                                                "findings": len(audit["findings"])},
+            "hints": hints_for(row), "seconds": round(time.monotonic() - started, 1)}

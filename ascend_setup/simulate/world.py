@@ -1,0 +1,62 @@
+"""A simulated Ascend host: loopback indexes (main, Ascend, PyTorch CPU) serving stub distributions with
+the real names, versions and requirements of the 9.1.0 stack, and a fake CANN 9.1.0 tree with a driver,
+npu-smi and NNAL. `ascend-setup demo` and the test suite use this same world, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ascend_setup.matrix.models import Row
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, Ecosystem, build_ecosystem
+from ascend_setup.simulate.fake_cann import FakeCann, build_fake_cann
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
+from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
+
+#: The stub vllm-ascend sdist carries this much incompressible padding, so its download takes a moment.
+SDIST_PADDING = 3 * 1024 * 1024
+
+
+@dataclass
+class SimulatedHost:
+    """The three indexes (started) and the fake CANN tree; `close()` stops the servers."""
+
+    root: Path
+    main: LocalIndex
+    ascend: LocalIndex
+    pytorch_cpu: LocalIndex
+    cann: FakeCann
+    eco: Ecosystem  # the files each index serves
+
+    def index_args(self) -> List[str]:
+        return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
+                f"pytorch-cpu={self.pytorch_cpu.url}"]
+
+    def close(self) -> None:
+        for index in (self.main, self.ascend, self.pytorch_cpu):
+            index.close()
+
+    def __enter__(self) -> "SimulatedHost":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
+                         plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
+                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0") -> SimulatedHost:
+    """Build the world under `root` and start its indexes on 127.0.0.1."""
+    sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
+                                    padding_bytes=SDIST_PADDING)
+    eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
+                          plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
+                          triton_pythons=triton_pythons)
+    main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
+    main.add_dir(eco.main)
+    ascend.add_dir(eco.ascend)
+    pytorch_cpu.add_dir(eco.pytorch_cpu)
+    cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile")
+    return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco)

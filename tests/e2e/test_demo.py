@@ -1,0 +1,50 @@
+"""`ascend-setup demo`: the real pipeline against the simulated host (the same world these tests use),
+stopped partway, resumed, audited; and nothing left behind, Ctrl-C included."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from e2e.test_signals import _processes_mentioning
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "demo", "--json", "--installer", installer],
+                          capture_output=True, text=True, env=clean_env(home), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["simulated"] is True and summary["installer"] == installer
+    assert [s["state"] for s in summary["steps"]] == ["done"] * len(summary["steps"]) and len(summary["steps"]) == 11
+    resumed = summary["resumed"]
+    assert summary["interrupted_at"] == "download" and resumed["step"] == "vllm-ascend" and resumed["kept_bytes"] > 0
+    assert resumed["continued_with"] == f"bytes={resumed['kept_bytes']}-"  # the download went on from its last byte
+    assert summary["audit"]["ok"] and summary["audit"]["errors"] == 0
+    assert any("fuse_qknorm_rope" in h for h in summary["hints"])
+    assert not Path(summary["workdir"]).exists()  # a temporary workdir of its own, removed
+    assert "[simulated]" in proc.stderr
+
+
+def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env(home))
+    first = proc.stderr.readline()
+    workdir = Path(re.search(r"host in (\S+)/host:", first).group(1))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (workdir / "install" / "state.json").exists():
+        time.sleep(0.05)
+    time.sleep(1.0)  # the install is at work: pip or the resolver is running
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted by SIGINT" in err, err[-2000:]
+    assert _processes_mentioning(str(workdir)) == []
+    assert not workdir.exists()  # its own temporary workdir goes on Ctrl-C too
