@@ -119,3 +119,27 @@ def test_cli_unknown_cann_everywhere(cli) -> None:
 def test_missing_matrix_file(cli, tmp_path: Path) -> None:
     line = assert_one_line_error(cli("matrix", "list", "--matrix", str(tmp_path / "nope.yaml")))
     assert "does not exist" in line
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda t: t.replace("  x86_64:\n    packages:", "  sparc:\n    packages:", 1), "unknown architecture 'sparc'"),
+    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1), "unknown index 'nowhere'"),
+    (lambda t: t.replace('{torch: "2.10.0+cpu"', '{tensorflow: "2.10.0"', 1), "tensorflow (x86_64)"),
+    (lambda t: t.replace('torchaudio: "2.10.0+cpu"}', 'torchaudio: "2.10.x"}', 1), "not a valid version"),
+])
+def test_per_architecture_variants_are_validated(mutate, words) -> None:
+    text = mutate(GOOD)
+    assert text != GOOD
+    with pytest.raises(BadInput) as err:
+        parse_matrix(text, "broken.yaml")
+    assert words in err.value.message and err.value.message.startswith("broken.yaml:"), err.value.message
+
+
+def test_a_row_as_each_architecture_takes_it() -> None:
+    row = parse_matrix(GOOD, "good.yaml").rows["9.1.0"]
+    x86, arm = row.for_arch("x86_64"), row.for_arch("aarch64")
+    assert (x86.packages["torch"], x86.index_of("torch")) == ("2.10.0+cpu", "pytorch-cpu")
+    assert (arm.packages["torch"], arm.index_of("torch")) == ("2.10.0", "mirror")
+    assert x86.packages["torch-npu"] == arm.packages["torch-npu"] == "2.10.0.post4"
+    assert x86.named_indexes() == ["pytorch-cpu", "ascend"] or set(x86.named_indexes()) == {"pytorch-cpu", "ascend"}
+    assert arm.named_indexes() == ["ascend"]

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.estimate import KV_DTYPE_BYTES, Card, card_named, estimate, probed_bandwidth
+from ascend_setup.fit.estimate import Card, card_named, estimate, probed_bandwidth
 from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.setenv import capture_env

@@ -15,7 +15,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fsutil import read_regular_text

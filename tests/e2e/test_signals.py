@@ -74,3 +74,27 @@ def test_ctrl_c_in_mirrors_takes_effect_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130 and took < 1.0, (proc.returncode, took, err)
     assert "interrupted by SIGINT" in err and "resume" not in err
     assert not (tmp_path / "wd" / "mirrors.json").exists() or json.loads((tmp_path / "wd" / "mirrors.json").read_text())
+
+
+def test_a_copied_workdir_resumes_in_the_copy_never_in_its_original(source_stack, tmp_path: Path) -> None:
+    import shutil
+
+    from e2e.conftest import kill_group
+
+    original = tmp_path / "wd"
+    proc = source_stack.spawn(original)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (original / "logs" / "torch-stack.log").exists() and proc.poll() is None:
+        time.sleep(0.05)
+    kill_group(proc)
+    before = sorted(str(p.relative_to(original)) for p in original.rglob("*"))
+    state_before = (original / "state.json").read_text()
+    moved = tmp_path / "wd_moved"
+    shutil.copytree(original, moved, symlinks=True)
+    resumed = source_stack.cli("resume", "--workdir", str(moved))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert sorted(str(p.relative_to(original)) for p in original.rglob("*")) == before
+    assert (original / "state.json").read_text() == state_before  # the original is untouched
+    options = json.loads((moved / "state.json").read_text())["options"]
+    assert options["workdir"] == str(moved) and options["venv"] == str(moved / "venv")
+    assert (moved / "venv" / "ascend-setup.json").is_file()
