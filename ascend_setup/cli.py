@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("fit:run_probe_command"))
 
     p = sub.add_parser("matrix", help="the compatibility matrix")
-    msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate")
+    msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate|derive|check")
     msub.required = True
     m = msub.add_parser("list", parents=[common], help="known rows")
     m.set_defaults(func=_lazy("matrix:run_list"))
@@ -178,6 +178,21 @@ def build_parser() -> argparse.ArgumentParser:
     m = msub.add_parser("validate", parents=[common], help="check a matrix file")
     m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
     m.set_defaults(func=_lazy("matrix:run_validate"))
+    m = msub.add_parser("derive", parents=[common], help="a row read from vllm-ascend's, torch-npu's and vllm's own "
+                        "metadata on the indexes")
+    m.add_argument("--vllm-ascend", required=True, metavar="VERSION", help="the vllm-ascend release, e.g. 0.23.0")
+    m.add_argument("--cann", required=True, help="the CANN version it pairs with (no metadata says it)")
+    m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
+    m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
+    m.add_argument("--into", metavar="FILE", help="add the row to this matrix file, or replace that CANN's row in it")
+    m.set_defaults(func=_lazy("matrix:run_derive"))
+    m = msub.add_parser("check", parents=[common], help="each row's internal consistency; with --live, against the "
+                        "packages' real metadata")
+    m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
+    m.add_argument("--live", action="store_true", help="compare every row's pins, indexes and wheel_glibc with the indexes")
+    m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
+    m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
+    m.set_defaults(func=_lazy("matrix:run_check"))
     return parser
 
 

@@ -83,6 +83,10 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
     "probe": (["probe", "--device", "cpu", "--gib", "0.01", "--venv", "{t}/good-venv", "--workdir", "{c}/wd"],
               {"--venv": "venv", "--gib": "number"}, {}),
     "matrix validate": (["matrix", "validate"], {"": "infile"}, {}),
+    "matrix derive": (["matrix", "derive", "--vllm-ascend", "0.23.0", "--cann", "9.1.0", *ISOLATED[:2]],
+                      {"--vllm-ascend": "glibc", "--cann": "glibc", "--into": "infile", "--index-url": "url",
+                       "--index": "index", "--matrix": "infile"}, {}),
+    "matrix check": (["matrix", "check"], {"--matrix": "infile", "--index": "index"}, {}),
 }
 #: combinations that are refused for what they say, not for a value
 CONFLICTS = [

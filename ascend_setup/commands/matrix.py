@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from ascend_setup.errors import BadInput
+from pathlib import Path
+
+from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, table
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -61,3 +63,88 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         stdout_console().print(f"{matrix.source}: valid, {len(matrix.rows)} rows ({', '.join(matrix.versions())})")
     return 0
+
+
+def _mirror(args: argparse.Namespace) -> list:
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.options import check_index_url
+
+    settings = network_settings_for_this_run(pip_settings())
+    return [check_index_url(args.index_url, "--index-url") if args.index_url else settings.index]
+
+
+def run_derive(args: argparse.Namespace) -> int:
+    from packaging.version import InvalidVersion, Version
+
+    from ascend_setup.fsutil import atomic_write_text, read_regular_text
+    from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
+    from ascend_setup.matrix.load import parse_matrix
+    from ascend_setup.options import parse_index_overrides
+
+    for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise BadInput(f"{flag} {value!r} is not a version") from None
+    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    target = Path(args.into).expanduser().absolute() if args.into else None
+    if target is not None:
+        try:
+            original = read_regular_text(target)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"--into {target} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    derived = derive_row(matrix, args.vllm_ascend, args.cann, _mirror(args))
+    if args.json:
+        print_json({"cann": derived.cann, "row": derived.row, "provenance": derived.provenance,
+                    "problems": derived.problems})
+    else:
+        stdout_console().print(row_yaml(derived), soft_wrap=True, markup=False, highlight=False)
+    for problem in derived.problems:
+        stderr_console().print(f"not verified: {problem}", soft_wrap=True, markup=False)
+    if target is not None:
+        if derived.problems:
+            raise AscendSetupError(f"--into {target}: not written, {len(derived.problems)} field(s) could not be read",
+                                   hint="run it where every index of the row can be reached (or --index NAME=URL)")
+        updated = into_matrix(original, derived)
+        parse_matrix(updated, str(target))  # what is written must validate
+        atomic_write_text(target, updated)
+        stderr_console().print(f"row {derived.cann} written to {target}", soft_wrap=True, markup=False)
+    return 1 if derived.problems else 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from ascend_setup.index.http import IndexUnreachable
+    from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
+    from ascend_setup.options import parse_index_overrides
+
+    if args.file and args.matrix:
+        raise BadInput(f"matrix check takes one file: {args.file} or --matrix {args.matrix}, not both")
+    matrix = load_matrix(args.file or args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    mirror = _mirror(args) if args.live else []
+    report = {}
+    for cann in matrix.versions():
+        row = matrix.rows[cann]
+        entry = {"inconsistent": consistency(row), "drift": [], "unverified": []}
+        if args.live:
+            try:
+                derived = derive_row(matrix, row.packages["vllm-ascend"], cann, mirror)
+                entry["drift"], entry["unverified"] = compare_rows(row, derived), derived.problems
+            except IndexUnreachable as exc:  # not drift: nothing could be compared
+                entry["unverified"] = [exc.message]
+            except AscendSetupError as exc:  # the row's own vllm-ascend is published nowhere
+                entry["drift"] = [exc.message]
+        report[cann] = entry
+    bad = any(e["inconsistent"] or e["drift"] for e in report.values())
+    if args.json:
+        print_json({"matrix": matrix.source, "live": args.live, "rows": report, "ok": not bad})
+        return 1 if bad else 0
+    console = stdout_console()
+    for cann, entry in report.items():
+        state = "drift" if entry["drift"] or entry["inconsistent"] else "ok"
+        console.print(f"row {cann}: {state}" + ("" if args.live else " (internal checks; --live compares with the "
+                                                  "packages' metadata)"), soft_wrap=True, markup=False)
+        for line in entry["inconsistent"] + entry["drift"]:
+            console.print(f"  - {line}", soft_wrap=True, markup=False)
+        for line in entry["unverified"]:
+            console.print(f"  ? not verified: {line}", soft_wrap=True, markup=False)
+    return 1 if bad else 0
