@@ -41,8 +41,12 @@ def serve_stack(tmp: Path):
     from ascend_setup.matrix import load_matrix
     from ascend_setup.simulate.world import start_simulated_host
 
+    from ascend_setup.host.machine import glibc_version
+
     matrix = load_matrix()
-    host = start_simulated_host(tmp / "host", matrix.rows["9.1.0"])
+    # vllm-ascend as a wheel this machine takes: the benchmarks time the tool, not the stub's source build
+    host = start_simulated_host(tmp / "host", matrix.rows["9.1.0"], plugin_wheel_arches=("x86_64", "aarch64"),
+                                plugin_wheel_glibc=glibc_version() or "2.17")
     return matrix.with_indexes({"ascend": host.ascend.url, "pytorch-cpu": host.pytorch_cpu.url}), host
 
 
