@@ -69,9 +69,6 @@ class LockTarget(BaseModel):
     def of(cls, target: Target) -> "LockTarget":
         return cls(arch=target.arch, glibc=target.glibc, python=target.python)
 
-    def as_target(self) -> Target:
-        return Target(glibc=self.glibc, arch=self.arch, python=self.python)
-
 
 class Lock(BaseModel):
     model_config = ConfigDict(extra="forbid")
