@@ -40,23 +40,16 @@ class InstallRequest:
     requirement_file: Optional[Path] = None  # with one --hash per line: --require-hashes
     indexes: Optional[Indexes] = None
     find_links: Optional[Path] = None  # a directory of already verified files
-    no_deps: bool = True
     force_reinstall: bool = False
-    upgrade: bool = False
-    only_binary: Sequence[str] = ()
 
     def flags(self) -> List[str]:
+        """Always --no-deps: the lock holds the closure, so nothing is resolved at install time."""
         argv = self.indexes.args() if self.indexes else ["--no-index"]
         if self.find_links is not None:
             argv += ["--find-links", str(self.find_links)]
-        if self.no_deps:
-            argv.append("--no-deps")
+        argv.append("--no-deps")
         if self.force_reinstall:
             argv.append("--force-reinstall")
-        if self.upgrade:
-            argv.append("--upgrade")
-        if self.only_binary:
-            argv += ["--only-binary", ",".join(self.only_binary)]
         if self.requirement_file is not None:
             argv += ["--require-hashes", "-r", str(self.requirement_file)]
         return argv + [str(r) for r in self.requirements]

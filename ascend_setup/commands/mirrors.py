@@ -12,8 +12,8 @@ from typing import Optional
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.interpreters import PREFERRED, choose_interpreter
-from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
+from ascend_setup.resolve.pythons import explicit_python
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_venv_config
 from ascend_setup.mirrors.choice import candidates, host_target, ranked
@@ -34,13 +34,8 @@ def _apply_global(url: str) -> None:
 def install_python(value: Optional[str], row: Row) -> str:
     """The Python X.Y the install would use here: --python (a version or an interpreter), else the newest
     interpreter in the row's range, else the version the hints suggest."""
-    if value and ("/" in value or Path(value).exists()):
-        return choose_interpreter(row.python, value).minor
     if value:
-        python = Target.parse("2.17", platform.machine(), value).python
-        if not row.python_allows(f"{python}.0"):
-            raise BadInput(f"--python {value} is outside the row's range {row.python}")
-        return python
+        return explicit_python(value, row)
     try:
         return choose_interpreter(row.python).minor
     except AscendSetupError:

@@ -8,8 +8,7 @@ import platform
 from pathlib import Path
 from typing import Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.interpreters import probe
+from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
@@ -21,20 +20,15 @@ from ascend_setup.paths import cache_dir, check_output_file, env_or
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import pick_python, row_minors
+from ascend_setup.resolve.pythons import explicit_python, pick_python
 
 
 def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str) -> Tuple[str, str]:
     """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
     wins; else the interpreter the install would pick here; else, for another machine or when none here is
     in the row's range, the newest version the row's wheels support, said plainly."""
-    if value and ("/" in value or Path(value).exists()):
-        interp = probe(value)
-        if interp is None:
-            raise BadInput(f"--python {value} is not a working Python interpreter")
-        return interp.minor, ""
     if value:
-        return value, ""
+        return explicit_python(value, row), ""
     local = arch == platform.machine() and glibc == (glibc_version() or "")
     if local:
         try:
@@ -101,9 +95,6 @@ def run(args: argparse.Namespace) -> int:
     sources = IndexSources.for_row(matrix, row, mirror, extras)
     python, note = target_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row, sources, arch, glibc)
     target = Target.parse(glibc, arch, python)
-    if not row.python_allows(target.python_full):
-        raise BadInput(f"--python {python} is outside the row's range {row.python} (CANN {row.cann})",
-                       hint=f"use one of {', '.join(row_minors(row))}")
     lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv")
     if note:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))

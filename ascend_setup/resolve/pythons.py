@@ -9,12 +9,14 @@ installed, so the choice asks them (the same pages the reachability gate reads).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters
+from ascend_setup.errors import BadInput
+from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target
@@ -106,3 +108,18 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     if len(minors) == 1:
         return PythonChoice(max(found, key=lambda i: Version(i.version)), [], [])
     return choose_python(row, found, arch, glibc, pages)
+
+
+def explicit_python(value: str, row: Row) -> str:
+    """X.Y of a --python given as a version (3.11) or as an interpreter's path, inside the row's range."""
+    if "/" in value or Path(value).exists():
+        interp = probe(value)
+        if interp is None:
+            raise BadInput(f"--python {value} is not a working Python interpreter")
+        minor = interp.minor
+    else:
+        minor = Target.parse("2.17", "x86_64", value).python
+    if not row.python_allows(f"{minor}.0"):
+        raise BadInput(f"--python {value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
+                       hint=f"use one of {', '.join(row_minors(row))}")
+    return minor
