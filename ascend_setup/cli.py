@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", metavar="DIR", help="workdir whose disk and locks to check (env ASCEND_SETUP_WORKDIR)")
     p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
     p.add_argument("--python", metavar="EXE", help="check this interpreter instead of searching (env ASCEND_SETUP_PYTHON)")
+    p.add_argument("--soc", metavar="SOC_VERSION", help="the build target install would get (default: from npu-smi)")
+    p.add_argument("--index-url", metavar="URL", help="primary index the install would use, asked which Pythons the "
+                   "row's wheels exist for (default: pip's configuration)")
     _index_flags(p)
     p.set_defaults(func=_lazy("doctor:run"))
 
@@ -193,6 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
     m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
     m.set_defaults(func=_lazy("matrix:run_check"))
+
+    p = sub.add_parser("fleet", help="many hosts: the report of the Ansible audit play (ansible/audit.yml)")
+    fsub = p.add_subparsers(dest="fleet_command", metavar="report")
+    fsub.required = True
+    f = fsub.add_parser("report", parents=[common], help="one hosts x findings table of the audit play's per-host "
+                        "results; exit 1 when a host is not clean")
+    f.add_argument("results", metavar="DIR", help="the directory of <host>.audit.json files the audit play wrote")
+    f.add_argument("--out", metavar="FILE", help="where the merged JSON report goes (default DIR/report.json)")
+    f.set_defaults(func=_lazy("fleet:run_report"))
     return parser
 
 

@@ -24,6 +24,15 @@ def check_index_url(url: str, flag: str) -> str:
     return url.rstrip("/") + "/" if parsed.scheme != "file" else url
 
 
+def check_soc(soc: Optional[str]) -> Optional[str]:
+    """--soc as the build takes it (lower case), or bad input now."""
+    if soc is None:
+        return None
+    if not soc.strip().replace("_", "").isalnum():
+        raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
+    return soc.strip().lower()
+
+
 def parse_index_overrides(values: List[str]) -> Dict[str, str]:
     """`--index NAME=URL` (repeatable) -> {name: url}; the names are checked against the matrix later."""
     found: Dict[str, str] = {}
@@ -133,8 +142,6 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     mirror = mirror or "auto"
     if mirror not in ("auto", "none"):
         mirror = check_index_url(mirror, "--mirror")
-    if soc is not None and not soc.strip().replace("_", "").isalnum():
-        raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
     overrides = parse_index_overrides(indexes or [])
     loaded.with_indexes(overrides)  # unknown index names are bad input now
     lock = check_lock_for_host(lock, cann) if lock else None
@@ -143,7 +150,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         cann_home=str(Path(cann_home).absolute()) if cann_home else None,
         index_url=check_index_url(index_url, "--index-url") if index_url else None,
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
-        mirror=mirror, installer=installer, soc=soc.strip().lower() if soc else None, force=force,
+        mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config, resume_on_login=resume_on_login)
 

@@ -44,7 +44,11 @@ KINDS: Dict[str, List[Tuple[str, str]]] = {
               ("no-config", "{t}/a-dir"), ("not-a-model", "{t}/not-a-model.json")],
     "card": [("unknown", "910C"), ("garbage", "x; y")],
     "fraction": [("word", "most"), ("zero", "0"), ("above-one", "1.5")],
+    "results": [("missing", "{t}/missing"), ("a-file", "{t}/a-file"), ("a-fifo", "{t}/a-fifo"),
+                ("no-results", "{t}/a-dir"), ("garbage", "{t}/bad-results"), ("not-a-result", "{t}/odd-results")],
 }
+#: Positional arguments that the "" flag of a command replaces.
+POSITIONALS = ("{t}/model", "{t}/fleet-results")
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]
 #: command -> (base arguments, {flag: kind}, {ASCEND_SETUP_* variable: kind})
 COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
@@ -68,7 +72,7 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
               {"ASCEND_SETUP_MATRIX": "infile"}),
     "doctor": (["doctor", "--workdir", "{c}/wd"],
                {"--workdir": "readdir", "--venv": "readdir", "--cann-home": "existingdir", "--python": "exe",
-                "--cann": "cann", "--index": "index", "--matrix": "infile"},
+                "--cann": "cann", "--index": "index", "--matrix": "infile", "--soc": "cann", "--index-url": "url"},
                {"ASCEND_SETUP_WORKDIR": "readdir", "ASCEND_SETUP_VENV": "readdir", "ASCEND_SETUP_PYTHON": "exe",
                 "ASCEND_SETUP_CANN_HOME": "existingdir"}),
     "mirrors": (["mirrors", "--only", "--candidate", DEAD, "--workdir", "{c}/wd"],
@@ -87,6 +91,8 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
                       {"--vllm-ascend": "glibc", "--cann": "glibc", "--into": "infile", "--index-url": "url",
                        "--index": "index", "--matrix": "infile"}, {}),
     "matrix check": (["matrix", "check"], {"--matrix": "infile", "--index": "index"}, {}),
+    "fleet report": (["fleet", "report", "{t}/fleet-results", "--out", "{c}/report.json"],
+                     {"--out": "outfile", "": "results"}, {}),
 }
 #: combinations that are refused for what they say, not for a value
 CONFLICTS = [
@@ -108,8 +114,8 @@ def _cases() -> List[Tuple[str, List[str], Dict[str, str]]]:
                 argv = [a for a in base]
                 if flag and flag in argv and flag not in ("--index", "--candidate"):
                     argv[argv.index(flag) + 1] = value  # replace the base's own value
-                elif not flag and "{t}/model" in argv:
-                    argv[argv.index("{t}/model")] = value  # the positional MODEL
+                elif not flag and any(p in argv for p in POSITIONALS):
+                    argv[argv.index(next(p for p in POSITIONALS if p in argv))] = value  # the positional
                 else:
                     argv += [flag, value] if flag else [value]
                 cases.append((f"{command} {flag or 'FILE'}={label}", argv, {}))
@@ -149,6 +155,10 @@ def tree(tmp_path_factory) -> Path:
     (t / "model").mkdir()
     (t / "model" / "config.json").write_text('{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}')
     (t / "not-a-model.json").write_text('{"hello": "world"}')
+    for name, text in (("fleet-results", '{"host": "h", "rc": 0, "stderr": "", "audit": {"findings": []}}'),
+                       ("bad-results", "\x00 not json"), ("odd-results", '["a", "list"]')):
+        (t / name).mkdir()
+        (t / name / "h.audit.json").write_text(text)
     return root
 
 

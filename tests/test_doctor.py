@@ -92,3 +92,32 @@ def test_stale_lock_and_venv_checks(tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     venv_module.create(clean, with_pip=False)
     assert check_venv(clean).status == "pass"
+
+
+def test_doctor_reports_the_install_target_a_fleet_groups_by(cli, tmp_path: Path) -> None:
+    """The lock and wheelhouse key `install` would use here, with --python and --soc as install takes them."""
+    from ascend_setup.fleet.target import FleetTarget
+    from ascend_setup.host.machine import glibc_version, this_machine
+    from ascend_setup.resolve.lockfile import lock_file_name
+    from ascend_setup.sourcebuild.source import wheelhouse_key
+
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0", chip="910B3")
+    workdir = tmp_path / "wd"
+    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python", sys.executable,
+               "--soc", "Ascend910B4", "--json")
+    target = FleetTarget(**json.loads(proc.stdout)["facts"]["target"])
+    minor = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert (target.python, target.python_executable, target.soc) == (minor, sys.executable, "ascend910b4")
+    assert target.lock_name == lock_file_name("9.1.0", this_machine(minor)) and target.unknown == []
+    key = wheelhouse_key(version=load_matrix().rows["9.1.0"].packages["vllm-ascend"], cann="9.1.0",
+                         arch=target.arch, python=minor, glibc=glibc_version() or "unknown", soc="ascend910b4")
+    assert (target.wheelhouse_key, target.wheelhouse) == (key, str(workdir / "wheelhouse" / key))
+    human = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python", sys.executable)
+    assert f"lock {target.lock_name}, wheelhouse key {key.replace('ascend910b4', 'ascend910b3')}" in human.stdout
+
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    bare = json.loads(cli("doctor", "--cann-home", str(empty), "--workdir", str(workdir), "--python", sys.executable,
+                          "--json").stdout)["facts"]["target"]
+    assert bare["wheelhouse_key"] is None and any(u.startswith("cann:") for u in bare["unknown"])
+    assert any(u.startswith("soc:") for u in bare["unknown"]) and bare["lock_name"] == target.lock_name

@@ -3,17 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import platform
 from pathlib import Path
 from typing import Optional
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.interpreters import probe
-from ascend_setup.host.doctor import run_doctor
+from ascend_setup.fleet.target import FleetTarget, fleet_target
+from ascend_setup.host.doctor import DoctorReport, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
-from ascend_setup.options import parse_index_overrides
+from ascend_setup.matrix.models import Matrix
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.options import check_index_url, check_soc, parse_index_overrides
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 from ascend_setup.render import print_items, print_json, stdout_console
+
+
+def install_target(report: DoctorReport, matrix: Matrix, index: str, workdir: Path, python: Optional[str],
+                   soc: Optional[str]) -> FleetTarget:
+    """What `install` would target here: the facts a fleet groups hosts by (lock, wheelhouse key)."""
+    row = matrix.rows[report.facts["row"]].for_arch(platform.machine())
+    sources = IndexSources.for_row(matrix, row, index)
+    cann = report.facts["cann"]
+    return fleet_target(row, sources, workdir=workdir, python=python,
+                        soc=soc or report.facts["npu"]["soc_version"],
+                        cann_installed=cann["version"] if cann else None)
+
+
+def target_line(t: FleetTarget) -> str:
+    where = f"install target: {t.arch} / glibc {t.glibc} / Python {t.python or '?'} / SOC {t.soc or '?'}"
+    if t.unknown:
+        return f"{where} ({'; '.join(t.unknown)})"
+    return f"{where}: lock {t.lock_name}, wheelhouse key {t.wheelhouse_key}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
     python, python_source = flag_or_env(args.python, "--python", "ASCEND_SETUP_PYTHON")
     if python and probe(python) is None:
         raise BadInput(f"{python_source} {python} is not a working Python interpreter")
+    soc = check_soc(args.soc)
+    index = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index if settings else ""
     report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
                         python=python)
+    target = install_target(report, matrix, index, workdir, python, soc)
+    report.facts["target"] = target.to_json()
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0
@@ -46,5 +72,6 @@ def run(args: argparse.Namespace) -> int:
                       "install for an Atlas A2 host (Ubuntu 20.04) from here:")
         console.print(f"  ascend-setup plan --cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11",
                       soft_wrap=True, markup=False)
+    console.print(target_line(target), soft_wrap=True, markup=False)
     console.print("[red]some checks failed[/red]" if report.failed else "[green]no check failed[/green]")
     return 1 if report.failed else 0

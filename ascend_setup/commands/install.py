@@ -72,7 +72,8 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
         decisions = runner.plan()
         closure = preview_closure(runner.ctx)
         if as_json:
-            print_json({"workdir": options.workdir, "dry_run": True, "closure": closure, "steps": [
+            print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
+                        "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
                  "description": d.step.describe(runner.ctx)} for d in decisions]})
             return 0
@@ -99,8 +100,8 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
     shell, hints = shell_lines(runner.ctx), serving_hints(runner.ctx)
     if as_json:
-        print_json({"ok": True, "workdir": options.workdir, "steps": status_rows(runner.steps, state), "shell": shell,
-                    "hints": hints})
+        print_json({"ok": True, "workdir": options.workdir, "changed": bool(runner.ran), "ran": runner.ran,
+                    "steps": status_rows(runner.steps, state), "shell": shell, "hints": hints})
         return 0
     out = stdout_console()
     out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {options.venv}.[/green] In your shell:")

@@ -16,7 +16,8 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.pythons import explicit_python
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_venv_config
-from ascend_setup.mirrors.choice import candidates, host_target, ranked
+from ascend_setup.host.machine import this_machine
+from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     live = stderr_console()
     shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
         if live.is_terminal and not args.json else None
-    data, _ = ranked(matrix, row, workdir, target=host_target(python), urls=urls, budget=args.budget, use_cache=False,
+    data, _ = ranked(matrix, row, workdir, target=this_machine(python), urls=urls, budget=args.budget, use_cache=False,
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:

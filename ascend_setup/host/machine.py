@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
+from ascend_setup.index.tags import Target
 from ascend_setup.paths import is_persistent
 
 
@@ -22,6 +23,11 @@ def glibc_version() -> Optional[str]:
         return value.split()[1]
     name, version = platform.libc_ver()
     return version if name == "glibc" and version else None
+
+
+def this_machine(python: str) -> Target:
+    """This machine as a wheel target, with the Python (X.Y) the install uses; glibc 2.17 where none is known."""
+    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(), python=python)
 
 
 def os_release(path: Path = Path("/etc/os-release")) -> Dict[str, str]:

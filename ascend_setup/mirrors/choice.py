@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import platform
 import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.host.machine import glibc_version
+from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Matrix, Row
@@ -30,11 +29,6 @@ def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) ->
     except AscendSetupError:
         configured = []
     return list(dict.fromkeys([*configured, *matrix.well_known_mirrors, *extra]))
-
-
-def host_target(python: str) -> Target:
-    """This machine, with the Python the install uses (the sample is the row's largest wheel for it)."""
-    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(), python=python)
 
 
 def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> dict:
@@ -88,7 +82,7 @@ def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
     Returns the chosen index, why, and the other usable mirrors (for download fail-over)."""
     matrix, row = ctx.extras["matrix"], ctx.extras["row"]
     pre = ctx.outputs.get("preflight", {})
-    target = host_target(".".join(pre["python_version"].split(".")[:2]))
+    target = this_machine(".".join(pre["python_version"].split(".")[:2]))
     urls = candidates(matrix)
     data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls, first=urls[0] if urls else None)
     with log.open("a") as handle:

@@ -122,6 +122,11 @@ class Lock(BaseModel):
         return self.model_dump(mode="json")
 
 
+def lock_file_name(cann: str, target: Target) -> str:
+    """The workdir's lock for a row and target: what the resolve step writes, and what a fleet copies in."""
+    return f"{cann}-{target.key()}.txt"
+
+
 def render_requirements(packages: Iterable[LockedPackage]) -> str:
     """`name==version --hash=sha256:...` lines for pip/uv's --require-hashes (no resolution)."""
     lines = []

@@ -13,21 +13,23 @@ from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
-from ascend_setup.index.tags import Target
+from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.paths import cache_dir
 from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, resolve_closure
-from ascend_setup.resolve.lockfile import Lock, read_lock, write_lock
+from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
+from ascend_setup.resolve.pythons import pick_python
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import host_target, indexes_of, matrix_of, row_of, settings_of
+from ascend_setup.steps.preflight import preflight_sources
 
 #: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
 LOCK_DIR = "lock"
 
 
 def lock_path(ctx: Context) -> Path:
-    return ctx.workdir / LOCK_DIR / f"{row_of(ctx).cann}-{host_target(ctx).key()}.txt"
+    return ctx.workdir / LOCK_DIR / lock_file_name(row_of(ctx).cann, host_target(ctx))
 
 
 def sources_of(ctx: Context) -> IndexSources:
@@ -133,21 +135,18 @@ class Resolve(Step):
 
 
 def preview_closure(ctx: Context) -> Dict[str, Any]:
-    """For `install --dry-run`: the closure this host's install will take, touching nothing: the workdir's
-    lock when there is one, else a resolution made now (the mirror as preflight would see it)."""
-    recorded = (ctx.outputs.get("resolve") or {}).get("lock")
+    """For `install --dry-run`: the closure this host's install will take, touching nothing: the lock given
+    with --lock, else the workdir's when there is one, else a resolution made now (the mirror as preflight
+    would see it)."""
+    recorded = ctx.options.get("lock") or (ctx.outputs.get("resolve") or {}).get("lock")
     if recorded and Path(recorded).is_file():
         lock, source = read_lock(Path(recorded)), recorded
     else:
-        from ascend_setup.host.machine import glibc_version
-        from ascend_setup.resolve.pythons import pick_python
-        from ascend_setup.steps.preflight import preflight_sources
-
         row, sources = row_of(ctx), preflight_sources(ctx)
-        arch, glibc = platform.machine(), glibc_version() or "2.17"
         try:
-            python = pick_python(row, sources, arch, glibc, explicit=ctx.options.get("python")).interpreter.minor
-            lock = resolve_closure(row, Target(glibc, arch, python), sources, settings=settings_of(ctx),
+            python = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
+                                 explicit=ctx.options.get("python")).interpreter.minor
+            lock = resolve_closure(row, this_machine(python), sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv")
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}

@@ -67,6 +67,7 @@ class Runner:
         self.steps = list(steps)
         self.ctx = ctx
         self.store = store or StateStore(ctx.workdir / "state.json")
+        self.ran: List[str] = []  # the steps this run started: a rerun that starts none changed nothing
 
     # -- deciding ------------------------------------------------------------------------------
     def _fingerprint(self, step: Step, known: Dict[str, str]) -> Tuple[str, Dict[str, Any]]:
@@ -139,6 +140,7 @@ class Runner:
         self.store.mark(state, step.name, StepRecord(
             state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)))
         reporter.starting(step.name, d.reason, step.describe(self.ctx), log)
+        self.ran.append(step.name)
         try:
             with log.open("a", encoding="utf-8") as handle:
                 handle.write(f"\n=== {step.name}: {d.reason} ===\n")

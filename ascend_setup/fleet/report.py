@@ -1,0 +1,108 @@
+"""One report of many hosts' audits: the Ansible audit play leaves `<host>.audit.json` per host (each
+wraps that host's `audit --json`, or why it could not run); this reads them into a hosts x findings view."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from ascend_setup.errors import BadInput
+
+SUFFIX = ".audit.json"
+
+
+@dataclass
+class HostAudit:
+    host: str
+    findings: List[dict] = field(default_factory=list)  # as `audit --json` gives them
+    venv: Optional[str] = None
+    lock: Optional[str] = None
+    error: Optional[str] = None  # the audit did not run (why, in one line)
+
+    @property
+    def errors(self) -> int:
+        return sum(f.get("severity") == "error" for f in self.findings)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.errors == 0
+
+    def result(self) -> str:
+        if self.error:
+            return "did not run"
+        counts = {s: sum(f.get("severity") == s for f in self.findings) for s in ("error", "warning", "info")}
+        said = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items() if n)
+        if counts["error"] or counts["warning"]:
+            return said
+        return f"clean ({said})" if said else "clean"
+
+    def to_json(self) -> dict:
+        return {"host": self.host, "ok": self.ok, "result": self.result(), "venv": self.venv, "lock": self.lock,
+                "error": self.error, "findings": self.findings}
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def read_host_audit(path: Path) -> HostAudit:
+    """`{"host", "rc", "stderr", "audit"}` as the play writes it; a file that is not that is bad input."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(f"{path} is not a host audit result ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(data, dict) or "audit" not in data:
+        raise BadInput(f"{path} is not a host audit result (no 'audit' key)",
+                       hint="the audit play writes these files; run it again")
+    host = str(data.get("host") or path.name[: -len(SUFFIX)])
+    audit = data["audit"]
+    if not isinstance(audit, dict) or not isinstance(audit.get("findings"), list):
+        return HostAudit(host, error=f"exit {data.get('rc')}: {_one_line(str(data.get('stderr') or ''))}")
+    return HostAudit(host, findings=audit["findings"], venv=audit.get("venv"), lock=audit.get("lock"))
+
+
+def read_fleet(directory: Path) -> List[HostAudit]:
+    if not directory.is_dir():
+        raise BadInput(f"{directory} is not a directory of host audit results")
+    paths = sorted(directory.glob(f"*{SUFFIX}"))
+    if not paths:
+        raise BadInput(f"{directory} holds no *{SUFFIX} file", hint="run the audit play first (ansible/audit.yml)")
+    return [read_host_audit(p) for p in paths]
+
+
+def finding_ids(hosts: List[HostAudit], severities: Sequence[str] = ("error", "warning", "info")) -> List[str]:
+    """Every finding id seen (of those severities), errors first, then by how many hosts have it."""
+    seen: Dict[str, List[int]] = {}
+    rank = {"error": 0, "warning": 1, "info": 2}
+    for h in hosts:
+        for f in h.findings:
+            if f.get("severity") not in severities:
+                continue
+            entry = seen.setdefault(f["id"], [rank.get(f.get("severity", "info"), 2), 0])
+            entry[0] = min(entry[0], rank.get(f.get("severity", "info"), 2))
+            entry[1] -= 1
+    return sorted(seen, key=lambda i: (seen[i][0], seen[i][1], i))
+
+
+def fleet_json(hosts: List[HostAudit]) -> dict:
+    ids = finding_ids(hosts)
+    return {"ok": all(h.ok for h in hosts), "hosts": [h.to_json() for h in hosts],
+            "findings": {i: sorted({h.host for h in hosts for f in h.findings if f["id"] == i}) for i in ids},
+            "did_not_run": [h.host for h in hosts if h.error]}
+
+
+#: The grid's columns: what needs a look. Infos (expected, by design) are counted in the result column.
+GRID_SEVERITIES = ("error", "warning")
+
+
+def grid(hosts: List[HostAudit]) -> List[List[str]]:
+    """Rows of host, result, then per error or warning id the severity it has on that host (blank: none)."""
+    ids = finding_ids(hosts, GRID_SEVERITIES)
+    rows = []
+    for h in hosts:
+        by_id = {f["id"]: f.get("severity", "") for f in h.findings}
+        rows.append([h.host, h.result(), *[by_id.get(i, "") for i in ids]])
+    return rows

@@ -1,0 +1,60 @@
+"""The target a host's install takes, in the terms a fleet groups hosts by: one lock per (arch, glibc,
+Python), one vllm-ascend build per wheelhouse key. `doctor --json` reports it as `facts.target`; the
+Ansible playbooks group hosts by `lock_name` and `wheelhouse_key` and never compute either themselves."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.matrix.models import Row
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.lockfile import lock_file_name
+from ascend_setup.resolve.pythons import pick_python
+from ascend_setup.sourcebuild.source import wheelhouse_key
+
+
+@dataclass
+class FleetTarget:
+    cann: str  # the row
+    arch: str
+    glibc: Optional[str]
+    python: Optional[str]  # X.Y of the interpreter the venv will use
+    python_executable: Optional[str]  # pass it as --python so the install takes the same one
+    soc: Optional[str]
+    cann_installed: Optional[str]
+    lock_name: Optional[str]  # the lock `install` keeps as <workdir>/lock/<lock_name>
+    wheelhouse_key: Optional[str]  # a built vllm-ascend wheel lives in <workdir>/wheelhouse/<key>/
+    wheelhouse: Optional[str]
+    unknown: List[str]  # why a field above is missing (each a sentence)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, python: Optional[str], soc: Optional[str],
+                 cann_installed: Optional[str]) -> FleetTarget:
+    """The same choices the install's preflight makes (interpreter, SOC, CANN), made now without writing."""
+    unknown: List[str] = []
+    arch, glibc = platform.machine(), glibc_version()
+    interpreter = None
+    try:
+        interpreter = pick_python(row, sources, arch, glibc or "2.17", explicit=python).interpreter
+    except AscendSetupError as exc:
+        unknown.append(f"python: {exc.message}")
+    if not soc:
+        unknown.append("soc: npu-smi gave no SOC_VERSION (pass --soc)")
+    if not cann_installed:
+        unknown.append("cann: no CANN toolkit found (pass --cann-home)")
+    minor = interpreter.minor if interpreter else None
+    key = wheelhouse_key(version=row.packages["vllm-ascend"], cann=cann_installed, arch=arch, python=minor,
+                         glibc=glibc or "unknown", soc=soc) if minor and soc and cann_installed else None
+    return FleetTarget(
+        cann=row.cann, arch=arch, glibc=glibc, python=minor,
+        python_executable=interpreter.path if interpreter else None, soc=soc, cann_installed=cann_installed,
+        lock_name=lock_file_name(row.cann, this_machine(minor)) if minor else None, wheelhouse_key=key,
+        wheelhouse=str(workdir / "wheelhouse" / key) if key else None, unknown=unknown)

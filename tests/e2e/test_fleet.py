@@ -1,0 +1,160 @@
+"""The Ansible playbooks (ansible/) on a fleet of three hosts on this machine (ansible_connection=local,
+each with its own workdir and venv) against the simulated Ascend host: one lock, one vllm-ascend build,
+changed=0 on the second play, convergence after a SIGKILL of the play, one audit report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import yaml
+
+from e2e.conftest import Stack, freeze, installed, kill_group, lock_versions
+
+ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
+HOSTS = ("host1", "host2", "host3")
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+class Fleet:
+    """Three hosts in one inventory, and the controller's fleet directory, under `root`."""
+
+    def __init__(self, stack: Stack, root: Path) -> None:
+        self.stack, self.root = stack, root
+        self.fleet_dir = root / "controller"
+        self.inventory = root / "inventory.yml"
+        command = [sys.executable, "-m", "ascend_setup"]
+        indexes = dict(arg.split("=", 1) for arg in stack.index_args()[3::2])
+        self.inventory.write_text(yaml.safe_dump({"ascend": {
+            "hosts": {h: {"ascend_workdir": str(self.workdir(h))} for h in HOSTS},
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                     "ascend_setup_command": command, "ascend_cann_home": str(stack.cann.root),
+                     "ascend_python": sys.executable, "ascend_index_url": stack.main.url, "ascend_indexes": indexes,
+                     "ascend_mirror": "none", "ascend_fleet_dir": str(self.fleet_dir)}}}))
+
+    def workdir(self, host: str) -> Path:
+        return self.root / host / "ascend-setup"
+
+    def env(self) -> Dict[str, str]:
+        tmp = self.root / "ansible-tmp"
+        return self.stack.env(ANSIBLE_LOCAL_TEMP=str(tmp / "local"), ANSIBLE_REMOTE_TEMP=str(tmp / "remote"),
+                              ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
+                              LC_ALL="C.UTF-8", LANG="C.UTF-8")
+
+    def argv(self, playbook: str, *extra: str) -> List[str]:
+        return [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
+                str(ANSIBLE / playbook), *extra]
+
+    def play(self, playbook: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(playbook, *extra), capture_output=True, text=True, env=self.env(),
+                              timeout=900)
+
+    def spawn(self, playbook: str) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(playbook), env=self.env(), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def recap(proc: subprocess.CompletedProcess) -> Dict[str, Dict[str, int]]:
+    """host -> {ok, changed, unreachable, failed} from the PLAY RECAP."""
+    return {m[0]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m[1:])))
+            for m in RECAP.findall(proc.stdout)}
+
+
+def builds(fleet: Fleet) -> int:
+    """Source builds of vllm-ascend across the fleet (each build compiles its 6 stages once)."""
+    return sum((fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text().count("[6/6] Building CXX object")
+               for h in HOSTS)
+
+
+def report(fleet: Fleet) -> dict:
+    (path,) = sorted((fleet.fleet_dir / "audit").glob("*/report.json"))[-1:]
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def converged(source_stack: Stack, tmp_path_factory) -> Fleet:
+    """One play on three fresh hosts."""
+    fleet = Fleet(source_stack, tmp_path_factory.mktemp("fleet"))
+    start = time.monotonic()
+    proc = fleet.play("install.yml")
+    print(f"fleet: first play on {len(HOSTS)} hosts {time.monotonic() - start:.1f}s")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert {h: r["failed"] for h, r in recap(proc).items()} == {h: 0 for h in HOSTS}
+    return fleet
+
+
+def test_one_play_one_lock_one_build_three_clean_audits(converged: Fleet) -> None:
+    fleet = converged
+    assert builds(fleet) == 1
+    reused = [h for h in HOSTS if "reusing " in (fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text()]
+    assert len(reused) == 2
+    (lock,) = (fleet.fleet_dir / "locks").iterdir()
+    for h in HOSTS:  # every host installed the controller's lock, exactly
+        assert (fleet.workdir(h) / "fleet" / lock.name).read_bytes() == lock.read_bytes()
+        assert installed(fleet.workdir(h) / "venv") == lock_versions(fleet.workdir(h))
+    given = fleet.workdir("host1") / "fleet" / lock.name  # a dry run with --lock shows that lock, not a new one
+    argv = fleet.stack.install_argv(fleet.workdir("host1"), "--dry-run", "--json", "--lock", str(given))
+    dry = json.loads(fleet.stack.cli(*argv[3:]).stdout)
+    assert dry["closure"]["lock"] == str(given) and dry["changed"] is False
+    proc = fleet.play("audit.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    data = report(fleet)
+    assert data["ok"] and [h["host"] for h in data["hosts"]] == list(HOSTS)
+    assert all(h["result"].startswith("clean") and h["lock"] for h in data["hosts"])
+
+
+def test_second_play_changes_nothing(converged: Fleet) -> None:
+    start = time.monotonic()
+    proc = converged.play("install.yml")
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {h: r["changed"] for h, r in recap(proc).items()} == {h: 0 for h in HOSTS}, proc.stdout[-4000:]
+    check = converged.play("install.yml", "--check")
+    assert check.returncode == 0, check.stdout[-4000:]
+    assert {h: r["changed"] for h, r in recap(check).items()} == {h: 0 for h in HOSTS}, check.stdout[-4000:]
+    assert builds(converged) == 1
+    print(f"fleet: second play {took:.1f}s")
+
+
+def test_audit_report_names_the_broken_host(converged: Fleet) -> None:
+    venv = converged.workdir("host2") / "venv"
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--index-url",
+                    converged.stack.main.url, "triton==3.5.0"], check=True, capture_output=True,
+                   env=converged.stack.env())
+    proc = converged.play("audit.yml")
+    assert proc.returncode != 0
+    assert "host2: triton-upstream (triton)" in proc.stdout and "not clean: host2" in proc.stdout
+    data = report(converged)
+    assert not data["ok"] and data["findings"]["triton-upstream"] == ["host2"]
+    assert [h["host"] for h in data["hosts"] if h["ok"]] == ["host1", "host3"]
+
+
+def test_a_killed_play_converges_on_the_next(source_stack: Stack, converged: Fleet, tmp_path: Path) -> None:
+    fleet = Fleet(source_stack, tmp_path)
+    proc = fleet.spawn("install.yml")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:  # kill while the hosts install packages
+        if any((fleet.workdir(h) / "logs" / "torch-stack.log").exists() for h in HOSTS):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the play ended before the hosts installed anything"
+    kill_group(proc)
+    while True:  # nothing of the play (the hosts' installs included) may survive the kill
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    again = fleet.play("install.yml")
+    assert again.returncode == 0, again.stdout[-6000:]
+    want = freeze(converged.workdir("host1") / "venv")
+    for h in HOSTS:
+        assert freeze(fleet.workdir(h) / "venv") == want, h
