@@ -88,6 +88,11 @@ def cache_dir() -> Path:
     return Path(base) / "ascend-setup"
 
 
+def files_cache() -> Path:
+    """Texts read out of distribution files, by sha256 (see index/filecache.py)."""
+    return cache_dir() / "files"
+
+
 def check_output_file(path: Path, flag: str) -> None:
     """A file we will write: absent or a regular file, in a directory where files can be created."""
     if path.exists() and not path.is_file():

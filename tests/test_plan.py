@@ -75,6 +75,30 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
     assert all(set(w) == {"id", "package", "message"} for w in data["warnings"])
 
 
+def _ours(index: LocalIndex, since: int) -> list:
+    """The paths ascend-setup itself (not uv) asked of `index` since request number `since`."""
+    return [path for path, headers in index.requests[since:] if headers.get("User-Agent", "").startswith("ascend-setup/")]
+
+
+def test_files_come_from_uv_and_what_was_read_once_is_not_read_again(cli, indexes) -> None:
+    """After the resolution, no project page is read for a package uv listed a wheel for (pylock.toml gives
+    its files); vllm's metadata and an sdist's pyproject.toml, once read, come from the cache by sha256."""
+    main = indexes[0]
+    since = len(main.requests)
+    proc, data = _plan(cli, indexes)
+    assert proc.returncode == 0, proc.stderr
+    pages = {path.split("/")[2] for path in _ours(main, since) if path.startswith("/simple/")}
+    sdists = {p["name"] for p in data["packages"] if p["outcome"] == "sdist"}
+    assert pages <= set(ROW.packages) | sdists, pages - set(ROW.packages) - sdists
+    wheels = [p for p in data["packages"] if p["outcome"] == "wheel" and p["name"] not in ROW.packages]
+    assert len(wheels) > 40 and all(p["sha256"] and p["size"] and p["file"] in p["url"] for p in wheels)
+    assert any(path.startswith("/files/") for path in _ours(main, since))  # metadata and the sdists' pyproject
+    again = len(main.requests)
+    proc, second = _plan(cli, indexes)
+    assert [path for path in _ours(main, again) if path.startswith("/files/")] == []
+    assert second["packages"] == data["packages"] and second["warnings"] == data["warnings"]
+
+
 def test_plan_on_x86_64_takes_the_cpu_torch_and_warns_of_a_rust_build(cli, indexes) -> None:
     proc, data = _plan(cli, indexes, glibc="2.28", arch="x86_64")
     assert proc.returncode == 0, proc.stderr
@@ -190,10 +214,10 @@ def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
     assert Version(pkgs["tokenizers"]["version"]) <= Version("0.23.0")
     assert Version(pkgs["prometheus-fastapi-instrumentator"]["version"]) < Version("8")
     if glibc == "2.31":
-        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"]
+        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], pkgs["vllm-ascend"]
         assert any(w["package"] == "vllm-ascend" for w in data["warnings"])
     # the Ascend and PyTorch CPU indexes cannot be reached from everywhere: then those are unreachable,
     # not unpublished, and the rest of the closure is still forecast
     for p in data["packages"]:
         if p["outcome"] == "unavailable":
-            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], p
+            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], (p["name"], p["reason"])

@@ -58,3 +58,34 @@ def test_the_system_trust_and_pips_cert_are_honoured(https_index, tmp_path: Path
     config = tmp_path / "pip.conf"
     config.write_text(f"[global]\ncert = {site.ca}\n")
     assert _ask(index.url + "alpha/", tmp_path, PIP_CONFIG_FILE=str(config)) == "OK 200"
+
+
+MANY = """
+import sys, threading
+from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+network_settings_for_this_run(pip_settings())
+results = []
+def ask():
+    try:
+        results.append(get(sys.argv[1], attempts=1, timeout=20).status_code)
+    except Exception as exc:
+        results.append(repr(exc)[:200])
+threads = [threading.Thread(target=ask) for _ in range(32)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(sorted(set(map(str, results))))
+"""
+
+
+def test_threads_that_open_sessions_at_once_all_get_through(https_index, tmp_path: Path) -> None:
+    """The gate opens a session per thread, all at once; the system trust is put in place once, before any
+    of them makes an SSL context (a race here recursed in ssl and passed for an index that did not answer)."""
+    index, site = https_index
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull,
+                "SSL_CERT_FILE": str(site.ca)})
+    for _ in range(4):
+        out = subprocess.run([sys.executable, "-c", MANY, index.url + "alpha/"], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert out.stdout.strip() == "['200']", out.stdout + out.stderr[-2000:]

@@ -72,6 +72,6 @@ def run(args: argparse.Namespace) -> int:
                       "install for an Atlas A2 host (Ubuntu 20.04) from here:")
         console.print(f"  ascend-setup plan --cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11",
                       soft_wrap=True, markup=False)
-    console.print(target_line(target), soft_wrap=True, markup=False)
+    console.print(target_line(target), markup=False)
     console.print("[red]some checks failed[/red]" if report.failed else "[green]no check failed[/green]")
     return 1 if report.failed else 0

@@ -16,6 +16,7 @@ from ascend_setup.errors import AscendSetupError
 USER_AGENT = f"ascend-setup/{__version__}"
 _local = threading.local()
 _trust = {"injected": False, "ca_bundle": None}
+_trust_lock = threading.Lock()
 TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
             "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
             "'pip config set global.cert /path/to/site-ca.pem'")
@@ -23,16 +24,21 @@ TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like
 
 def use_system_trust() -> None:
     """Verify TLS with the operating system's trust store (as pip does), not requests' bundled certifi:
-    behind a proxy that re-signs TLS with a site CA, pip worked and the tool did not."""
-    if _trust["injected"]:
-        return
-    _trust["injected"] = True
-    try:
-        import truststore
+    behind a proxy that re-signs TLS with a site CA, pip worked and the tool did not.
 
-        truststore.inject_into_ssl()
-    except ImportError:  # Python 3.9: no truststore; SSL_CERT_FILE is still honoured below
-        pass
+    Once, under a lock, and marked done only when done: the gate's threads all open sessions at once, and
+    one that made an SSL context while another was swapping the class in recursed until Python gave up
+    (the gate then reported a page that "did not answer")."""
+    with _trust_lock:
+        if _trust["injected"]:
+            return
+        try:
+            import truststore
+
+            truststore.inject_into_ssl()
+        except ImportError:  # Python 3.9: no truststore; SSL_CERT_FILE is still honoured below
+            pass
+        _trust["injected"] = True
 
 
 def use_ca_bundle(path: Optional[str]) -> None:

@@ -10,6 +10,7 @@ import zipfile
 from email.parser import HeaderParser
 from typing import Dict, List, Optional
 
+from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable, get
 from ascend_setup.index.simple import IndexFile, local_path
 
@@ -97,16 +98,23 @@ def _sdist_stream(f: IndexFile):
     return response.raw
 
 
-def build_system(f: IndexFile) -> Dict[str, object]:
-    """An sdist's [build-system] table (setuptools' legacy default when it has no pyproject.toml)."""
-    legacy = {"build-backend": "setuptools.build_meta:__legacy__", "requires": ["setuptools", "wheel"]}
+def _sdist_pyproject(f: IndexFile) -> str:
+    """The sdist's pyproject.toml, or "" when it has none."""
     stream = _sdist_stream(f)
     try:
-        text = _from_sdist(stream, "pyproject.toml")
+        return _from_sdist(stream, "pyproject.toml")
     except IndexUnreachable:
-        return legacy
+        return ""
     finally:
         stream.close()
+
+
+def build_system(f: IndexFile, cache: Optional[FileTextCache] = None) -> Dict[str, object]:
+    """An sdist's [build-system] table (setuptools' legacy default when it has no pyproject.toml)."""
+    legacy = {"build-backend": "setuptools.build_meta:__legacy__", "requires": ["setuptools", "wheel"]}
+    text = (cache or FileTextCache(None)).text(f.sha256, "pyproject", lambda: _sdist_pyproject(f))
+    if not text:
+        return legacy
     try:
         table = tomllib.loads(text).get("build-system") or {}
     except tomllib.TOMLDecodeError:
@@ -116,17 +124,18 @@ def build_system(f: IndexFile) -> Dict[str, object]:
 
 
 class MetadataReader:
-    """Core metadata per file URL, cached for the run."""
+    """Core metadata per file URL, cached for the run (and on disk by sha256, given a FileTextCache)."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: Optional[FileTextCache] = None) -> None:
         self._cache: Dict[str, str] = {}
         self._lock = threading.Lock()
+        self._files = files or FileTextCache(None)
 
     def metadata(self, f: IndexFile) -> str:
         with self._lock:
             if f.url in self._cache:
                 return self._cache[f.url]
-        text = self._read(f)
+        text = self._files.text(f.sha256, "metadata", lambda: self._read(f))
         with self._lock:
             self._cache[f.url] = text
         return text

@@ -65,6 +65,14 @@ def _instead(pages: Sequence[ProjectPage], name: str) -> str:
     return f"has only {', '.join(str(v) for v in versions[:5])}" if versions else f"has no {name}"
 
 
+def _ask(index: SimpleIndex, name: str) -> ProjectPage:
+    """The page; a call that failed in our own code says how, instead of passing for one that never came."""
+    try:
+        return index.project(name)
+    except Exception as exc:  # noqa: BLE001 - any failure is this page's outcome, reported with its cause
+        return ProjectPage(name, index.url, found=False, error=f"{exc.__class__.__name__}: {exc}")
+
+
 def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
                   indexes: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
     """Ask every needed (index, package) page at once; whatever has not answered by `deadline` seconds
@@ -75,7 +83,7 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
         for url in need.urls:
             index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
             jobs += [(index, name) for name in need.pins]
-    pages = run_until([lambda i=index, n=name: i.project(n) for index, name in jobs], time.monotonic() + deadline)
+    pages = run_until([lambda i=index, n=name: _ask(i, n) for index, name in jobs], time.monotonic() + deadline)
     results: Dict[tuple, ProjectPage] = {(index.url, name): page for (index, name), page in zip(jobs, pages)
                                          if page is not None}
     checks = []

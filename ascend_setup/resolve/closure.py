@@ -21,14 +21,16 @@ from packaging.specifiers import SpecifierSet
 
 from ascend_setup.deps.derive import Derived, cann_requirements, derive, target_environment
 from ascend_setup.index.choose import Choice, choose
+from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.metadata import MetadataReader, build_system, content_length
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import GATE_SECONDS, IndexCheck, IndexNeed, check_indexes
-from ascend_setup.index.simple import IndexFile, IndexSet, SimpleIndex
+from ascend_setup.index.simple import IndexFile, IndexSet, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.paths import files_cache
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, LockWarning
 from ascend_setup.resolve.uvcompile import ROOT_PROJECT, ClosureRequest, Resolved, compile_closure
 
@@ -160,7 +162,7 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
 
     def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[dict], str]:
         try:
-            return p, build_system(files[p.name]), ""
+            return p, build_system(files[p.name], FileTextCache(files_cache())), ""
         except (IndexUnreachable, OSError, ValueError) as exc:
             return p, None, str(exc)
 
@@ -214,7 +216,7 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
         raise IndexUnreachable(checks[0].message(), hint=checks[0].hint())
     unavailable = _gate_results(checks, row)
     groups = {name: IndexSet(sources.urls_for(name), pool=pool) for name in [MIRROR, *sources.named]}
-    reader = MetadataReader()
+    reader = MetadataReader(FileTextCache(files_cache()))
     heads = {}
     for name in NO_DEPS:
         pages = groups[row.index_of(name)].pages(name)
@@ -248,23 +250,10 @@ def resolve_closure(row: Row, target: Target, sources: IndexSources, *, settings
     """The whole closure of `row` (already specialised for `target.arch`) for `target`."""
     prepared = prepare_closure(row, target, sources, gate_seconds=gate_seconds, checks=checks, pool=pool,
                                on_derived=on_derived)
-    with ThreadPoolExecutor(max_workers=2) as tp:  # the roots' pages come in while uv resolves
-        early = tp.submit(_prefetch_roots, row, prepared)
-        resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
-        early.result()
+    resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
     resolved += [Resolved(n, row.packages[n], [ROOT_PROJECT]) for n in NO_DEPS]
     prepared.roots.origin.update({n: [f"row {row.cann}"] for n in NO_DEPS})
     return _lock_from(row, target, sources, resolved, prepared)
-
-
-def _prefetch_roots(row: Row, prepared: PreparedClosure) -> None:
-    """Most of the closure are the roots themselves: ask their pages of the index each comes from."""
-    by_group: Dict[str, List[str]] = {}
-    for name in prepared.roots.origin:
-        by_group.setdefault(row.index_of(name) if name in row.packages else MIRROR, []).append(name)
-    for group, names in by_group.items():
-        if group in prepared.groups:
-            prepared.groups[group].prefetch(names)
 
 
 def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[Resolved],
@@ -273,11 +262,29 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
     def index_of(name: str) -> str:
         return row.index_of(name) if name in row.packages else MIRROR
 
-    by_group: Dict[str, List[str]] = {}
+    def listed_wheel(r: Resolved) -> Optional[Choice]:
+        """The wheel pip would take among the files uv listed for the target; None when they hold none."""
+        if not r.files:
+            return None
+        choice = choose(r.name, [ProjectPage(r.name, r.index_url or "", r.files)], SpecifierSet(f"=={r.version}"),
+                        target)
+        return choice if choice.outcome == "wheel" else None
+
+    choices: Dict[str, Choice] = {n: heads[n][0] for n in heads}
     for r in resolved:
+        if r.name not in choices:
+            wheel = listed_wheel(r)
+            if wheel is not None:
+                choices[r.name] = wheel
+    # the rest (an sdist, or no files listed) from their index pages, which also say why there is no wheel
+    rest = [r for r in resolved if r.name not in choices]
+    by_group: Dict[str, List[str]] = {}
+    for r in rest:
         by_group.setdefault(index_of(r.name), []).append(r.name)
     with ThreadPoolExecutor(max_workers=max(1, len(by_group))) as tp:
         list(tp.map(lambda g: groups[g].prefetch(by_group[g]), by_group))
+    for r in rest:
+        choices[r.name] = choose(r.name, groups[index_of(r.name)].pages(r.name), SpecifierSet(f"=={r.version}"), target)
     chains = _chains(resolved, roots.origin)
     requires: Dict[str, List[str]] = {}
     for r in resolved:
@@ -287,8 +294,7 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
     files: Dict[str, IndexFile] = {}
     for r in resolved:
         index = index_of(r.name)
-        choice = heads[r.name][0] if r.name in heads else \
-            choose(r.name, groups[index].pages(r.name), SpecifierSet(f"=={r.version}"), target)
+        choice = choices[r.name]
         locked = _locked(choice, index, sources.urls_for(index)[0])
         locked.via, locked.requires, locked.no_deps = chains[r.name], sorted(requires.get(r.name, [])), r.name in NO_DEPS
         if choice.file is not None:

@@ -1,5 +1,12 @@
 """`uv pip compile` for a machine that need not be this one.
 
+One request, two outputs. The resolution writes the annotated requirements (each package's parents,
+for the `via` chains, and the index it came from). A second run, `--offline` on the cache the first
+one just filled, writes PEP 751 pylock.toml (each package's files for the target, with URL, size and
+sha256) in tens of milliseconds. It replaces fetching a project page per package after the
+resolution, which cost more than uv itself on the real index (two runs at once both went to the
+network, and a cold cache paid twice).
+
 pip cannot resolve for another platform's markers and tags; uv can (`--python-platform`,
 `--python-version`). Named indexes are pinned per package with a generated pyproject.toml
 (`[[tool.uv.index]] explicit = true` + `[tool.uv.sources]`): a package the row assigns to the Ascend
@@ -11,23 +18,33 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
+from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.pipconfig import PipSettings
+from ascend_setup.index.simple import IndexFile, make_file
 from ascend_setup.index.tags import Target
 from ascend_setup.procs import capture
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the 3.9/3.10 interpreters
+    import tomli as tomllib
 
 #: The manylinux levels uv's --python-platform knows, per architecture.
 UV_GLIBC = ((2, 17), (2, 28), (2, 31), (2, 32), (2, 33), (2, 34), (2, 35), (2, 36), (2, 37), (2, 38),
             (2, 39), (2, 40))
 ROOT_PROJECT = "ascend-setup-closure"
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s*(?:#\s*via\s+(.*))?$")
+_FROM = re.compile(r"^#\s*from\s+(\S+)$")
 
 
 class ResolutionFailed(AscendSetupError):
@@ -54,6 +71,8 @@ class Resolved:
     name: str
     version: str
     parents: List[str]  # names of the packages that require it; ROOT_PROJECT for a root
+    index_url: Optional[str] = None  # the index uv took it from
+    files: List[IndexFile] = field(default_factory=list)  # its files for the target (pylock.toml)
 
 
 def uv_platform(target: Target) -> str:
@@ -81,9 +100,13 @@ def pyproject_text(request: ClosureRequest) -> str:
 
 
 def parse_compiled(text: str) -> List[Resolved]:
-    """`name==version  # via a, b` lines of uv's output (line annotations)."""
-    found = []
+    """`name==version  # via a, b` lines of uv's output (line annotations), each with its `# from URL`."""
+    found: List[Resolved] = []
     for line in text.splitlines():
+        source = _FROM.match(line.strip())
+        if source and found:
+            found[-1].index_url = source.group(1)
+            continue
         match = _LINE.match(line.strip())
         if not match:
             continue
@@ -91,6 +114,36 @@ def parse_compiled(text: str) -> List[Resolved]:
         found.append(Resolved(canonicalize_name(match.group(1)), match.group(2),
                               [ROOT_PROJECT if p in (ROOT_PROJECT, "-r") else canonicalize_name(p) for p in parents]))
     return found
+
+
+def parse_pylock(text: str) -> Dict[str, List[IndexFile]]:
+    """name -> the files pylock.toml lists for the resolved version (its wheels for the target, its sdist)."""
+    files: Dict[str, List[IndexFile]] = {}
+    for package in tomllib.loads(text).get("packages", []):
+        entries = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
+        found = []
+        for entry in entries:
+            url = entry.get("url")
+            if not url:
+                continue
+            made = make_file(unquote(urlparse(url).path.rsplit("/", 1)[-1]), url, "",
+                             sha256=(entry.get("hashes") or {}).get("sha256"), size=entry.get("size"))
+            if made is not None:
+                found.append(made)
+        files[canonicalize_name(package["name"])] = found
+    return files
+
+
+def with_files(resolved: List[Resolved], pylock: Dict[str, List[IndexFile]]) -> List[Resolved]:
+    """Each package's files, where the pylock run resolved the same version (two runs, one index: an index
+    that moved between them leaves a package without files, and its page is read instead)."""
+    for r in resolved:
+        try:
+            version = Version(r.version)
+        except InvalidVersion:
+            continue
+        r.files = [replace(f, index=r.index_url or "") for f in pylock.get(r.name, []) if f.version == version]
+    return resolved
 
 
 def failure_block(stderr: str) -> List[str]:
@@ -109,8 +162,7 @@ def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipS
     with tempfile.TemporaryDirectory(prefix="ascend-setup-resolve-") as tmp:
         project = Path(tmp) / "pyproject.toml"
         project.write_text(pyproject_text(request), encoding="utf-8")
-        argv = [*uv, "pip", "compile", str(project), "--no-config", "--quiet", "--no-header",
-                "--annotation-style", "line", "--python-version", request.target.python,
+        argv = [*uv, "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", request.target.python,
                 "--python-platform", uv_platform(request.target), "--default-index", request.default_index,
                 "--index-strategy", "unsafe-best-match"]
         for url in request.extra_index_urls:
@@ -120,10 +172,19 @@ def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipS
             excludes.write_text("\n".join(request.excludes) + "\n", encoding="utf-8")
             argv += ["--excludes", str(excludes)]
         argv += ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"]
-        proc = capture(argv, env=network.uv_env(), timeout=timeout, cwd=Path(tmp))
-    if proc.returncode != 0:
-        block = failure_block(proc.stderr)
-        raise ResolutionFailed(f"uv found no installable set of versions for {request.target.describe()}: "
-                               f"{block[0] if block else 'exit ' + str(proc.returncode)}",
-                               hint="the lines above are uv's explanation", details="\n".join(block))
-    return parse_compiled(proc.stdout)
+        proc = capture([*argv, "--no-header", "--annotation-style", "line", "--emit-index-annotation"],
+                       env=network.uv_env(), timeout=timeout, cwd=Path(tmp))
+        if proc.returncode != 0:
+            block = failure_block(proc.stderr)
+            raise ResolutionFailed(f"uv found no installable set of versions for {request.target.describe()}: "
+                                   f"{block[0] if block else 'exit ' + str(proc.returncode)}",
+                                   hint="the lines above are uv's explanation", details="\n".join(block))
+        files: Dict[str, List[IndexFile]] = {}
+        if cache_dir:
+            pylock = capture([*argv, "--offline", "--format", "pylock.toml"], env=network.uv_env(), timeout=timeout,
+                             cwd=Path(tmp))
+            try:
+                files = parse_pylock(pylock.stdout) if pylock.returncode == 0 else {}
+            except ValueError:  # not whole: each package's page is read instead, as without a cache
+                files = {}
+    return with_files(parse_compiled(proc.stdout), files)
