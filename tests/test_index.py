@@ -231,29 +231,50 @@ def test_server_errors_are_retried(assorted_index: LocalIndex) -> None:
     assert page.error and "503" in page.error
 
 
+class _MirrorTest:
+    """A stand-in index for the gate: every project has version 1.0, except that asking for torch runs
+    `on_torch` first (a sleep, a crash)."""
+
+    url = "http://mirror.test/simple/"
+
+    def __init__(self, on_torch) -> None:
+        self.on_torch = on_torch
+
+    def project_url(self, name: str) -> str:
+        return self.url + name + "/"
+
+    def project(self, name: str):
+        from ascend_setup.index.simple import ProjectPage, make_file
+
+        if name == "torch":
+            self.on_torch()
+        return ProjectPage(name, self.url, [make_file(f"{name}-1.0-py3-none-any.whl", f"{self.url}{name}.whl",
+                                                      self.url)])
+
+
 def test_a_page_that_never_came_is_not_a_missing_version() -> None:
     """The gate tells 'this index did not answer for torch' from 'this index lacks torch 2.10.0'."""
     import time as clock
 
     from ascend_setup.index.reach import IndexNeed, check_indexes
-    from ascend_setup.index.simple import ProjectPage, make_file
 
-    class SlowForTorch:
-        url = "http://mirror.test/simple/"
-
-        def project_url(self, name: str) -> str:
-            return self.url + name + "/"
-
-        def project(self, name: str) -> ProjectPage:
-            if name == "torch":
-                clock.sleep(3)
-            files = [make_file(f"{name}-1.0-py3-none-any.whl", f"{self.url}{name}.whl", self.url)]
-            return ProjectPage(name, self.url, files)
-
-    need = IndexNeed("mirror", ["http://mirror.test/simple/"], {"torch": "2.10.0", "numpy": "1.0", "vllm": "2.0"})
+    need = IndexNeed("mirror", [_MirrorTest.url], {"torch": "2.10.0", "numpy": "1.0", "vllm": "2.0"})
     start = clock.monotonic()
-    (check,) = check_indexes([need], deadline=0.5, indexes={"http://mirror.test/simple/": SlowForTorch()})
+    (check,) = check_indexes([need], deadline=0.5, indexes={_MirrorTest.url: _MirrorTest(lambda: clock.sleep(3))})
     assert clock.monotonic() - start < 1.5
     assert check.unanswered == {"torch": "no answer within 0 s"} or set(check.unanswered) == {"torch"}
     assert set(check.missing) == {"vllm"} and "has only 1.0" in check.missing["vllm"]
     assert "did not answer for torch==2.10.0" in check.message() and "no index serves torch" not in check.message()
+
+
+def test_a_page_whose_fetch_crashed_says_why_and_is_no_timeout() -> None:
+    """A call that raised finished: the gate names its cause, where it used to say 'no answer within 10 s'."""
+    from ascend_setup.index.reach import IndexNeed, check_indexes
+
+    def crash() -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    need = IndexNeed("mirror", [_MirrorTest.url], {"torch": "2.10.0", "numpy": "1.0"})
+    (check,) = check_indexes([need], deadline=5, indexes={_MirrorTest.url: _MirrorTest(crash)})
+    assert check.unanswered == {"torch": "RecursionError: maximum recursion depth exceeded"}
+    assert not check.missing and "no answer within" not in check.message()

@@ -49,6 +49,25 @@ def test_ranking_picks_the_fastest_fresh_mirror(farm) -> None:
     assert took < 5.0 + 1.5, took  # the budget, plus page fetches
 
 
+def test_a_mirror_whose_pages_crashed_is_an_error_with_its_cause(farm, monkeypatch) -> None:
+    """A page fetch that raised is no timeout: the mirror is an error, and the detail names the cause."""
+    from ascend_setup.index.simple import SimpleIndex
+
+    real = SimpleIndex.project
+    broken = farm.url("medium")
+
+    def project(self, name):
+        if self.url == broken:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(self, name)
+
+    monkeypatch.setattr(SimpleIndex, "project", project)
+    ranking = rank_mirrors([farm.url("fast"), broken], ROW, TARGET, budget=3.0)
+    by = {farm.shape_of(m.url): m for m in ranking.mirrors}
+    assert (by["medium"].status, by["medium"].detail) == ("error", "RecursionError: maximum recursion depth exceeded")
+    assert ranking.chosen == farm.url("fast")
+
+
 def test_mirrors_command_json_cache_and_apply(cli, farm, tmp_path: Path) -> None:
     import venv as venv_module
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from ascend_setup.deadline import run_until
+from ascend_setup.deadline import failure_text, run_until
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
 
 GATE_SECONDS = 10.0
@@ -65,14 +65,6 @@ def _instead(pages: Sequence[ProjectPage], name: str) -> str:
     return f"has only {', '.join(str(v) for v in versions[:5])}" if versions else f"has no {name}"
 
 
-def _ask(index: SimpleIndex, name: str) -> ProjectPage:
-    """The page; a call that failed in our own code says how, instead of passing for one that never came."""
-    try:
-        return index.project(name)
-    except Exception as exc:  # noqa: BLE001 - any failure is this page's outcome, reported with its cause
-        return ProjectPage(name, index.url, found=False, error=f"{exc.__class__.__name__}: {exc}")
-
-
 def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
                   indexes: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
     """Ask every needed (index, package) page at once; whatever has not answered by `deadline` seconds
@@ -83,9 +75,9 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
         for url in need.urls:
             index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
             jobs += [(index, name) for name in need.pins]
-    pages = run_until([lambda i=index, n=name: _ask(i, n) for index, name in jobs], time.monotonic() + deadline)
-    results: Dict[tuple, ProjectPage] = {(index.url, name): page for (index, name), page in zip(jobs, pages)
-                                         if page is not None}
+    pages = run_until([lambda i=index, n=name: i.project(n) for index, name in jobs], time.monotonic() + deadline)
+    results: Dict[tuple, Union[ProjectPage, Exception]] = {(index.url, name): page for (index, name), page
+                                                           in zip(jobs, pages) if page is not None}
     checks = []
     for need in needs:
         check = IndexCheck(need)
@@ -97,6 +89,8 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
                 page = results.get((index.url, name))
                 if page is None:
                     errors.setdefault(name, f"no answer within {deadline:.0f} s")
+                elif isinstance(page, Exception):
+                    errors.setdefault(name, failure_text(page))
                 elif page.error:
                     errors.setdefault(name, page.error.replace(index.project_url(name), "")
                                       .replace("could not be reached", "").strip(" ()") or page.error)

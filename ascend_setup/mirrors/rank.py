@@ -18,7 +18,7 @@ import requests
 from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.deadline import run_until
+from ascend_setup.deadline import failure_text, run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
@@ -73,10 +73,14 @@ def gated_packages(row: Row) -> Dict[str, str]:
 
 
 def _pages(url: str, names: Sequence[str], timeout: float) -> Optional[Dict[str, ProjectPage]]:
-    """The pinned projects' pages of one mirror, or None when they did not all come within `timeout`."""
+    """The pinned projects' pages of one mirror, or None when they did not all come within `timeout` (a
+    page that could not be read at all raises its cause)."""
     index = SimpleIndex(url, timeout=timeout, attempts=1)
     pages = run_until([lambda n=n: index.project(n) for n in names], time.monotonic() + timeout)
-    return dict(zip(names, pages)) if all(p is not None for p in pages) else None
+    failed = next((p for p in pages if isinstance(p, Exception)), None)
+    if failed is not None:
+        raise failed
+    return dict(zip(names, pages)) if all(p is not None for p in pages) else None  # type: ignore[arg-type]
 
 
 def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str]) -> None:
@@ -191,9 +195,11 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
     pins = gated_packages(row)
     pages_within = budget * PAGES_SHARE
     answers = run_until([lambda u=u: _pages(u, list(pins), pages_within) for u in urls], start + pages_within)
-    pages = {r.url: a for r, a in zip(results, answers) if a is not None}
-    for r in results:
-        if r.url not in pages:
+    pages = {r.url: a for r, a in zip(results, answers) if isinstance(a, dict)}
+    for r, a in zip(results, answers):
+        if isinstance(a, Exception):
+            r.status, r.detail = "error", failure_text(a)
+        elif r.url not in pages:
             r.status, r.detail = "timeout", f"no answer within {pages_within:.1f} s (DNS and connect included)"
     freshness([r for r in results if r.url in pages], pages, pins)
     sample = sample_file(row, target, pages, [r for r in results if r.url in pages])
@@ -214,6 +220,8 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
     probes = run_until([lambda r=r: first_byte(r.sample_url, probe_within) for r in probing],
                        time.monotonic() + probe_within)
     for r, probe in zip(probing, probes):
+        if isinstance(probe, Exception):
+            probe = ("error", failure_text(probe), None)
         r.status, r.detail, r.ttfb_s = probe or ("timeout", f"no first byte within {probe_within:.1f} s", None)
         if r.status != "ok" and on_result:
             on_result(r)
