@@ -18,13 +18,15 @@ import tempfile
 from pathlib import Path
 
 from _common import clean_env, run, serve_stack, timed
+from packaging.utils import canonicalize_name
 
 from ascend_setup.host.machine import glibc_version  # noqa: E402
 from ascend_setup.index.tags import Target  # noqa: E402
 from ascend_setup.installers import uv_command  # noqa: E402
 from ascend_setup.matrix import select_row  # noqa: E402
 from ascend_setup.resolve.closure import IndexSources, prepare_closure  # noqa: E402
-from ascend_setup.resolve.uvcompile import pyproject_text, uv_platform  # noqa: E402
+from ascend_setup.resolve.pythons import build_interpreter  # noqa: E402
+from ascend_setup.resolve.uvcompile import compile_argv  # noqa: E402
 
 
 def live() -> None:
@@ -40,25 +42,26 @@ def live() -> None:
     ours, proc = timed(lambda: run(plan_argv, env))
     matrix = load_matrix()
     row = select_row(matrix, "9.1.0", "aarch64")
-    prepared = prepare_closure(row, Target("2.31", "aarch64", "3.11"), IndexSources.for_row(matrix, row, index))
-    uv_alone, _ = timed(lambda: _uv_alone(prepared, tmp, index, "3.11", env))
+    prepared = prepare_closure(row, Target("2.31", "aarch64", "3.11"), IndexSources.for_row(matrix, row, index),
+                               build_python=build_interpreter("3.11"))
+    uv_alone, _ = timed(lambda: _uv_alone(prepared, tmp, env))
     print(f"real index ({index}): closure {json.loads(proc.stdout)['summary']}")
     print(f"plan: {ours:.2f} s   uv pip compile alone (same request): {uv_alone:.2f} s   "
           f"ratio {ours / uv_alone:.2f}x (target <= 1.3x)")
+    # pip is not timed here: it evaluates markers for the machine it runs on (torch's CUDA requirements
+    # come back for an aarch64 target), which is why plan resolves with uv.
 
 
-def _uv_alone(prepared, tmp: Path, index: str, python: str, env) -> None:
-    project = tmp / "closure" / "pyproject.toml"
-    project.parent.mkdir(exist_ok=True)
-    project.write_text(pyproject_text(prepared.request))
-    excludes = tmp / "closure" / "excludes.txt"
-    excludes.write_text("\n".join(prepared.request.excludes) + "\n")
-    argv = [*uv_command(), "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", python,
-            "--python-platform", uv_platform(prepared.request.target), "--default-index", index,
-            "--index-strategy", "unsafe-best-match", "--excludes", str(excludes), "--cache-dir", str(tmp / "uv-cache")]
-    done = run(argv, {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
+def _uv_alone(prepared, tmp: Path, env):
+    """`uv pip compile` on the very request plan sends it (same roots, overrides, excludes, pinned indexes,
+    build interpreter), with its own warm cache."""
+    workdir = tmp / "closure"
+    workdir.mkdir(exist_ok=True)
+    done = run([*uv_command(), *compile_argv(prepared.request, workdir, tmp / "uv-cache")],
+               {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
     if done.returncode != 0:
         raise SystemExit(f"uv failed: {done.stderr[-2000:]}")
+    return done
 
 
 def main() -> None:
@@ -76,22 +79,11 @@ def main() -> None:
         raise SystemExit(f"plan failed: {proc.stderr[-2000:]}")
     data = json.loads(proc.stdout)
 
-    # uv alone, on the exact request plan builds (same roots, overrides, excludes, pinned indexes, cache)
+    # uv alone, on the exact request plan builds
     row = select_row(matrix, "9.1.0", arch)
-    prepared = prepare_closure(row, Target(glibc, arch, python), IndexSources.for_row(matrix, row, main_index.url))
-    project = tmp / "closure" / "pyproject.toml"
-    project.parent.mkdir()
-    project.write_text(pyproject_text(prepared.request))
-    excludes = tmp / "closure" / "excludes.txt"
-    excludes.write_text("\n".join(prepared.request.excludes) + "\n")
-    uv_argv = [*uv_command(), "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", python,
-               "--python-platform", uv_platform(prepared.request.target), "--default-index", main_index.url,
-               "--index-strategy", "unsafe-best-match", "--excludes", str(excludes),
-               "--cache-dir", str(tmp / "uv-cache")]
-    uv_env = {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
-    uv_alone, uv_proc = timed(lambda: run(uv_argv, uv_env))
-    if uv_proc.returncode != 0:
-        raise SystemExit(f"uv failed: {uv_proc.stderr[-2000:]}")
+    prepared = prepare_closure(row, Target(glibc, arch, python), IndexSources.for_row(matrix, row, main_index.url),
+                               build_python=build_interpreter(python))
+    uv_alone, _ = timed(lambda: _uv_alone(prepared, tmp, env))
 
     # pip over the same roots; one flat index holding the same files (pip cannot pin packages to indexes)
     flat = tmp / "flat"
@@ -109,15 +101,15 @@ def main() -> None:
     theirs, pip_proc = timed(lambda: run(pip_argv, env))
     if pip_proc.returncode != 0:
         raise SystemExit(f"pip failed: {pip_proc.stderr[-2000:]}")
-    chosen = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
-              for i in json.loads(pip_proc.stdout)["install"]}
-    compared = [p for p in data["packages"] if p["name"] in chosen]
-    agree = sum(1 for p in compared if chosen[p["name"]] == p["version"])
     print(f"target: glibc {glibc} / {arch} / Python {python}; closure: {data['summary']}")
     print(f"plan (gate, metadata, derive, uv, file choice, sizes, backends): {ours:.2f} s")
     print(f"uv pip compile alone (the same request):                         {uv_alone:.2f} s")
     print(f"pip install --dry-run --report (the same roots, flat index):     {theirs:.2f} s")
     print(f"plan / uv alone: {ours / uv_alone:.2f}x (target <= 1.3x);  pip / plan: {theirs / ours:.2f}x (target >= 5x)")
+    chosen = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+              for i in json.loads(pip_proc.stdout)["install"]}
+    compared = [p for p in data["packages"] if p["name"] in chosen]
+    agree = sum(1 for p in compared if chosen[p["name"]] == p["version"])
     print(f"versions agreeing with pip: {agree}/{len(compared)} (pip also resolved: "
           f"{', '.join(sorted(set(chosen) - {p['name'] for p in data['packages']})) or 'nothing else'})")
     host.close()

@@ -20,7 +20,7 @@ from ascend_setup.paths import cache_dir, check_output_file, env_or
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import explicit_python, pick_python
+from ascend_setup.resolve.pythons import build_interpreter, explicit_python, pick_python
 
 
 def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str) -> Tuple[str, str]:
@@ -93,9 +93,12 @@ def run(args: argparse.Namespace) -> int:
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)
-    python, note = target_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row, sources, arch, glibc)
+    given = env_or(args.python, "ASCEND_SETUP_PYTHON")
+    python, note = target_python(given, row, sources, arch, glibc)
     target = Target.parse(glibc, arch, python)
-    lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv")
+    interpreter = given if given and ("/" in given or Path(given).exists()) else None
+    lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv",
+                           build_python=build_interpreter(python, interpreter))
     if note:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
     written = str(write_lock(lock, lock_path)) if lock_path else ""

@@ -159,10 +159,11 @@ def _fill_sizes(packages: List[LockedPackage]) -> None:
 def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], warnings: List[LockWarning]) -> None:
     """Read each sdist's build backend from its pyproject.toml and say what its build needs."""
     sdists = [p for p in packages if p.outcome == "sdist" and p.name in files]
+    cache = FileTextCache(files_cache())
 
     def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[dict], str]:
         try:
-            return p, build_system(files[p.name], FileTextCache(files_cache())), ""
+            return p, build_system(files[p.name], cache), ""
         except (IndexUnreachable, OSError, ValueError) as exc:
             return p, None, str(exc)
 
@@ -208,7 +209,8 @@ class PreparedClosure:
 
 def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_seconds: float = GATE_SECONDS,
                     checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
-                    on_derived: Optional[Callable[[List[Derived]], None]] = None) -> PreparedClosure:
+                    on_derived: Optional[Callable[[List[Derived]], None]] = None,
+                    build_python: Optional[str] = None) -> PreparedClosure:
     """The gate, vllm's and vllm-ascend's requirements, the derived set, and the request for uv."""
     pool = {} if pool is None else pool
     checks = checks if checks is not None else gate(row, sources, deadline=gate_seconds, pool=pool)
@@ -239,17 +241,20 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
         overrides=[f"{n}=={v}" for n, v in row.packages.items() if n not in NO_DEPS and n not in unavailable],
         excludes=[*SUBSTITUTED, *NO_DEPS, *unavailable], extra_index_urls=list(sources.extra),
         named_indexes={n: sources.named[n] for n in sources.named if n in named_used},
-        sources={n: row.index_of(n) for n in row.packages if row.index_of(n) in named_used and n not in unavailable})
+        sources={n: row.index_of(n) for n in row.packages if row.index_of(n) in named_used and n not in unavailable},
+        build_python=build_python)
     return PreparedClosure(request, roots, groups, unavailable, heads, derived)
 
 
 def resolve_closure(row: Row, target: Target, sources: IndexSources, *, settings: PipSettings,
                     uv: Sequence[str], cache_dir: Optional[Path] = None, gate_seconds: float = GATE_SECONDS,
                     checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
-                    on_derived: Optional[Callable[[List[Derived]], None]] = None) -> Lock:
-    """The whole closure of `row` (already specialised for `target.arch`) for `target`."""
+                    on_derived: Optional[Callable[[List[Derived]], None]] = None,
+                    build_python: Optional[str] = None) -> Lock:
+    """The whole closure of `row` (already specialised for `target.arch`) for `target`; `build_python`, an
+    interpreter of the target's Python at hand, runs sdists' build backends (see `uvcompile`)."""
     prepared = prepare_closure(row, target, sources, gate_seconds=gate_seconds, checks=checks, pool=pool,
-                               on_derived=on_derived)
+                               on_derived=on_derived, build_python=build_python)
     resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
     resolved += [Resolved(n, row.packages[n], [ROOT_PROJECT]) for n in NO_DEPS]
     prepared.roots.origin.update({n: [f"row {row.cann}"] for n in NO_DEPS})

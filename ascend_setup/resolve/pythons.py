@@ -8,6 +8,7 @@ installed, so the choice asks them (the same pages the reachability gate reads).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -123,3 +124,12 @@ def explicit_python(value: str, row: Row) -> str:
         raise BadInput(f"--python {value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
                        hint=f"use one of {', '.join(row_minors(row))}")
     return minor
+
+
+def build_interpreter(minor: str, known: Optional[str] = None) -> Optional[str]:
+    """An interpreter of Python `minor` for uv's sdist metadata builds, found without starting one: this
+    process's own when it is that Python, else `known` (the one the install picked, or --python's path).
+    None lets uv look for one itself, which is slow behind a version manager's shims."""
+    if "%d.%d" % sys.version_info[:2] == minor:
+        return sys.executable
+    return known or None

@@ -11,7 +11,10 @@ pip cannot resolve for another platform's markers and tags; uv can (`--python-pl
 `--python-version`). Named indexes are pinned per package with a generated pyproject.toml
 (`[[tool.uv.index]] explicit = true` + `[tool.uv.sources]`): a package the row assigns to the Ascend
 or PyTorch CPU index is fetched from there and nothing else is, which no command-line flag can say.
-uv never downloads an interpreter here and reads no user configuration (`--no-config`).
+uv never downloads an interpreter here and reads no user configuration (`--no-config`). It is handed
+the interpreter to run sdists' build backends with when one of the target's Python is at hand: left
+to find one, uv asks each candidate on PATH, and behind a version manager's shims that took 0.13 s
+of every run (more than the whole offline run).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class ClosureRequest:
     extra_index_urls: List[str] = field(default_factory=list)
     named_indexes: Mapping[str, str] = field(default_factory=dict)  # name -> url
     sources: Mapping[str, str] = field(default_factory=dict)  # package -> index name
+    build_python: Optional[str] = None  # an interpreter of the target's Python for sdist metadata builds
 
 
 @dataclass
@@ -156,22 +160,30 @@ def failure_block(stderr: str) -> List[str]:
     return (errors or lines)[-12:]
 
 
+def compile_argv(request: ClosureRequest, workdir: Path, cache_dir: Optional[Path] = None) -> List[str]:
+    """The `uv pip compile` command for `request`, its project and excludes files written into `workdir`
+    (the output format flags are the caller's)."""
+    project = workdir / "pyproject.toml"
+    project.write_text(pyproject_text(request), encoding="utf-8")
+    argv = [str(project), "--no-config", "--quiet", "--python-version", request.target.python,
+            "--python-platform", uv_platform(request.target), "--default-index", request.default_index,
+            "--index-strategy", "unsafe-best-match"]
+    if request.build_python:
+        argv += ["--python", request.build_python]
+    for url in request.extra_index_urls:
+        argv += ["--index", url]
+    if request.excludes:
+        excludes = workdir / "excludes.txt"
+        excludes.write_text("\n".join(request.excludes) + "\n", encoding="utf-8")
+        argv += ["--excludes", str(excludes)]
+    return ["pip", "compile", *argv, *(["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])]
+
+
 def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipSettings,
                     cache_dir: Optional[Path] = None, timeout: float = 600) -> List[Resolved]:
     """Resolve `request` with uv. Raises ResolutionFailed with uv's explanation when there is no solution."""
     with tempfile.TemporaryDirectory(prefix="ascend-setup-resolve-") as tmp:
-        project = Path(tmp) / "pyproject.toml"
-        project.write_text(pyproject_text(request), encoding="utf-8")
-        argv = [*uv, "pip", "compile", str(project), "--no-config", "--quiet", "--python-version", request.target.python,
-                "--python-platform", uv_platform(request.target), "--default-index", request.default_index,
-                "--index-strategy", "unsafe-best-match"]
-        for url in request.extra_index_urls:
-            argv += ["--index", url]
-        if request.excludes:
-            excludes = Path(tmp) / "excludes.txt"
-            excludes.write_text("\n".join(request.excludes) + "\n", encoding="utf-8")
-            argv += ["--excludes", str(excludes)]
-        argv += ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"]
+        argv = [*uv, *compile_argv(request, Path(tmp), cache_dir)]
         proc = capture([*argv, "--no-header", "--annotation-style", "line", "--emit-index-annotation"],
                        env=network.uv_env(), timeout=timeout, cwd=Path(tmp))
         if proc.returncode != 0:

@@ -56,6 +56,7 @@ class LocalIndex:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as real index servers do: no 40 ms delayed-ACK stall per response
 
             def log_message(self, *args) -> None:
                 pass

@@ -19,7 +19,7 @@ from ascend_setup.matrix.models import MIRROR
 from ascend_setup.paths import cache_dir
 from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
-from ascend_setup.resolve.pythons import pick_python
+from ascend_setup.resolve.pythons import build_interpreter, pick_python
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import host_target, indexes_of, matrix_of, row_of, settings_of
 from ascend_setup.steps.preflight import preflight_sources
@@ -120,9 +120,11 @@ class Resolve(Step):
         if problems:
             raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
         try:
-            lock = resolve_closure(row, host_target(ctx), sources, settings=settings_of(ctx),
+            target = host_target(ctx)
+            lock = resolve_closure(row, target, sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
-                                   on_derived=lambda derived: _log_derived(log, derived))
+                                   on_derived=lambda derived: _log_derived(log, derived),
+                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]))
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
         write_lock(lock, path)
@@ -144,10 +146,11 @@ def preview_closure(ctx: Context) -> Dict[str, Any]:
     else:
         row, sources = row_of(ctx), preflight_sources(ctx)
         try:
-            python = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
-                                 explicit=ctx.options.get("python")).interpreter.minor
-            lock = resolve_closure(row, this_machine(python), sources, settings=settings_of(ctx),
-                                   uv=uv_command(), cache_dir=cache_dir() / "uv")
+            interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
+                                      explicit=ctx.options.get("python")).interpreter
+            lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=settings_of(ctx),
+                                   uv=uv_command(), cache_dir=cache_dir() / "uv",
+                                   build_python=build_interpreter(interpreter.minor, interpreter.path))
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None
