@@ -109,6 +109,12 @@ def test_doctor_reports_the_install_target_a_fleet_groups_by(cli, tmp_path: Path
     minor = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert (target.python, target.python_executable, target.soc) == (minor, sys.executable, "ascend910b4")
     assert target.lock_name == lock_file_name("9.1.0", this_machine(minor)) and target.unknown == []
+    assert set(target.indexes) >= {"mirror", "ascend"} and target.lock_key.startswith(target.lock_name[:-4] + "-")
+    elsewhere = json.loads(cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python",
+                               sys.executable, "--index-url", "http://127.0.0.1:9/simple/", "--json").stdout)
+    other = FleetTarget(**elsewhere["facts"]["target"])  # behind another mirror: same target, a lock of its own
+    assert other.indexes["mirror"] == "http://127.0.0.1:9/simple/" and other.lock_name == target.lock_name
+    assert other.lock_key != target.lock_key
     key = wheelhouse_key(version=load_matrix().rows["9.1.0"].packages["vllm-ascend"], cann="9.1.0",
                          arch=target.arch, python=minor, glibc=glibc_version() or "unknown", soc="ascend910b4")
     assert (target.wheelhouse_key, target.wheelhouse) == (key, str(workdir / "wheelhouse" / key))

@@ -1,18 +1,19 @@
 """The target a host's install takes, in the terms a fleet groups hosts by: one lock per (arch, glibc,
-Python), one vllm-ascend build per wheelhouse key. `doctor --json` reports it as `facts.target`; the
-Ansible playbooks group hosts by `lock_name` and `wheelhouse_key` and never compute either themselves."""
+Python and indexes), one vllm-ascend build per wheelhouse key. `doctor --json` reports it as
+`facts.target`; the Ansible playbooks group hosts by `lock_key` and `wheelhouse_key` and never compute
+either themselves."""
 
 from __future__ import annotations
 
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.matrix.models import Row
-from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import lock_file_name
 from ascend_setup.resolve.pythons import pick_python
 from ascend_setup.sourcebuild.source import wheelhouse_key
@@ -28,6 +29,10 @@ class FleetTarget:
     soc: Optional[str]
     cann_installed: Optional[str]
     lock_name: Optional[str]  # the lock `install` keeps as <workdir>/lock/<lock_name>
+    indexes: Dict[str, str]  # the indexes this host's install takes (mirror, then the row's named ones)
+    # Hosts with the same row, target and indexes share a lock (lock_name and what the lock depends on): a
+    # host behind another mirror gets a lock of its own, resolved with its own indexes.
+    lock_key: Optional[str]
     wheelhouse_key: Optional[str]  # a built vllm-ascend wheel lives in <workdir>/wheelhouse/<key>/
     wheelhouse: Optional[str]
     unknown: List[str]  # why a field above is missing (each a sentence)
@@ -51,10 +56,13 @@ def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, python: Opti
     if not cann_installed:
         unknown.append("cann: no CANN toolkit found (pass --cann-home)")
     minor = interpreter.minor if interpreter else None
+    target = this_machine(minor) if minor else None
     key = wheelhouse_key(version=row.packages["vllm-ascend"], cann=cann_installed, arch=arch, python=minor,
                          glibc=glibc or "unknown", soc=soc) if minor and soc and cann_installed else None
     return FleetTarget(
         cann=row.cann, arch=arch, glibc=glibc, python=minor,
         python_executable=interpreter.path if interpreter else None, soc=soc, cann_installed=cann_installed,
-        lock_name=lock_file_name(row.cann, this_machine(minor)) if minor else None, wheelhouse_key=key,
+        lock_name=lock_file_name(row.cann, target) if target else None, indexes=sources.as_dict(),
+        lock_key=lock_file_name(row.cann, target, inputs_digest(row, target, sources)[:8]) if target else None,
+        wheelhouse_key=key,
         wheelhouse=str(workdir / "wheelhouse" / key) if key else None, unknown=unknown)

@@ -122,9 +122,10 @@ class Lock(BaseModel):
         return self.model_dump(mode="json")
 
 
-def lock_file_name(cann: str, target: Target) -> str:
-    """The workdir's lock for a row and target: what the resolve step writes, and what a fleet copies in."""
-    return f"{cann}-{target.key()}.txt"
+def lock_file_name(cann: str, target: Target, inputs: str = "") -> str:
+    """The workdir's lock for a row and target: what the resolve step writes. With `inputs` (a digest of
+    what the lock depends on, indexes included), the name a fleet keeps one lock under."""
+    return f"{cann}-{target.key()}{'-' + inputs if inputs else ''}.txt"
 
 
 def render_requirements(packages: Iterable[LockedPackage]) -> str:

@@ -1,6 +1,7 @@
 """The Ansible playbooks (ansible/) on a fleet of three hosts on this machine (ansible_connection=local,
-each with its own workdir and venv) against the simulated Ascend host: one lock, one vllm-ascend build,
-changed=0 on the second play, convergence after a SIGKILL of the play, one audit report."""
+each with its own workdir and venv) against the simulated Ascend host, host3 behind a mirror of its own:
+one lock per mirror, one vllm-ascend build, changed=0 on the second play, convergence after a SIGKILL of
+the play, one audit report."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Dict, List
 import pytest
 import yaml
 
+from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.simulate.index_server import LocalIndex
 from e2e.conftest import Stack, freeze, installed, kill_group, lock_versions
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
@@ -27,14 +30,15 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 class Fleet:
     """Three hosts in one inventory, and the controller's fleet directory, under `root`."""
 
-    def __init__(self, stack: Stack, root: Path) -> None:
-        self.stack, self.root = stack, root
+    def __init__(self, stack: Stack, root: Path, mirror: LocalIndex) -> None:
+        self.stack, self.root, self.mirror = stack, root, mirror
         self.fleet_dir = root / "controller"
         self.inventory = root / "inventory.yml"
         command = [sys.executable, "-m", "ascend_setup"]
         indexes = dict(arg.split("=", 1) for arg in stack.index_args()[3::2])
         self.inventory.write_text(yaml.safe_dump({"ascend": {
-            "hosts": {h: {"ascend_workdir": str(self.workdir(h))} for h in HOSTS},
+            "hosts": {h: {"ascend_workdir": str(self.workdir(h)),
+                          **({"ascend_index_url": mirror.url} if h == "host3" else {})} for h in HOSTS},
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                      "ascend_setup_command": command, "ascend_cann_home": str(stack.cann.root),
                      "ascend_python": sys.executable, "ascend_index_url": stack.main.url, "ascend_indexes": indexes,
@@ -80,9 +84,18 @@ def report(fleet: Fleet) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(source_stack: Stack, tmp_path_factory) -> Fleet:
+def mirror(source_stack: Stack):
+    """A second mirror of the main index (the same files), for host3."""
+    index = LocalIndex()
+    index.add_dir(source_stack.host.eco.main)
+    yield index
+    index.close()
+
+
+@pytest.fixture(scope="module")
+def converged(source_stack: Stack, mirror: LocalIndex, tmp_path_factory) -> Fleet:
     """One play on three fresh hosts."""
-    fleet = Fleet(source_stack, tmp_path_factory.mktemp("fleet"))
+    fleet = Fleet(source_stack, tmp_path_factory.mktemp("fleet"), mirror)
     start = time.monotonic()
     proc = fleet.play("install.yml")
     print(f"fleet: first play on {len(HOSTS)} hosts {time.monotonic() - start:.1f}s")
@@ -96,10 +109,13 @@ def test_one_play_one_lock_one_build_three_clean_audits(converged: Fleet) -> Non
     assert builds(fleet) == 1
     reused = [h for h in HOSTS if "reusing " in (fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text()]
     assert len(reused) == 2
-    (lock,) = (fleet.fleet_dir / "locks").iterdir()
-    for h in HOSTS:  # every host installed the controller's lock, exactly
+    locks = {read_lock(path).indexes["mirror"]: path for path in (fleet.fleet_dir / "locks").iterdir()}
+    assert set(locks) == {fleet.stack.main.url, fleet.mirror.url}  # host3's lock was resolved on its own mirror
+    for h in HOSTS:  # every host installed its lock from the controller, exactly
+        lock = locks[fleet.mirror.url if h == "host3" else fleet.stack.main.url]
         assert (fleet.workdir(h) / "fleet" / lock.name).read_bytes() == lock.read_bytes()
         assert installed(fleet.workdir(h) / "venv") == lock_versions(fleet.workdir(h))
+    lock = locks[fleet.stack.main.url]
     given = fleet.workdir("host1") / "fleet" / lock.name  # a dry run with --lock shows that lock, not a new one
     argv = fleet.stack.install_argv(fleet.workdir("host1"), "--dry-run", "--json", "--lock", str(given))
     dry = json.loads(fleet.stack.cli(*argv[3:]).stdout)
@@ -137,8 +153,9 @@ def test_audit_report_names_the_broken_host(converged: Fleet) -> None:
     assert [h["host"] for h in data["hosts"] if h["ok"]] == ["host1", "host3"]
 
 
-def test_a_killed_play_converges_on_the_next(source_stack: Stack, converged: Fleet, tmp_path: Path) -> None:
-    fleet = Fleet(source_stack, tmp_path)
+def test_a_killed_play_converges_on_the_next(source_stack: Stack, mirror: LocalIndex, converged: Fleet,
+                                             tmp_path: Path) -> None:
+    fleet = Fleet(source_stack, tmp_path, mirror)
     proc = fleet.spawn("install.yml")
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:  # kill while the hosts install packages
