@@ -3,6 +3,7 @@ plan's assumption when no interpreter fits, and install hints that work on the O
 
 from __future__ import annotations
 
+import json
 import platform
 import stat
 import sys
@@ -105,6 +106,32 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
     facts = Preflight().run(ctx, log)
     assert facts["python_version"].startswith("3.11.")
     assert "3.12 passed over: triton-ascend 3.2.2 has no cp312 wheel" in log.read_text()
+
+
+def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeypatch, capsys) -> None:
+    """3.12 fits the row's range and passes the python check; the install takes 3.11 (triton-ascend has no
+    cp312 wheel), and doctor says so instead of leaving the newest one standing as the answer."""
+    from ascend_setup import cli
+    from ascend_setup.host import doctor
+
+    matrix, mirror = stub
+    python312 = fake_python(tmp_path / "bin" / "python3.12", "3.12.7")
+    real = Interpreter(sys.executable, "%d.%d.%d" % sys.version_info[:3], True)
+    if real.minor != "3.11":
+        pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
+    found = [Interpreter(str(python312), "3.12.7", True), real]
+    monkeypatch.setattr(pythons, "find_interpreters", lambda: found)
+    monkeypatch.setattr(doctor, "find_interpreters", lambda: found)
+    cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    argv = ["doctor", "--cann-home", str(cann.root), "--workdir", str(tmp_path / "wd"), "--index-url", mirror,
+            "--index", f"ascend={matrix.index_url('ascend')}", "--index", f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
+            "--json"]
+    cli.main(argv)
+    data = json.loads(capsys.readouterr().out)
+    (check,) = [c for c in data["checks"] if c["id"] == "python"]
+    assert check["status"] == "pass" and f"Python 3.12.7 at {python312}" in check["detail"], check
+    assert f"the install takes Python 3.11 at {sys.executable}" in check["detail"], check
+    assert data["facts"]["python"]["version"] == "3.12.7" and data["facts"]["target"]["python"] == "3.11"
 
 
 def test_plan_states_the_python_it_assumes(stub, monkeypatch) -> None:

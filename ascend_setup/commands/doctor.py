@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
                         python=python)
     target = install_target(report, matrix, index, workdir, python, soc)
     report.facts["target"] = target.to_json()
+    report.name_install_python(target.python, target.python_executable)
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import List, Optional, Union
 
@@ -64,11 +64,16 @@ def check_glibc(row: Row, facts: MachineFacts) -> Check:
     return Check("glibc", "pass", f"glibc {facts.glibc} takes the row's wheels")
 
 
+def newest_usable(row: Row, interpreters: List[Interpreter]) -> Optional[Interpreter]:
+    """The newest interpreter in the row's range that can make venvs: what the python check passes on."""
+    usable = [i for i in interpreters if row.python_allows(i.version) and i.has_venv]
+    return max(usable, key=lambda i: tuple(int(p) for p in i.version.split(".")), default=None)
+
+
 def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
     fitting = [i for i in interpreters if row.python_allows(i.version)]
-    usable = [i for i in fitting if i.has_venv]
-    if usable:
-        best = max(usable, key=lambda i: tuple(int(p) for p in i.version.split(".")))
+    best = newest_usable(row, interpreters)
+    if best is not None:
         return Check("python", "pass", f"Python {best.version} at {best.path} fits {row.python}")
     if fitting:
         i = fitting[0]
@@ -213,6 +218,17 @@ class DoctorReport:
     def to_json(self) -> dict:
         return {"checks": [c.to_json() for c in self.checks], "facts": self.facts, "ok": not self.failed}
 
+    def name_install_python(self, minor: Optional[str], path: Optional[str]) -> None:
+        """The python check names the newest interpreter in range; the install also asks the indexes which
+        Pythons the row's wheels exist for (3.12 fits, and triton-ascend has no cp312 wheel). When the two
+        differ, the check says which one the install takes."""
+        newest = self.facts.get("python")
+        if not (newest and minor and path) or newest["version"].startswith(minor + "."):
+            return
+        self.checks = [replace(c, detail=f"{c.detail}; the install takes Python {minor} at {path}, the newest "
+                                         "the row's wheels exist for") if c.id == "python" else c
+                       for c in self.checks]
+
 
 def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
                venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None) -> DoctorReport:
@@ -226,7 +242,9 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks = [Check("row", "pass", f"checking against CANN {row.cann} (vllm-ascend {row.packages['vllm-ascend']})")]
     checks.append(check_cann(row, installs, looked))
     checks.append(check_glibc(row, facts))
-    checks.append(check_python(row, interpreters_to_check(python)))
+    interpreters = interpreters_to_check(python)
+    newest = newest_usable(row, interpreters)
+    checks.append(check_python(row, interpreters))
     checks += check_driver_and_npu(driver, npu)
     checks.append(check_nnal(installs))
     checks.append(check_set_env(captured))
@@ -237,4 +255,5 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks.append(check_indexes(matrix, row))
     return DoctorReport(checks=checks, facts={
         "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
-        "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {}})
+        "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {},
+        "python": newest.to_json() if newest else None})
