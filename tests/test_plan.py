@@ -142,14 +142,44 @@ def test_plan_table_at_80_columns_and_the_lock(cli, indexes, tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "packages" in lines[0] and "wheels" in lines[0] and "source builds" in lines[0]  # counts first
-    table = [l for l in lines if l.startswith(("torch ", "torch-npu ", "prometheus-fastapi-instrumentator "))]
+    table = [l for l in lines if l.startswith(("torch==", "torch-npu==", "prometheus-fastapi-instrumentator=="))]
     assert len(table) == 3 and all(len(l) <= 80 for l in table), table
+    assert "pytorch-cpu" in next(l for l in table if l.startswith("torch=="))
     assert "llguidance-1.7.0.tar.gz" in proc.stdout  # file names on their own lines
     written = read_lock(lock)
     assert written.target.arch == "x86_64" and written.target.glibc == "2.28" and written.cann == "9.1.0"
     assert written.indexes["pytorch-cpu"] == torch_cpu.url and written.get("torch").version == "2.10.0+cpu"
     text = lock.read_text()
     assert "torch==2.10.0+cpu \\\n    --hash=sha256:" in text and f"# index pytorch-cpu: {torch_cpu.url}" in text
+
+
+def test_plan_rows_are_never_cropped(capsys, monkeypatch) -> None:
+    """The real index's longest name and version (40 and 16 characters) at 80 columns: every cell whole
+    (a cropped table showed 'mirro' and '266.0'); narrower still, one plain line per package."""
+    from ascend_setup.commands.plan import render_plan
+    from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget
+
+    packages = [LockedPackage(name="opentelemetry-exporter-otlp-proto-common", version="1.45.2", outcome="wheel",
+                              index="mirror", size=43_210),
+                LockedPackage(name="certifi", version="2026.10.19.post1", outcome="wheel", index="mirror", size=1),
+                LockedPackage(name="torch", version="2.10.0+cpu", outcome="wheel", index="pytorch-cpu",
+                              size=266_012_345),
+                LockedPackage(name="triton-ascend", version="3.2.2", outcome="unavailable", index="ascend",
+                              reason="index 'ascend' could not be reached")]
+    lock = Lock(cann="9.1.0", target=LockTarget(arch="x86_64", glibc="2.28", python="3.11"),
+                indexes={"mirror": "http://m/simple/", "ascend": "http://a/simple/", "pytorch-cpu": "http://p/simple/"},
+                inputs="0", packages=packages)
+    cells = [["opentelemetry-exporter-otlp-proto-common==1.45.2", "wheel", "0.0", "mirror"],
+             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"], ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
+             ["triton-ascend==3.2.2", "unavailable", "-", "ascend"]]
+    for columns in (80, 50):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        render_plan(lock)
+        lines = capsys.readouterr().out.splitlines()
+        for row in cells:
+            (line,) = [l for l in lines if l.startswith(row[0] + " ")]
+            assert line.split() == row, (columns, line)
+            assert columns == 50 or len(line) <= 80
 
 
 def test_bad_plan_input(cli) -> None:

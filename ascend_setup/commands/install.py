@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
@@ -104,7 +105,8 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
                     "steps": status_rows(runner.steps, state), "shell": shell, "hints": hints})
         return 0
     out = stdout_console()
-    out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {options.venv}.[/green] In your shell:")
+    out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {escape(str(options.venv))}.[/green] In your "
+              "shell:", soft_wrap=True)
     for line in shell:
         out.print(f"  {line}", soft_wrap=True, markup=False)
     out.print("Before you download a model: 'ascend-setup probe' measures this card's HBM bandwidth, and "

@@ -54,7 +54,9 @@ def plan_json(lock: Lock, lock_path: str = "") -> dict:
 
 
 def render_plan(lock: Lock, lock_path: str = "") -> None:
-    """Counts first, then one short row per package; file names and reasons on their own lines."""
+    """Counts first, then one short row per package (a plain line each when even that is too wide for the
+    terminal: a cropped table cut 'mirror' to 'mirro' and '266.0 MB' to '266.0'); file names and reasons
+    on their own lines."""
     console = stdout_console()
     t, counts = lock.target, lock.summary()
     console.print(f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}[/bold]: "
@@ -64,9 +66,15 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
     for name, url in lock.indexes.items():
         if name in used:
             console.print(f"  index {name}: {url}", soft_wrap=True, markup=False)
-    console.print(table(None, ["package", "version", "outcome", "size", "index"],
-                        [[p.name, p.version or "", p.outcome, size_text(p.size or 0), p.index] for p in lock.packages],
-                        status_column=2, compact=True))
+    header = ["package", "outcome", "MB", "index"]
+    rows = [[p.requirement() if p.version else p.name, p.outcome, f"{p.size / 1e6:.1f}" if p.size else "-", p.index]
+            for p in lock.packages]
+    packages = table(None, header, rows, status_column=1, compact=True)
+    if console.measure(packages, options=console.options.update_width(10_000)).maximum <= console.width:
+        console.print(packages)
+    else:  # names too long for this terminal: one line each, nothing cropped
+        for row in [header, *rows]:
+            console.print("  ".join(row), soft_wrap=True, markup=False)
     special = [p for p in lock.packages if p.outcome != "wheel"]
     if special:
         console.print("[bold]not a wheel:[/bold]")
