@@ -106,6 +106,9 @@ def main() -> None:
     print(f"uv pip compile alone (the same request):                         {uv_alone:.2f} s")
     print(f"pip install --dry-run --report (the same roots, flat index):     {theirs:.2f} s")
     print(f"plan / uv alone: {ours / uv_alone:.2f}x (target <= 1.3x);  pip / plan: {theirs / ours:.2f}x (target >= 5x)")
+    started, _ = timed(lambda: run([sys.executable, "-c", "import ascend_setup.commands.plan"], env))
+    print(f"plan - uv alone: {ours - uv_alone:.2f} s, of which {started:.2f} s is starting Python and importing the "
+          "command (requests, pydantic, PyYAML, packaging) before anything is asked")
     chosen = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
               for i in json.loads(pip_proc.stdout)["install"]}
     compared = [p for p in data["packages"] if p["name"] in chosen]
