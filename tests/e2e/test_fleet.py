@@ -153,6 +153,17 @@ def test_audit_report_names_the_broken_host(converged: Fleet) -> None:
     assert [h["host"] for h in data["hosts"] if h["ok"]] == ["host1", "host3"]
 
 
+def test_doctor_play_says_each_hosts_lock(converged: Fleet) -> None:
+    """doctor.yml, read-only: a line per host with the lock its install takes (host3's, on its own mirror)."""
+    proc = converged.play("doctor.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert {h: r["changed"] for h, r in recap(proc).items()} == {h: 0 for h in HOSTS}
+    installed_locks = {h: next((converged.workdir(h) / "fleet").iterdir()).name for h in HOSTS}
+    for h in HOSTS:
+        assert re.search(rf'ok: \[{h}\] => {{\s*"msg": "[^"]*; lock {re.escape(installed_locks[h])}"', proc.stdout), h
+    assert installed_locks["host3"] != installed_locks["host1"] == installed_locks["host2"]
+
+
 def test_a_killed_play_converges_on_the_next(source_stack: Stack, mirror: LocalIndex, converged: Fleet,
                                              tmp_path: Path) -> None:
     fleet = Fleet(source_stack, tmp_path, mirror)
@@ -175,3 +186,29 @@ def test_a_killed_play_converges_on_the_next(source_stack: Stack, mirror: LocalI
     want = freeze(converged.workdir("host1") / "venv")
     for h in HOSTS:
         assert freeze(fleet.workdir(h) / "venv") == want, h
+
+
+@pytest.mark.live
+def test_bootstrap_puts_the_tool_on_a_bare_host(tmp_path: Path) -> None:
+    """ascend_bootstrap: the checkout's wheel is built on the controller and installed on the host into a venv
+    of its own, its dependencies from pip's configured index; the tool then runs there (doctor), and the
+    next play installs nothing."""
+    tool = tmp_path / "host" / "tool"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"ascend": {"hosts": {"bare": {}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ascend_bootstrap": True,
+        "ascend_tool_home": str(tool), "ascend_tool_python": sys.executable,
+        "ascend_workdir": str(tmp_path / "host" / "ascend-setup"), "ascend_fleet_dir": str(tmp_path / "controller"),
+        "ascend_setup_command": ["/nonexistent/ascend-setup"]}}}))  # bootstrapped: never used on the host
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_"))}
+    env.update(HOME=str(tmp_path / "host"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1",
+               LC_ALL="C.UTF-8", LANG="C.UTF-8")
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(ANSIBLE / "doctor.yml")]
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert recap(first)["bare"]["changed"] > 0 and "; lock " in first.stdout
+    installed_tool = tool / "venv" / "bin" / "ascend-setup"
+    version = subprocess.run([str(installed_tool), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip(), version.stderr
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0 and recap(again)["bare"]["changed"] == 0, again.stdout[-4000:]
