@@ -17,8 +17,8 @@ if [ ! -x "$venv/bin/python" ]; then
         done
     fi
     if [ -z "$python" ]; then
-        echo "no python3.9 or newer on PATH for ascend-setup itself: install one (on Ubuntu 20.04, python3.11" \
-             "from the deadsnakes PPA) or set ascend_tool_python" >&2
+        echo "no python3.9 or newer on PATH for ascend-setup itself: install one (on Ubuntu 20.04:" \
+             "apt install python3.9 python3.9-venv) or set ascend_tool_python" >&2
         exit 1
     fi
     "$python" -m venv --clear "$venv.partial"  # ours: a venv cut off by a stop is made again
