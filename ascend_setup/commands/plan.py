@@ -20,7 +20,7 @@ from ascend_setup.paths import cache_dir, check_output_file, env_or
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, explicit_python, pick_python
+from ascend_setup.resolve.pythons import build_interpreter, explicit_python, names_interpreter, pick_python
 
 
 def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str) -> Tuple[str, str]:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     given = env_or(args.python, "ASCEND_SETUP_PYTHON")
     python, note = target_python(given, row, sources, arch, glibc)
     target = Target.parse(glibc, arch, python)
-    interpreter = given if given and ("/" in given or Path(given).exists()) else None
+    interpreter = given if given and names_interpreter(given) else None
     lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv",
                            build_python=build_interpreter(python, interpreter))
     if note:

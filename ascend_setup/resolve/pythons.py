@@ -111,9 +111,14 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     return choose_python(row, found, arch, glibc, pages)
 
 
+def names_interpreter(value: str) -> bool:
+    """Whether a --python value is an interpreter's path rather than a version such as 3.11."""
+    return "/" in value or Path(value).exists()
+
+
 def explicit_python(value: str, row: Row) -> str:
     """X.Y of a --python given as a version (3.11) or as an interpreter's path, inside the row's range."""
-    if "/" in value or Path(value).exists():
+    if names_interpreter(value):
         interp = probe(value)
         if interp is None:
             raise BadInput(f"--python {value} is not a working Python interpreter")
