@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ascend_setup.errors import StepFailed
-from ascend_setup.knowledge.signatures import triage
+from ascend_setup.knowledge.scan import triage
 
 LineHook = Callable[[str], None]
 #: Who is shown each output line as it arrives (the terminal's live progress), besides the step log.

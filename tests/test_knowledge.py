@@ -11,7 +11,9 @@ import pytest
 
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.sourcebuild.source import extract_once
-from ascend_setup.knowledge.signatures import triage
+from ascend_setup.knowledge.fixes import Host
+from ascend_setup.knowledge.scan import triage, triage_stream
+from ascend_setup.knowledge.signatures import RESOLVER_BLOCKS, SIGNATURES
 
 NOISE = "-- [cmake] checking feature: ok"
 
@@ -19,7 +21,6 @@ NOISE = "-- [cmake] checking feature: ok"
 @pytest.mark.parametrize("line, sig", [
     ("ModuleNotFoundError: No module named 'decorator'", "compiler-module-missing"),
     ("RuntimeError: Another process is using this dir: /x/kernel_meta", "compile-lock"),
-    ("  Expected PyTorch version 2.10.0, found 2.11.0", "torch-version"),
     ("ERROR: No matching distribution found for triton-ascend==3.2.2", "triton-ascend-index"),
     ("ImportError: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found", "glibc-too-old"),
     ("TypeError: 'function' object is not subscriptable", "triton-shadowed"),
@@ -54,9 +55,9 @@ def test_first_real_cause_in_50000_lines() -> None:
 
 def test_summaries_are_not_causes() -> None:
     text = "\n".join([NOISE, "FAILED: build.ninja", "ERROR: Engine core initialization failed",
-                      "error: subprocess-exited-with-error", "OSError: [Errno 28] No space left on device", NOISE])
+                      "error: subprocess-exited-with-error", "OSError: [Errno 5] Input/output error", NOISE])
     diagnosis = triage(text.splitlines())
-    assert diagnosis.id == "unknown" and "No space left on device" in diagnosis.cause
+    assert diagnosis.id is None and "Input/output error" in diagnosis.cause
     assert triage([NOISE]) is None
 
 
@@ -120,6 +121,111 @@ def test_a_resolver_conflict_shows_its_block() -> None:
 def test_a_warning_is_never_the_cause_while_an_error_line_exists() -> None:
     lines = RETRIES + ["Collecting x", "ERROR: Could not find a version that satisfies the requirement x==9"]
     diagnosis = triage(lines)
-    assert diagnosis.id == "unknown" and diagnosis.line.startswith("ERROR: Could not find")
+    assert diagnosis.id is None and diagnosis.line.startswith("ERROR: Could not find")
     only_warning = triage(RETRIES[:1])
     assert only_warning is not None and "NameResolutionError" in only_warning.line
+
+
+LOGS = Path(__file__).parent / "data" / "logs"
+#: Each corpus log, the cause it must be triaged to, and the line that says so (tests/data/logs/README.md says
+#: where each log came from). The clean log is a real successful build: it must name no cause.
+CORPUS = [
+    ("bisheng-missing.log", "bisheng-missing", 604),
+    ("clean-compile-custom-kernels-0.log", None, None),
+    ("cmake-too-old.log", "cmake-too-old", 4),
+    ("compile-lock.log", "compile-lock", 7),
+    ("compiler-module-missing.log", "compiler-module-missing", 9),
+    ("compiler-oom.log", "compiler-oom", 43),
+    ("device-infer.log", "device-infer", 10),
+    ("device-type-mismatch.log", "device-type-mismatch", 18),
+    ("dlog-missing.log", "dlog-missing", 602),
+    ("fp8-ds-linear.log", "fp8-ds-linear", 15),
+    ("gcc-too-old.log", "gcc-too-old", 3),
+    ("glibc-too-old.log", "glibc-too-old", 6),
+    ("graph-capture-streams.log", "graph-capture-streams", 14),
+    ("hccl-socket-timeout.log", "hccl-socket-timeout", 14),
+    ("kernel-meta-permission.log", "kernel-meta-permission", 8),
+    ("libascend-hal.log", "libascend-hal", 5),
+    ("libatb.log", "libatb", 7),
+    ("libc-sec.log", "libc-sec", 3),
+    ("libhccl.log", "libhccl", 9),
+    ("no-space.log", "no-space", 24),
+    ("pip-resolution-impossible.log", "pip-resolution-impossible", 18),
+    ("qkv-rmsnorm-rope.log", "qkv-rmsnorm-rope", 16),
+    ("root-dir-unset.log", "root-dir-unset", 541),
+    ("setenv-bash-missing.log", "setenv-bash-missing", 601),
+    ("soc-unknown.log", "soc-unknown", 26),
+    ("source-shadow.log", "source-shadow", 8),
+    ("torch-cpu-local-version.log", "torch-cpu-local-version", 13),
+    ("torch-version.log", "torch-version", 49),
+    ("triton-ascend-index.log", "triton-ascend-index", 3),
+    ("triton-shadowed.log", "triton-shadowed", 19),
+    ("undefined-symbol.log", "undefined-symbol", 8),
+    ("uv-no-solution.log", "uv-no-solution", 3),
+    ("vllm-dev-version.log", "vllm-dev-version", 8),
+]
+
+
+@pytest.mark.parametrize("name, cause, line_number", CORPUS)
+def test_corpus_log_names_its_cause_on_its_line(name: str, cause: str, line_number: int) -> None:
+    with (LOGS / name).open("rb") as stream:
+        diagnosis = triage_stream(stream)
+    if cause is None:
+        assert diagnosis is None or diagnosis.id is None
+        return
+    assert diagnosis is not None and (diagnosis.id, diagnosis.line_number) == (cause, line_number)
+    lines = (LOGS / name).read_text(errors="replace").splitlines()
+    assert diagnosis.line == lines[line_number - 1] and diagnosis.line in diagnosis.context and diagnosis.fix
+
+
+@pytest.mark.parametrize("name, cause, line_number", CORPUS)
+def test_small_blocks_give_the_same_answer(name: str, cause: str, line_number: int) -> None:
+    """Block edges (context split across reads, a window crossing a block) change nothing."""
+    with (LOGS / name).open("rb") as whole, (LOGS / name).open("rb") as pieces:
+        a, b = triage_stream(whole), triage_stream(pieces, chunk=97)
+    assert (a and a.to_json()) == (b and b.to_json())
+
+
+def test_every_signature_has_a_corpus_log() -> None:
+    ids = {s.id for s in (*SIGNATURES, *RESOLVER_BLOCKS)}
+    assert ids == {cause for _, cause, _ in CORPUS if cause} and len(ids) >= 30
+    assert all((LOGS / name).read_text().startswith(f"# corpus log {name[:-4]}: ") for name, _, _ in CORPUS)
+
+
+def test_file_names_never_name_a_cause() -> None:
+    """The real build_py copies split_qkv_rmsnorm_rope_simt.py before any compile output."""
+    names = ["copying vllm_ascend/ops/triton/linearnorm/split_qkv_rmsnorm_rope_simt.py -> build/lib/vllm_ascend",
+             "-- Installing: /opt/vllm_ascend/include/error_code.h", "Compiling tbe/common/error_manager.py",
+             "[12/90] Building CXX object csrc/CMakeFiles/ops.dir/no_such_file_error.cpp.o"]
+    assert triage(names * 50) is None
+    diagnosis = triage(names + ["csrc/build_aclnn.sh: line 5: ROOT_DIR: ROOT_DIR is not set"] + names)
+    assert diagnosis.id == "root-dir-unset" and diagnosis.line_number == 5
+
+
+def test_only_the_last_attempt_counts() -> None:
+    first = ["=== build: first run ===", "ModuleNotFoundError: No module named 'decorator'", "[exit 1]"]
+    second = ["=== build: retry after a failure ===", "g++: fatal error: Killed signal terminated program cc1plus"]
+    diagnosis = triage([NOISE] + first + [NOISE] + second)
+    assert diagnosis.id == "compiler-oom" and diagnosis.line_number == 7
+    assert triage(first + ["=== build: retry ===", NOISE]) is None
+
+
+def test_the_fix_fits_the_host() -> None:
+    gcc = "x.cpp:3:6: error: 'optional' in namespace 'std' does not name a template type"
+    ubuntu, euler = triage([gcc], host=Host(family="apt")), triage([gcc], host=Host(family="yum"))
+    assert "apt-get install -y gcc-9 g++-9" in ubuntu.fix and "yum" not in ubuntu.fix
+    assert "yum install -y gcc-toolset-10" in euler.fix and "apt-get" not in euler.fix
+    assert "apt-get" in triage([gcc], host=Host()).fix and "yum" in triage([gcc], host=Host()).fix
+    soc = "RuntimeError: Could not determine chip type automatically via 'npu-smi'."
+    assert "ascend910_9391" in triage([soc], host=Host(device="A3")).fix
+    a2 = triage([soc], host=Host(device="A2")).fix
+    assert "ascend910b3" in a2 and "ascend910_9391" not in a2
+    lib = triage(["ImportError: libhccl.so: cannot open shared object file"], host=Host(set_env="/opt/cann/set_env.sh"))
+    assert "source /opt/cann/set_env.sh" in lib.fix
+
+
+def test_a_binary_file_is_bad_input(tmp_path: Path) -> None:
+    from ascend_setup.errors import BadInput
+    (tmp_path / "x.bin").write_bytes(b"\x7fELF\x00\x00\x01" * 100)
+    with pytest.raises(BadInput), (tmp_path / "x.bin").open("rb") as stream:
+        triage_stream(stream)
