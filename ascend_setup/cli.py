@@ -205,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("results", metavar="DIR", help="the directory of <host>.audit.json files the audit play wrote")
     f.add_argument("--out", metavar="FILE", help="where the merged JSON report goes (default DIR/report.json)")
     f.set_defaults(func=_lazy("fleet:run_report"))
+
+    p = sub.add_parser("triage", parents=[common], help="the root cause of a log (a step log, a pip install, a vllm "
+                       "serve crash) and its fix; exit 0 found, 1 none known, 2 bad input")
+    p.add_argument("file", metavar="FILE", help="the log to read, or - for standard input")
+    p.set_defaults(func=_lazy("triage:run"))
     return parser
 
 

@@ -1,0 +1,53 @@
+"""`ascend-setup triage FILE|-`: the root cause of any log (a step log, a manual pip install, a vllm serve crash)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from ascend_setup.knowledge.scan import Diagnosis, triage_stream
+from ascend_setup.render import print_json, stdout_console
+
+
+def read_diagnosis(source: str) -> Optional[Diagnosis]:
+    """Triage the file at `source` ('-' for standard input). A missing, unreadable, non-regular (a FIFO would
+    block) or binary file is bad input."""
+    if source == "-":
+        return triage_stream(sys.stdin.buffer)
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise BadInput(f"FILE {source} does not exist")
+    if not path.is_file():
+        raise BadInput(f"FILE {source} is not a regular file", hint="give a log file, or - for standard input")
+    try:
+        with path.open("rb") as stream:
+            return triage_stream(stream)
+    except PermissionError:
+        raise BadInput(f"FILE {source} cannot be read (permission denied)") from None
+    except BadInput as exc:
+        raise BadInput(f"FILE {source}: {exc.message}", hint=exc.hint) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    diagnosis = read_diagnosis(args.file)
+    found = diagnosis is not None and diagnosis.id is not None
+    if args.json:
+        print_json(diagnosis.to_json() if diagnosis else
+                   {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": []})
+        return EXIT_OK if found else EXIT_FINDINGS
+    console = stdout_console()
+    if diagnosis is None:
+        console.print("no known cause, and no error-shaped line in this log", markup=False)
+        return EXIT_FINDINGS
+    if found:
+        console.print(f"cause ({diagnosis.id}): {diagnosis.cause}", soft_wrap=True, markup=False)
+        console.print(f"fix: {diagnosis.fix}", soft_wrap=True, markup=False)
+    else:
+        console.print("no known cause; the most error-like line is:", markup=False)
+    console.print(f"line {diagnosis.line_number}:", markup=False)
+    for line in diagnosis.context:
+        console.print(f"  {'>' if line == diagnosis.line else ' '} {line}", soft_wrap=True, markup=False)
+    return EXIT_OK if found else EXIT_FINDINGS
