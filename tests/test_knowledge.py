@@ -111,9 +111,9 @@ def test_a_resolver_conflict_shows_its_block() -> None:
     rendered = diagnosis.render()
     assert "The conflict is caused by:" in rendered and "depends on numpy<2" in rendered
     assert "The user requested torch==2.10.0" in rendered and "Retrying" not in rendered
-    uv = ["  × No solution found when resolving dependencies:",
-          "  ╰─▶ Because torch-npu==2.10.0.post4 depends on torch==2.11.0 and you require torch==2.10.0, we can",
-          "      conclude that your requirements are unsatisfiable."]
+    uv = ["error: No solution found when resolving dependencies",
+          "  cause: Because torch-npu==2.10.0.post4 depends on torch==2.11.0 and you require torch==2.10.0, we can",
+          "         conclude that your requirements are unsatisfiable."]
     diagnosis = triage(["Resolved 3 packages"] + uv)
     assert diagnosis.id == "uv-no-solution" and "your requirements are unsatisfiable" in diagnosis.render()
 
