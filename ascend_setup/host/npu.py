@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ascend_setup.host.cann import find_driver, primary_cann
 from ascend_setup.host.soc import board_alias, device_of
 
 DRIVER_LIB_DIRS = ("lib64", "lib64/common", "lib64/driver")
@@ -129,3 +130,10 @@ def missing_hwhiaiuser_group(uid: Optional[int] = None) -> bool:
         return True
     user = pwd.getpwuid(uid)
     return group.gr_gid not in os.getgroups() and user.pw_name not in group.gr_mem and user.pw_gid != group.gr_gid
+
+
+def host_npu(cann_home: Optional[str] = None) -> NpuFacts:
+    """npu-smi's facts, with the driver next to the CANN a build would use (else the standard place)."""
+    found = primary_cann(cann_home)
+    driver = found.driver if found and found.driver else find_driver(Path(cann_home) if cann_home else None)
+    return npu_facts(driver.root if driver else None)

@@ -21,7 +21,7 @@ from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, reso
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, pick_python
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import host_target, indexes_of, matrix_of, row_of, settings_of
+from ascend_setup.steps.common import host_device, host_target, indexes_of, matrix_of, row_of, settings_of
 from ascend_setup.steps.preflight import preflight_sources
 
 #: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
@@ -82,7 +82,7 @@ class Resolve(Step):
             return {"lock_file": given, "sha256": sha256_of(Path(given)) if Path(given).is_file() else None}
         if not _upstream_known(ctx):
             return {"inputs": "known after preflight and mirror"}
-        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))}
+        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx), host_device(ctx))}
 
     def is_done(self, ctx: Context) -> bool:
         if not _upstream_known(ctx):
@@ -94,7 +94,8 @@ class Resolve(Step):
         if given:
             return Path(given).is_file() and sha256_of(Path(given)) == sha256_of(path)
         try:
-            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))
+            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx),
+                                                           host_device(ctx))
         except Exception:  # a damaged lock of ours is simply made again
             return False
 
@@ -124,7 +125,8 @@ class Resolve(Step):
             lock = resolve_closure(row, target, sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
                                    on_derived=lambda derived: _log_derived(log, derived),
-                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]))
+                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]),
+                                   device=host_device(ctx))
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
         write_lock(lock, path)
@@ -150,7 +152,8 @@ def preview_closure(ctx: Context) -> Dict[str, Any]:
                                       explicit=ctx.options.get("python")).interpreter
             lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv",
-                                   build_python=build_interpreter(interpreter.minor, interpreter.path))
+                                   build_python=build_interpreter(interpreter.minor, interpreter.path),
+                                   device=host_device(ctx))
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None
