@@ -112,9 +112,10 @@ def _write(path: Path, text: str, executable: bool = False) -> Path:
 def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", chip: str = "910B3",
                     arch: Optional[str] = None, set_env_mode: str = "hostile", nnal: bool = True,
                     driver: bool = True, npu_name: str = "", install_info: bool = True, chip_type: str = "Ascend",
-                    board_names_chip: bool = False, board: Optional[str] = None) -> FakeCann:
+                    board_names_chip: bool = False, board: Optional[str] = None, toolchain: bool = True) -> FakeCann:
     """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do; `board`
-    ('A3', ...) sets the chip fields its npu-smi prints (`BOARDS`)."""
+    ('A3', ...) sets the chip fields its npu-smi prints (`BOARDS`); `toolchain` puts in the build's tools
+    (bin/bisheng and bin/setenv.bash, which vllm-ascend's csrc/build.sh needs)."""
     if board is not None:
         fields = {"chip_type": "Ascend", "npu_name": "", "board_names_chip": False, **BOARDS[board]}
         chip, chip_type, npu_name = str(fields["chip"]), str(fields["chip_type"]), str(fields["npu_name"])
@@ -142,6 +143,9 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
     for sub in ("lib64", "bin", "python/site-packages", "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"):
         (toolkit / sub).mkdir(parents=True, exist_ok=True)
     _write(set_env, HOSTILE_BODY.format(toolkit=toolkit, tail=TAILS[set_env_mode]))
+    if toolchain:
+        _write(toolkit / "bin" / "setenv.bash", f"export PATH={toolkit}/bin:$PATH\n")
+        _write(toolkit / "bin" / "bisheng", '#!/usr/bin/env bash\necho "bisheng (fake CANN) $*"\n', executable=True)
     if nnal:
         atb = root / "nnal" / "atb"
         _write(atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so", "")

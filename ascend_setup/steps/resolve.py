@@ -14,6 +14,7 @@ from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
 from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.paths import cache_dir
@@ -129,6 +130,7 @@ class Resolve(Step):
                                    device=host_device(ctx))
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
+        check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
         write_lock(lock, path)
         counts = lock.summary()
         with log.open("a") as handle:
@@ -136,6 +138,25 @@ class Resolve(Step):
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
         return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}
+
+
+def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
+    """The lock builds vllm-ascend from source: its whole toolchain (the compilers, CANN's tools, the lock's
+    cmake and setuptools) is checked now, before any download, and every missing piece is named at once."""
+    plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
+    if plugin is None or plugin.outcome != "sdist":
+        return
+    toolkit = ctx.outputs["preflight"].get("cann_toolkit")
+    checks = toolchain_checks(row_of(ctx), toolkit=Path(toolkit) if toolkit else None, arch=host_target(ctx).arch,
+                              pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
+    with log.open("a") as handle:
+        handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
+        handle.writelines(f"  {'ok  ' if c.ok else 'FAIL'} {c.id}: {c.detail}\n" for c in checks)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise StepFailed(f"vllm-ascend must be built from source and {len(failed)} piece(s) of its toolchain are "
+                         "missing: " + "; ".join(f"{c.id}: {c.detail}" for c in failed),
+                         hint=" / ".join(dict.fromkeys(c.fix or "" for c in failed)))
 
 
 def preview_closure(ctx: Context) -> Dict[str, Any]:
