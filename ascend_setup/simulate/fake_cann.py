@@ -42,7 +42,7 @@ missing() {{
 }}
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/driver:"*) ;; *) missing;; esac
-if [ "$1 $2" = "info -t" ] && {{ [ "$5" = "-c" ] || [ -n "{board_names_chip}" ]; }}; then
+if [ "$1 $2" = "info -t" ] && {{ [ "$6" = "-c" ] || [ -n "{board_names_chip}" ]; }}; then
 cat <<'EOF2'
         NPU ID                         : 0
         Chip ID                        : 0
