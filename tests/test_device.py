@@ -255,3 +255,27 @@ def test_source_build_forecast_by_the_row() -> None:
     assert builds_from_source(row, "aarch64", "2.35", None) is None
     assert "A3" in (builds_from_source(row, "aarch64", "2.35", "A3") or "")
     assert "glibc 2.34" in (builds_from_source(row, "aarch64", "2.31", "A2") or "")
+
+
+# -- live: the real published wheel ---------------------------------------------------------------------
+
+@pytest.mark.live
+def test_live_the_published_0_23_0_wheels_say_a2_by_range_reads(cli) -> None:
+    """`_build_info.py` of the real wheels, one per architecture, with a small share of each wheel read;
+    then `matrix derive` records it as the row's wheel_device."""
+    from ascend_setup.index.pipconfig import pip_settings
+
+    index = pip_settings().index
+    files = [f for f in SimpleIndex(index).project("vllm-ascend").files if str(f.version) == "0.23.0"]
+    for arch in ("aarch64", "x86_64"):
+        wheel = next(f for f in files if f.kind == "wheel" and f.filename.endswith(f"_{arch}.whl"))
+        read = wheel_member(wheel, BUILD_INFO)
+        print(f"{wheel.filename}: {read.fetched} of {read.size} bytes ({100 * read.fetched / read.size:.2f}%), "
+              f"{read.requests} range requests: {read.text!r}")
+        assert read.text is not None and build_info_device(read.text) == "A2"
+        assert read.size > 10_000_000 and read.fetched < read.size / 20
+    proc = cli("matrix", "derive", "--vllm-ascend", "0.23.0", "--cann", "9.1.0", "--index-url", index, "--json",
+               timeout=300)
+    data = json.loads(proc.stdout)
+    assert data["row"]["wheel_device"] == {"vllm-ascend": {"aarch64": "A2", "x86_64": "A2"}}
+    assert data["row"]["wheel_device"] == {n: dict(v) for n, v in ROW.wheel_device.items()}
