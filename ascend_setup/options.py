@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ascend_setup.errors import BadInput
-from ascend_setup.host.soc import device_of, label, parse_device, soc_table
+from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 

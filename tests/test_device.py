@@ -15,16 +15,17 @@ import pytest
 
 from conftest import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
+from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
 from ascend_setup.audit.report import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
-from ascend_setup.host.soc import build_info_device, device_of, label, parse_device, soc_table
+from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.host.toolchain import builds_from_source, lock_tool_checks, package_manager, toolchain_checks
 from ascend_setup.index.metadata import wheel_member
 from ascend_setup.index.simple import SimpleIndex
 from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.derive import BUILD_INFO, wheel_devices
+from ascend_setup.matrix.derive import wheel_devices
 from ascend_setup.simulate.dists import build_wheel
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, build_ecosystem, stub_versions
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, stub_versions
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.index_server import LocalIndex
 
@@ -112,18 +113,6 @@ def test_bad_soc_is_one_line_and_exit_2(cli) -> None:
 
 
 # -- the published wheel, on a real index over HTTP -----------------------------------------------------
-
-@pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    eco = build_ecosystem(tmp_path_factory.mktemp("eco"), dict(ROW.packages), dict(ROW.cann_python_deps))
-    main, ascend, torch_cpu = LocalIndex(), LocalIndex(), LocalIndex()
-    main.add_dir(eco.main)
-    ascend.add_dir(eco.ascend)
-    torch_cpu.add_dir(eco.pytorch_cpu)
-    yield main, ascend, torch_cpu, eco
-    for index in (main, ascend, torch_cpu):
-        index.close()
-
 
 def test_wheel_member_is_a_range_read(indexes, tmp_path: Path) -> None:
     main = indexes[0]

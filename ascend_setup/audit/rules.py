@@ -23,7 +23,7 @@ from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.fsutil import read_regular_text
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.host.soc import build_info_device, device_of, label
+from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label
 from ascend_setup.index.tags import Target, tag_priorities
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
@@ -413,15 +413,11 @@ def rule_lock_drift(ctx: AuditContext) -> List[Finding]:
     return findings
 
 
-#: Where a vllm-ascend build records the device type it was made for.
-BUILD_INFO = ("vllm_ascend", "_build_info.py")
-
-
 def installed_device(venv: VenvContents) -> Optional[Tuple[str, Path]]:
     """The device type the installed vllm_ascend was built for, as its worker reads it at start-up, and the
     `_build_info.py` that says so; None when no vllm_ascend (or no build info) is installed."""
     for site in venv.site:
-        path = site.joinpath(*BUILD_INFO)
+        path = site / BUILD_INFO
         if path.is_file():
             return build_info_device(read_regular_text(path)), path
     return None

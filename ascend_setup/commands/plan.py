@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.host.soc import label
+from ascend_setup.soc import label
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import uv_command

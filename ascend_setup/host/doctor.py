@@ -15,7 +15,7 @@ from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpre
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
-from ascend_setup.host.soc import device_of, label
+from ascend_setup.soc import device_of, label
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.matrix.models import Matrix, Row

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.host.machine import os_release
-from ascend_setup.host.soc import label
+from ascend_setup.soc import label
 from ascend_setup.matrix.models import Row
 
 #: vllm-ascend's install guide: "gcc/g++ higher than 8 and C++17 or higher are required".
@@ -42,8 +42,9 @@ class ToolCheck:
     detail: str
     fix: Optional[str] = None
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def line(self) -> str:
+        """One log line: ok/FAIL, what, the evidence."""
+        return f"  {'ok  ' if self.ok else 'FAIL'} {self.id}: {self.detail}"
 
 
 def package_manager(release: Optional[Mapping[str, str]] = None) -> Optional[str]:

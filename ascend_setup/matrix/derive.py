@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.host.soc import build_info_device
+from ascend_setup.soc import BUILD_INFO, build_info_device
 from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
@@ -160,10 +160,6 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
         row["wheel_device"] = wheel_device
     provenance["cann"] = "--cann (no package metadata holds it)"
     return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems)
-
-
-#: Where a vllm-ascend build records the device type it was made for (written by its setup.py).
-BUILD_INFO = "vllm_ascend/_build_info.py"
 
 
 def wheel_devices(plugin_files: List[IndexFile]) -> Tuple[Dict[str, Dict[str, str]], List[str]]:

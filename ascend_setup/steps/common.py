@@ -12,7 +12,7 @@ from ascend_setup.audit.venv import VenvContents, read_venv, requirements_unmet
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.errors import BadInput
 from ascend_setup.host.setenv import capture_env
-from ascend_setup.host.soc import device_of
+from ascend_setup.soc import device_of
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import Indexes, Installer, get_installer

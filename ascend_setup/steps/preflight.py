@@ -12,7 +12,7 @@ from ascend_setup.host.cann import CannInstall, candidate_roots, primary_cann, s
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
 from ascend_setup.host.npu import npu_facts
-from ascend_setup.host.soc import device_of
+from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
@@ -135,7 +135,7 @@ def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], so
                               backend=plugin.backend if plugin else None)
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
-        handle.writelines(f"  {'ok  ' if c.ok else 'FAIL'} {c.id}: {c.detail}\n" for c in checks)
+        handle.writelines(c.line() + "\n" for c in checks)
     problems = [Problem(f"{c.id}: {c.detail}", c.fix or "") for c in checks
                 if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
     if soc and device_of(soc) is None:

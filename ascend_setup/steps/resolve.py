@@ -151,7 +151,7 @@ def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
                               pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
     with log.open("a") as handle:
         handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
-        handle.writelines(f"  {'ok  ' if c.ok else 'FAIL'} {c.id}: {c.detail}\n" for c in checks)
+        handle.writelines(c.line() + "\n" for c in checks)
     failed = [c for c in checks if not c.ok]
     if failed:
         raise StepFailed(f"vllm-ascend must be built from source and {len(failed)} piece(s) of its toolchain are "

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.audit.venv import read_venv
 from ascend_setup.errors import StepFailed
-from ascend_setup.host.soc import label
+from ascend_setup.soc import label
 from ascend_setup.procs import capture
 from ascend_setup.matrix.models import Row
 from ascend_setup.steps.base import Context, Step

@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ascend_setup.fsutil import read_regular_text
 
-SOC_TABLE = Path(__file__).resolve().parent.parent / "data" / "soc_versions.yaml"
+SOC_TABLE = Path(__file__).resolve().parent / "data" / "soc_versions.yaml"
+#: Where a vllm-ascend build records the device type it was made for (its setup.py writes it).
+BUILD_INFO = "vllm_ascend/_build_info.py"
 
 
 class DeviceType(BaseModel):
