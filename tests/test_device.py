@@ -268,3 +268,16 @@ def test_live_the_published_0_23_0_wheels_say_a2_by_range_reads(cli) -> None:
     data = json.loads(proc.stdout)
     assert data["row"]["wheel_device"] == {"vllm-ascend": {"aarch64": "A2", "x86_64": "A2"}}
     assert data["row"]["wheel_device"] == {n: dict(v) for n, v in ROW.wheel_device.items()}
+
+
+def test_verify_names_a_build_for_another_device_type(tmp_path: Path) -> None:
+    from ascend_setup.steps.base import Context
+    from ascend_setup.steps.verify import device_problem
+
+    venv = _venv_with_plugin(tmp_path / "v", "A2")
+    on_a3 = Context(workdir=tmp_path, options={"venv": str(venv), "soc": "ascend910_9392"})
+    problem = device_problem(on_a3) or ""
+    assert "built for A2 NPUs" in problem and "this host's are A3" in problem and "_build_info.py" in problem
+    assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)}, outputs={"preflight": {
+        "soc": "ascend910b2c"}})) is None
+    assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)})) is None  # no NPU known

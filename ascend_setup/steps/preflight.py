@@ -11,7 +11,7 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, candidate_roots, primary_cann, same_cann
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
-from ascend_setup.host.npu import npu_facts
+from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
@@ -101,7 +101,7 @@ class Preflight(Step):
         soc = options.get("soc")
         npu = None
         if not soc:
-            npu = npu_facts(found.driver.root if found and found.driver else None)
+            npu = host_npu(options.get("cann_home"))
             soc = npu.soc_version
         source_build = builds_from_source(row, platform.machine(), glibc_version(), device_of(soc))
         if source_build:
@@ -133,6 +133,7 @@ def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], so
     checks = toolchain_checks(row, toolkit=Path(found.toolkit) if found else None, arch=platform.machine(),
                               pins={p.name: p.version for p in lock.packages} if lock else None,
                               backend=plugin.backend if plugin else None)
+    ctx.console.print(f"note: vllm-ascend will be built from source: {why}", soft_wrap=True, markup=False)
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)

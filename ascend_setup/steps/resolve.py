@@ -14,6 +14,7 @@ from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
 from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.host.npu import host_npu
 from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
@@ -171,10 +172,11 @@ def preview_closure(ctx: Context) -> Dict[str, Any]:
         try:
             interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
                                       explicit=ctx.options.get("python")).interpreter
+            device = host_device(ctx) or host_npu(ctx.options.get("cann_home")).device_type  # as preflight finds it
             lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv",
                                    build_python=build_interpreter(interpreter.minor, interpreter.path),
-                                   device=host_device(ctx))
+                                   device=device)
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None
