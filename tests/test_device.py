@@ -281,3 +281,22 @@ def test_verify_names_a_build_for_another_device_type(tmp_path: Path) -> None:
     assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)}, outputs={"preflight": {
         "soc": "ascend910b2c"}})) is None
     assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)})) is None  # no NPU known
+
+
+def test_a_lock_for_a2_is_refused_on_an_a3_host() -> None:
+    from ascend_setup.errors import StepFailed
+    from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget
+    from ascend_setup.steps.resolve import check_lock_device
+
+    def lock(outcome: str) -> Lock:
+        return Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.35", python="3.11", device="A2"),
+                    indexes={"mirror": "http://127.0.0.1:9/simple/"}, extra_index_urls=[], inputs="x",
+                    packages=[LockedPackage(name="vllm-ascend", version="0.23.0", outcome=outcome, index="mirror")],
+                    warnings=[])
+
+    with pytest.raises(StepFailed) as caught:
+        check_lock_device(lock("wheel"), "A3")
+    assert "made for A2 NPUs" in caught.value.message and "--soc A3" in (caught.value.hint or "")
+    check_lock_device(lock("wheel"), "A2")
+    check_lock_device(lock("sdist"), "A3")  # it builds from source: fine anywhere
+    check_lock_device(lock("wheel"), None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ascend_setup.deps.derive import Derived
 from ascend_setup.errors import AscendSetupError, StepFailed
@@ -15,6 +15,7 @@ from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
 from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.host.npu import host_npu
+from ascend_setup.soc import label
 from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
@@ -107,6 +108,7 @@ class Resolve(Step):
         given = ctx.options.get("lock")
         if given:
             lock = read_lock(Path(given))
+            check_lock_device(lock, host_device(ctx))
             gate_lock(lock, list(row.packages))
             shutil.copyfile(given, path)
             with log.open("a") as handle:
@@ -139,6 +141,17 @@ class Resolve(Step):
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
         return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}
+
+
+def check_lock_device(lock: Lock, device: Optional[str]) -> None:
+    """A lock made for other NPUs would install a vllm-ascend wheel this host's worker refuses."""
+    plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
+    made_for = lock.target.device
+    if device and made_for and made_for != device and plugin is not None and plugin.outcome == "wheel":
+        raise StepFailed(f"the lock {lock.cann} was made for {label(made_for)} NPUs and takes vllm-ascend's wheel; "
+                         f"this host's NPUs are {label(device)}",
+                         hint=f"make a lock for this host: ascend-setup plan --cann {lock.cann} --soc {label(device)} "
+                              "--lock FILE (it builds vllm-ascend from source)")
 
 
 def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
