@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another index beside the primary one, for anything the row does not assign (repeatable)")
     _index_flags(p)
     p.add_argument("--lock", metavar="FILE", help="write the resolved lock for this target to FILE")
+    p.add_argument("--soc", metavar="DEVICE|SOC_VERSION", default="A2",
+                   help="the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
+                        "vllm-ascend wheel is taken only for the device type it was built for (default A2, the "
+                        "public wheels' type)")
     p.set_defaults(func=_lazy("plan:run"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
@@ -108,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "ascend-setup installed this venv from, when it built it)")
     p.add_argument("--index", metavar="NAME=URL", action="append",
                    help="the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
+    p.add_argument("--soc", metavar="SOC_VERSION", help="this host's NPUs, checked against the device type vllm_ascend "
+                   "was built for (default: from npu-smi)")
     p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ascend_setup.errors import BadInput
+from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 
@@ -24,13 +25,26 @@ def check_index_url(url: str, flag: str) -> str:
     return url.rstrip("/") + "/" if parsed.scheme != "file" else url
 
 
+def _soc_examples() -> str:
+    return ", ".join(f"{d.example} ({d.cards})" for d in soc_table().devices.values())
+
+
 def check_soc(soc: Optional[str]) -> Optional[str]:
-    """--soc as the build takes it (lower case), or bad input now."""
+    """--soc as the build takes it (lower case): a SOC_VERSION vllm-ascend's build accepts, or bad input now."""
     if soc is None:
         return None
-    if not soc.strip().replace("_", "").isalnum():
-        raise BadInput(f"--soc {soc!r} is not a SOC_VERSION such as ascend910b3")
+    if device_of(soc) is None:
+        raise BadInput(f"--soc {soc!r} is not a SOC_VERSION vllm-ascend knows; e.g. {_soc_examples()}")
     return soc.strip().lower()
+
+
+def check_device(value: str) -> str:
+    """`plan --soc`: a device type (A2, A3, 310P, A5) or a SOC_VERSION -> the device type it builds for."""
+    device = parse_device(value) or device_of(value)
+    if device is None:
+        raise BadInput(f"--soc {value!r} is neither a device type ({', '.join(label(d) for d in soc_table().devices)})"
+                       f" nor a SOC_VERSION vllm-ascend knows; e.g. {_soc_examples()}")
+    return device
 
 
 def parse_index_overrides(values: List[str]) -> Dict[str, str]:

@@ -48,7 +48,8 @@ def _plan(cli, indexes, glibc="2.31", arch="aarch64", python="3.11", ascend=None
 def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
     proc, data = _plan(cli, indexes)
     assert proc.returncode == 0, proc.stderr
-    assert data["scope"] == "closure" and data["target"] == {"glibc": "2.31", "arch": "aarch64", "python": "3.11"}
+    assert data["scope"] == "closure" and data["target"] == {"glibc": "2.31", "arch": "aarch64", "python": "3.11",
+                                                                  "device": "A2"}
     pkgs = {p["name"]: p for p in data["packages"]}
     # transitive packages, at the versions caps two levels down decide
     assert pkgs["starlette"]["version"] == "0.50.0" and "fastapi -> starlette" in pkgs["starlette"]["via"][0]

@@ -89,14 +89,15 @@ def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
 
 
 def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock: Optional[Lock] = None,
-              lock_source: Optional[str] = None, mirror_url: Optional[str] = None) -> AuditReport:
+              lock_source: Optional[str] = None, mirror_url: Optional[str] = None,
+              soc: Optional[str] = None) -> AuditReport:
     venv = read_venv(venv_path)
     if cann:
         row, reason = select_row(matrix, cann), "chosen with --cann"
     else:
         row, reason = infer_row(matrix, venv)
     row = row.for_arch(platform.machine())
-    ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url)
+    ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url, soc=soc)
     findings = [f for rule in RULES for f in rule(ctx)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.package or ""))
     return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import re
 from collections import deque
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Set, Tuple
 
@@ -20,7 +21,9 @@ from packaging.version import InvalidVersion, Version
 
 from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
 from ascend_setup.deps.derive import target_environment
+from ascend_setup.fsutil import read_regular_text
 from ascend_setup.host.machine import glibc_version
+from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label
 from ascend_setup.index.tags import Target, tag_priorities
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
@@ -59,8 +62,10 @@ class AuditContext:
     """What every rule needs: the venv, the row (for this machine's architecture), the indexes, markers."""
 
     def __init__(self, venv: VenvContents, row: Row, matrix: Matrix, lock: Optional[Lock] = None,
-                 mirror_url: Optional[str] = None) -> None:
+                 mirror_url: Optional[str] = None, soc: Optional[str] = None) -> None:
         self.venv = venv
+        self.soc = soc  # this host's SOC_VERSION (--soc or npu-smi); None: no NPU known
+        self.device = device_of(soc)
         self.row = row
         self.matrix = matrix
         self.lock = lock
@@ -408,5 +413,31 @@ def rule_lock_drift(ctx: AuditContext) -> List[Finding]:
     return findings
 
 
+def installed_device(venv: VenvContents) -> Optional[Tuple[str, Path]]:
+    """The device type the installed vllm_ascend was built for, as its worker reads it at start-up, and the
+    `_build_info.py` that says so; None when no vllm_ascend (or no build info) is installed."""
+    for site in venv.site:
+        path = site / BUILD_INFO
+        if path.is_file():
+            return build_info_device(read_regular_text(path)), path
+    return None
+
+
+def rule_device_type(ctx: AuditContext) -> List[Finding]:
+    """A vllm_ascend built for another device type than this host's NPUs: it imports, and the first
+    `vllm serve` dies in check_ascend_device_type (the published wheels are A2 only)."""
+    found = installed_device(ctx.venv) if ctx.device and ctx.installed.get("vllm-ascend") else None
+    if found is None or found[0] == ctx.device:
+        return []
+    built, path = found
+    version = ctx.installed["vllm-ascend"][0].version
+    return [Finding("device-type", "error", "vllm-ascend",
+                    f"vllm-ascend {version} was built for {label(built)} NPUs and this host's are {label(ctx.device)} "
+                    f"(SOC {ctx.soc}): vLLM's worker refuses to start (check_ascend_device_type)",
+                    f"ascend-setup install --cann {ctx.row.cann} --venv {ctx.venv.root} --soc {ctx.soc} (builds "
+                    f"vllm-ascend {version} from source for {label(ctx.device)})",
+                    evidence=f"{path}: __device_type__ = {built!r}")]
+
+
 RULES = (rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps, rule_cuda_only,
-         rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift)
+         rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift, rule_device_type)

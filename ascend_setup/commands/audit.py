@@ -10,7 +10,8 @@ from ascend_setup.audit.report import run_audit
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
-from ascend_setup.options import parse_index_overrides
+from ascend_setup.host.npu import host_npu
+from ascend_setup.options import check_soc, parse_index_overrides
 from ascend_setup.render import print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.venvinfo import read_venv_record
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
                                   **parse_index_overrides(args.index or [])})
-    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR))
+    soc = check_soc(args.soc) or host_npu().soc_version
+    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc)
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0

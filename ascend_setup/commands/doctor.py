@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     soc = check_soc(args.soc)
     index = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index if settings else ""
     report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
-                        python=python)
+                        python=python, soc=soc)
     target = install_target(report, matrix, index, workdir, python, soc)
     report.facts["target"] = target.to_json()
     report.name_install_python(target.python, target.python_executable)

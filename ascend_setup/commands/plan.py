@@ -10,12 +10,13 @@ from typing import Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.machine import glibc_version
+from ascend_setup.soc import label
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.models import Row
-from ascend_setup.options import check_index_url, parse_index_overrides
+from ascend_setup.options import check_device, check_index_url, parse_index_overrides
 from ascend_setup.paths import cache_dir, check_output_file, env_or
 from ascend_setup.render import print_json, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
@@ -59,7 +60,8 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
     on their own lines."""
     console = stdout_console()
     t, counts = lock.target, lock.summary()
-    console.print(f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}[/bold]: "
+    npus = f" / {label(t.device)} NPUs" if t.device else ""
+    console.print(f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}{npus}[/bold]: "
                   f"{counts['packages']} packages, {counts['wheels']} wheels, {counts['sdists']} source builds, "
                   f"{counts['unavailable']} unavailable; {size_text(lock.download_bytes)} to download", soft_wrap=True)
     used = {p.index for p in lock.packages}
@@ -93,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     arch = args.arch or platform.machine()
     glibc = args.glibc or glibc_version() or ""
     Target.parse(glibc, arch, "3.11")  # the flags' shapes, before anything is asked of the network
+    device = check_device(args.soc)
     row = select_row(matrix, args.cann, arch)
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
     if lock_path is not None:
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     target = Target.parse(glibc, arch, python)
     interpreter = given if given and names_interpreter(given) else None
     lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv",
-                           build_python=build_interpreter(python, interpreter))
+                           build_python=build_interpreter(python, interpreter), device=device)
     if note:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
     written = str(write_lock(lock, lock_path)) if lock_path else ""

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.matrix.models import Row
+from ascend_setup.soc import device_of
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import lock_file_name
 from ascend_setup.resolve.pythons import pick_python
@@ -63,6 +64,6 @@ def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, python: Opti
         cann=row.cann, arch=arch, glibc=glibc, python=minor,
         python_executable=interpreter.path if interpreter else None, soc=soc, cann_installed=cann_installed,
         lock_name=lock_file_name(row.cann, target) if target else None, indexes=sources.as_dict(),
-        lock_key=lock_file_name(row.cann, target, inputs_digest(row, target, sources)[:8]) if target else None,
+        lock_key=lock_file_name(row.cann, target, inputs_digest(row, target, sources, device_of(soc))[:8]) if target else None,
         wheelhouse_key=key,
         wheelhouse=str(workdir / "wheelhouse" / key) if key else None, unknown=unknown)

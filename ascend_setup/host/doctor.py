@@ -15,6 +15,8 @@ from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpre
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
+from ascend_setup.soc import device_of, label
+from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
@@ -110,7 +112,8 @@ def check_driver_and_npu(driver: Optional[Driver], npu: NpuFacts) -> List[Check]
         checks.append(Check("npu", "fail", f"{npu.npu_smi} lists no NPUs", "check the driver with 'npu-smi info'"))
     else:
         names = ", ".join(sorted({c["name"] for c in npu.chips}))
-        checks.append(Check("npu", "pass", f"{len(npu.chips)} NPU(s): {names}; SOC_VERSION={npu.soc_version}"))
+        checks.append(Check("npu", "pass", f"{len(npu.chips)} NPU(s): {names}; SOC_VERSION={npu.soc_version} "
+                                           f"(device type {label(npu.device_type)})"))
     if missing_hwhiaiuser_group():
         checks.append(Check("group", "fail", "this user is not in the HwHiAiUser group",
                             "sudo usermod -aG HwHiAiUser $USER, then log in again"))
@@ -230,8 +233,23 @@ class DoctorReport:
                        for c in self.checks]
 
 
+def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, soc: Optional[str]) -> List[Check]:
+    """The source build's toolchain, as preflight checks it: failures fail when this host will build
+    vllm-ascend from source (by the row), and only warn otherwise."""
+    why = builds_from_source(row, facts.arch, facts.glibc, device_of(soc))
+    checks = []
+    for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch):
+        if c.ok:
+            checks.append(Check(c.id, "pass", c.detail))
+        else:
+            needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
+            checks.append(Check(c.id, "fail" if why else "warn", f"{c.detail} ({needed})", c.fix))
+    return checks
+
+
 def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
-               venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None) -> DoctorReport:
+               venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None,
+               soc: Optional[str] = None) -> DoctorReport:
     installs = detect_cann(cann_home)
     row = row_for(matrix, cann, installs[0] if installs else None).for_arch(platform.machine())
     facts = machine_facts(workdir)
@@ -246,6 +264,7 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     newest = newest_usable(row, interpreters)
     checks.append(check_python(row, interpreters))
     checks += check_driver_and_npu(driver, npu)
+    checks += check_toolchain(row, installs, facts, soc or npu.soc_version)
     checks.append(check_nnal(installs))
     checks.append(check_set_env(captured))
     checks += check_workdir(row, facts)

@@ -12,8 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ascend_setup.host.cann import find_driver, primary_cann
+from ascend_setup.soc import board_alias, device_of
+
 DRIVER_LIB_DIRS = ("lib64", "lib64/common", "lib64/driver")
-_CHIP_ROW = re.compile(r"^\|\s*(\d+)\s+((?:Ascend)?\d{3}[A-Z]?\w*)\s+\|", re.MULTILINE)
+#: A chip row of `npu-smi info`: NPU id and name (910B3, 310P3, Ascend910, and suffixed ones: 910B4-1).
+_CHIP_ROW = re.compile(r"^\|\s*(\d+)\s+((?:Ascend)?\d{3}[A-Z]?[\w-]*)\s+\|", re.MULTILINE)
 
 
 @dataclass
@@ -22,6 +26,7 @@ class NpuFacts:
     chips: List[Dict[str, str]] = field(default_factory=list)
     soc_version: Optional[str] = None
     error: Optional[str] = None
+    device_type: Optional[str] = None  # what a build for soc_version is made for (ascend_setup.soc)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,17 +67,26 @@ def parse_board(text: str) -> Dict[str, str]:
 
 
 def soc_from_board(board: Dict[str, str]) -> Optional[str]:
-    """SOC_VERSION the way vllm-ascend's setup.py derives it: Chip Type + Chip Name, lowercased
-    ('Ascend' + '910B3' -> 'ascend910b3'); A3 boards add '_' + NPU Name ('ascend910_9391')."""
+    """SOC_VERSION the way vllm-ascend's setup.py (get_chip_type) derives it from the board query:
+    310P: Chip Type + Chip Name ('ascend310p3'); 910 with a Chip Type and no NPU Name (A2): 'ascend910b3';
+    910 with an NPU Name (A3) and 950 (A5): Chip Name + '_' + NPU Name ('ascend910_9391'); an A2G3
+    board: its alias ('ascend910b1')."""
     chip_type = board.get("Chip Type", "").strip()
     chip_name = board.get("Chip Name", "").strip()
+    npu_name = board.get("NPU Name", "").strip()
     if not chip_name:
         return None
-    base = chip_name if chip_name.lower().startswith(chip_type.lower()) else chip_type + chip_name
-    npu_name = board.get("NPU Name", "").strip()
-    if npu_name:
+    if "310" in chip_name and chip_type:
+        return (chip_type + chip_name).lower()
+    if "910" in chip_name:
+        if not npu_name:  # A2
+            return (chip_type + chip_name).lower() if chip_type else None
+        # A3 (upstream expects no Chip Type here; a board that prints one is read the same way)
+        base = chip_name if not chip_type or chip_name.lower().startswith(chip_type.lower()) else chip_type + chip_name
         return f"{base}_{npu_name}".lower()
-    return base.lower()
+    if "950" in chip_name:
+        return f"{chip_name}_{npu_name}".lower() if npu_name else None
+    return board_alias(chip_name)
 
 
 def npu_facts(driver_root: Optional[str], timeout: float = 20.0) -> NpuFacts:
@@ -93,9 +107,14 @@ def npu_facts(driver_root: Optional[str], timeout: float = 20.0) -> NpuFacts:
         chips = parse_chips(info.stdout)
         soc = None
         if chips:
-            board = run("info", "-t", "board", "-i", chips[0]["npu"], "-c", "0")
-            soc = soc_from_board(parse_board(board.stdout)) if board.returncode == 0 else None
-        return NpuFacts(npu_smi=exe, chips=chips, soc_version=soc)
+            # upstream's order: the board query alone names the chip on an A5; A2/A3/310P need `-c 0`
+            board = run("info", "-t", "board", "-i", chips[0]["npu"])
+            fields = parse_board(board.stdout) if board.returncode == 0 else {}
+            if not fields.get("Chip Name"):
+                board = run("info", "-t", "board", "-i", chips[0]["npu"], "-c", "0")
+                fields = parse_board(board.stdout) if board.returncode == 0 else {}
+            soc = soc_from_board(fields)
+        return NpuFacts(npu_smi=exe, chips=chips, soc_version=soc, device_type=device_of(soc))
     except (OSError, subprocess.SubprocessError) as exc:
         return NpuFacts(npu_smi=exe, error=f"npu-smi could not run: {exc}")
 
@@ -111,3 +130,10 @@ def missing_hwhiaiuser_group(uid: Optional[int] = None) -> bool:
         return True
     user = pwd.getpwuid(uid)
     return group.gr_gid not in os.getgroups() and user.pw_name not in group.gr_mem and user.pw_gid != group.gr_gid
+
+
+def host_npu(cann_home: Optional[str] = None) -> NpuFacts:
+    """npu-smi's facts, with the driver next to the CANN a build would use (else the standard place)."""
+    found = primary_cann(cann_home)
+    driver = found.driver if found and found.driver else find_driver(Path(cann_home) if cann_home else None)
+    return npu_facts(driver.root if driver else None)

@@ -123,6 +123,16 @@ def choose(name: str, pages: Sequence[ProjectPage], spec: SpecifierSet, target: 
     return Choice(name, "sdist", str(best.version), best, reason + (f"; {note}" if note else ""))
 
 
+def from_source(name: str, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target, why: str) -> Choice:
+    """The sdist pip would take when the wheels must not be used (`why`: they were built for another device
+    type); unavailable, with `why`, when no sdist is published."""
+    sdists = [ProjectPage(p.name, p.index, [f for f in p.files if f.kind == "sdist"], p.found, p.error) for p in pages]
+    built = choose(name, sdists, spec, target)
+    if built.outcome == "unavailable":
+        return Choice(name, "unavailable", reason=f"{why}; and no sdist is published to build from")
+    return Choice(name, "sdist", built.version, built.file, why)
+
+
 def _newer_skipped(files: List[IndexFile], spec: SpecifierSet, chosen: Version, target: Target) -> Optional[str]:
     newer = [v for v in _filter_versions(spec, sorted({f.version for f in files if not f.yanked})) if v > chosen]
     if not newer:

@@ -7,6 +7,7 @@ import sys
 import tarfile
 import threading
 import zipfile
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from typing import Dict, List, Optional
 
@@ -26,6 +27,7 @@ class RangeReader(io.RawIOBase):
     def __init__(self, url: str, size: int) -> None:
         super().__init__()
         self.url, self.size, self.pos = url, size, 0
+        self.fetched = self.requests = 0  # what the reads cost, for the caller to report
 
     def readable(self) -> bool:
         return True
@@ -51,6 +53,8 @@ class RangeReader(io.RawIOBase):
         data = response.content[:want]
         buffer[:len(data)] = data
         self.pos += len(data)
+        self.fetched += len(data)
+        self.requests += 1
         return len(data)
 
 
@@ -72,6 +76,39 @@ def _from_wheel_zip(handle) -> str:
     with zipfile.ZipFile(handle) as archive:
         name = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
         return archive.read(name).decode("utf-8", errors="replace")
+
+
+@dataclass
+class MemberRead:
+    """One member of a wheel, and what reading it cost (bytes fetched of `size`; 0 for a local file)."""
+
+    text: Optional[str]  # None: the wheel has no such member
+    fetched: int
+    requests: int
+    size: int
+
+
+def _member_text(handle, member: str) -> Optional[str]:
+    with zipfile.ZipFile(handle) as archive:
+        try:
+            return archive.read(member).decode("utf-8", errors="replace")
+        except KeyError:
+            return None
+
+
+def wheel_member(f: IndexFile, member: str, buffer_size: int = 64 * 1024) -> MemberRead:
+    """One file inside a wheel, read with HTTP Range requests: the zip's end record and central directory,
+    then that member alone (a small buffer: the member is tiny, the wheel may be tens of MB)."""
+    path = local_path(f.url)
+    if path is not None:
+        with open(path, "rb") as handle:
+            return MemberRead(_member_text(handle, member), 0, 0, path.stat().st_size)
+    size = f.size or content_length(f.url)
+    if not size:
+        raise IndexUnreachable(f"{f.url} does not say its size (no byte ranges)")
+    raw = RangeReader(f.url, size)
+    text = _member_text(io.BufferedReader(raw, buffer_size=buffer_size), member)
+    return MemberRead(text, raw.fetched, raw.requests, size)
 
 
 def _from_sdist(handle, member_name: str = "PKG-INFO") -> str:

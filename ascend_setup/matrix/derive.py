@@ -18,7 +18,8 @@ from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.index.metadata import MetadataReader
+from ascend_setup.soc import BUILD_INFO, build_info_device
+from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
 from ascend_setup.matrix.models import Matrix, Row
@@ -139,6 +140,9 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
         if levels:
             wheel_glibc.setdefault("vllm-ascend", {})[arch_name] = ".".join(map(str, min(levels)))
     provenance["wheel_glibc"] = "the vllm-ascend wheels' platform tags"
+    wheel_device, device_problems = wheel_devices(plugin_files)
+    problems += device_problems
+    provenance["wheel_device"] = f"{BUILD_INFO} in one vllm-ascend wheel per architecture (range reads)"
     newest = matrix.newest()
     row: Dict[str, Any] = {"python": python_range(plugin["python"] or newest.python, plugin_files),
                            "packages": packages}
@@ -152,8 +156,31 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
         row[key] = carried[key]
         provenance[key] = f"row {newest.cann} (no package metadata holds it)"
     row["wheel_glibc"] = wheel_glibc
+    if wheel_device:
+        row["wheel_device"] = wheel_device
     provenance["cann"] = "--cann (no package metadata holds it)"
     return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems)
+
+
+def wheel_devices(plugin_files: List[IndexFile]) -> Tuple[Dict[str, Dict[str, str]], List[str]]:
+    """{'vllm-ascend': {arch: device type}} from the `_build_info.py` of one published wheel per
+    architecture, read by range requests (the zip's directory, then that member: a few hundred KB of a
+    wheel of tens of MB); and what could not be read."""
+    found: Dict[str, str] = {}
+    problems: List[str] = []
+    for arch_name in ARCHES:
+        wheel = next((f for f in plugin_files if f.kind == "wheel"
+                      and any(platform_arch(t.platform) == arch_name for t in f.tags)), None)
+        if wheel is None:
+            continue
+        try:
+            read = wheel_member(wheel, BUILD_INFO)
+        except IndexUnreachable as exc:
+            problems.append(f"vllm-ascend {wheel.filename}: its {BUILD_INFO} could not be read ({exc.message})")
+            continue
+        if read.text is not None:
+            found[arch_name] = build_info_device(read.text)
+    return ({"vllm-ascend": found} if found else {}), problems
 
 
 def unverified(derived: DerivedRow) -> List[str]:
@@ -181,6 +208,11 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
             have = row.wheel_glibc.get(name, {}).get(arch_name)
             if have != glibc:
                 found.append(f"wheel_glibc {name} {arch_name}: {have} in the matrix, {glibc} in the published tags")
+    for name, per_arch in derived.row.get("wheel_device", {}).items():
+        for arch_name, device in per_arch.items():
+            if row.wheel_device_of(name, arch_name) != device:
+                found.append(f"wheel_device {name} {arch_name}: {row.wheel_device_of(name, arch_name)} in the matrix, "
+                             f"{device} in the published wheel's {BUILD_INFO}")
     return list(dict.fromkeys(found))
 
 

@@ -85,6 +85,9 @@ class Row(BaseModel):
     runtime_hints: Tuple[RuntimeHint, ...] = ()
     disk_gib: int = Field(gt=0)
     wheel_glibc: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
+    #: package -> arch -> the device type (A2, A3, _310P, A5) its published wheels were built for, as their
+    #: vllm_ascend/_build_info.py says (`matrix derive` reads it); such a wheel runs on that device type only.
+    wheel_device: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
     build_minutes: int = Field(default=40, gt=0)
     arch: Mapping[str, ArchVariant] = Field(default_factory=dict)
     #: The architecture this row was specialised for by `for_arch` (None: the generic row).
@@ -130,6 +133,12 @@ class Row(BaseModel):
                     raise ValueError(f"{name}: {arch}: {glibc!r} is not a glibc version such as '2.34'")
             frozen[canonicalize_name(name)] = MappingProxyType({a: str(g) for a, g in per_arch.items()})
         return MappingProxyType(frozen)
+
+    @field_validator("wheel_device")
+    @classmethod
+    def _freeze_devices(cls, value: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
+        return MappingProxyType({canonicalize_name(n): MappingProxyType({a: str(d) for a, d in per_arch.items()})
+                                 for n, per_arch in value.items()})
 
     @field_validator("package_index")
     @classmethod
@@ -194,6 +203,10 @@ class Row(BaseModel):
         """Which named index `name` comes from: MIRROR unless the row says otherwise."""
         return self.package_index.get(canonicalize_name(name), MIRROR)
 
+    def wheel_device_of(self, name: str, arch: str) -> Optional[str]:
+        """The device type `name`'s published wheels for `arch` were built for (None: not recorded)."""
+        return self.wheel_device.get(canonicalize_name(name), {}).get(arch)
+
     def is_cuda_only(self, name: str) -> bool:
         """Whether a requirement of vllm is one the row strips (patterns match normalized names)."""
         canon = canonicalize_name(name)
@@ -215,6 +228,7 @@ class Row(BaseModel):
             "runtime_hints": [h.model_dump(mode="json") for h in self.runtime_hints],
             "disk_gib": self.disk_gib,
             "wheel_glibc": {n: dict(v) for n, v in self.wheel_glibc.items()},
+            **({"wheel_device": {n: dict(v) for n, v in self.wheel_device.items()}} if self.wheel_device else {}),
             "build_minutes": self.build_minutes,
             "arch": {a: {"packages": dict(v.packages), "package_index": dict(v.package_index)}
                      for a, v in self.arch.items()},

@@ -20,7 +20,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from packaging.specifiers import SpecifierSet
 
 from ascend_setup.deps.derive import Derived, cann_requirements, derive, target_environment
-from ascend_setup.index.choose import Choice, choose
+from ascend_setup.soc import label
+from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.metadata import MetadataReader, build_system, content_length
@@ -61,10 +62,11 @@ class IndexSources:
         return {MIRROR: self.mirror, **self.named}
 
 
-def inputs_digest(row: Row, target: Target, sources: IndexSources) -> str:
-    """What a lock depends on; a lock whose digest differs is stale and is resolved again."""
+def inputs_digest(row: Row, target: Target, sources: IndexSources, device: Optional[str] = None) -> str:
+    """What a lock depends on; a lock whose digest differs is stale and is resolved again (the device type
+    counts: vllm-ascend's wheel is for A2 only)."""
     payload = {"row": row.to_json(), "target": target.to_json(), "indexes": sources.as_dict(),
-               "extra": list(sources.extra)}
+               "extra": list(sources.extra), **({"device": device} if device else {})}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -207,11 +209,28 @@ class PreparedClosure:
     derived: List[Derived]
 
 
+def for_device(choice: Choice, row: Row, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target,
+               device: Optional[str]) -> Choice:
+    """A published wheel built for one device type (the row's `wheel_device`: vllm-ascend's are A2) is
+    taken only for that device type; for another the sdist is built, and the reason says so. With the
+    target's device type unknown the wheel stands, and the reason says what it was built for."""
+    made_for = row.wheel_device_of(choice.name, target.arch)
+    if choice.outcome != "wheel" or made_for is None or device == made_for:
+        return choice
+    if device is None:
+        note = f"the wheel is built for {label(made_for)} NPUs only; this target's device type is unknown (--soc)"
+        return Choice(choice.name, choice.outcome, choice.version, choice.file,
+                      "; ".join(filter(None, [choice.reason, note])))
+    return from_source(choice.name, pages, spec, target, f"the published wheel is built for {label(made_for)} NPUs "
+                       f"and the target is {label(device)}: built from source for {label(device)}")
+
+
 def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_seconds: float = GATE_SECONDS,
                     checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
                     on_derived: Optional[Callable[[List[Derived]], None]] = None,
-                    build_python: Optional[str] = None) -> PreparedClosure:
-    """The gate, vllm's and vllm-ascend's requirements, the derived set, and the request for uv."""
+                    build_python: Optional[str] = None, device: Optional[str] = None) -> PreparedClosure:
+    """The gate, vllm's and vllm-ascend's requirements, the derived set, and the request for uv; `device`
+    (A2, A3, ...) decides whether vllm-ascend's published wheel can be taken (`for_device`)."""
     pool = {} if pool is None else pool
     checks = checks if checks is not None else gate(row, sources, deadline=gate_seconds, pool=pool)
     if checks[0].error:
@@ -222,7 +241,8 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     heads = {}
     for name in NO_DEPS:
         pages = groups[row.index_of(name)].pages(name)
-        heads[name] = (choose(name, pages, SpecifierSet(f"=={row.packages[name]}"), target),
+        spec = SpecifierSet(f"=={row.packages[name]}")
+        heads[name] = (for_device(choose(name, pages, spec, target), row, pages, spec, target, device),
                        [f for p in pages for f in p.files if str(f.version) == row.packages[name]])
     meta_files = {n: _file_for_metadata(c, files) for n, (c, files) in heads.items()}
     missing = [n for n, f in meta_files.items() if f is None]
@@ -250,19 +270,20 @@ def resolve_closure(row: Row, target: Target, sources: IndexSources, *, settings
                     uv: Sequence[str], cache_dir: Optional[Path] = None, gate_seconds: float = GATE_SECONDS,
                     checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
                     on_derived: Optional[Callable[[List[Derived]], None]] = None,
-                    build_python: Optional[str] = None) -> Lock:
+                    build_python: Optional[str] = None, device: Optional[str] = None) -> Lock:
     """The whole closure of `row` (already specialised for `target.arch`) for `target`; `build_python`, an
-    interpreter of the target's Python at hand, runs sdists' build backends (see `uvcompile`)."""
+    interpreter of the target's Python at hand, runs sdists' build backends (see `uvcompile`); `device`, the
+    target's NPU device type, decides vllm-ascend's wheel (`for_device`)."""
     prepared = prepare_closure(row, target, sources, gate_seconds=gate_seconds, checks=checks, pool=pool,
-                               on_derived=on_derived, build_python=build_python)
+                               on_derived=on_derived, build_python=build_python, device=device)
     resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
     resolved += [Resolved(n, row.packages[n], [ROOT_PROJECT]) for n in NO_DEPS]
     prepared.roots.origin.update({n: [f"row {row.cann}"] for n in NO_DEPS})
-    return _lock_from(row, target, sources, resolved, prepared)
+    return _lock_from(row, target, sources, resolved, prepared, device)
 
 
 def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[Resolved],
-               prepared: PreparedClosure) -> Lock:
+               prepared: PreparedClosure, device: Optional[str] = None) -> Lock:
     roots, groups, unavailable, heads = prepared.roots, prepared.groups, prepared.unavailable, prepared.heads
     def index_of(name: str) -> str:
         return row.index_of(name) if name in row.packages else MIRROR
@@ -312,8 +333,8 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
     _fill_sizes(packages)
     warnings = _warnings(row, target, packages, prepared.derived)
     _backends(packages, files, warnings)
-    return Lock(cann=row.cann, target=LockTarget.of(target), indexes=sources.as_dict(),
-                extra_index_urls=list(sources.extra), inputs=inputs_digest(row, target, sources),
+    return Lock(cann=row.cann, target=LockTarget.of(target, device), indexes=sources.as_dict(),
+                extra_index_urls=list(sources.extra), inputs=inputs_digest(row, target, sources, device),
                 packages=sorted(packages, key=lambda p: p.name), warnings=warnings)
 
 

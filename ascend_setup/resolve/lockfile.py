@@ -64,10 +64,11 @@ class LockTarget(BaseModel):
     arch: str
     glibc: str
     python: str
+    device: Optional[str] = None  # the NPU device type (A2, A3, _310P, A5) it was resolved for; None: unknown
 
     @classmethod
-    def of(cls, target: Target) -> "LockTarget":
-        return cls(arch=target.arch, glibc=target.glibc, python=target.python)
+    def of(cls, target: Target, device: Optional[str] = None) -> "LockTarget":
+        return cls(arch=target.arch, glibc=target.glibc, python=target.python, device=device)
 
 
 class Lock(BaseModel):

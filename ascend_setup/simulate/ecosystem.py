@@ -156,6 +156,13 @@ def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[st
     return versions
 
 
+def plugin_wheel_files(version: str) -> Dict[str, str]:
+    """What the published vllm-ascend wheels hold that the tool reads: `_build_info.py` says A2, as the
+    real 0.23.0 wheels' does (they are built for Atlas A2 only)."""
+    return {"vllm_ascend/__init__.py": f"__version__ = {version!r}\n",
+            "vllm_ascend/_build_info.py": "# Auto-generated file\n__device_type__ = 'A2'\n"}
+
+
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
                     vllm_ascend_sdist: Optional[Path] = None,
                     plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
@@ -198,7 +205,7 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     for tag in (f"manylinux_{level}_{arch}" for arch in plugin_wheel_arches):
         for py in ("cp310", "cp311", "cp312"):
             build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
-                        requires=PLUGIN_REQUIRES)
+                        requires=PLUGIN_REQUIRES, files=plugin_wheel_files(row_packages["vllm-ascend"]))
     if vllm_ascend_sdist is not None:
         shutil.copy(vllm_ascend_sdist, main / vllm_ascend_sdist.name)
     else:

@@ -42,16 +42,26 @@ missing() {{
 }}
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/driver:"*) ;; *) missing;; esac
-if [ "$1 $2" = "info -t" ]; then
+if [ "$1 $2" = "info -t" ] && {{ [ "$6" = "-c" ] || [ -n "{board_names_chip}" ]; }}; then
 cat <<'EOF2'
         NPU ID                         : 0
         Chip ID                        : 0
-        Chip Type                      : Ascend
+{chip_type_line}
         Chip Name                      : {chip}
         Chip Version                   : V1
         Board ID                       : 0x64
         PCB ID                         : NA
 {npu_name_line}
+EOF2
+exit 0
+fi
+if [ "$1 $2" = "info -t" ]; then
+cat <<'EOF2'
+        NPU ID                         : 0
+        Product Name                   : IT21PDDA01
+        Board ID                       : 0x64
+        PCB ID                         : NA
+        Serial Number                  : 033VNY10M6000038
 EOF2
 exit 0
 fi
@@ -70,6 +80,16 @@ cat <<'EOF2'
 +===========================+===============+====================================================+
 EOF2
 """
+
+
+#: What npu-smi prints per card, as upstream's get_chip_type reads it: an A2 board has a Chip Type, an A3
+#: has none and an NPU Name instead, and an A5 names its chip in the board query without `-c 0`.
+BOARDS = {
+    "A2": {"chip": "910B3"},
+    "A3": {"chip": "Ascend910", "chip_type": "", "npu_name": "9391"},
+    "310P": {"chip": "310P3"},
+    "A5": {"chip": "Ascend950", "chip_type": "", "npu_name": "pr", "board_names_chip": True},
+}
 
 
 @dataclass
@@ -91,8 +111,15 @@ def _write(path: Path, text: str, executable: bool = False) -> Path:
 
 def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", chip: str = "910B3",
                     arch: Optional[str] = None, set_env_mode: str = "hostile", nnal: bool = True,
-                    driver: bool = True, npu_name: str = "", install_info: bool = True) -> FakeCann:
-    """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do."""
+                    driver: bool = True, npu_name: str = "", install_info: bool = True, chip_type: str = "Ascend",
+                    board_names_chip: bool = False, board: Optional[str] = None, toolchain: bool = True) -> FakeCann:
+    """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do; `board`
+    ('A3', ...) sets the chip fields its npu-smi prints (`BOARDS`); `toolchain` puts in the build's tools
+    (bin/bisheng and bin/setenv.bash, which vllm-ascend's csrc/build.sh needs)."""
+    if board is not None:
+        fields = {"chip_type": "Ascend", "npu_name": "", "board_names_chip": False, **BOARDS[board]}
+        chip, chip_type, npu_name = str(fields["chip"]), str(fields["chip_type"]), str(fields["npu_name"])
+        board_names_chip = bool(fields["board_names_chip"])
     arch = arch or platform.machine()
     root.mkdir(parents=True, exist_ok=True)
     if layout == "9.x":
@@ -116,6 +143,9 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
     for sub in ("lib64", "bin", "python/site-packages", "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"):
         (toolkit / sub).mkdir(parents=True, exist_ok=True)
     _write(set_env, HOSTILE_BODY.format(toolkit=toolkit, tail=TAILS[set_env_mode]))
+    if toolchain:
+        _write(toolkit / "bin" / "setenv.bash", f"export PATH={toolkit}/bin:$PATH\n")
+        _write(toolkit / "bin" / "bisheng", '#!/usr/bin/env bash\necho "bisheng (fake CANN) $*"\n', executable=True)
     if nnal:
         atb = root / "nnal" / "atb"
         _write(atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so", "")
@@ -128,6 +158,8 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
         for sub in ("lib64/common", "lib64/driver"):
             (driver_dir / sub).mkdir(parents=True, exist_ok=True)
         npu_line = f"        NPU Name                       : {npu_name}" if npu_name else ""
+        type_line = f"        Chip Type                      : {chip_type}" if chip_type else ""
         _write(driver_dir / "tools" / "npu-smi",
-               NPU_SMI.format(driver=driver_dir, chip=chip, npu_name_line=npu_line), executable=True)
+               NPU_SMI.format(driver=driver_dir, chip=chip, npu_name_line=npu_line, chip_type_line=type_line,
+                              board_names_chip="yes" if board_names_chip else ""), executable=True)
     return FakeCann(root=root, toolkit=toolkit, set_env=set_env, version=version, driver=driver_dir)

@@ -12,6 +12,7 @@ from ascend_setup.audit.venv import VenvContents, read_venv, requirements_unmet
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.errors import BadInput
 from ascend_setup.host.setenv import capture_env
+from ascend_setup.soc import device_of
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import Indexes, Installer, get_installer
@@ -54,6 +55,11 @@ def indexes_of(ctx: Context) -> Indexes:
 def host_target(ctx: Context) -> Target:
     pre = ctx.outputs["preflight"]
     return Target(glibc=pre["glibc"] or "2.17", arch=pre["arch"], python=".".join(pre["python_version"].split(".")[:2]))
+
+
+def host_device(ctx: Context) -> Optional[str]:
+    """The NPU device type this install builds for (A2, A3, ...): --soc's, else npu-smi's (preflight)."""
+    return device_of(ctx.options.get("soc") or (ctx.outputs.get("preflight") or {}).get("soc"))
 
 
 def installer_of(ctx: Context) -> Installer:

@@ -11,9 +11,12 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, candidate_roots, primary_cann, same_cann
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
-from ascend_setup.host.npu import npu_facts
+from ascend_setup.host.npu import host_npu
+from ascend_setup.soc import device_of
+from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, pick_python
 from ascend_setup.steps.base import Context, Step
 
@@ -95,27 +98,51 @@ class Preflight(Step):
         if free < row.disk_gib * GIB:
             problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib} GiB",
                                     "free space or pass another --workdir"))
-        if problems:
-            _fail(problems, log)
-        assert found is not None and interp is not None
         soc = options.get("soc")
         npu = None
         if not soc:
-            driver = found.driver.root if found.driver else None
-            npu = npu_facts(driver)
+            npu = host_npu(options.get("cann_home"))
             soc = npu.soc_version
+        source_build = builds_from_source(row, platform.machine(), glibc_version(), device_of(soc))
+        if source_build:
+            problems += _toolchain_problems(ctx, row, found, soc, source_build, log)
+        if problems:
+            _fail(problems, log)
+        assert found is not None and interp is not None
         facts = {
             "python": interp.path, "python_version": interp.version,
             "cann_version": found.version, "cann_toolkit": found.toolkit, "cann_root": found.root,
             "set_env": [str(p) for p in found.set_env_scripts()],
             "glibc": glibc_version(), "arch": platform.machine(), "cpus": usable_cpus(),
             "mem_total": memory_bytes().get("MemTotal", 0), "soc": soc,
-            "npu_error": npu.error if npu else None,
+            "npu_error": npu.error if npu else None, "device_type": device_of(soc), "source_build": source_build,
         }
         with log.open("a", encoding="utf-8") as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
         return facts
+
+
+def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str,
+                        log: Path) -> List[Problem]:
+    """vllm-ascend will be built from source (`why`): every missing piece of its toolchain, at once, with the
+    lock's cmake and setuptools when a lock was given. A missing CANN is reported once, by its own check."""
+    given = ctx.options.get("lock")
+    lock = read_lock(Path(given)) if given and Path(given).is_file() else None
+    plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None) if lock else None
+    checks = toolchain_checks(row, toolkit=Path(found.toolkit) if found else None, arch=platform.machine(),
+                              pins={p.name: p.version for p in lock.packages} if lock else None,
+                              backend=plugin.backend if plugin else None)
+    ctx.console.print(f"note: vllm-ascend will be built from source: {why}", soft_wrap=True, markup=False)
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
+        handle.writelines(c.line() + "\n" for c in checks)
+    problems = [Problem(f"{c.id}: {c.detail}", c.fix or "") for c in checks
+                if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
+    if soc and device_of(soc) is None:
+        problems.append(Problem(f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
+                                "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
+    return problems
 
 
 def preflight_sources(ctx: Context) -> IndexSources:

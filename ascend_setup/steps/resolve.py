@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ascend_setup.deps.derive import Derived
 from ascend_setup.errors import AscendSetupError, StepFailed
@@ -14,6 +14,9 @@ from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
 from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.host.npu import host_npu
+from ascend_setup.soc import label
+from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.paths import cache_dir
@@ -21,7 +24,7 @@ from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, reso
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, pick_python
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import host_target, indexes_of, matrix_of, row_of, settings_of
+from ascend_setup.steps.common import host_device, host_target, indexes_of, matrix_of, row_of, settings_of
 from ascend_setup.steps.preflight import preflight_sources
 
 #: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
@@ -82,7 +85,7 @@ class Resolve(Step):
             return {"lock_file": given, "sha256": sha256_of(Path(given)) if Path(given).is_file() else None}
         if not _upstream_known(ctx):
             return {"inputs": "known after preflight and mirror"}
-        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))}
+        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx), host_device(ctx))}
 
     def is_done(self, ctx: Context) -> bool:
         if not _upstream_known(ctx):
@@ -94,7 +97,8 @@ class Resolve(Step):
         if given:
             return Path(given).is_file() and sha256_of(Path(given)) == sha256_of(path)
         try:
-            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx))
+            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx),
+                                                           host_device(ctx))
         except Exception:  # a damaged lock of ours is simply made again
             return False
 
@@ -104,6 +108,7 @@ class Resolve(Step):
         given = ctx.options.get("lock")
         if given:
             lock = read_lock(Path(given))
+            check_lock_device(lock, host_device(ctx))
             gate_lock(lock, list(row.packages))
             shutil.copyfile(given, path)
             with log.open("a") as handle:
@@ -124,9 +129,11 @@ class Resolve(Step):
             lock = resolve_closure(row, target, sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
                                    on_derived=lambda derived: _log_derived(log, derived),
-                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]))
+                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]),
+                                   device=host_device(ctx))
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
+        check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
         write_lock(lock, path)
         counts = lock.summary()
         with log.open("a") as handle:
@@ -134,6 +141,36 @@ class Resolve(Step):
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
         return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}
+
+
+def check_lock_device(lock: Lock, device: Optional[str]) -> None:
+    """A lock made for other NPUs would install a vllm-ascend wheel this host's worker refuses."""
+    plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
+    made_for = lock.target.device
+    if device and made_for and made_for != device and plugin is not None and plugin.outcome == "wheel":
+        raise StepFailed(f"the lock {lock.cann} was made for {label(made_for)} NPUs and takes vllm-ascend's wheel; "
+                         f"this host's NPUs are {label(device)}",
+                         hint=f"make a lock for this host: ascend-setup plan --cann {lock.cann} --soc {label(device)} "
+                              "--lock FILE (it builds vllm-ascend from source)")
+
+
+def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
+    """The lock builds vllm-ascend from source: its whole toolchain (the compilers, CANN's tools, the lock's
+    cmake and setuptools) is checked now, before any download, and every missing piece is named at once."""
+    plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
+    if plugin is None or plugin.outcome != "sdist":
+        return
+    toolkit = ctx.outputs["preflight"].get("cann_toolkit")
+    checks = toolchain_checks(row_of(ctx), toolkit=Path(toolkit) if toolkit else None, arch=host_target(ctx).arch,
+                              pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
+    with log.open("a") as handle:
+        handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
+        handle.writelines(c.line() + "\n" for c in checks)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise StepFailed(f"vllm-ascend must be built from source and {len(failed)} piece(s) of its toolchain are "
+                         "missing: " + "; ".join(f"{c.id}: {c.detail}" for c in failed),
+                         hint=" / ".join(dict.fromkeys(c.fix or "" for c in failed)))
 
 
 def preview_closure(ctx: Context) -> Dict[str, Any]:
@@ -148,9 +185,11 @@ def preview_closure(ctx: Context) -> Dict[str, Any]:
         try:
             interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
                                       explicit=ctx.options.get("python")).interpreter
+            device = host_device(ctx) or host_npu(ctx.options.get("cann_home")).device_type  # as preflight finds it
             lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=settings_of(ctx),
                                    uv=uv_command(), cache_dir=cache_dir() / "uv",
-                                   build_python=build_interpreter(interpreter.minor, interpreter.path))
+                                   build_python=build_interpreter(interpreter.minor, interpreter.path),
+                                   device=device)
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
+from ascend_setup.audit.rules import installed_device
+from ascend_setup.audit.venv import read_venv
 from ascend_setup.errors import StepFailed
+from ascend_setup.soc import label
 from ascend_setup.procs import capture
 from ascend_setup.matrix.models import Row
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, python_of, row_of, venv_dir
+from ascend_setup.steps.common import cann_env, host_device, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
@@ -45,7 +48,20 @@ def problems(ctx: Context) -> List[str]:
     triton = triton_check(ctx)
     if triton:
         found.append(f"triton check: {triton}")
+    device = device_problem(ctx)
+    if device:
+        found.append(device)
     return found
+
+
+def device_problem(ctx: Context) -> Optional[str]:
+    """The installed vllm_ascend's device type against this host's: the import passes either way, and the
+    worker's start-up assertion is what fails (None when they match or the host's is unknown)."""
+    host = host_device(ctx)
+    built = installed_device(read_venv(venv_dir(ctx))) if host else None
+    if built is None or built[0] == host:
+        return None
+    return f"vllm_ascend was built for {label(built[0])} NPUs ({built[1]}) and this host's are {label(host)}"
 
 
 def shell_lines(ctx: Context) -> List[str]:
