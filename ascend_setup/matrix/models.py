@@ -51,6 +51,21 @@ class RuntimeHint(BaseModel):
     text: str
     serve_args: Tuple[str, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)
+    #: The vllm-ascend versions the hint applies to (a specifier such as ">=0.23.0"); empty: every version.
+    plugin: str = ""
+
+    @field_validator("plugin")
+    @classmethod
+    def _plugin_is_specifier(cls, value: str) -> str:
+        try:
+            SpecifierSet(value)
+        except InvalidSpecifier:
+            raise ValueError(f"{value!r} is not a version range such as '>=0.23.0'") from None
+        return value
+
+    def applies_to(self, plugin_version: str) -> bool:
+        """Whether this hint holds for that vllm-ascend release (pre-releases included)."""
+        return SpecifierSet(self.plugin).contains(plugin_version, prereleases=True)
 
 
 class ArchVariant(BaseModel):
@@ -199,6 +214,10 @@ class Row(BaseModel):
         canon = canonicalize_name(name)
         return any(fnmatch.fnmatchcase(canon, canonicalize_name(p)) for p in self.cuda_only)
 
+    def hints(self) -> Tuple[RuntimeHint, ...]:
+        """The serving hints that hold for this row's own vllm-ascend (a hint can name the releases it fits)."""
+        return tuple(h for h in self.runtime_hints if h.applies_to(self.packages["vllm-ascend"]))
+
     def python_allows(self, version: str) -> bool:
         return SpecifierSet(self.python).contains(version, prereleases=True)
 
@@ -230,6 +249,8 @@ class Matrix(BaseModel):
     schema_: int = Field(alias="schema")
     indexes: Mapping[str, str]
     well_known_mirrors: Tuple[str, ...] = ()
+    #: vllm-ascend release -> the CANN it is for, where no row pins it and its own README says otherwise.
+    plugin_cann: Mapping[str, ExactVersion] = Field(default_factory=dict)
     rows: Dict[str, Row]
     source: str = "<memory>"
 
