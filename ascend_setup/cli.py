@@ -193,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "packages' real metadata")
     m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
     m.add_argument("--live", action="store_true", help="compare every row's pins, indexes and wheel_glibc with the indexes")
+    m.add_argument("--pre", action="store_true", help="with --live: list newer pre-releases too (default: finals, posts)")
+    m.add_argument("--strict", action="store_true", help="exit 1 when a newer release exists (default: it is information)")
+    m.add_argument("--sdist", metavar="FILE", action="append", help="a vllm-ascend sdist a row pins: flag hints whose "
+                   "environment variables its source no longer reads (repeatable)")
     m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
     m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
     m.set_defaults(func=_lazy("matrix:run_check"))

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError
@@ -74,24 +75,43 @@ def _newest_cpython(files: List[IndexFile]) -> Optional[int]:
 
 
 def python_range(requires_python: str, files: List[IndexFile],
-                 binaries: Optional[Dict[str, List[IndexFile]]] = None) -> Tuple[str, str]:
+                 bounds: Optional[Dict[str, Tuple[int, str]]] = None) -> Tuple[str, str]:
     """(range, why): Requires-Python, closed above by the newest CPython the plugin's wheels are built for
     (cp312 -> <3.13). A plugin with no wheels (an sdist-only post release) is closed by the row's binary pins
-    instead (`binaries`: name -> its files): the venv cannot take a Python that torch-npu or triton-ascend
-    publishes no wheel for, so the tightest of them bounds it."""
+    instead (`bounds`: name -> (first CPython minor it has no wheel for, where that was read)): the venv cannot
+    take a Python that torch-npu or triton-ascend publishes no wheel for, so the tightest of them bounds it."""
     if "<" in requires_python:
         return requires_python, "Requires-Python (already closed above)"
     newest = _newest_cpython(files)
     if newest is not None:
         return f"{requires_python},<3.{newest + 1}", "Requires-Python, closed by the newest cpXY wheel published"
-    bounds = {name: _newest_cpython(found) for name, found in (binaries or {}).items()}
-    bounds = {name: minor for name, minor in bounds.items() if minor is not None}
     if not bounds:
         return requires_python, "Requires-Python (no wheel of the plugin or its binary pins closes it)"
-    tightest = min(bounds.values())
-    said = ", ".join(f"{name} cp3{minor}" for name, minor in sorted(bounds.items()))
-    return (f"{requires_python},<3.{tightest + 1}",
-            f"Requires-Python; the plugin has no wheels, so closed by its binary pins' newest wheels ({said})")
+    tightest = min(minor for minor, _ in bounds.values())
+    said = "; ".join(f"{name}: {why}" for name, (_, why) in sorted(bounds.items()))
+    return (f"{requires_python},<3.{tightest}",
+            f"Requires-Python; the plugin has no wheels, so closed by its binary pins ({said})")
+
+
+def _binary_bounds(matrix: Matrix, packages: Dict[str, str], indexes: List[IndexSet]) -> Dict[str, Tuple[int, str]]:
+    """name -> (first CPython minor without a wheel, why) for the binary pins; one whose files no index could
+    show takes the bound of the matrix row that pins the same version (not verified, and said so)."""
+    bounds: Dict[str, Tuple[int, str]] = {}
+    for name in BINARY_PINS:
+        version = packages.get(name)
+        if version is None:
+            continue
+        newest = _newest_cpython([f for index in indexes for f in _files(index, name, version)])
+        if newest is not None:
+            bounds[name] = (newest + 1, f"{name} {version}'s newest wheel is cp3{newest}")
+            continue
+        for row in (r for r in matrix.rows.values() if r.packages.get(name) == version):
+            upper = [Version(s.version).minor for s in SpecifierSet(row.python) if s.operator == "<"]
+            if upper:
+                bounds[name] = (min(upper), f"{name} {version}'s wheels could not be listed; row {row.cann}, which "
+                                            f"pins it, says {row.python} (not verified)")
+                break
+    return bounds
 
 
 def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
@@ -167,9 +187,8 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
             wheel_glibc.setdefault("vllm-ascend", {})[arch_name] = ".".join(map(str, min(levels)))
     provenance["wheel_glibc"] = "the vllm-ascend wheels' platform tags"
     newest = matrix.newest()
-    binaries = {name: [f for i in [main, *named.values()] for f in _files(i, name, packages[name])]
-                for name in BINARY_PINS if name in packages}
-    python, why = python_range(plugin["python"] or newest.python, plugin_files, binaries)
+    bounds = _binary_bounds(matrix, packages, [main, *named.values()])
+    python, why = python_range(plugin["python"] or newest.python, plugin_files, bounds)
     provenance["python"] = f"{plugin_file.filename} {why}"
     row: Dict[str, Any] = {"python": python, "packages": packages}
     if package_index:
@@ -205,7 +224,7 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
         for name in sorted(set(mine.packages) | set(theirs.packages)):
             a, b = mine.packages.get(name), theirs.packages.get(name)
             if a != b:
-                found.append(f"{arch_name}: {name} is {a} in the matrix, {b} in the metadata")
+                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, {b or 'not pinned'} in the metadata")
             elif a and name not in skip and mine.index_of(name) != theirs.index_of(name):
                 found.append(f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
                              f"{theirs.index_of(name)} by the indexes")
