@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another index beside the mirror, for anything the row does not assign (repeatable)")
     _index_flags(p)
     p.add_argument("--lock", metavar="FILE", help="install this lock (from 'plan --lock') instead of resolving here")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
@@ -99,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another index beside the primary one, for anything the row does not assign (repeatable)")
     _index_flags(p)
     p.add_argument("--lock", metavar="FILE", help="write the resolved lock for this target to FILE")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.set_defaults(func=_lazy("plan:run"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
@@ -131,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
     p.add_argument("--python", metavar="EXE", help="check this interpreter instead of searching (env ASCEND_SETUP_PYTHON)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="the build target install would get (default: from npu-smi)")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.add_argument("--index-url", metavar="URL", help="primary index the install would use, asked which Pythons the "
                    "row's wheels exist for (default: pip's configuration)")
     _index_flags(p)

@@ -97,11 +97,13 @@ def run_derive(args: argparse.Namespace) -> int:
     derived = derive_row(matrix, args.vllm_ascend, args.cann, _mirror(args))
     if args.json:
         print_json({"cann": derived.cann, "row": derived.row, "provenance": derived.provenance,
-                    "problems": derived.problems})
+                    "problems": derived.problems, "notes": derived.notes})
     else:
         stdout_console().print(row_yaml(derived), soft_wrap=True, markup=False, highlight=False)
     for problem in derived.problems:
         stderr_console().print(f"not verified: {problem}", soft_wrap=True, markup=False)
+    for note in derived.notes:
+        stderr_console().print(f"note: {note}", soft_wrap=True, markup=False)
     if target is not None:
         if derived.problems:
             raise AscendSetupError(f"--into {target}: not written, {len(derived.problems)} field(s) could not be read",

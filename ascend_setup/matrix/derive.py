@@ -37,6 +37,7 @@ class DerivedRow:
     row: Dict[str, Any]
     provenance: Dict[str, str] = field(default_factory=dict)  # field -> the file (or row) it came from
     problems: List[str] = field(default_factory=list)  # what could not be read (an unreachable index, say)
+    notes: List[str] = field(default_factory=list)  # what was decided that the metadata leaves open (a conflict)
 
 
 def _files(indexes: IndexSet, name: str, version: str) -> List[IndexFile]:
@@ -132,18 +133,33 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     plugin, plugin_file = _metadata(reader, plugin_files)
     vllm_version = Version(vllm_ascend).base_version  # vllm-ascend X(rcN) goes with vllm X, by its policy
     vllm_files = _files(main, "vllm", vllm_version)
-    vllm_names = {canonicalize_name(r.name) for r in _unconditional(_metadata(reader, vllm_files)[0]["requires"])} \
-        if vllm_files else set()
+    vllm_specs: Dict[str, SpecifierSet] = {}
+    for vreq in (_unconditional(_metadata(reader, vllm_files)[0]["requires"]) if vllm_files else []):
+        vname = canonicalize_name(vreq.name)
+        vllm_specs[vname] = vllm_specs.get(vname, SpecifierSet()) & vreq.specifier
     provenance = {"packages.vllm": f"vllm-ascend {vllm_ascend}'s version (vllm-ascend X goes with vllm X)"}
     packages: Dict[str, str] = {"vllm": vllm_version, "vllm-ascend": vllm_ascend}
     plugin_requirements: List[str] = []
+    notes: List[str] = []
     for req in _unconditional(plugin["requires"]):
         name, pin = canonicalize_name(req.name), _exact(req)
         if pin:
             packages[name] = pin
             provenance[f"packages.{name}"] = f"{plugin_file.filename} Requires-Dist"
-        elif str(req.specifier) and name in vllm_names:
-            plugin_requirements.append(f"{name}{req.specifier}")
+        elif str(req.specifier) and name in vllm_specs:
+            published = [f.version for page in main.pages(name) for f in page.files]
+            theirs = vllm_specs[name]
+            fitting = [v for v in published if theirs.contains(v)]
+            if fitting and not any(req.specifier.contains(v) for v in fitting):
+                # The resolver would find nothing. The row pins the newest version vllm takes: a row's pin wins
+                # over both requirements, and vllm, which needs it, is the newer of the two declarations.
+                packages[name] = str(max(fitting))
+                provenance[f"packages.{name}"] = (f"the newest {name} vllm {vllm_version} takes ({theirs}); "
+                                                  f"{plugin_file.filename}'s {name}{req.specifier} excludes them all")
+                notes.append(f"{name}{req.specifier} ({plugin_file.filename}) and {name}{theirs} (vllm {vllm_version}) "
+                             f"leave no published version in common: the row pins {name} {max(fitting)}, vllm's newest")
+            else:
+                plugin_requirements.append(f"{name}{req.specifier}")
     provenance["plugin_requirements"] = f"{plugin_file.filename} Requires-Dist (bounds on vllm's own requirements)"
     problems: List[str] = []
     package_index: Dict[str, str] = {}
@@ -202,7 +218,7 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
         provenance[key] = f"row {newest.cann} (no package metadata holds it)"
     row["wheel_glibc"] = wheel_glibc
     provenance["cann"] = "--cann (no package metadata holds it)"
-    return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems)
+    return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems, notes=notes)
 
 
 def unverified(derived: DerivedRow) -> List[str]:
