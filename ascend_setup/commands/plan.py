@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(lock_path, "--lock")
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
-    matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, [mirror])
+    matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
     if derived is not None:
         stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
     row = select_row(matrix, args.cann, arch)

@@ -4,8 +4,11 @@ take the very same row offline; `matrix derive --into FILE` stays the way to kee
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
+
+from packaging.version import Version
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fsutil import atomic_write_text, read_regular_text
@@ -19,13 +22,16 @@ DERIVED_MATRIX = "matrix.yaml"
 _derived: Dict[Tuple, DerivedRow] = {}  # one derivation per run, however many callers ask
 
 
-def _unknown(matrix: Matrix, cann: str, mirror: List[str]) -> BadInput:
-    """The unknown-CANN error, naming the plugin releases the index has for that CANN when it can tell."""
+def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:
+    """The unknown-CANN error, naming the plugin releases the index has for that CANN when it can tell (a CANN
+    older than every row predates the releases the matrix knows: the index is not asked)."""
     from ascend_setup.matrix.releases import releases_for_cann
 
+    found = []
     try:
-        found = releases_for_cann(matrix, cann, mirror) if mirror else []
-    except IndexUnreachable:
+        if Version(cann) > min(Version(v) for v in matrix.rows):
+            found = releases_for_cann(matrix, cann, [index()])
+    except (IndexUnreachable, ValueError):  # ValueError: --cann is not a version at all
         found = []
     known = f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}"
     if not found:
@@ -37,9 +43,10 @@ def _unknown(matrix: Matrix, cann: str, mirror: List[str]) -> BadInput:
 
 
 def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
-                     mirror: List[str]) -> Tuple[Matrix, Optional[DerivedRow]]:
+                     index: Callable[[], str]) -> Tuple[Matrix, Optional[DerivedRow]]:
     """(the matrix, None) when it has a row for `cann`; else (the matrix with the row derived from
-    `vllm_ascend`'s metadata, the derivation). Without `vllm_ascend` an unknown CANN is bad input."""
+    `vllm_ascend`'s metadata on `index()`, asked only then; the derivation). Without `vllm_ascend` an unknown
+    CANN is bad input."""
     cann = cann.strip()
     if cann in matrix.rows:
         if vllm_ascend and matrix.rows[cann].packages["vllm-ascend"] != vllm_ascend:
@@ -48,7 +55,8 @@ def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
                            hint="drop --vllm-ascend (it is for a CANN without a row)")
         return matrix, None
     if not vllm_ascend:
-        raise _unknown(matrix, cann, mirror)
+        raise _unknown(matrix, cann, index)
+    mirror = [index()]
     key = (matrix.source, tuple(sorted(matrix.indexes.items())), cann, vllm_ascend, tuple(mirror))
     if key not in _derived:
         _derived[key] = derive_row(matrix, vllm_ascend, cann, mirror)
@@ -75,3 +83,16 @@ def record(matrix: Matrix, derived: DerivedRow, workdir: Path) -> Path:
     parse_matrix(text, str(target))  # what is written must validate
     atomic_write_text(target, text)
     return target
+
+
+def recorded_matrix(venv: Path) -> Optional[str]:
+    """The matrix with the derived row an install of `venv` recorded in its workdir, unless the user chose one
+    (--matrix is the caller's, $ASCEND_SETUP_MATRIX is checked here); None for every other venv."""
+    from ascend_setup.matrix.load import MATRIX_ENV
+    from ascend_setup.venvinfo import read_venv_record
+
+    record = read_venv_record(venv)
+    if record is None or os.environ.get(MATRIX_ENV):
+        return None
+    path = Path(record.workdir) / DERIVED_MATRIX
+    return str(path) if path.is_file() else None
