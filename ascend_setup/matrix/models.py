@@ -38,6 +38,14 @@ def _exact_version(value: object) -> str:
     return str(value)
 
 
+def _specifier(value: str, example: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"{value!r} is not a version range such as {example!r}") from None
+    return value
+
+
 #: A version string checked one by one, so an error's location names the package (and its line).
 ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
 
@@ -57,11 +65,7 @@ class RuntimeHint(BaseModel):
     @field_validator("plugin")
     @classmethod
     def _plugin_is_specifier(cls, value: str) -> str:
-        try:
-            SpecifierSet(value)
-        except InvalidSpecifier:
-            raise ValueError(f"{value!r} is not a version range such as '>=0.23.0'") from None
-        return value
+        return _specifier(value, ">=0.23.0")
 
     def applies_to(self, plugin_version: str) -> bool:
         """Whether this hint holds for that vllm-ascend release (pre-releases included)."""
@@ -113,11 +117,7 @@ class Row(BaseModel):
     @field_validator("python")
     @classmethod
     def _python_is_specifier(cls, value: str) -> str:
-        try:
-            SpecifierSet(value)
-        except InvalidSpecifier:
-            raise ValueError(f"{value!r} is not a version range such as '>=3.10,<3.13'") from None
-        return value
+        return _specifier(value, ">=3.10,<3.13")
 
     @field_validator("packages")
     @classmethod

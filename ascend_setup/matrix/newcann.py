@@ -81,6 +81,7 @@ def record(matrix: Matrix, derived: DerivedRow, workdir: Path) -> Path:
     target = workdir / DERIVED_MATRIX
     text = into_matrix(read_regular_text(Path(matrix.source)), derived)
     parse_matrix(text, str(target))  # what is written must validate
+    workdir.mkdir(parents=True, exist_ok=True)  # the install's own workdir: its first write may be this one
     atomic_write_text(target, text)
     return target
 

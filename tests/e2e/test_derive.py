@@ -136,16 +136,19 @@ def test_check_lists_newer_releases_on_the_rows_cann(source_stack, tmp_path: Pat
 
 
 def test_a_cann_without_a_row_installs_from_the_derived_row(source_stack, tmp_path: Path) -> None:
-    without = tmp_path / "matrix.yaml"
-    without.write_text(PACKAGED_MATRIX.read_text().replace('  "9.1.0":', '  "9.1.1":'))  # no row for 9.1.0
+    packaged = PACKAGED_MATRIX.read_text()
+    without = tmp_path / "matrix.yaml"  # no row pins vllm-ascend 0.23.0
+    without.write_text(packaged[:packaged.index('  "9.1.0":')] + packaged[packaged.index('  "9.0.1":'):])
     workdir = tmp_path / "wd"
-    install = source_stack.install(workdir, "--matrix", str(without), "--vllm-ascend", "0.23.0")
+    # a CANN no matrix knows (the fake CANN tree is 9.1.0: --force), so only the recorded row can name it
+    install = source_stack.install(workdir, "--matrix", str(without), "--cann", "9.1.5", "--vllm-ascend", "0.23.0",
+                                   "--force")
     assert install.returncode == 0, install.stderr[-3000:]
-    (line,) = [l for l in install.stderr.splitlines() if l.startswith("CANN 9.1.0 has no row")]
+    (line,) = [l for l in install.stderr.splitlines() if l.startswith("CANN 9.1.5 has no row")]
     assert "derived from vllm-ascend 0.23.0's own metadata" in line and "Requires-Dist" in line
     recorded = workdir / "matrix.yaml"
-    assert set(parse_matrix(recorded.read_text(), "m").rows) == {"9.1.1", "9.1.0", "9.0.1", "9.0.0"}
-    assert "# derived by 'ascend-setup matrix derive' for CANN 9.1.0" in recorded.read_text()
+    assert set(parse_matrix(recorded.read_text(), "m").rows) == {"9.1.5", "9.0.1", "9.0.0"}
+    assert "# derived by 'ascend-setup matrix derive' for CANN 9.1.5" in recorded.read_text()
     assert installed(workdir / "venv") == lock_versions(workdir)
     # resume and audit take the recorded row, with no network at all
     offline = ["unshare", "-n", sys.executable, "-m", "ascend_setup"]
@@ -154,7 +157,7 @@ def test_a_cann_without_a_row_installs_from_the_derived_row(source_stack, tmp_pa
     assert resume.returncode == 0 and "has no row" not in resume.stderr, resume.stderr[-3000:]
     audit = subprocess.run([*offline, "audit", "--venv", str(workdir / "venv"), "--json"], capture_output=True,
                            text=True, env=source_stack.env(), timeout=600)
-    assert json.loads(audit.stdout)["row"]["cann"] == "9.1.0", audit.stdout[-2000:] + audit.stderr[-2000:]
+    assert audit.returncode == 0 and json.loads(audit.stdout)["row"] == "9.1.5", audit.stdout[-2000:] + audit.stderr[-2000:]
 
 
 @pytest.mark.live
