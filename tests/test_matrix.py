@@ -208,3 +208,12 @@ def test_python_range_of_an_sdist_only_plugin_is_closed_by_its_binary_pins() -> 
     assert python_range(">=3.10", [], bounds)[0] == ">=3.10,<3.12"  # the tightest binary pin
     assert "no wheels" in python_range(">=3.10", [], bounds)[1]
     assert python_range(">=3.10", [], {})[0] == ">=3.10"  # nothing closes it: said so, not guessed
+
+
+def test_check_sdist_bad_input(cli, tmp_path: Path) -> None:
+    odd = tmp_path / "notes.txt"
+    odd.write_text("x")
+    assert "not an sdist file name" in assert_one_line_error(cli("matrix", "check", "--sdist", str(odd)))
+    unpinned = tmp_path / "vllm_ascend-0.9.0.tar.gz"
+    unpinned.write_bytes(b"")
+    assert "no row of" in assert_one_line_error(cli("matrix", "check", "--sdist", str(unpinned)))
