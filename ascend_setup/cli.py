@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another index beside the mirror, for anything the row does not assign (repeatable)")
     _index_flags(p)
     p.add_argument("--lock", metavar="FILE", help="install this lock (from 'plan --lock') instead of resolving here")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
@@ -103,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
                         "vllm-ascend wheel is taken only for the device type it was built for (default A2, the "
                         "public wheels' type)")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.set_defaults(func=_lazy("plan:run"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
@@ -137,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
     p.add_argument("--python", metavar="EXE", help="check this interpreter instead of searching (env ASCEND_SETUP_PYTHON)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="the build target install would get (default: from npu-smi)")
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
     p.add_argument("--index-url", metavar="URL", help="primary index the install would use, asked which Pythons the "
                    "row's wheels exist for (default: pip's configuration)")
     _index_flags(p)
@@ -199,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "packages' real metadata")
     m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
     m.add_argument("--live", action="store_true", help="compare every row's pins, indexes and wheel_glibc with the indexes")
+    m.add_argument("--pre", action="store_true", help="with --live: list newer pre-releases too (default: finals, posts)")
+    m.add_argument("--strict", action="store_true", help="exit 1 when a newer release exists (default: it is information)")
+    m.add_argument("--sdist", metavar="FILE", action="append", help="a vllm-ascend sdist a row pins: flag hints whose "
+                   "environment variables its source no longer reads (repeatable)")
     m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
     m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
     m.set_defaults(func=_lazy("matrix:run_check"))

@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from ascend_setup.errors import BadInput
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
+from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 
 INSTALLERS = ("pip", "uv")
@@ -76,6 +77,7 @@ class InstallOptions:
     lock: Optional[str] = None  # --lock FILE: install this lock instead of resolving
     respect_pip_config: bool = False
     resume_on_login: bool = False
+    vllm_ascend: Optional[str] = None  # --vllm-ascend: the row of a CANN the matrix has none for is derived from it
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -87,7 +89,10 @@ class InstallOptions:
         venv = Path(self.venv)
         if old != workdir and (venv == old / "venv" or old in venv.parents):
             venv = workdir / venv.relative_to(old)
-        return InstallOptions(**{**self.to_record(), "workdir": str(workdir), "venv": str(venv)})
+        matrix = self.matrix
+        if matrix and old != workdir and Path(matrix).parent == old:  # the derived row's matrix, recorded there
+            matrix = str(workdir / Path(matrix).name)
+        return InstallOptions(**{**self.to_record(), "workdir": str(workdir), "venv": str(venv), "matrix": matrix})
 
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> "InstallOptions":
@@ -132,15 +137,17 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
                           respect_pip_config: bool = False, dry_run: bool = False,
-                          resume_on_login: bool = False) -> InstallOptions:
+                          resume_on_login: bool = False, vllm_ascend: Optional[str] = None) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
     matrix, _ = flag_or_env(matrix, "--matrix", MATRIX_ENV)
     loaded = load_matrix(flag_matrix)  # it reads the variable itself, and names it in its errors
-    row = select_row(loaded, cann)
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
+    loaded, _ = with_derived_row(loaded.with_indexes(parse_index_overrides(indexes or [])), cann, vllm_ascend,
+                                 lambda: derivation_index(index_url, mirror, respect_pip_config))
+    row = select_row(loaded, cann)
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
     venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
     venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
@@ -166,7 +173,18 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
-        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login)
+        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend)
+
+
+def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:
+    """The index a row for a CANN without one is read from: the one the install names, else pip's."""
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+
+    if index_url:
+        return check_index_url(index_url, "--index-url")
+    if mirror and mirror not in ("auto", "none"):
+        return check_index_url(mirror, "--mirror")
+    return network_settings_for_this_run(pip_settings(respect=respect_pip_config)).index
 
 
 def check_python_flag(python: str, source: str, spec: str) -> None:

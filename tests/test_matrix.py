@@ -143,3 +143,77 @@ def test_a_row_as_each_architecture_takes_it() -> None:
     assert x86.packages["torch-npu"] == arm.packages["torch-npu"] == "2.10.0.post4"
     assert x86.named_indexes() == ["pytorch-cpu", "ascend"] or set(x86.named_indexes()) == {"pytorch-cpu", "ascend"}
     assert arm.named_indexes() == ["ascend"]
+
+
+def test_additional_config_flags_become_one_json_object() -> None:
+    from ascend_setup.matrix.hints import merged_serve_args
+
+    merged = merged_serve_args(["--additional-config", '{"ascend_fusion_config": {"fuse_qknorm_rope": false}}',
+                                "--default-chat-template-kwargs", '{"enable_thinking": false}',
+                                '--additional-config={"enable_flashcomm1": false, "ascend_fusion_config": {"x": 1}}'])
+    assert merged[0] == "--additional-config" and merged.count("--additional-config") == 1
+    assert json.loads(merged[1]) == {"ascend_fusion_config": {"fuse_qknorm_rope": False, "x": 1},
+                                     "enable_flashcomm1": False}
+    assert merged[2:] == ["--default-chat-template-kwargs", '{"enable_thinking": false}']  # the rest, in order
+    assert merged_serve_args(["--port", "8000"]) == ["--port", "8000"]
+
+
+def test_hints_follow_the_rows_plugin_version() -> None:
+    from ascend_setup.matrix.hints import hint_lines
+
+    matrix = load_matrix()
+    flashcomm = [h for h in matrix.rows["9.1.0"].hints() if h.id == "vision-flashcomm"]
+    assert len(flashcomm) == 1 and not flashcomm[0].env  # 0.23.0: the config key, not the deprecated variable
+    assert json.loads(flashcomm[0].serve_args[1]) == {"enable_flashcomm1": False}
+    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages, "vllm-ascend": "0.19.1rc1"}})
+    (env_hint,) = [h for h in old.hints() if h.id == "vision-flashcomm"]
+    assert dict(env_hint.env) == {"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0"}  # before the key existed: the variable
+    lines = hint_lines(matrix.rows["9.1.0"])
+    last = lines[-1]  # two hints set --additional-config: vLLM keeps the last flag, so they are said as one
+    assert last.count("--additional-config") == 2 and '"enable_flashcomm1": false' in last
+    assert '"fuse_qknorm_rope": false' in last.split("--additional-config")[-1]
+
+
+def test_a_hint_the_plugin_source_no_longer_reads_is_flagged(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from ascend_setup.matrix.hints import unread_variables
+    from ascend_setup.matrix.models import RuntimeHint
+
+    sdist = tmp_path / "vllm_ascend-0.23.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, text in (("vllm_ascend-0.23.0/vllm_ascend/envs.py", 'os.getenv("VLLM_ASCEND_KEPT")\n'),
+                           ("vllm_ascend-0.23.0/tests/test_env.py", 'os.getenv("VLLM_ASCEND_GONE")\n')):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    hints = [RuntimeHint(id="kept", text="t", env={"VLLM_ASCEND_KEPT": "0"}),
+             RuntimeHint(id="gone", text="t", env={"VLLM_ASCEND_GONE": "0"})]  # only a test reads it
+    assert unread_variables(hints, sdist) == [f"hint gone: {sdist.name}'s source no longer reads VLLM_ASCEND_GONE"]
+
+
+def test_a_bad_hint_plugin_range_names_the_line() -> None:
+    broken = GOOD.replace('plugin: ">=0.20.2rc1"', 'plugin: "from 0.23 on"', 1)
+    with pytest.raises(BadInput) as info:
+        parse_matrix(broken, "m.yaml")
+    assert "is not a version range" in info.value.message and "m.yaml:" in info.value.message
+
+
+def test_python_range_of_an_sdist_only_plugin_is_closed_by_its_binary_pins() -> None:
+    from ascend_setup.matrix.derive import python_range
+
+    bounds = {"torch-npu": (14, "torch-npu's newest wheel is cp313"), "triton-ascend": (12, "cp311")}
+    assert python_range(">=3.10", [], bounds)[0] == ">=3.10,<3.12"  # the tightest binary pin
+    assert "no wheels" in python_range(">=3.10", [], bounds)[1]
+    assert python_range(">=3.10", [], {})[0] == ">=3.10"  # nothing closes it: said so, not guessed
+
+
+def test_check_sdist_bad_input(cli, tmp_path: Path) -> None:
+    odd = tmp_path / "notes.txt"
+    odd.write_text("x")
+    assert "not an sdist file name" in assert_one_line_error(cli("matrix", "check", "--sdist", str(odd)))
+    unpinned = tmp_path / "vllm_ascend-0.9.0.tar.gz"
+    unpinned.write_bytes(b"")
+    assert "no row of" in assert_one_line_error(cli("matrix", "check", "--sdist", str(unpinned)))

@@ -11,6 +11,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.host.npu import host_npu
+from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.options import check_soc, parse_index_overrides
 from ascend_setup.render import print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         lock, source = read_lock(Path(args.lock).expanduser().absolute()), args.lock
         indexes = dict(lock.indexes)
     named = {n: u for n, u in indexes.items() if n != MIRROR}
-    matrix = load_matrix(args.matrix)
+    matrix = load_matrix(args.matrix or recorded_matrix(venv))
     matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
                                   **parse_index_overrides(args.index or [])})
     soc = check_soc(args.soc) or host_npu().soc_version

@@ -14,10 +14,11 @@ from ascend_setup.host.doctor import DoctorReport, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import Matrix
+from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.options import check_index_url, check_soc, parse_index_overrides
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
-from ascend_setup.render import print_items, print_json, stdout_console
+from ascend_setup.render import print_items, print_json, stderr_console, stdout_console
 
 
 def install_target(report: DoctorReport, matrix: Matrix, index: str, workdir: Path, python: Optional[str],
@@ -57,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{python_source} {python} is not a working Python interpreter")
     soc = check_soc(args.soc)
     index = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index if settings else ""
+    if args.cann:
+        matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: index)
+        if derived is not None:
+            stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
     report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
                         python=python, soc=soc)
     target = install_target(report, matrix, index, workdir, python, soc)

@@ -14,7 +14,8 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.login import bashrc, install_block, remove_block, resume_in_background
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.options import InstallOptions, build_install_options
+from ascend_setup.matrix.newcann import provenance_line, record, with_derived_row
+from ascend_setup.options import InstallOptions, build_install_options, derivation_index
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
@@ -27,8 +28,15 @@ from ascend_setup.steps.state import StateStore
 from ascend_setup.steps.verify import serving_hints, shell_lines
 
 
-def _runner(options: InstallOptions, console: Console) -> Runner:
+def _runner(options: InstallOptions, console: Console, *, dry_run: bool = False) -> Runner:
     matrix = load_matrix(options.matrix).with_indexes(options.indexes)
+    matrix, derived = with_derived_row(matrix, options.cann, options.vllm_ascend, lambda: derivation_index(
+        options.index_url, options.mirror, options.respect_pip_config))
+    if derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
+        console.print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
+        if not dry_run:
+            options.matrix = str(record(matrix, derived, Path(options.workdir)))
+            console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
     row = select_row(matrix, options.cann, platform.machine())
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     ctx = Context(workdir=Path(options.workdir), options=options.to_record(), console=console,
@@ -68,7 +76,7 @@ def _confirm(console: Console) -> bool:
 
 def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
     console = stderr_console()
-    runner = _runner(options, console)
+    runner = _runner(options, console, dry_run=dry_run)
     if dry_run:
         decisions = runner.plan()
         closure = preview_closure(runner.ctx)
@@ -124,7 +132,7 @@ def run_install(args: argparse.Namespace) -> int:
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
         lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
-        resume_on_login=bool(args.resume_on_login))
+        resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
         stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)

@@ -49,7 +49,8 @@ def run_show(args: argparse.Namespace) -> int:
     for hint in row.runtime_hints:
         env = " ".join(f"{k}={v}" for k, v in hint.env.items())
         args = " ".join(shlex.quote(a) for a in hint.serve_args)
-        console.print(f"- {hint.text}" + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {args}" if args else ""),
+        console.print(f"- {hint.text}" + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
+                      + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {args}" if args else ""),
                       soft_wrap=True, markup=False)
     return 0
 
@@ -96,11 +97,13 @@ def run_derive(args: argparse.Namespace) -> int:
     derived = derive_row(matrix, args.vllm_ascend, args.cann, _mirror(args))
     if args.json:
         print_json({"cann": derived.cann, "row": derived.row, "provenance": derived.provenance,
-                    "problems": derived.problems})
+                    "problems": derived.problems, "notes": derived.notes})
     else:
         stdout_console().print(row_yaml(derived), soft_wrap=True, markup=False, highlight=False)
     for problem in derived.problems:
         stderr_console().print(f"not verified: {problem}", soft_wrap=True, markup=False)
+    for note in derived.notes:
+        stderr_console().print(f"note: {note}", soft_wrap=True, markup=False)
     if target is not None:
         if derived.problems:
             raise AscendSetupError(f"--into {target}: not written, {len(derived.problems)} field(s) could not be read",
@@ -112,39 +115,76 @@ def run_derive(args: argparse.Namespace) -> int:
     return 1 if derived.problems else 0
 
 
+def _sdists(paths: list) -> dict:
+    """--sdist FILE (repeatable) -> {vllm-ascend version: path}; a file that is not a vllm-ascend sdist is bad input."""
+    from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+
+    found = {}
+    for value in paths:
+        path = Path(value).expanduser().absolute()
+        try:
+            name, version = parse_sdist_filename(path.name)
+        except InvalidSdistFilename:
+            raise BadInput(f"--sdist {path}: not an sdist file name (vllm_ascend-VERSION.tar.gz)") from None
+        if canonicalize_name(name) != "vllm-ascend" or not path.is_file():
+            raise BadInput(f"--sdist {path}: " + ("not a vllm-ascend sdist" if path.is_file() else "no such file"))
+        found[str(version)] = path
+    return found
+
+
 def run_check(args: argparse.Namespace) -> int:
     from ascend_setup.index.http import IndexUnreachable
+    from ascend_setup.index.metadata import MetadataReader
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
+    from ascend_setup.matrix.hints import unread_variables
+    from ascend_setup.matrix.releases import newer_releases
     from ascend_setup.options import parse_index_overrides
 
     if args.file and args.matrix:
         raise BadInput(f"matrix check takes one file: {args.file} or --matrix {args.matrix}, not both")
     matrix = load_matrix(args.file or args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    sdists = _sdists(args.sdist or [])
+    unknown = [v for v in sdists if v not in {r.packages["vllm-ascend"] for r in matrix.rows.values()}]
+    if unknown:
+        raise BadInput(f"--sdist: no row of {matrix.source} pins vllm-ascend {unknown[0]}")
     mirror = _mirror(args) if args.live else []
+    reader, pool = MetadataReader(), {}
     report = {}
     for cann in matrix.versions():
         row = matrix.rows[cann]
-        entry = {"inconsistent": consistency(row), "drift": [], "unverified": []}
+        entry = {"inconsistent": consistency(row), "drift": [], "unverified": [], "newer": [], "stale_hints": []}
+        if row.packages["vllm-ascend"] in sdists:
+            entry["stale_hints"] = unread_variables(row.hints(), sdists[row.packages["vllm-ascend"]])
         if args.live:
             try:
-                derived = derive_row(matrix, row.packages["vllm-ascend"], cann, mirror)
+                derived = derive_row(matrix, row.packages["vllm-ascend"], cann, mirror, reader=reader, pool=pool)
                 entry["drift"], entry["unverified"] = compare_rows(row, derived), derived.problems
-            except IndexUnreachable as exc:  # not drift: nothing could be compared
+                entry["newer"] = [r.to_json() for r in newer_releases(matrix, row, mirror, pre=args.pre, reader=reader,
+                                                                      pool=pool)]
+            except IndexUnreachable as exc:  # not drift: the plugin's own metadata could not be read
                 entry["unverified"] = [exc.message]
             except AscendSetupError as exc:  # the row's own vllm-ascend is published nowhere
                 entry["drift"] = [exc.message]
         report[cann] = entry
-    bad = any(e["inconsistent"] or e["drift"] for e in report.values())
+    bad = any(e["inconsistent"] or e["drift"] or e["stale_hints"] or (args.strict and e["newer"])
+              for e in report.values())
     if args.json:
-        print_json({"matrix": matrix.source, "live": args.live, "rows": report, "ok": not bad})
+        print_json({"matrix": matrix.source, "live": args.live, "pre": args.pre, "strict": args.strict,
+                    "rows": report, "ok": not bad})
         return 1 if bad else 0
     console = stdout_console()
     for cann, entry in report.items():
-        state = "drift" if entry["drift"] or entry["inconsistent"] else "ok"
+        state = "drift" if entry["drift"] or entry["inconsistent"] or entry["stale_hints"] else "ok"
         console.print(f"row {cann}: {state}" + ("" if args.live else " (internal checks; --live compares with the "
                                                   "packages' metadata)"), soft_wrap=True, markup=False)
-        for line in entry["inconsistent"] + entry["drift"]:
+        for line in entry["inconsistent"] + entry["drift"] + entry["stale_hints"]:
             console.print(f"  - {line}", soft_wrap=True, markup=False)
         for line in entry["unverified"]:
             console.print(f"  ? not verified: {line}", soft_wrap=True, markup=False)
+        for release in entry["newer"]:
+            pre = " (pre-release)" if release["prerelease"] else ""
+            console.print(f"  + newer on CANN {cann}: vllm-ascend {release['version']}{pre}, {release['files']}; "
+                          f"CANN from {release['cann_source']}", soft_wrap=True, markup=False)
+            for line in release["differs"] or ["no pin differs"]:
+                console.print(f"      {line}", soft_wrap=True, markup=False)
     return 1 if bad else 0

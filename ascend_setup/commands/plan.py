@@ -15,10 +15,11 @@ from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_sett
 from ascend_setup.index.tags import Target
 from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
 from ascend_setup.options import check_device, check_index_url, parse_index_overrides
 from ascend_setup.paths import cache_dir, check_output_file, env_or
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources, resolve_closure
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, explicit_python, names_interpreter, pick_python
@@ -96,12 +97,15 @@ def run(args: argparse.Namespace) -> int:
     glibc = args.glibc or glibc_version() or ""
     Target.parse(glibc, arch, "3.11")  # the flags' shapes, before anything is asked of the network
     device = check_device(args.soc)
-    row = select_row(matrix, args.cann, arch)
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
     if lock_path is not None:
         check_output_file(lock_path, "--lock")
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
+    matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
+    if derived is not None:
+        stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
+    row = select_row(matrix, args.cann, arch)
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)
     given = env_or(args.python, "ASCEND_SETUP_PYTHON")

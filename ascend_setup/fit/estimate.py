@@ -18,6 +18,7 @@ import yaml
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.model import kv_layout, load_config, text_config, weights
 from ascend_setup.matrix.models import Row
+from ascend_setup.matrix.hints import merged_serve_args
 
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
 EFFICIENCY = 0.65
@@ -77,7 +78,7 @@ def card_named(name: str) -> Card:
 def blockers_and_hints(config: Dict[str, Any], model: Path, row: Row) -> tuple:
     """(blockers, serve args, env, notes) that apply to this model on this row (from the row's hints)."""
     cfg = text_config(config)
-    hints = {h.id: h for h in row.runtime_hints}
+    hints = {h.id: h for h in row.hints()}
     model_type = str(config.get("model_type", cfg.get("model_type", ""))).lower()
     blockers, args, env, notes = [], [], {}, []
     quant = config.get("quantization_config") or {}
@@ -91,10 +92,11 @@ def blockers_and_hints(config: Dict[str, Any], model: Path, row: Row) -> tuple:
         args += list(hints["qkv-rmsnorm-rope"].serve_args)
     if "vision_config" in config and "vision-flashcomm" in hints:
         env.update(hints["vision-flashcomm"].env)
+        args += list(hints["vision-flashcomm"].serve_args)
     if model_type.startswith("qwen3") and "qwen3-thinking-off" in hints:
         args += list(hints["qwen3-thinking-off"].serve_args)
     notes.append("never judge speed with --enforce-eager: graph mode was 5.7x faster (Qwen3-VL-8B)")
-    return blockers, args, env, notes
+    return blockers, merged_serve_args(args), env, notes
 
 
 def estimate(model: Path, card: Card, row: Row, *, context: int, utilisation: float, kv_dtype: str,

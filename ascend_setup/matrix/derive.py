@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError
@@ -22,11 +23,13 @@ from ascend_setup.soc import BUILD_INFO, build_info_device
 from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
-from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.matrix.models import MIRROR, Matrix, Row
 
 ARCHES = ("aarch64", "x86_64")
 #: Row fields that no package metadata holds: carried over from the matrix's newest row.
 CARRIED = ("cuda_only", "cann_python_deps", "runtime_hints", "disk_gib", "build_minutes")
+#: The row's pins that are binary wheels per CPython: a plugin without wheels takes its Python bound from them.
+BINARY_PINS = ("torch-npu", "triton-ascend")
 
 
 @dataclass
@@ -35,6 +38,7 @@ class DerivedRow:
     row: Dict[str, Any]
     provenance: Dict[str, str] = field(default_factory=dict)  # field -> the file (or row) it came from
     problems: List[str] = field(default_factory=list)  # what could not be read (an unreachable index, say)
+    notes: List[str] = field(default_factory=list)  # what was decided that the metadata leaves open (a conflict)
 
 
 def _files(indexes: IndexSet, name: str, version: str) -> List[IndexFile]:
@@ -65,21 +69,61 @@ def _exact(req: Requirement) -> Optional[str]:
     return specs[0].version if len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version else None
 
 
-def python_range(requires_python: str, files: List[IndexFile]) -> str:
-    """Requires-Python, closed above by the newest CPython the wheels are built for (cp312 -> <3.13)."""
+def _newest_cpython(files: List[IndexFile]) -> Optional[int]:
+    """The newest CPython minor the files' wheels are built for (cp312 -> 12); None without such wheels."""
     minors = [int(t.interpreter[3:]) for f in files if f.kind == "wheel" for t in f.tags
               if t.interpreter.startswith("cp3") and t.interpreter[3:].isdigit() and t.abi != "abi3"]
-    if not minors or "<" in requires_python:
-        return requires_python
-    return f"{requires_python},<3.{max(minors) + 1}"
+    return max(minors) if minors else None
+
+
+def python_range(requires_python: str, files: List[IndexFile],
+                 bounds: Optional[Dict[str, Tuple[int, str]]] = None) -> Tuple[str, str]:
+    """(range, why): Requires-Python, closed above by the newest CPython the plugin's wheels are built for
+    (cp312 -> <3.13). A plugin with no wheels (an sdist-only post release) is closed by the row's binary pins
+    instead (`bounds`: name -> (first CPython minor it has no wheel for, where that was read)): the venv cannot
+    take a Python that torch-npu or triton-ascend publishes no wheel for, so the tightest of them bounds it."""
+    if "<" in requires_python:
+        return requires_python, "Requires-Python (already closed above)"
+    newest = _newest_cpython(files)
+    if newest is not None:
+        return f"{requires_python},<3.{newest + 1}", "Requires-Python, closed by the newest cpXY wheel published"
+    if not bounds:
+        return requires_python, "Requires-Python (no wheel of the plugin or its binary pins closes it)"
+    tightest = min(minor for minor, _ in bounds.values())
+    said = "; ".join(f"{name}: {why}" for name, (_, why) in sorted(bounds.items()))
+    return (f"{requires_python},<3.{tightest}",
+            f"Requires-Python; the plugin has no wheels, so closed by its binary pins ({said})")
+
+
+def _binary_bounds(matrix: Matrix, packages: Dict[str, str], indexes: List[IndexSet]) -> Dict[str, Tuple[int, str]]:
+    """name -> (first CPython minor without a wheel, why) for the binary pins; one whose files no index could
+    show takes the bound of the matrix row that pins the same version (not verified, and said so)."""
+    bounds: Dict[str, Tuple[int, str]] = {}
+    for name in BINARY_PINS:
+        version = packages.get(name)
+        if version is None:
+            continue
+        newest = _newest_cpython([f for index in indexes for f in _files(index, name, version)])
+        if newest is not None:
+            bounds[name] = (newest + 1, f"{name} {version}'s newest wheel is cp3{newest}")
+            continue
+        for row in (r for r in matrix.rows.values() if r.packages.get(name) == version):
+            upper = [Version(s.version).minor for s in SpecifierSet(row.python) if s.operator == "<"]
+            if upper:
+                bounds[name] = (min(upper), f"{name} {version}'s wheels could not be listed; row {row.cann}, which "
+                                            f"pins it, says {row.python} (not verified)")
+                break
+    return bounds
 
 
 def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
-               reader: Optional[MetadataReader] = None) -> DerivedRow:
-    """The row for `vllm_ascend` (whose pins it reads from the indexes) paired with CANN `cann`."""
+               reader: Optional[MetadataReader] = None, pool: Optional[Dict[str, Any]] = None) -> DerivedRow:
+    """The row for `vllm_ascend` (whose pins it reads from the indexes) paired with CANN `cann`. `pool` shares
+    fetched index pages between derivations (matrix check derives one row per release)."""
     reader = reader or MetadataReader()
-    main = IndexSet(mirror)
-    named = {name: IndexSet([url]) for name, url in matrix.indexes.items()}
+    pool = {} if pool is None else pool
+    main = IndexSet(mirror, pool=pool)
+    named = {name: IndexSet([url], pool=pool) for name, url in matrix.indexes.items()}
     plugin_files = _files(main, "vllm-ascend", vllm_ascend)
     if not plugin_files:
         errors = [p.error for p in main.pages("vllm-ascend") if p.error]
@@ -90,19 +134,33 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     plugin, plugin_file = _metadata(reader, plugin_files)
     vllm_version = Version(vllm_ascend).base_version  # vllm-ascend X(rcN) goes with vllm X, by its policy
     vllm_files = _files(main, "vllm", vllm_version)
-    vllm_names = {canonicalize_name(r.name) for r in _unconditional(_metadata(reader, vllm_files)[0]["requires"])} \
-        if vllm_files else set()
-    provenance = {"packages.vllm": f"vllm-ascend {vllm_ascend}'s version (vllm-ascend X goes with vllm X)",
-                  "python": f"{plugin_file.filename} Requires-Python, closed by the newest cpXY wheel published"}
+    vllm_specs: Dict[str, SpecifierSet] = {}
+    for vreq in (_unconditional(_metadata(reader, vllm_files)[0]["requires"]) if vllm_files else []):
+        vname = canonicalize_name(vreq.name)
+        vllm_specs[vname] = vllm_specs.get(vname, SpecifierSet()) & vreq.specifier
+    provenance = {"packages.vllm": f"vllm-ascend {vllm_ascend}'s version (vllm-ascend X goes with vllm X)"}
     packages: Dict[str, str] = {"vllm": vllm_version, "vllm-ascend": vllm_ascend}
     plugin_requirements: List[str] = []
+    notes: List[str] = []
     for req in _unconditional(plugin["requires"]):
         name, pin = canonicalize_name(req.name), _exact(req)
         if pin:
             packages[name] = pin
             provenance[f"packages.{name}"] = f"{plugin_file.filename} Requires-Dist"
-        elif str(req.specifier) and name in vllm_names:
-            plugin_requirements.append(f"{name}{req.specifier}")
+        elif str(req.specifier) and name in vllm_specs:
+            published = [f.version for page in main.pages(name) for f in page.files]
+            theirs = vllm_specs[name]
+            fitting = [v for v in published if theirs.contains(v)]
+            if fitting and not any(req.specifier.contains(v) for v in fitting):
+                # The resolver would find nothing. The row pins the newest version vllm takes: a row's pin wins
+                # over both requirements, and vllm, which needs it, is the newer of the two declarations.
+                packages[name] = str(max(fitting))
+                provenance[f"packages.{name}"] = (f"the newest {name} vllm {vllm_version} takes ({theirs}); "
+                                                  f"{plugin_file.filename}'s {name}{req.specifier} excludes them all")
+                notes.append(f"{name}{req.specifier} ({plugin_file.filename}) and {name}{theirs} (vllm {vllm_version}) "
+                             f"leave no published version in common: the row pins {name} {max(fitting)}, vllm's newest")
+            else:
+                plugin_requirements.append(f"{name}{req.specifier}")
     provenance["plugin_requirements"] = f"{plugin_file.filename} Requires-Dist (bounds on vllm's own requirements)"
     problems: List[str] = []
     package_index: Dict[str, str] = {}
@@ -117,6 +175,11 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
             errors = [p.error for i in [main, *named.values()] for p in i.pages(name) if p.error]
             problems.append(f"{name} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
                                                       else "no index serves it"))
+            kept = matrix.newest().index_of(name)
+            if errors and kept != MIRROR:  # the file could not be looked for: keep where the matrix takes it from
+                package_index[name] = kept
+                provenance[f"package_index.{name}"] = (f"row {matrix.newest().cann} (not verified: an index could "
+                                                       "not be reached)")
     arch: Dict[str, Dict[str, Dict[str, str]]] = {}
     npu_files = _files(main, "torch-npu", packages.get("torch-npu", ""))
     for arch_name in ARCHES:
@@ -144,8 +207,10 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     problems += device_problems
     provenance["wheel_device"] = f"{BUILD_INFO} in one vllm-ascend wheel per architecture (range reads)"
     newest = matrix.newest()
-    row: Dict[str, Any] = {"python": python_range(plugin["python"] or newest.python, plugin_files),
-                           "packages": packages}
+    bounds = _binary_bounds(matrix, packages, [main, *named.values()])
+    python, why = python_range(plugin["python"] or newest.python, plugin_files, bounds)
+    provenance["python"] = f"{plugin_file.filename} {why}"
+    row: Dict[str, Any] = {"python": python, "packages": packages}
     if package_index:
         row["package_index"] = package_index
     if arch:
@@ -159,7 +224,7 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     if wheel_device:
         row["wheel_device"] = wheel_device
     provenance["cann"] = "--cann (no package metadata holds it)"
-    return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems)
+    return DerivedRow(cann=cann, row=row, provenance=provenance, problems=problems, notes=notes)
 
 
 def wheel_devices(plugin_files: List[IndexFile]) -> Tuple[Dict[str, Dict[str, str]], List[str]]:
@@ -184,23 +249,26 @@ def wheel_devices(plugin_files: List[IndexFile]) -> Tuple[Dict[str, Dict[str, st
 
 
 def unverified(derived: DerivedRow) -> List[str]:
-    """Packages whose index could not be asked: neither drift nor agreement can be said of them."""
+    """Packages whose files no index could be asked about: where they come from (and, for torch-npu, its
+    wheels' own Requires-Dist) is not known. Their pins are: those come from the plugin's metadata."""
     return [p.split(" ", 1)[0] for p in derived.problems]
 
 
 def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
-    """What differs between a matrix row and the row the metadata gives: one line each (packages that
-    could not be verified are left out: an unreachable index is not drift)."""
+    """What differs between a matrix row and the row the metadata gives: one line each. Every pin is compared
+    (the plugin's metadata names it, whichever index holds the file); only what needed an unreachable index
+    is left out: where an unverified package comes from, and torch-npu's per-architecture pins."""
     found = []
     skip = set(unverified(derived))
     for arch_name in ARCHES:
-        mine = row.for_arch(arch_name)
-        theirs = Row.model_validate({**derived.row, "cann": row.cann}).for_arch(arch_name)
-        for name in sorted((set(mine.packages) | set(theirs.packages)) - skip):
+        mine = row.for_arch(arch_name) if "torch-npu" not in skip else row
+        theirs = Row.model_validate({**derived.row, "cann": row.cann})
+        theirs = theirs.for_arch(arch_name) if "torch-npu" not in skip else theirs
+        for name in sorted(set(mine.packages) | set(theirs.packages)):
             a, b = mine.packages.get(name), theirs.packages.get(name)
             if a != b:
-                found.append(f"{arch_name}: {name} is {a} in the matrix, {b} in the metadata")
-            elif a and mine.index_of(name) != theirs.index_of(name):
+                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, {b or 'not pinned'} in the metadata")
+            elif a and name not in skip and mine.index_of(name) != theirs.index_of(name):
                 found.append(f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
                              f"{theirs.index_of(name)} by the indexes")
     for name, per_arch in derived.row["wheel_glibc"].items():

@@ -38,6 +38,14 @@ def _exact_version(value: object) -> str:
     return str(value)
 
 
+def _specifier(value: str, example: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"{value!r} is not a version range such as {example!r}") from None
+    return value
+
+
 #: A version string checked one by one, so an error's location names the package (and its line).
 ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
 
@@ -51,6 +59,17 @@ class RuntimeHint(BaseModel):
     text: str
     serve_args: Tuple[str, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)
+    #: The vllm-ascend versions the hint applies to (a specifier such as ">=0.23.0"); empty: every version.
+    plugin: str = ""
+
+    @field_validator("plugin")
+    @classmethod
+    def _plugin_is_specifier(cls, value: str) -> str:
+        return _specifier(value, ">=0.23.0")
+
+    def applies_to(self, plugin_version: str) -> bool:
+        """Whether this hint holds for that vllm-ascend release (pre-releases included)."""
+        return SpecifierSet(self.plugin).contains(plugin_version, prereleases=True)
 
 
 class ArchVariant(BaseModel):
@@ -101,11 +120,7 @@ class Row(BaseModel):
     @field_validator("python")
     @classmethod
     def _python_is_specifier(cls, value: str) -> str:
-        try:
-            SpecifierSet(value)
-        except InvalidSpecifier:
-            raise ValueError(f"{value!r} is not a version range such as '>=3.10,<3.13'") from None
-        return value
+        return _specifier(value, ">=3.10,<3.13")
 
     @field_validator("packages")
     @classmethod
@@ -212,6 +227,10 @@ class Row(BaseModel):
         canon = canonicalize_name(name)
         return any(fnmatch.fnmatchcase(canon, canonicalize_name(p)) for p in self.cuda_only)
 
+    def hints(self) -> Tuple[RuntimeHint, ...]:
+        """The serving hints that hold for this row's own vllm-ascend (a hint can name the releases it fits)."""
+        return tuple(h for h in self.runtime_hints if h.applies_to(self.packages["vllm-ascend"]))
+
     def python_allows(self, version: str) -> bool:
         return SpecifierSet(self.python).contains(version, prereleases=True)
 
@@ -244,6 +263,8 @@ class Matrix(BaseModel):
     schema_: int = Field(alias="schema")
     indexes: Mapping[str, str]
     well_known_mirrors: Tuple[str, ...] = ()
+    #: vllm-ascend release -> the CANN it is for, where no row pins it and its own README says otherwise.
+    plugin_cann: Mapping[str, ExactVersion] = Field(default_factory=dict)
     rows: Dict[str, Row]
     source: str = "<memory>"
 

@@ -18,17 +18,18 @@ def _record_hash(data: bytes) -> str:
 
 
 def metadata_text(name: str, version: str, requires: Iterable[str] = (), requires_python: Optional[str] = None,
-                  summary: str = "test stub") -> str:
+                  summary: str = "test stub", description: str = "") -> str:
+    """Core metadata; `description` is the body (a real project's README, which is where vllm-ascend names its CANN)."""
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
     if requires_python:
         lines.append(f"Requires-Python: {requires_python}")
     lines += [f"Requires-Dist: {r}" for r in requires]
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(lines) + "\n\n" + description
 
 
 def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-any", requires: Iterable[str] = (),
                 requires_python: Optional[str] = None, files: Optional[Dict[str, Union[str, bytes]]] = None,
-                build: Optional[str] = None) -> Path:
+                build: Optional[str] = None, description: str = "") -> Path:
     """A wheel pip can install. `files` maps archive paths to text; default: an importable package."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
@@ -43,7 +44,7 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     if build:
         wheel_lines.append(f"Build: {build}")
     contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in files.items()}
-    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python).encode()
+    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python, description=description).encode()
     contents[f"{info}/WHEEL"] = ("\n".join(wheel_lines) + "\n").encode()
     record = [f"{p},{_record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -100,13 +101,14 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 def build_sdist(out_dir: Path, name: str, version: str, *, requires: Iterable[str] = (),
-                extra_files: Optional[Dict[str, str]] = None, requires_python: Optional[str] = None) -> Path:
+                extra_files: Optional[Dict[str, str]] = None, requires_python: Optional[str] = None,
+                description: str = "") -> Path:
     """An sdist with a tiny in-tree build backend; it builds an importable package named after the project."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
     base = f"{dist}-{version}"
     members = {
-        "PKG-INFO": metadata_text(name, version, list(requires), requires_python),
+        "PKG-INFO": metadata_text(name, version, list(requires), requires_python, description=description),
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "_backend"\nbackend-path = ["."]\n',
         "_backend.py": SIMPLE_BACKEND,
         "_wheel_writer.py": WHEEL_WRITER,

@@ -221,3 +221,32 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     for name in ("flashinfer-python", "flashinfer-cubin", "nvidia-cudnn-frontend", "fastsafetensors"):
         build_wheel(main, name, "1.0")
     return Ecosystem(main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, versions=versions)
+
+
+def readme(cann: str) -> str:
+    """The Prerequisites of vllm-ascend's README (its metadata's body), as the real releases carry it."""
+    return f"## Prerequisites\n\n- Python >= 3.10, < 3.13\n- CANN == {cann} (For Ascend HDK version, see the notes)\n"
+
+
+def build_newer_plugin_releases(out_dir: Path) -> List[Path]:
+    """The releases the real index had after 0.23.0 (December 2026), as stubs: 0.23.0.post1 (CANN 9.1.0, sdist only,
+    memfabric_hybrid/memcache_hybrid pinned to 1.2.0), 0.26.0rc1 (CANN 9.1.0, vLLM 0.26.0, transformers 5.14.1,
+    wheels) and 0.30.0rc2 (CANN 9.2.0 by its Dockerfile, yet its README still says 9.1.0; sdist only, fastokens)."""
+    def pinned(changes: Dict[str, str], extra: Sequence[str] = ()) -> List[str]:
+        out = []
+        for text in PLUGIN_REQUIRES:
+            name = canonicalize_name(Requirement(text).name)
+            out.append(f"{name}=={changes[name]}" if name in changes else text)
+        return out + list(extra)
+
+    hybrid = {"memfabric-hybrid": "1.2.0", "memcache-hybrid": "1.2.0"}
+    made = [build_sdist(out_dir, "vllm-ascend", "0.23.0.post1", requires=pinned(hybrid), requires_python=">=3.10",
+                        description=readme("9.1.0"))]
+    rc = pinned({**hybrid, "transformers": "5.14.1"})
+    for arch in ("aarch64", "x86_64"):
+        made.append(build_wheel(out_dir, "vllm-ascend", "0.26.0rc1", tag=f"cp311-cp311-manylinux_2_34_{arch}",
+                                requires=rc, requires_python=">=3.10", description=readme("9.1.0")))
+    made.append(build_sdist(out_dir, "vllm-ascend", "0.30.0rc2", requires=pinned(hybrid | {"transformers": "5.14.1"},
+                                                                                  ["fastokens==0.2.0"]),
+                            requires_python=">=3.10", description=readme("9.1.0")))
+    return made

@@ -11,10 +11,10 @@ from ascend_setup.audit.venv import read_venv
 from ascend_setup.errors import StepFailed
 from ascend_setup.soc import label
 from ascend_setup.procs import capture
-from ascend_setup.matrix.models import Row
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, host_device, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
+from ascend_setup.matrix.hints import hint_lines as hints_for
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -71,16 +71,6 @@ def shell_lines(ctx: Context) -> List[str]:
 
 def serving_hints(ctx: Context) -> List[str]:
     return hints_for(row_of(ctx))
-
-
-def hints_for(row: Row) -> List[str]:
-    """The row's serving hints as lines a person can act on (text, env, serve arguments)."""
-    hints = []
-    for hint in row.runtime_hints:
-        extra = " ".join(f"{k}={v}" for k, v in hint.env.items())
-        args = " ".join(f"'{a}'" if " " in a or "{" in a else a for a in hint.serve_args)
-        hints.append(" ".join(filter(None, [hint.text, extra, args])))
-    return hints
 
 
 class Verify(Step):
