@@ -64,7 +64,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     if args.endpoint and not args.source:
         raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
     files, listing = remote_files(args.model, source=args.source, revision=args.revision, endpoint_url=args.endpoint,
-                                  cache=cache_dir(), refresh=True)
+                                  cache=cache_dir(), refresh=args.refresh)
     fit = fit_model(args, files, card)
     if fit.blockers and not args.force:
         raise AscendSetupError(f"{args.model} refused before downloading: {fit.blockers[0]}",
