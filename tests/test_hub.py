@@ -122,15 +122,21 @@ def test_model_fetch_refuses_what_does_not_fit_before_a_weight_byte(tmp_path: Pa
     assert not (tmp_path / "dl").exists() or not any((tmp_path / "dl").rglob("*.safetensors*"))
 
 
+def _download_served(hub: LocalHub, repo: str, shard: str) -> int:
+    """What the CDN sent of a shard for downloads, not counting fit's two header reads."""
+    header_end = 8 + _header_len(hub.models[repo] / shard)
+    return sum(end - start for start, end in hub.ranges(repo, shard) if end > header_end)
+
+
 def _kill_when_written(proc: subprocess.Popen, hub: LocalHub, repo: str, shard: str, part: Path, at: int) -> None:
     """SIGKILL the fetch once the .part holds at least `at` bytes and everything the CDN sent it this run
     (the CDN sends 32 KiB chunks slowly; the client writes 256 KiB at a time)."""
-    served0 = hub.served(repo, shard)
+    served0 = _download_served(hub, repo, shard)
     part0 = part.stat().st_size if part.exists() else 0
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         size = part.stat().st_size if part.exists() else 0
-        if size >= at and size - part0 >= hub.served(repo, shard) - served0:
+        if size >= at and size - part0 >= _download_served(hub, repo, shard) - served0:
             break
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -159,7 +165,8 @@ def test_model_fetch_survives_three_sigkills_and_catches_a_corrupted_file(tmp_pa
                 "--workdir", str(tmp_path / "wd"))
     assert done.returncode == 0, done.stderr
     assert (dest / shard).read_bytes() == (hub.models[repo] / shard).read_bytes() and not part.exists()
-    served = hub.served(repo, shard) - header_bytes
+    served = _download_served(hub, repo, shard)
+    assert hub.served(repo, shard) - served == header_bytes  # fit's header reads, once: the fetches used the cache
     print(f"shard of {size} bytes served {served} bytes over 3 SIGKILLs and a resume")
     assert size <= served <= size + 32 * 1024
     second = "model-00002-of-00002.safetensors"
@@ -192,3 +199,27 @@ def test_live_hub_fit() -> None:
     out = subprocess.run([sys.executable, "-m", "ascend_setup", "fit", "Qwen/Qwen3-0.6B", "--source", "modelscope",
                           "--json"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0 and json.loads(out.stdout)["weights_source"] == "safetensors"
+
+
+def test_model_fetch_resumes_on_login_and_removes_its_block(tmp_path: Path, hub: LocalHub) -> None:
+    repo, shard = "Qwen/Qwen3-8B", "model-00001-of-00002.safetensors"
+    dest, bashrc = tmp_path / "dl", tmp_path / "home" / ".bashrc"
+    (tmp_path / "home").mkdir()
+    bashrc.write_text("export KEEP=1\n")
+    hub.behaviour.chunk, hub.behaviour.chunk_delay = 32 * 1024, 0.05
+    args = [sys.executable, "-m", "ascend_setup", "model", "fetch", repo, "--to", str(dest), "--source", "modelscope",
+            "--workdir", str(tmp_path / "wd"), "--resume-on-login"]
+    proc = subprocess.Popen(args, env=_env(tmp_path, hub), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    _kill_when_written(proc, hub, repo, shard, dest / (shard + ".part"), 64 * 1024)
+    block = bashrc.read_text()
+    assert block.startswith("export KEEP=1\n") and f"model fetch {repo} --to {dest}" in block and "--on-login" in block
+    hub.behaviour.chunk_delay = 0.0
+    login = _run(tmp_path, hub, "model", "fetch", repo, "--to", str(dest), "--source", "modelscope", "--workdir",
+                 str(tmp_path / "wd"), "--resume-on-login", "--on-login")
+    assert login.returncode == 0 and "continuing in the background" in login.stderr
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and bashrc.read_text() != "export KEEP=1\n":
+        time.sleep(0.2)
+    assert bashrc.read_text() == "export KEEP=1\n"  # the completed fetch removed its block, and only it
+    assert (dest / shard).read_bytes() == (hub.models[repo] / shard).read_bytes()

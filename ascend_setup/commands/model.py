@@ -33,7 +33,7 @@ def _argv(args: argparse.Namespace, dest: Path) -> list:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
     for glob in args.include or []:
         argv += ["--include", glob]
-    return argv + (["--force"] if args.force else [])
+    return argv + (["--force"] if args.force else []) + (["--resume-on-login"] if args.resume_on_login else [])
 
 
 def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
