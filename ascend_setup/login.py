@@ -37,7 +37,7 @@ def block(workdir: Path, python: str = sys.executable, argv: Optional[List[str]]
     command = " ".join(shlex.quote(a) for a in [python, "-m", "ascend_setup", *argv])
     return "\n".join([
         start,
-        "# Added by 'ascend-setup install --resume-on-login'; removed when that install completes.",
+        "# Added by 'ascend-setup ... --resume-on-login' (install or model fetch); removed when that run completes.",
         f'if [ -z "${{{GUARD}:-}}" ] && [ -x {shlex.quote(python)} ]; then',
         f"  export {GUARD}=1",
         f"  {command}",

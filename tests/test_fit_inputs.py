@@ -102,7 +102,8 @@ def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_p
     assert any("all-reduces" in n and "upper bound" in n and "reserve on each" in n for n in two.notes)
     assert _fit(DENSE, tp=16).kv_bytes_per_token == one.kv_bytes_per_token / 8  # fewer heads than cards: replicated
     assert _fit(MLA, tp=4).kv_bytes_per_token == _fit(MLA).kv_bytes_per_token  # an MLA latent is whole on each card
-    assert_one_line_error(cli("fit", str(_model(tmp_path / "m", DENSE)), "--tp", "3", "--workdir", str(tmp_path / "wd")))
+    model = _model(tmp_path / "m", DENSE)
+    assert_one_line_error(cli("fit", str(model), "--tp", "3", "--workdir", str(tmp_path / "wd")))
 
 
 def _shard(path: Path, header, data: bytes = b"", raw: bytes = None) -> None:
@@ -148,7 +149,8 @@ def _bad_models(t: Path) -> dict:
     model("zero-shape", header={"w": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [0, 0]}})
     model("shape-disagrees", header={"w": {"dtype": "BF16", "shape": [400], "data_offsets": [0, 8]}})
     model("index-not-json", header={"w": OK_TENSOR}, extra={"model.safetensors.index.json": "{nope"})
-    model("index-weight-map-list", header={"w": OK_TENSOR}, extra={"model.safetensors.index.json": '{"weight_map": []}'})
+    model("index-weight-map-list", header={"w": OK_TENSOR},
+          extra={"model.safetensors.index.json": '{"weight_map": []}'})
     model("partial-download", extra={"model.safetensors.index.json": json.dumps(
         {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})})
     _shard(t / "partial-download" / "model-00001-of-00002.safetensors", {"a": OK_TENSOR}, b"\0" * 8)

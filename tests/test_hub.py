@@ -73,7 +73,8 @@ def _figures(data: dict) -> dict:
 
 @pytest.mark.parametrize("source", ["modelscope", "huggingface"])
 def test_fit_by_id_equals_fit_on_disk_and_reads_no_weight_byte(tmp_path: Path, hub: LocalHub, source: str) -> None:
-    remote = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--source", source, "--json", "--workdir", str(tmp_path / "wd"))
+    remote = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--source", source, "--json",
+                  "--workdir", str(tmp_path / "wd"))
     assert remote.returncode == 0, remote.stderr
     local = _run(tmp_path, hub, "fit", str(hub.models["Qwen/Qwen3-8B"]), "--json", "--workdir", str(tmp_path / "wd"))
     r, l = json.loads(remote.stdout), json.loads(local.stdout)
@@ -94,7 +95,8 @@ def test_fit_by_id_equals_fit_on_disk_and_reads_no_weight_byte(tmp_path: Path, h
 
 def test_default_source_is_modelscope_then_huggingface(tmp_path: Path, hub: LocalHub) -> None:
     dead = "http://127.0.0.1:9"  # nothing listens: ModelScope unreachable, Hugging Face answers
-    out = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--json", "--workdir", str(tmp_path / "wd"), MODELSCOPE_DOMAIN=dead)
+    out = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--json", "--workdir", str(tmp_path / "wd"),
+               MODELSCOPE_DOMAIN=dead)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["origin"].startswith("huggingface")
     missing = _run(tmp_path, hub, "fit", "nobody/Nothing", "--workdir", str(tmp_path / "wd"))

@@ -172,14 +172,16 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     arithmetic = [
         f"weights: {w.total_bytes / GIB:.2f} GiB ({w.source}, {w.dtype}"
         + (f", vision tower {w.vision_bytes / GIB:.2f} GiB resident" if w.vision_bytes else "")
-        + f"); read per token: {w.per_token_bytes / GIB:.2f} GiB" + (f"; {weights_card / GIB:.2f} GiB per card" if tp > 1 else ""),
+        + f"); read per token: {w.per_token_bytes / GIB:.2f} GiB"
+        + (f"; {weights_card / GIB:.2f} GiB per card" if tp > 1 else ""),
         f"KV per token{per}: {kv_card / 1024:.1f} KiB ({kv.full_layers} full-attention, {kv.sliding_layers} "
         f"sliding, {kv.state_layers} fixed-state layers; {kv_dtype})"
         + (f"; fixed state {state_card / 2**20:.1f} MiB per sequence" if kv.state_layers else ""),
         f"KV budget{per}: {card.hbm_gib:g} GiB x {utilisation:g} - {weights_card / GIB:.2f} GiB weights - "
         f"{RESERVE_BYTES / GIB:g} GiB reserve = {budget / GIB:.2f} GiB -> {kv_tokens:,} tokens",
         f"concurrency at {context:,} tokens: {concurrency:.1f} sequences",
-        (f"decode: {bw:g} GB/s / {w.per_token_bytes / tp / 1e9:.2f} GB per token{per} x {EFFICIENCY} = {decode:.1f} tok/s"
+        (f"decode: {bw:g} GB/s / {w.per_token_bytes / tp / 1e9:.2f} GB per token{per} x {EFFICIENCY} = "
+         f"{decode:.1f} tok/s"
          if fits else "decode: not estimated, the model does not fit"),
     ]
     fit = Fit(model=files.name, origin=files.origin, card=card.name, card_source=card.source, tp=tp, fits=fits,

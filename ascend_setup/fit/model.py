@@ -14,11 +14,10 @@ A decode step reads every weight it uses once, except the input embedding: one r
 
 from __future__ import annotations
 
-import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import check_config, parse_json, text_config
@@ -104,7 +103,8 @@ def load_config(model: Path) -> Dict[str, Any]:
     try:
         return check_config(read_small_json(path, "MODEL"), f"MODEL {path}")
     except FileNotFoundError:
-        raise BadInput(f"MODEL {model}: no config.json there", hint="give a model directory or its config.json") from None
+        raise BadInput(f"MODEL {model}: no config.json there",
+                       hint="give a model directory or its config.json") from None
 
 
 def shard_names(index: Any, what: str) -> List[str]:
@@ -273,11 +273,13 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int) -> Weig
     dense_mlp = 3 * h * int(cfg.get("intermediate_size") or 4 * h)
     if experts:
         expert = 3 * h * int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h)
-        shared = int(cfg.get("n_shared_experts") or 0) * expert + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0)
+        shared = (int(cfg.get("n_shared_experts") or 0) * expert
+                  + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0))
         dense_layers = min(layers, int(cfg.get("first_k_dense_replace") or 0))
         moe_layers = layers - dense_layers
         body = dense_layers * (attention + dense_mlp) + moe_layers * (attention + experts * expert + shared)
-        body_read = dense_layers * (attention + dense_mlp) + moe_layers * (attention + (active or experts) * expert + shared)
+        body_read = (dense_layers * (attention + dense_mlp)
+                     + moe_layers * (attention + (active or experts) * expert + shared))
     else:
         body = body_read = layers * (attention + dense_mlp)
     vocab = int(cfg.get("vocab_size") or 32000) * h
@@ -298,7 +300,8 @@ def vision_params(config: Dict[str, Any]) -> int:
     h, depth = int(vc["hidden_size"]), int(vc["depth"])
     inter = int(vc.get("intermediate_size") or 4 * h)
     blocks = depth * (4 * h * h + 2 * h * inter)
-    patch = int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1) * int(vc.get("patch_size") or 14) ** 2 * h
+    patch = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
+             * int(vc.get("patch_size") or 14) ** 2 * h)
     merged = h * int(vc.get("spatial_merge_size") or 2) ** 2
     out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
     mergers = (1 + len(vc.get("deepstack_visual_indexes") or [])) * (merged * merged + merged * out)
