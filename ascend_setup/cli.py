@@ -36,6 +36,15 @@ def _index_flags(p: argparse.ArgumentParser) -> None:
                         "only its index and network settings do")
 
 
+def _hub_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", choices=["modelscope", "huggingface"],
+                   help="the hub for a model id (default: ModelScope, then Hugging Face)")
+    p.add_argument("--revision", metavar="R", help="branch, tag or commit (default: master on ModelScope, main on HF)")
+    p.add_argument("--endpoint", metavar="URL", help="the hub's address, e.g. a mirror (default: MODELSCOPE_DOMAIN "
+                   "or HF_ENDPOINT, else the hub's own); needs --source")
+    p.add_argument("--refresh", action="store_true", help="ask the hub again even when this revision is cached")
+
+
 def _lazy(target: str) -> Callable[[argparse.Namespace], int]:
     """Import a command's module only when it runs: start-up stays fast (audit must be quick)."""
 
@@ -161,8 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fit", parents=[common], help="will MODEL fit a card, and how fast will it decode (reads "
                        "config.json and safetensors headers only)")
-    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors) or its config.json")
-    p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3)")
+    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors), its config.json, "
+                   "or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its weights)")
+    p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "
+                   "other name (310P, 910C) with --hbm-gib and --bandwidth")
     p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB (default: the card table's)")
     p.add_argument("--bandwidth", type=float, metavar="GBPS",
                    help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
@@ -171,7 +182,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
     p.add_argument("--cann", default="9.1.0", help="the row whose known issues apply (default 9.1.0)")
     p.add_argument("--workdir", metavar="DIR", help="where probe.json is (env ASCEND_SETUP_WORKDIR)")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
+    _hub_flags(p)
     p.set_defaults(func=_lazy("fit:run_fit"))
+
+    p = sub.add_parser("model", help="models on a hub: fetch one to persistent disk, resumably")
+    msub_model = p.add_subparsers(dest="model_command", metavar="fetch")
+    msub_model.required = True
+    p = msub_model.add_parser("fetch", parents=[common], help="download MODEL_ID (after fit says it fits), resumable "
+                              "after a stop, each file checked against the hub's sha256")
+    p.add_argument("model", metavar="MODEL_ID", help="a hub id, e.g. Qwen/Qwen3-8B")
+    p.add_argument("--to", metavar="DIR", help="where (default /mnt/workspace/models/<id>, else models/<id> beside "
+                   "the workdir)")
+    p.add_argument("--include", metavar="GLOB", action="append", help="only files matching GLOB (repeatable; the "
+                   "fit's small files are always fetched)")
+    p.add_argument("--force", action="store_true", help="download even when fit refuses (does not fit, or a blocker)")
+    p.add_argument("--card", default="910B3", help="the card fit checks against (default 910B3)")
+    p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB")
+    p.add_argument("--bandwidth", type=float, metavar="GBPS", help="the card's peak HBM bandwidth in GB/s")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards the model will use")
+    p.add_argument("--context", type=int, default=32768, help="tokens per sequence for the fit (default 32768)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
+    p.add_argument("--cann", default="9.1.0", help="the row whose known issues apply (default 9.1.0)")
+    p.add_argument("--workdir", metavar="DIR", help="where probe.json is (env ASCEND_SETUP_WORKDIR)")
+    p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,
+                   help="if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when done)")
+    p.add_argument("--on-login", action="store_true", help=argparse.SUPPRESS)
+    _hub_flags(p)
+    p.set_defaults(func=_lazy("model:run_fetch"))
 
     p = sub.add_parser("probe", parents=[common], help="measure HBM copy bandwidth in the installed venv "
                        "(2 GiB fp16, 3 warm-up + 20 timed copies); fit uses the result")

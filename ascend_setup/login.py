@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from ascend_setup.fsutil import atomic_write_text
 
@@ -30,13 +30,14 @@ def _markers(workdir: Path) -> tuple:
             f"# <<< ascend-setup resume-on-login ({workdir}) <<<")
 
 
-def block(workdir: Path, python: str = sys.executable) -> str:
+def block(workdir: Path, python: str = sys.executable, argv: Optional[List[str]] = None) -> str:
+    """`argv`: the tool's arguments to run at login (default: resume the install in `workdir`)."""
     start, end = _markers(workdir)
-    command = " ".join(shlex.quote(a) for a in [python, "-m", "ascend_setup", "resume", "--workdir", str(workdir),
-                                                "--on-login"])
+    argv = argv or ["resume", "--workdir", str(workdir), "--on-login"]
+    command = " ".join(shlex.quote(a) for a in [python, "-m", "ascend_setup", *argv])
     return "\n".join([
         start,
-        "# Added by 'ascend-setup install --resume-on-login'; removed when that install completes.",
+        "# Added by 'ascend-setup ... --resume-on-login' (install or model fetch); removed when that run completes.",
         f'if [ -z "${{{GUARD}:-}}" ] && [ -x {shlex.quote(python)} ]; then',
         f"  export {GUARD}=1",
         f"  {command}",
@@ -58,12 +59,12 @@ def _without(text: str, workdir: Path) -> str:
     return "".join(out)
 
 
-def install_block(workdir: Path, home: Optional[str] = None) -> Path:
+def install_block(workdir: Path, home: Optional[str] = None, argv: Optional[List[str]] = None) -> Path:
     """Add (or refresh) the block for `workdir`; idempotent."""
     path = bashrc(home)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     kept = _without(text, workdir)
-    atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir))
+    atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir, argv=argv))
     return path
 
 

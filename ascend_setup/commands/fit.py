@@ -4,52 +4,74 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Tuple
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.estimate import Card, card_named, estimate, probed_bandwidth
+from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
+from ascend_setup.fit.model import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.setenv import capture_env
+from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.paths import env_or, resolve_workdir
+from ascend_setup.paths import cache_dir, env_or, resolve_workdir
 from ascend_setup.render import print_json, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
 
 
-def run_fit(args: argparse.Namespace) -> int:
-    model = Path(args.model).expanduser().absolute()
-    if not model.exists():
-        raise BadInput(f"MODEL {model} does not exist", hint="a model directory (config.json, *.safetensors) or a config.json")
+def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
+    """(the model's files, the hub listing or None): a local path when it exists, else a hub id."""
+    path = Path(args.model).expanduser()
+    if path.exists() or not MODEL_ID.match(args.model):
+        if not path.exists():
+            raise BadInput(f"MODEL {path.absolute()} does not exist",
+                           hint="a model directory (config.json, *.safetensors), its config.json, or a hub id")
+        return local_files(path.absolute()), None
+    from ascend_setup.hub.remote import remote_files
+
+    if args.endpoint and not args.source:
+        raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
+    return remote_files(check_model_id(args.model), source=args.source, revision=args.revision,
+                        endpoint_url=args.endpoint, cache=cache_dir(), refresh=args.refresh)
+
+
+def check_flags(args: argparse.Namespace) -> Card:
     if args.context <= 0 or not 0 < args.gpu_memory_utilization <= 1:
         raise BadInput("--context must be positive and --gpu-memory-utilization in (0, 1]")
     if args.bandwidth is not None and not 0 < args.bandwidth <= 100_000:
         raise BadInput(f"--bandwidth {args.bandwidth:g} is not a bandwidth in GB/s (a 910B3 peaks near 1490)")
     if args.hbm_gib is not None and not 0 < args.hbm_gib <= 4096:
         raise BadInput(f"--hbm-gib {args.hbm_gib:g} is not an HBM size in GiB (a 910B3 has 64)")
-    card = card_named(args.card)
-    if args.hbm_gib:
-        card = Card(card.name, args.hbm_gib, card.peak_gbps, "--hbm-gib")
+    if not 1 <= args.tp <= 64:
+        raise BadInput(f"--tp {args.tp} must be between 1 and 64 cards")
+    return card_for(args.card, args.hbm_gib, args.bandwidth)
+
+
+def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
     workdir = resolve_workdir(args.workdir, mode="read")
     probed = probed_bandwidth(workdir)
     bandwidth, source = (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else \
         (None, "card-table")
     row = select_row(load_matrix(args.matrix), args.cann)
-    fit = estimate(model, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
-                   kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source)
-    if args.json:
-        print_json(fit.to_json())
-        return 1 if fit.blockers else 0
+    return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
+                    kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp)
+
+
+def print_fit(fit: Fit) -> None:
     out = stdout_console()
-    out.print(f"{fit.model} on an Ascend {fit.card}: {fit.kv_tokens:,} KV tokens, {fit.concurrency:.1f} sequences of "
-              f"{args.context:,}, about {fit.decode_tok_s:.0f} tok/s single-stream", soft_wrap=True, markup=False)
+    out.print(fit.headline, soft_wrap=True, markup=False)
+    out.print(f"  figures from: {fit.origin}", soft_wrap=True, markup=False)
     for line in fit.arithmetic:
         out.print(f"  {line}", soft_wrap=True, markup=False)
-    out.print(f"  bandwidth from the {source}" + ("" if source != "card-table" else f": {card.source}"),
-              soft_wrap=True, markup=False)
+    out.print(f"  card: {fit.card_source}", soft_wrap=True, markup=False)
+    out.print(f"  bandwidth from the {fit.bandwidth_source}" + ("" if fit.bandwidth_source != "card-table" else
+                                                              " (see card)"), soft_wrap=True, markup=False)
     for blocker in fit.blockers:
         out.print(f"blocker: {blocker}", soft_wrap=True, markup=False)
+    for warning in fit.warnings:
+        out.print(f"warning: {warning}", soft_wrap=True, markup=False)
     for note in fit.notes:
         out.print(f"note: {note}", soft_wrap=True, markup=False)
     if fit.serve_args or fit.env:
@@ -57,6 +79,16 @@ def run_fit(args: argparse.Namespace) -> int:
         out.print("serve with: " + " ".join(filter(None, [env, "vllm serve MODEL", *(f"'{a}'" if "{" in a else a
                                                                                     for a in fit.serve_args)])),
                   soft_wrap=True, markup=False)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    card = check_flags(args)
+    files, _ = model_files(args)
+    fit = fit_model(args, files, card)
+    if args.json:
+        print_json(fit.to_json())
+    else:
+        print_fit(fit)
     return 1 if fit.blockers else 0
 
 

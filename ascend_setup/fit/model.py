@@ -7,25 +7,51 @@ rest are Gated DeltaNet with a fixed state). So KV is counted per layer kind:
 - MLA (DeepSeek): (kv_lora_rank + qk_rope_head_dim) x bytes per token (one latent for K and V);
 - sliding window: as full attention, but never more than the window's tokens;
 - linear attention / Gated DeltaNet / Mamba: a fixed state per sequence, not per token.
+
+A decode step reads every weight it uses once, except the input embedding: one row per token. The LM head
+(or, with tied embeddings, the embedding matrix acting as it) is read whole.
 """
 
 from __future__ import annotations
 
-import json
-import struct
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.fit.config import check_config, parse_json, text_config
+from ascend_setup.fit.safetensors import MAX_HEADER, header_length, parse_header
 
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "I32": 4,
-               "I64": 8, "I16": 2, "BOOL": 1, "float32": 4, "float16": 2, "bfloat16": 2}
+CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "quant_model_description.json"
+#: The small files fit reads from a model (locally, or from a hub by name).
+SMALL_FILES = (CONFIG, INDEX, QUANT)
+CONFIG_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
 FULL = ("full_attention", "attention", "global_attention")
 SLIDING = ("sliding_attention", "sliding_window", "local_attention")
 LINEAR = ("linear_attention", "mamba", "gated_deltanet", "deltanet", "ssm")
 VISION_PARTS = ("visual.", "vision_tower.", "vision_model.", "model.visual.", "image_newline", "multi_modal_projector.")
+EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "tok_embeddings.weight")
+LM_HEADS = ("lm_head.weight", "output.weight")
+
+
+@dataclass
+class Shard:
+    name: str
+    size: int  # the whole file's bytes: the header's offsets must lie inside it
+    header: Dict[str, Any]
+
+
+@dataclass
+class ModelFiles:
+    """What fit reads of a model, wherever it lives: a local directory or a hub's small files and headers."""
+
+    name: str
+    config: Dict[str, Any]
+    shards: List[Shard]
+    quant_description: bool
+    origin: str  # where each figure came from, said in the report's header
+    has_index: bool = False
 
 
 @dataclass
@@ -35,6 +61,7 @@ class Weights:
     source: str  # safetensors | config
     dtype: str
     note: str = ""
+    vision_bytes: int = 0
 
 
 @dataclass
@@ -47,33 +74,88 @@ class KvLayout:
     kinds: Dict[str, int] = field(default_factory=dict)
 
 
-def load_config(model: Path) -> Dict[str, Any]:
-    path = model / "config.json" if model.is_dir() else model
+def _regular(path: Path, what: str) -> int:
+    """The size of a regular file; a FIFO would block forever and a device is no file: refused."""
     try:
-        config = json.loads(read_regular_text(path))
-        if not isinstance(config, dict) or not isinstance(text_config(config).get("num_hidden_layers"), int):
-            raise ValueError("not a transformer config (no num_hidden_layers)")
-        return config
+        st = path.stat()
     except FileNotFoundError:
-        raise BadInput(f"MODEL {model}: no config.json there", hint="give a model directory or its config.json") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"MODEL {model}: config.json cannot be read ({exc})") from None
+        raise
+    except OSError as exc:
+        raise BadInput(f"{what} {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"{what} {path} is not a regular file")
+    return st.st_size
 
 
-def text_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """The language model's part of a multimodal config (text_config / llm_config), else the config."""
-    for key in ("text_config", "llm_config", "language_config"):
-        if isinstance(config.get(key), dict):
-            return {**config, **config[key]}
-    return config
+def read_small_json(path: Path, what: str) -> Any:
+    size = _regular(path, what)
+    if size > 16 * 1024 * 1024:
+        raise BadInput(f"{what} {path}: {size:,} bytes is not a model's JSON file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{what} {path} cannot be read ({exc.__class__.__name__})") from None
+    return parse_json(text, f"{what} {path}")
+
+
+def load_config(model: Path) -> Dict[str, Any]:
+    path = model / CONFIG if model.is_dir() else model
+    try:
+        return check_config(read_small_json(path, "MODEL"), f"MODEL {path}")
+    except FileNotFoundError:
+        raise BadInput(f"MODEL {model}: no config.json there",
+                       hint="give a model directory or its config.json") from None
+
+
+def shard_names(index: Any, what: str) -> List[str]:
+    """The shards an index's weight_map names, in order."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise BadInput(f"{what}: no weight_map of tensor -> shard file")
+    names = sorted(set(weight_map.values()))
+    if any(n.startswith("/") or ".." in Path(n).parts for n in names):
+        raise BadInput(f"{what}: a shard name leaves the model directory")
+    return names
+
+
+def read_local_header(path: Path) -> Shard:
+    size = _regular(path, "shard")
+    try:
+        with path.open("rb") as handle:
+            length = header_length(str(path), handle.read(8), size)
+            blob = handle.read(min(length, MAX_HEADER))
+    except OSError as exc:
+        raise BadInput(f"shard {path} cannot be read ({exc.strerror or exc})") from None
+    return Shard(path.name, size, parse_header(str(path), blob, size))
+
+
+def local_files(model: Path) -> ModelFiles:
+    """A model directory (or a bare config.json): config, quant description, every shard's header."""
+    config = load_config(model)
+    if not model.is_dir():
+        return ModelFiles(str(model), config, [], False, f"config.json at {model} (no safetensors beside it)")
+    index = model / INDEX
+    if index.exists():
+        names = shard_names(read_small_json(index, "index"), f"index {index}")
+        missing = [n for n in names if not (model / n).exists()]
+        if missing:
+            raise BadInput(f"MODEL {model}: partial download: {len(names) - len(missing)} of {len(names)} shards "
+                           f"(missing {missing[0]}{' and more' if len(missing) > 1 else ''})",
+                           hint="finish the download (ascend-setup model fetch resumes it), or fit the model by id")
+        paths = [model / n for n in names]
+    else:
+        paths = sorted(p for p in model.glob("*.safetensors"))
+    shards = [read_local_header(p) for p in paths]
+    origin = f"local directory {model}: config.json" + (f", {len(shards)} safetensors headers" if shards else "")
+    return ModelFiles(str(model), config, shards, (model / QUANT).is_file(), origin, has_index=index.exists())
 
 
 def _dtype_bytes(config: Dict[str, Any]) -> int:
-    return DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), 2)
+    return CONFIG_DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), 2)
 
 
 def _head_dim(cfg: Dict[str, Any]) -> int:
-    return int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    return int(cfg.get("head_dim") or max(1, cfg["hidden_size"] // cfg["num_attention_heads"]))
 
 
 def layer_kinds(cfg: Dict[str, Any]) -> List[str]:
@@ -100,9 +182,9 @@ def state_bytes_per_layer(cfg: Dict[str, Any]) -> int:
     """A linear-attention (Gated DeltaNet) or Mamba layer's fixed state, kept in fp32."""
     if cfg.get("linear_num_value_heads"):
         heads = int(cfg["linear_num_value_heads"])
-        return heads * int(cfg.get("linear_key_head_dim", 128)) * int(cfg.get("linear_value_head_dim", 128)) * 4
+        return heads * int(cfg.get("linear_key_head_dim") or 128) * int(cfg.get("linear_value_head_dim") or 128) * 4
     if cfg.get("mamba_d_state") or cfg.get("state_size"):
-        d_inner = int(cfg.get("mamba_expand", cfg.get("expand", 2))) * int(cfg["hidden_size"])
+        d_inner = int(cfg.get("mamba_expand") or cfg.get("expand") or 2) * int(cfg["hidden_size"])
         return d_inner * int(cfg.get("mamba_d_state") or cfg.get("state_size")) * 4
     return 0
 
@@ -111,7 +193,7 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
     cfg = text_config(config)
     kinds = layer_kinds(cfg)
     if cfg.get("kv_lora_rank"):  # MLA: one compressed latent per token and layer
-        per_layer = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim", 64))) * kv_bytes
+        per_layer = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64)) * kv_bytes
     else:
         per_layer = 2 * int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]) * _head_dim(cfg) * kv_bytes
     window = int(cfg.get("sliding_window") or 0)
@@ -123,69 +205,104 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
                     kinds={"full": full, "sliding": sliding, "state": state})
 
 
-def _safetensors_headers(model: Path) -> List[Dict[str, Any]]:
-    """Each shard's header (the index json names the shards when the model is sharded)."""
-    index = model / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [model / s for s in shards]
-    else:
-        files = sorted(model.glob("*.safetensors"))
-    headers = []
-    for f in files:
-        with f.open("rb") as handle:
-            size = struct.unpack("<Q", handle.read(8))[0]
-            if size > 100 * 1024 * 1024:
-                raise BadInput(f"{f}: not a safetensors file (a header of {size} bytes)")
-            headers.append(json.loads(handle.read(size)))
-    return headers
-
-
 def _experts(cfg: Dict[str, Any]) -> tuple:
     total = int(cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0)
     active = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 0)
     return total, active
 
 
-def weights(model: Path, config: Dict[str, Any]) -> Weights:
-    cfg = text_config(config)
+def weights(files: ModelFiles) -> Weights:
+    cfg = text_config(files.config)
     experts, active = _experts(cfg)
-    headers = _safetensors_headers(model) if model.is_dir() else []
-    if headers:
-        total = vision = expert = 0
-        dtypes: Dict[str, int] = {}
-        for header in headers:
-            for name, tensor in header.items():
-                if name == "__metadata__":
-                    continue
-                start, end = tensor["data_offsets"]
-                size = end - start
-                total += size
-                dtypes[tensor["dtype"]] = dtypes.get(tensor["dtype"], 0) + size
-                if name.startswith(VISION_PARTS):
-                    vision += size
-                elif ".experts." in name:
-                    expert += size
-        per_token = total - vision - (expert - expert * active // experts if experts and active else 0)
-        dtype = max(dtypes, key=dtypes.get) if dtypes else "?"
-        return Weights(total, per_token, "safetensors", dtype)
-    return _weights_from_config(cfg, experts, active)
+    if files.shards:
+        return _weights_from_headers(files.shards, experts, active)
+    w = _weights_from_config(cfg, experts, active)
+    w.vision_bytes = vision_params(files.config) * _dtype_bytes(cfg)
+    w.total_bytes += w.vision_bytes
+    if w.vision_bytes:
+        w.note += "; the vision tower (estimated from vision_config) is resident but not read per token"
+    return w
+
+
+def _weights_from_headers(shards: List[Shard], experts: int, active: int) -> Weights:
+    total = vision = expert = embedding = embedding_row = 0
+    has_lm_head = False
+    dtypes: Dict[str, int] = {}
+    for shard in shards:
+        for name, tensor in shard.header.items():
+            if name == "__metadata__":
+                continue
+            start, end = tensor["data_offsets"]
+            size = end - start
+            total += size
+            dtypes[tensor["dtype"]] = dtypes.get(tensor["dtype"], 0) + size
+            if name.startswith(VISION_PARTS):
+                vision += size
+            elif ".experts." in name:
+                expert += size
+            elif name.endswith(EMBEDDINGS) and len(tensor["shape"]) == 2:
+                embedding += size
+                embedding_row += size // tensor["shape"][0]
+            has_lm_head = has_lm_head or name.endswith(LM_HEADS)
+    unused_experts = expert - expert * active // experts if experts and active else 0
+    # one row of the input embedding per token; tied (no LM head stored): the matrix is the LM head, read whole
+    unread_embedding = embedding - embedding_row if has_lm_head else 0
+    per_token = total - vision - unused_experts - unread_embedding
+    dtype = max(dtypes, key=dtypes.get) if dtypes else "?"
+    return Weights(total, per_token, "safetensors", dtype, vision_bytes=vision)
+
+
+def _attention_params(cfg: Dict[str, Any]) -> int:
+    h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    if cfg.get("kv_lora_rank"):  # MLA: q (optionally low-rank), the joint KV latent, its up-projection, o
+        nope, rope = int(cfg.get("qk_nope_head_dim") or 128), int(cfg.get("qk_rope_head_dim") or 64)
+        v, rank = int(cfg.get("v_head_dim") or 128), int(cfg["kv_lora_rank"])
+        q_rank = cfg.get("q_lora_rank")
+        q = h * q_rank + q_rank * heads * (nope + rope) if q_rank else h * heads * (nope + rope)
+        return q + h * (rank + rope) + rank * heads * (nope + v) + heads * v * h
+    kv, hd = int(cfg.get("num_key_value_heads") or heads), _head_dim(cfg)
+    return h * heads * hd * 2 + h * kv * hd * 2
 
 
 def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int) -> Weights:
-    """An estimate from the architecture when only config.json is at hand (said so in the result)."""
+    """An estimate from the architecture when only config.json is at hand (said so in the result).
+    MoE: routed experts (only the active ones read), shared experts and dense first layers (DeepSeek's
+    n_shared_experts, first_k_dense_replace) always read."""
     h, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
-    heads, kv = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
-    hd = _head_dim(cfg)
-    attention = h * heads * hd * 2 + h * kv * hd * 2
-    inter = int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h) if experts else \
-        int(cfg.get("intermediate_size") or 4 * h)
-    mlp = 3 * h * inter
-    vocab = int(cfg.get("vocab_size", 32000)) * h * (1 if cfg.get("tie_word_embeddings") else 2)
-    per_layer = attention + mlp * (experts or 1)
-    per_layer_active = attention + mlp * (active or 1) if experts else per_layer
+    attention = _attention_params(cfg)
+    dense_mlp = 3 * h * int(cfg.get("intermediate_size") or 4 * h)
+    if experts:
+        expert = 3 * h * int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h)
+        shared = (int(cfg.get("n_shared_experts") or 0) * expert
+                  + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0))
+        dense_layers = min(layers, int(cfg.get("first_k_dense_replace") or 0))
+        moe_layers = layers - dense_layers
+        body = dense_layers * (attention + dense_mlp) + moe_layers * (attention + experts * expert + shared)
+        body_read = (dense_layers * (attention + dense_mlp)
+                     + moe_layers * (attention + (active or experts) * expert + shared))
+    else:
+        body = body_read = layers * (attention + dense_mlp)
+    vocab = int(cfg.get("vocab_size") or 32000) * h
+    tied = bool(cfg.get("tie_word_embeddings"))
     bytes_ = _dtype_bytes(cfg)
-    return Weights(total_bytes=(per_layer * layers + vocab) * bytes_,
-                   per_token_bytes=(per_layer_active * layers + vocab) * bytes_, source="config",
-                   dtype=str(cfg.get("torch_dtype", "bfloat16")),
+    return Weights(total_bytes=(body + vocab * (1 if tied else 2)) * bytes_,
+                   per_token_bytes=(body_read + vocab + h) * bytes_,  # the LM head whole, one embedding row
+                   source="config", dtype=str(cfg.get("torch_dtype") or "bfloat16"),
                    note="estimated from config.json (no safetensors here): attention + MLP per layer + embeddings")
+
+
+def vision_params(config: Dict[str, Any]) -> int:
+    """A ViT tower from vision_config: blocks (attention 4h^2 + MLP 2h x inter), patch and position
+    embeddings, and the patch mergers (one, plus one per deepstack layer in Qwen3-VL)."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict) or not vc.get("depth") or not vc.get("hidden_size"):
+        return 0
+    h, depth = int(vc["hidden_size"]), int(vc["depth"])
+    inter = int(vc.get("intermediate_size") or 4 * h)
+    blocks = depth * (4 * h * h + 2 * h * inter)
+    patch = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
+             * int(vc.get("patch_size") or 14) ** 2 * h)
+    merged = h * int(vc.get("spatial_merge_size") or 2) ** 2
+    out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
+    mergers = (1 + len(vc.get("deepstack_visual_indexes") or [])) * (merged * merged + merged * out)
+    return blocks + patch + int(vc.get("num_position_embeddings") or 0) * h + mergers

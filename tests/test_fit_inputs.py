@@ -1,0 +1,180 @@
+"""fit's estimate gaps, each with the figure worked out by hand, and the inputs fit must not believe:
+lying or broken safetensors headers, impossible configs, bad probe results, partial downloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error
+from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
+from ascend_setup.fit.estimate import card_for, estimate
+from ascend_setup.fit.model import ModelFiles, local_files, weights
+
+DENSE = {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
+         "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+DEEPSEEK_V2_LITE = {**MLA, "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2,
+                    "first_k_dense_replace": 1, "moe_intermediate_size": 1408}
+
+
+def _config_only(config: dict) -> ModelFiles:
+    return ModelFiles("m", config, [], False, "config")
+
+
+def _fit(config: dict, **kw):
+    return estimate(_config_only(config), kw.pop("card", CARD), ROW, context=kw.pop("context", 32768),
+                    utilisation=0.9, kv_dtype="bf16", **kw)
+
+
+def test_the_input_embedding_is_one_row_per_token_and_a_tied_one_is_the_lm_head(tmp_path: Path) -> None:
+    untied = _model(tmp_path / "u", DENSE, {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 1000 * 64 * 2),
+                                                                  "lm_head.weight": ("BF16", 1000 * 64 * 2),
+                                                                  "model.layers.0.w": ("BF16", 5000)}})
+    w = weights(local_files(untied))
+    assert w.total_bytes == 128000 * 2 + 5000  # a 1-D "embedding" is not taken for a matrix: all read
+    header = {"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [0, 128000]},
+              "lm_head.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [128000, 256000]}}
+    _write(untied / "model.safetensors", header, 256000)
+    w = weights(local_files(untied))
+    assert (w.total_bytes, w.per_token_bytes) == (256000, 128000 + 128)  # the LM head, and one 64 x 2-byte row
+    del header["lm_head.weight"]
+    _write(untied / "model.safetensors", header, 128000)
+    w = weights(local_files(untied))
+    assert w.per_token_bytes == 128000  # tied: the embedding matrix is the LM head, read whole
+    # Qwen3-30B-A3B from its config: 6.71 GB/token when the embedding was read whole, 6.08 by hand
+    assert weights(_config_only(MOE_30B_A3B)).per_token_bytes / 1e9 == pytest.approx(6.08, rel=0.01)
+
+
+def _write(path: Path, header: dict, data: int) -> None:
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + b"\0" * data)
+
+
+def test_deepseek_shared_experts_and_dense_first_layers_count() -> None:
+    w = weights(_config_only(DEEPSEEK_V2_LITE))
+    # by hand: MLA attention 13.76M, 26 MoE layers x (6 routed + 2 shared) x 8.65M, 1 dense layer 67.2M,
+    # the LM head 0.21B and one embedding row: 2.45B active (published 2.4B, was 2.27B); 15.7B total
+    assert w.per_token_bytes / 2 / 1e9 == pytest.approx(2.4, rel=0.03)
+    assert w.total_bytes / 2 / 1e9 == pytest.approx(15.7, rel=0.01)
+
+
+def test_the_vision_tower_is_in_the_hbm_budget() -> None:
+    with_tower, text_only = _fit(QWEN3_VL_8B), _fit({k: v for k, v in QWEN3_VL_8B.items() if k != "vision_config"})
+    assert with_tower.vision_bytes / 2 ** 30 == pytest.approx(1.1, abs=0.05)  # Qwen3-VL-8B's tower, by hand 1.07
+    assert with_tower.weights_bytes - text_only.weights_bytes == with_tower.vision_bytes
+    assert with_tower.kv_tokens < text_only.kv_tokens and with_tower.decode_tok_s == text_only.decode_tok_s
+
+
+def test_context_beyond_max_position_embeddings_warns() -> None:
+    assert not _fit(DENSE, context=32768).warnings
+    assert "max_position_embeddings 40,960" in _fit(DENSE, context=65536).warnings[0]
+
+
+def test_a_model_that_does_not_fit_says_so_and_gives_no_speed(cli, tmp_path: Path) -> None:
+    big = {**DENSE, "num_hidden_layers": 400}
+    fit = _fit(big)
+    assert not fit.fits and fit.decode_tok_s is None and "does not fit" in fit.headline and "tok/s" not in fit.headline
+    model = _model(tmp_path / "big", big)
+    out = cli("fit", str(model), "--workdir", str(tmp_path / "wd"))
+    assert out.returncode == 1 and "does not fit" in out.stdout and "tok/s" not in out.stdout
+
+
+def test_any_card_with_its_figures_labelled(cli, tmp_path: Path) -> None:
+    card = card_for("310P", 24, 204.8)
+    assert (card.hbm_gib, card.peak_gbps) == (24, 204.8) and "given: --hbm-gib 24 --bandwidth 204.8" in card.source
+    model = _model(tmp_path / "m", DENSE)
+    out = json.loads(cli("fit", str(model), "--card", "310P", "--hbm-gib", "24", "--bandwidth", "204.8", "--json",
+                         "--workdir", str(tmp_path / "wd")).stdout)
+    assert out["card"] == "310P" and "given" in out["card_source"] and out["bandwidth_gbps"] == 204.8
+    assert_one_line_error(cli("fit", str(model), "--card", "910C", "--workdir", str(tmp_path / "wd")))
+
+
+def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_path: Path) -> None:
+    one, two = _fit(DENSE), _fit(DENSE, tp=2)
+    assert two.weights_per_card_bytes == pytest.approx(one.weights_bytes / 2, abs=1)
+    assert two.kv_bytes_per_token == one.kv_bytes_per_token / 2  # 8 KV heads over 2 cards
+    assert two.decode_tok_s == pytest.approx(one.decode_tok_s * 2, rel=0.001)
+    assert any("all-reduces" in n and "upper bound" in n and "reserve on each" in n for n in two.notes)
+    assert _fit(DENSE, tp=16).kv_bytes_per_token == one.kv_bytes_per_token / 8  # fewer heads than cards: replicated
+    assert _fit(MLA, tp=4).kv_bytes_per_token == _fit(MLA).kv_bytes_per_token  # an MLA latent is whole on each card
+    model = _model(tmp_path / "m", DENSE)
+    assert_one_line_error(cli("fit", str(model), "--tp", "3", "--workdir", str(tmp_path / "wd")))
+
+
+def _shard(path: Path, header, data: bytes = b"", raw: bytes = None) -> None:
+    blob = raw if raw is not None else json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + data)
+
+
+OK_TENSOR = {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}
+
+
+def _bad_models(t: Path) -> dict:
+    """name -> a model directory that fit must refuse with one line."""
+    cases = {}
+
+    def model(name: str, config=DENSE, header=None, data=b"\0" * 8, raw=None, extra=None) -> None:
+        d = t / name
+        d.mkdir()
+        (d / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+        if header is not None or raw is not None:
+            _shard(d / "model.safetensors", header, data, raw)
+        for file, text in (extra or {}).items():
+            (d / file).write_text(text)
+        cases[name] = d
+
+    model("header-claims-32-GB", header={"w": {"dtype": "BF16", "shape": [16_000_000_000],
+                                               "data_offsets": [0, 32_000_000_000]}}, data=b"\0" * 60)
+    model("reversed-offsets", header={"w": {"dtype": "BF16", "shape": [4], "data_offsets": [8, 0]}})
+    model("negative-layers", config={**DENSE, "num_hidden_layers": -36})
+    model("interval-zero", config={**DENSE, "full_attention_interval": 0})
+    model("no-hidden-size", config={k: v for k, v in DENSE.items() if k != "hidden_size"})
+    model("zero-heads", config={**DENSE, "num_attention_heads": 0})
+    model("layers-as-string", config={**DENSE, "num_hidden_layers": "36"})
+    model("config-a-list", config="[1, 2]")
+    model("config-not-json", config="{nope")
+    model("config-deep", config="[" * 100_000 + "]" * 100_000)
+    model("header-truncated", raw=b"", data=b"")
+    (t / "header-truncated" / "model.safetensors").write_bytes(b"\x01\x02\x03")
+    model("header-not-json", raw=b"{not json", data=b"")
+    model("header-a-list", raw=b"[1, 2, 3]", data=b"")
+    model("header-deep", raw=b"[" * 100_000 + b"]" * 100_000, data=b"")
+    model("no-data-offsets", header={"w": {"dtype": "BF16", "shape": [4]}})
+    model("unknown-dtype", header={"w": {"dtype": "Q4", "shape": [4], "data_offsets": [0, 8]}})
+    model("zero-shape", header={"w": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [0, 0]}})
+    model("shape-disagrees", header={"w": {"dtype": "BF16", "shape": [400], "data_offsets": [0, 8]}})
+    model("index-not-json", header={"w": OK_TENSOR}, extra={"model.safetensors.index.json": "{nope"})
+    model("index-weight-map-list", header={"w": OK_TENSOR},
+          extra={"model.safetensors.index.json": '{"weight_map": []}'})
+    model("partial-download", extra={"model.safetensors.index.json": json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})})
+    _shard(t / "partial-download" / "model-00001-of-00002.safetensors", {"a": OK_TENSOR}, b"\0" * 8)
+    model("fifo-shard")
+    os.mkfifo(t / "fifo-shard" / "model.safetensors")
+    return cases
+
+
+def test_fit_believes_no_lying_or_broken_input(cli, tmp_path: Path) -> None:
+    cases = _bad_models(tmp_path)
+    lines = {}
+    for name, model in cases.items():
+        lines[name] = assert_one_line_error(cli("fit", str(model), "--workdir", str(tmp_path / "wd"), timeout=60))
+    print(f"{len(cases)} bad models refused with one line each")
+    assert len(cases) >= 20
+    assert "partial download: 1 of 2 shards" in lines["partial-download"]
+    assert "32000000000 do not lie in the file" in lines["header-claims-32-GB"]
+    assert "num_hidden_layers" in lines["negative-layers"] and "full_attention_interval" in lines["interval-zero"]
+    assert "is not a regular file" in lines["fifo-shard"]
+
+
+@pytest.mark.parametrize("gbps", ["-5", "NaN", "0", "\"fast\""])
+def test_a_probe_result_that_is_not_a_bandwidth_is_refused(cli, tmp_path: Path, gbps: str) -> None:
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "probe.json").write_text('{"device": "npu:0", "gbps": %s}' % gbps)
+    line = assert_one_line_error(cli("fit", str(_model(tmp_path / "m", DENSE)), "--workdir", str(tmp_path / "wd")))
+    assert "is not a bandwidth" in line
