@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the temporary workdir (its logs, venv and lock)")
     p.add_argument("--interrupt-at", metavar="STEP", default="download",
                    help="where to SIGKILL the install before resuming it: 'download' (the middle of the vllm-ascend "
-                        "sdist download, the default), a step name, or 'none'")
+                        "sdist download, the default), a step name (not mirror or verify: over too soon), or 'none'")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.set_defaults(func=_lazy("demo:run"))
 

@@ -17,7 +17,7 @@ from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.options import InstallOptions, build_install_options
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
-from ascend_setup.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.steps.base import Context
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.resolve import preview_closure
@@ -62,7 +62,7 @@ def closure_line(closure: dict) -> str:
 def _confirm(console: Console) -> bool:
     if not sys.stdin.isatty():
         return True
-    answer = console.input("Proceed? [y/N] ")
+    answer = console.input("Proceed? \\[y/N] ")  # escaped, or rich takes it for markup and drops it
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -79,9 +79,8 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
                  "description": d.step.describe(runner.ctx)} for d in decisions]})
             return 0
         out = stdout_console()
-        out.print(table(f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
-                        [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)]
-                         for d in decisions]))
+        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
+                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)] for d in decisions])
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
             out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
@@ -169,7 +168,7 @@ def run_status(args: argparse.Namespace) -> int:
         print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0
     title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
-    stdout_console().print(table(title, ["step", "state", "seconds", "log", "error"],
-                                 [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}",
-                                   r["log"], r["error"]] for r in rows], status_column=1))
+    print_table(stdout_console(), title, ["step", "state", "seconds", "log", "error"],
+                [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
+                 for r in rows], status_column=1)
     return 0

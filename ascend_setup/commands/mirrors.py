@@ -20,7 +20,7 @@ from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
-from ascend_setup.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
 
@@ -81,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
                     "sample": result["sample"], "seconds": result["seconds"]})
     else:
         console = stdout_console()
-        console.print(table(f"mirrors for CANN {row.cann} (sample {result['sample']}, {result['seconds']:.1f} s)",
-                            ["status", "mirror", "TTFB", "throughput", "detail"],
-                            [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
-                              "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
-                             for m in result["mirrors"]], status_column=0))
+        print_table(console, f"mirrors for CANN {row.cann} (sample {result['sample']}, {result['seconds']:.1f} s)",
+                    ["status", "mirror", "TTFB", "throughput", "detail"],
+                    [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
+                      "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
+                     for m in result["mirrors"]], status_column=0)
         console.print(f"chosen: {result['chosen'] or 'none usable'}" +
                       (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
     return 0 if result["chosen"] else 1

@@ -83,7 +83,7 @@ class Row(BaseModel):
     cuda_only: Tuple[str, ...]
     cann_python_deps: Mapping[str, Optional[ExactVersion]]
     runtime_hints: Tuple[RuntimeHint, ...] = ()
-    disk_gib: int = Field(gt=0)
+    disk_gib: float = Field(gt=0)  # GiB; a fraction for small stacks (the demo's simulated one)
     wheel_glibc: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
     build_minutes: int = Field(default=40, gt=0)
     arch: Mapping[str, ArchVariant] = Field(default_factory=dict)

@@ -93,7 +93,7 @@ class Preflight(Step):
             problems.append(Problem(exc.message, exc.hint or ""))
         free = free_disk_bytes(ctx.workdir)
         if free < row.disk_gib * GIB:
-            problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib} GiB",
+            problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib:g} GiB",
                                     "free space or pass another --workdir"))
         if problems:
             _fail(problems, log)
