@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "ascend-setup installed this venv from, when it built it)")
     p.add_argument("--index", metavar="NAME=URL", action="append",
                    help="the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
+    p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
     p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")

@@ -71,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
                   soft_wrap=True, markup=False)
     audit = summary["audit"]
-    out.print(f"audit: {'clean' if audit['ok'] else 'NOT clean'} ({audit['errors']} errors, {audit['findings']} "
-              "findings in all)", markup=False)
+    out.print(f"audit: {audit['summary']}", markup=False)
     out.print("serving hints for this row:")
     for hint in summary["hints"]:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)

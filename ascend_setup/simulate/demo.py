@@ -168,5 +168,5 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
             "interrupted_at": interrupt_at if stopped else None, "resumed": stopped or None,
             "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
                                                                                for f in audit["findings"]),
-                                                "findings": len(audit["findings"])},
+                                                "findings": len(audit["findings"]), "summary": audit["summary"]},
             "shell": _shell(install), "hints": hints_for(row), "seconds": round(time.monotonic() - started, 1)}
