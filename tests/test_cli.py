@@ -178,3 +178,14 @@ def test_every_option_has_help_text() -> None:
 
     walk(build_parser(), [])
     assert not missing, missing
+
+
+def test_resume_on_login_is_not_left_after_a_failure_a_rerun_cannot_fix(cli, home: Path, tmp_path: Path) -> None:
+    """No CANN here: preflight fails, the same at every login; the block would rerun it in the background forever."""
+    (home / ".bashrc").write_text("alias ll='ls -l'\n")
+    (tmp_path / "none").mkdir()  # an empty CANN root: no toolkit in it
+    proc = cli("install", "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"), "--cann-home", str(tmp_path / "none"),
+               "--mirror", "none", "--yes", "--resume-on-login")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "a rerun at login cannot fix this failure" in proc.stderr
+    assert (home / ".bashrc").read_text() == "alias ll='ls -l'\n"

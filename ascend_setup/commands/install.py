@@ -66,6 +66,11 @@ def _confirm(console: Console) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
+    """Bad input, or a host that preflight refused (no CANN, no interpreter, no disk): the same again at login."""
+    return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
+
+
 def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
     console = stderr_console()
     runner = _runner(options, console)
@@ -94,6 +99,9 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     try:
         state = runner.run(ConsoleReporter(console), options=options.to_record())
     except AscendSetupError as exc:
+        if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(Path(options.workdir)):
+            console.print("resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
+                          "run the install again", soft_wrap=True, markup=False)
         if as_json:
             print_json(failure_json(runner, options, exc))
         raise
