@@ -189,3 +189,16 @@ def test_resume_on_login_is_not_left_after_a_failure_a_rerun_cannot_fix(cli, hom
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "a rerun at login cannot fix this failure" in proc.stderr
     assert (home / ".bashrc").read_text() == "alias ll='ls -l'\n"
+
+
+def test_read_commands_need_no_writable_home(cli, tmp_path: Path) -> None:
+    """fit writes nothing: with HOME unset it still answers (an install or probe, which write, still need one)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 1000, "torch_dtype": "bfloat16"}))
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "fit", str(model), "--json"], capture_output=True,
+                          text=True, env={k: v for k, v in clean_env(tmp_path).items() if k != "HOME"})
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout)
