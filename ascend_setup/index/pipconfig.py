@@ -145,8 +145,6 @@ def _check_network_value(key: str, value: str, source: str) -> None:
         if not ok:
             raise BadInput(f"{source}={value!r} is not a timeout (a positive number of seconds)",
                            hint=f"fix or unset {source}")
-    if key in ("cert", "client-cert") and value and not os.path.exists(value):
-        raise BadInput(f"{source}={value!r}: no such file", hint=f"fix or unset {source}")
 
 
 def _ask_pip_here() -> Optional[dict]:
