@@ -202,3 +202,14 @@ def test_read_commands_need_no_writable_home(cli, tmp_path: Path) -> None:
                           text=True, env={k: v for k, v in clean_env(tmp_path).items() if k != "HOME"})
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout)
+
+
+def test_the_dry_run_predicts_preflights_verdict(cli, tmp_path: Path) -> None:
+    (tmp_path / "no-cann").mkdir()
+    (tmp_path / "index").mkdir()
+    proc = cli("install", "--cann", "9.1.0", "--dry-run", "--json", "--workdir", str(tmp_path / "wd"),
+               "--cann-home", str(tmp_path / "no-cann"), "--index-url", (tmp_path / "index").as_uri())
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)["preflight"]
+    assert verdict["will_fail"] and "no CANN toolkit found" in verdict["problems"][0]["what"]
+    assert not (tmp_path / "wd").exists()  # still a dry run

@@ -20,6 +20,7 @@ from ascend_setup.paths import resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.steps.base import Context
 from ascend_setup.steps.pipeline import build_pipeline
+from ascend_setup.steps.preflight import host_problems
 from ascend_setup.steps.resolve import preview_closure
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.runner import Runner, status_rows
@@ -76,9 +77,12 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     runner = _runner(options, console)
     if dry_run:
         decisions = runner.plan()
+        refused = host_problems(runner.ctx) if any(d.run and d.step.name == "preflight" for d in decisions) else []
         closure = preview_closure(runner.ctx)
         if as_json:
             print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
+                        "preflight": {"will_fail": bool(refused),
+                                      "problems": [{"what": p.what, "fix": p.fix} for p in refused]},
                         "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
                  "description": d.step.describe(runner.ctx)} for d in decisions]})
@@ -89,6 +93,8 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
             out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
+        for p in refused:
+            out.print(f"preflight will fail: {p.what} (fix: {p.fix})", soft_wrap=True, markup=False)
         return 0
     if not assume_yes and not _confirm(console):
         console.print("nothing done")
