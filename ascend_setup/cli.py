@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
     p.add_argument("--soc", metavar="SOC_VERSION", help="this host's NPUs, checked against the device type vllm_ascend "
                    "was built for (default: from npu-smi)")
+    p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
     p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the temporary workdir (its logs, venv and lock)")
     p.add_argument("--interrupt-at", metavar="STEP", default="download",
                    help="where to SIGKILL the install before resuming it: 'download' (the middle of the vllm-ascend "
-                        "sdist download, the default), a step name, or 'none'")
+                        "sdist download, the default), a step name (not mirror or verify: over too soon), or 'none'")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.set_defaults(func=_lazy("demo:run"))
 

@@ -45,6 +45,8 @@ def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = Tr
     for base in candidates:
         if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             return Path(base) / WORKDIR_NAME
+    if not write:  # a read command reads nothing there, and needs no writable HOME for that
+        return Path(next((b for b in candidates if b), "/mnt/workspace")) / WORKDIR_NAME
     raise BadInput("no writable persistent directory found (/mnt/workspace, $HOME)",
                    hint="pass --workdir DIR or set ASCEND_SETUP_WORKDIR")
 

@@ -1,18 +1,26 @@
 """What a person sees while the install works: one line per step transition (with its log), and in a
 terminal a live line with the current action (what pip or uv is collecting, downloading, building or
-installing; the build's [n/m]) and the elapsed time. Off a terminal: the plain lines only."""
+installing; the build's [n/m]) and a clock that ticks every second, kept to one line at any width. Off a
+terminal: the plain lines, and every 30 s a heartbeat line naming the step and its last output (a CI log
+that stays silent for 40 minutes looks hung)."""
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from ascend_setup.procs import set_activity
+from ascend_setup.steps.runner import FIRST_RUN
+
+#: Seconds between two heartbeat lines off a terminal.
+HEARTBEAT = 30.0
 
 #: Lines of pip, uv and the build that say what is happening now (group 1: the action, shortened).
 ACTION = re.compile(r"^\s*((?:Collecting|Downloading|Building wheel for|Installing collected packages|"
@@ -29,38 +37,70 @@ def action_of(line: str) -> Optional[str]:
 
 
 class ConsoleReporter:
-    """Step transitions on stderr (so --json output stays clean), and the live action in a terminal."""
+    """Step transitions on stderr (so --json output stays clean); the live line in a terminal, else heartbeats."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, heartbeat: float = HEARTBEAT) -> None:
         self.console = console
+        self.heartbeat = heartbeat
         self.status = None
         self.step = ""
         self.log: Optional[Path] = None
         self.since = 0.0
+        self.action = ""
+        self.last = ""  # the step's last non-empty output line, for the heartbeat
+        self._stopped = threading.Event()
+        self._clock: Optional[threading.Thread] = None
 
     def skipped(self, name: str, reason: str) -> None:
         self.console.print(f"[green]✓[/green] {name} [dim]({escape(reason)})[/dim]")
 
     def starting(self, name: str, reason: str, description: str, log: Optional[Path] = None) -> None:
         where = f" [dim]log: {escape(str(log))}[/dim]" if log else ""
-        self.console.print(f"[bold]→ {name}[/bold]: {escape(description)} [dim]({escape(reason)})[/dim]{where}",
-                           soft_wrap=True)
-        self.step, self.log, self.since = name, log, time.monotonic()
+        why = "" if reason == FIRST_RUN else f" [dim]({escape(reason)})[/dim]"
+        self.console.print(f"[bold]→ {name}[/bold]: {escape(description)}{why}{where}", soft_wrap=True)
+        self.step, self.log, self.since, self.action, self.last = name, log, time.monotonic(), "starting", ""
+        set_activity(self.activity)
         if self.console.is_terminal:
-            self.status = self.console.status(self._text("starting"))
+            self.status = self.console.status(self._text())
             self.status.start()
-            set_activity(self.activity)
+        self._stopped = threading.Event()
+        self._clock = threading.Thread(target=self._tick, args=(self._stopped,), daemon=True)
+        self._clock.start()
 
     def activity(self, line: str) -> None:
+        if line.strip():
+            self.last = line.strip()
         action = action_of(line)
-        if action and self.status is not None:
-            self.status.update(self._text(action))
+        if action:
+            self.action = action
+            if self.status is not None:
+                self.status.update(self._text())
 
-    def _text(self, action: str) -> str:
-        return f"{self.step}: {escape(action)} [dim]· {time.monotonic() - self.since:.0f} s · log {escape(str(self.log))}[/dim]"
+    def _tick(self, stopped: threading.Event) -> None:
+        """In a terminal the clock moves every second, output or not; off one, a heartbeat line now and then."""
+        while not stopped.wait(1.0 if self.status is not None else self.heartbeat):
+            if self.status is not None:
+                self.status.update(self._text())
+            else:
+                self.console.print(f"… {self.step}: still running, {time.monotonic() - self.since:.0f} s; last "
+                                   f"output: {self.last or '(none yet)'}", soft_wrap=True, markup=False,
+                                   highlight=False)
+
+    def _text(self) -> Text:
+        """One line: the spinner takes two columns; the log path is on the step's own line already."""
+        clock = f" · {time.monotonic() - self.since:.0f} s"
+        room = max(self.console.width - 2 - len(clock), 10)
+        text = f"{self.step}: {self.action}"
+        if len(text) > room:
+            text = text[:room - 1] + "…"
+        return Text(text + clock, no_wrap=True, overflow="ellipsis")
 
     def _stop(self) -> None:
         set_activity(None)
+        self._stopped.set()
+        if self._clock is not None:
+            self._clock.join()
+            self._clock = None
         if self.status is not None:
             self.status.stop()
             self.status = None

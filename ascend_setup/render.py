@@ -17,11 +17,31 @@ STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green
                 "fail": "red", "error": "red", "failed": "red", "unavailable": "red", "timeout": "red"}
 
 
+#: Below this many columns no table reads: plain lines instead (COLUMNS=0 used to print nothing at all).
+MIN_WIDTH = 20
+#: The width of plain lines: nothing is hard-wrapped, so a copied path or command still works.
+PLAIN_WIDTH = 400
+
+
+def _columns() -> Optional[int]:
+    """COLUMNS as a number, or None when it is unset or not a number."""
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() else None
+
+
 def _width(stream) -> Optional[int]:
-    """Off a terminal nothing is hard-wrapped at 80 columns: a copied path or command must still work."""
-    if os.environ.get("COLUMNS") or stream.isatty():
-        return None
-    return 400
+    columns = _columns()
+    if columns is not None:
+        return columns if columns >= MIN_WIDTH else PLAIN_WIDTH
+    return None if stream.isatty() else PLAIN_WIDTH
+
+
+def plain(console: "Console") -> bool:
+    """Plain lines, not tables: off a terminal (unless COLUMNS asks for a width), or under MIN_WIDTH columns."""
+    columns = _columns()
+    if columns is not None:
+        return columns < MIN_WIDTH
+    return not console.is_terminal
 
 
 def stdout_console() -> "Console":
@@ -81,3 +101,54 @@ def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], te
             for part in textwrap.wrap(line, width=max(40, console.width - 4), break_long_words=False,
                                       break_on_hyphens=False):
                 console.print("    " + part, soft_wrap=True, markup=False, highlight=False)
+
+
+def print_table(console: "Console", title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                status_column: Optional[int] = None) -> None:
+    """A table whose every cell is printed whole. When it does not fit the console, its widest columns go
+    on lines of their own below each row (as plan's reasons do); when even that does not fit, or off a
+    terminal, one plain line per row: the first cell, then `column: value` for each non-empty cell."""
+    from rich.markup import escape
+
+    body = [["" if c is None else str(c) for c in row] for row in rows]
+    if title:  # a line of its own: inside the table it would wrap at the table's width
+        console.print(f"[bold]{escape(title)}[/bold]", soft_wrap=True, highlight=False)
+    if not plain(console):
+        full = table(None, columns, body, status_column, compact=True)
+        if _fits(console, full):
+            console.print(full)
+            return
+        short = list(range(len(columns)))
+        for col in sorted(short[1:], key=lambda i: -max([len(columns[i])] + [len(r[i]) for r in body])):
+            short.remove(col)
+            if _fits(console, table(None, [columns[i] for i in short], [[r[i] for i in short] for r in body],
+                                    compact=True)):
+                _print_split(console, columns, body, short, status_column)
+                return
+    for row in body:
+        head = row[0]
+        rest = "  ".join(f"{columns[i]}: {v}" for i, v in enumerate(row) if i and v)
+        console.print(f"  {head}  {rest}".rstrip(), soft_wrap=True, markup=False, highlight=False)
+
+
+def _fits(console: "Console", renderable: Any) -> bool:
+    return console.measure(renderable, options=console.options.update_width(10_000)).maximum <= console.width
+
+
+def _print_split(console: "Console", columns: Sequence[str], body: Sequence[Sequence[str]], short: Sequence[int],
+                 status_column: Optional[int]) -> None:
+    """The short columns aligned, each row followed by its long values, one `column: value` line each."""
+    from rich.markup import escape
+
+    widths = {i: max([len(columns[i])] + [len(r[i]) for r in body]) for i in short}
+    console.print("[bold]" + escape("  ".join(columns[i].ljust(widths[i]) for i in short).rstrip()) + "[/bold]",
+                  highlight=False)
+    for row in body:
+        cells = [escape(row[i].ljust(widths[i])) for i in short]
+        if status_column in short:
+            at = list(short).index(status_column)
+            cells[at] = styled(escape(row[status_column])) + " " * (widths[status_column] - len(row[status_column]))
+        console.print("  ".join(cells).rstrip(), highlight=False, soft_wrap=True)
+        for i, value in enumerate(row):
+            if i not in short and value:
+                console.print(f"    {columns[i]}: {value}", soft_wrap=True, markup=False, highlight=False)

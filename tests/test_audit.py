@@ -226,3 +226,21 @@ def test_audit_and_doctor_read_well_at_80_and_200_columns(cli, tmp_path: Path) -
             for word in ("triton-ascend", "displaced,", "not subscriptable") if argv[0] == "audit" else ("libatb.so",):
                 assert word in text, (columns, word)  # never broken mid-word
     assert len(cli("audit", "--venv", str(venv), env={"COLUMNS": "80"}).stdout.splitlines()) < 60
+
+
+def test_the_summary_keeps_errors_warnings_and_expected_notes_apart(cli, tmp_path: Path) -> None:
+    from ascend_setup.audit.report import summary
+
+    assert summary(["info"] * 15) == "clean (15 expected notes)" and summary([]) == "clean"
+    assert summary(["warning", "info", "info"]) == "clean, with 1 warning (2 expected notes)"
+    assert summary(["error", "error", "info"]) == "NOT clean (2 errors, 1 expected note)"
+    venv = clean_venv(tmp_path / "v")
+    fake_install(venv, "apache-tvm-ffi", "0.1.9")  # an info: a CUDA-only package, kept on purpose or not
+    full = cli("audit", "--venv", str(venv)).stdout
+    quiet = cli("audit", "--venv", str(venv), "--quiet-info").stdout
+    report = json.loads(cli("audit", "--venv", str(venv), "--json").stdout)
+    infos = {f["id"] for f in report["findings"] if f["severity"] == "info"}
+    others = {f["id"] for f in report["findings"] if f["severity"] != "info"}
+    assert infos - others, report["findings"]
+    assert f"audit: {report['summary']}" in quiet and "expected note" in report["summary"]
+    assert all(i in full for i in infos) and not any(i in quiet for i in infos - others)

@@ -16,7 +16,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import clean_env
+from conftest import assert_one_line_error, clean_env
 
 DEAD = "http://127.0.0.1:9/simple/"  # refused at once: a case that wrongly goes on fails fast, offline
 
@@ -197,3 +197,12 @@ def test_every_bad_input_is_exit_2_one_line_and_touches_nothing(tree: Path) -> N
         sorted(set(after) - set(before) - {f"case-{i}" for i in range(len(cases))})
     fixtures = _manifest(tree / "fixtures")
     assert fixtures["a-fifo"] == ("fifo", 0) and fixtures["a-file"] == ("file", 2)
+
+
+@pytest.mark.parametrize("name, value, says", [("PIP_DEFAULT_TIMEOUT", "banana", "is not a timeout"),
+                                               ("PIP_TIMEOUT", "-3", "is not a timeout")])
+def test_a_bad_pip_variable_is_named_as_such(cli, tmp_path, name: str, value: str, says: str) -> None:
+    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11",
+               env={name: value})
+    line = assert_one_line_error(proc)
+    assert f"{name}={value!r}" in line and says in line

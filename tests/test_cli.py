@@ -178,3 +178,38 @@ def test_every_option_has_help_text() -> None:
 
     walk(build_parser(), [])
     assert not missing, missing
+
+
+def test_resume_on_login_is_not_left_after_a_failure_a_rerun_cannot_fix(cli, home: Path, tmp_path: Path) -> None:
+    """No CANN here: preflight fails, the same at every login; the block would rerun it in the background forever."""
+    (home / ".bashrc").write_text("alias ll='ls -l'\n")
+    (tmp_path / "none").mkdir()  # an empty CANN root: no toolkit in it
+    proc = cli("install", "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"), "--cann-home", str(tmp_path / "none"),
+               "--mirror", "none", "--yes", "--resume-on-login")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "a rerun at login cannot fix this failure" in proc.stderr
+    assert (home / ".bashrc").read_text() == "alias ll='ls -l'\n"
+
+
+def test_read_commands_need_no_writable_home(cli, tmp_path: Path) -> None:
+    """fit writes nothing: with HOME unset it still answers (an install or probe, which write, still need one)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 1000, "torch_dtype": "bfloat16"}))
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "fit", str(model), "--json"], capture_output=True,
+                          text=True, env={k: v for k, v in clean_env(tmp_path).items() if k != "HOME"})
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout)
+
+
+def test_the_dry_run_predicts_preflights_verdict(cli, tmp_path: Path) -> None:
+    (tmp_path / "no-cann").mkdir()
+    (tmp_path / "index").mkdir()
+    proc = cli("install", "--cann", "9.1.0", "--dry-run", "--json", "--workdir", str(tmp_path / "wd"),
+               "--cann-home", str(tmp_path / "no-cann"), "--index-url", (tmp_path / "index").as_uri())
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)["preflight"]
+    assert verdict["will_fail"] and "no CANN toolkit found" in verdict["problems"][0]["what"]
+    assert not (tmp_path / "wd").exists()  # still a dry run

@@ -222,3 +222,37 @@ def test_the_budget_holds_against_black_holes_and_dead_names(cli, farm, tmp_path
     finally:
         for hole in holes:
             hole.close()
+
+
+def test_an_index_behind_a_slow_resolver_is_ranked_slow_not_dropped(farm, monkeypatch) -> None:
+    """A name service that answers after 2.5 s (a resolver's retry), past the pages' 2 s deadline of a 5 s
+    budget: the index still answers inside the budget, so it is ranked "slow" (and chosen, being the only
+    one), naming the late phase; a black hole next to it still times out, naming where it was stuck."""
+    import socket
+
+    real = socket.getaddrinfo
+    looked_up = set()
+
+    def resolver(host, *args, **kwargs):  # a loopback resolver stand-in: slow the first time, then cached
+        if host == "slow-dns.test":
+            if host not in looked_up:
+                looked_up.add(host)
+                time.sleep(2.5)
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    slow = farm.url("fast").replace("127.0.0.1", "slow-dns.test")
+    hole = BlackHole()
+    dead = hole.url
+    try:
+        start = time.monotonic()
+        ranking = rank_mirrors([slow, dead], ROW, TARGET, budget=5.0)
+        took = time.monotonic() - start
+    finally:
+        hole.close()
+    by = {m.url: m for m in ranking.mirrors}
+    assert by[slow].status == "slow" and "DNS took 2.5 s" in by[slow].detail, by[slow]
+    assert ranking.chosen == slow and ranking.sample
+    assert by[dead].status == "timeout" and "connected, but no pages" in by[dead].detail
+    assert took <= 5.0 + 0.3, took

@@ -171,3 +171,20 @@ def test_pip_configuration_of_every_pip_generation_is_read() -> None:
 def test_python_hints_fit_the_os(release, words) -> None:
     assert words in python_install_hint("3.11", release)
     assert "apt-get install python3.11 " not in python_install_hint("3.11", {"ID": "debian", "VERSION_ID": "11"})
+
+
+def test_an_index_that_cannot_be_asked_falls_back_to_the_pythons_the_matrix_knows() -> None:
+    """The Ascend index unreachable: 3.12 fitted "by default" and the lock was made for it, though no
+    triton-ascend release has a cp312 wheel. The matrix says which Pythons it has wheels for, and the
+    choice says it used that."""
+    from ascend_setup.host.interpreters import Interpreter
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.resolve.pythons import choose_python
+
+    row = load_matrix().rows["9.1.0"]
+    found = [Interpreter(path=f"/p/{v}", version=v, has_venv=True) for v in ("3.12.1", "3.11.9", "3.10.4")]
+    for pages in (None, {n: [] for n in row.packages}):
+        choice = choose_python(row, found, "aarch64", "2.31", pages)
+        assert choice.interpreter.minor == "3.11", choice
+        assert choice.reasons[0].startswith("3.11: its index could not be asked") and "triton-ascend" in \
+            choice.reasons[0]

@@ -89,3 +89,46 @@ def test_threads_that_open_sessions_at_once_all_get_through(https_index, tmp_pat
         out = subprocess.run([sys.executable, "-c", MANY, index.url + "alpha/"], capture_output=True, text=True,
                              env=env, timeout=120)
         assert out.stdout.strip() == "['200']", out.stdout + out.stderr[-2000:]
+
+
+SYSTEM_ONLY = """
+import sys
+from ascend_setup.index.http import IndexUnreachable, get, system_ca
+try:
+    print("OK", get(sys.argv[1], attempts=1, timeout=10).status_code, system_ca())
+except IndexUnreachable as exc:
+    print("ERR", exc.message)
+"""
+
+
+@pytest.mark.live  # builds a Python 3.9 venv with requests and tenacity from pip's configured index
+def test_python_3_9_without_truststore_trusts_the_system_store(https_index, tmp_path: Path) -> None:
+    """Python 3.9 has no truststore, and requests alone trusts certifi: a site CA that only the system's
+    bundle holds (bind-mounted over /etc/ssl/certs/ca-certificates.crt in a private mount namespace, so the
+    host's file is untouched) must still be trusted, as pip trusts it there."""
+    import shutil
+
+    from ascend_setup.host.interpreters import find_interpreters
+
+    python39 = next((i.path for i in find_interpreters() if i.version.startswith("3.9.") and i.has_venv), None)
+    if python39 is None or shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs python3.9, unshare and root")
+    index, site = https_index
+    venv = tmp_path / "py39"
+    subprocess.run([python39, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "requests", "tenacity"], check=True,
+                   capture_output=True)
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    bundle = tmp_path / "ca-certificates.crt"
+    bundle.write_text((system.read_text() if system.is_file() else "") + site.ca.read_text())
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PIP_") and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+                                                      "CURL_CA_BUNDLE")}
+    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+    ask = [str(venv / "bin" / "python"), "-c", SYSTEM_ONLY, index.url + "alpha/"]
+    bare = subprocess.run(ask, capture_output=True, text=True, env=env, timeout=60).stdout.strip()
+    assert bare.startswith("ERR") and "not trusted" in bare, bare  # the host's store lacks the site CA
+    mounted = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                              f'mkdir -p /etc/ssl/certs && touch {system} && mount --bind "$0" {system} && exec "$@"',
+                              str(bundle), *ask], capture_output=True, text=True, env=env, timeout=60)
+    assert mounted.stdout.strip().startswith("OK 200"), (mounted.stdout, mounted.stderr[-2000:])

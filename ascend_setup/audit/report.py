@@ -19,6 +19,20 @@ from ascend_setup.resolve.lockfile import Lock
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
+def summary(severities: List[str]) -> str:
+    """One verdict that keeps errors, warnings and expected notes apart: infos are what a clean install
+    has on purpose (CUDA-only packages left out, the wheelhouse URL), and a count of "findings" read as alarm."""
+    errors, warnings, notes = (sum(s == k for s in severities) for k in ("error", "warning", "info"))
+    noted = f"{notes} expected note{'s' * (notes != 1)}" if notes else ""
+    if errors:
+        return "NOT clean (" + ", ".join(filter(None, [f"{errors} error{'s' * (errors != 1)}",
+                                                         f"{warnings} warning{'s' * (warnings != 1)}" if warnings
+                                                         else "", noted])) + ")"
+    if warnings:
+        return f"clean, with {warnings} warning{'s' * (warnings != 1)}" + (f" ({noted})" if noted else "")
+    return f"clean ({noted})" if noted else "clean"
+
+
 @dataclass
 class AuditReport:
     venv: Path
@@ -36,7 +50,7 @@ class AuditReport:
     def to_json(self) -> dict:
         return {"venv": str(self.venv), "row": self.row.cann, "row_reason": self.row_reason, "lock": self.lock,
                 "findings": [f.to_json() for f in self.findings], "fix_plan": self.plan,
-                "ok": not self.failed}
+                "ok": not self.failed, "summary": summary([f.severity for f in self.findings])}
 
 
 def _same(installed: Optional[str], pinned: str) -> bool:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ascend_setup.audit.report import run_audit
+from ascend_setup.audit.report import run_audit, summary
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
@@ -51,12 +51,10 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
                   soft_wrap=True, markup=False)
     if report.findings:
-        counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning", "info")}
-        console.print(f"audit: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info",
-                      markup=False)
+        console.print(f"audit: {summary([f.severity for f in report.findings])}", markup=False)
         console.print(f"  venv: {report.venv}", soft_wrap=True, markup=False)
-        print_items(console, [(f.severity, f.id, f.package) for f in report.findings],
-                    [[f.message] for f in report.findings])
+        shown = [f for f in report.findings if not (args.quiet_info and f.severity == "info")]
+        print_items(console, [(f.severity, f.id, f.package) for f in shown], [[f.message] for f in shown])
     else:
         console.print("[green]no findings: the venv matches the row[/green]")
     if report.plan:

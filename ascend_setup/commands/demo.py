@@ -12,7 +12,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.interrupts import at_interrupt
 from ascend_setup.paths import check_dir_path
 from ascend_setup.render import print_json, stderr_console, stdout_console
-from ascend_setup.simulate.demo import LABEL, interrupt_points, run_demo
+from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
 
 
 def _workdir(args: argparse.Namespace) -> "tuple[Path, bool]":
@@ -28,19 +28,27 @@ def _workdir(args: argparse.Namespace) -> "tuple[Path, bool]":
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.interrupt_at in QUICK:
+        raise BadInput(f"--interrupt-at {args.interrupt_at}: that step is over too soon for a SIGKILL to land in it",
+                       hint=f"pick one of {', '.join(interrupt_points())}")
     if args.interrupt_at not in interrupt_points():
         raise BadInput(f"--interrupt-at {args.interrupt_at!r} is not one of {', '.join(interrupt_points())}")
     workdir, ours = _workdir(args)
     if ours:
         at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
     console = stderr_console()
+
+    def show(line: str) -> None:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    if ours:  # said before anything is removed, so that a rerun can keep what this one would lose
+        show(f"{LABEL} working in {workdir}, removed at the end (--keep keeps it)")
     log = None
     try:
         if args.json:
             log = (workdir / "demo.log").open("w")
-        summary = run_demo(workdir, interrupt_at=args.interrupt_at, installer=args.installer,
-                           show=lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
-                           stream=log if log else sys.stderr)
+        summary = run_demo(workdir, interrupt_at=args.interrupt_at, installer=args.installer, show=show,
+                           stream=log if log else sys.stderr, kept=not ours)
     finally:
         if log:
             log.close()
@@ -63,12 +71,17 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
                   soft_wrap=True, markup=False)
     audit = summary["audit"]
-    out.print(f"audit: {'clean' if audit['ok'] else 'NOT clean'} ({audit['errors']} errors, {audit['findings']} "
-              "findings in all)", markup=False)
+    out.print(f"audit: {audit['summary']}", markup=False)
     out.print("serving hints for this row:")
     for hint in summary["hints"]:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)
-    where = f"kept in {workdir}" if not ours else "removed (--keep keeps it)"
+    if not ours:  # only what still exists is pointed at
+        out.print(f"the simulated install is kept in {workdir}; to use its venv:", soft_wrap=True, markup=False)
+        for line in summary["shell"]:
+            out.print(f"  {line}", soft_wrap=True, markup=False)
+        out.print(f"  ascend-setup probe --device cpu --gib 0.1 --venv {workdir / 'install' / 'venv'}", soft_wrap=True,
+                  markup=False)
+    where = f"kept in {workdir}" if not ours else "removed"
     out.print(f"{LABEL} {summary['seconds']:.0f} s; the demo's workdir was {where}. On an Ascend host: "
               "ascend-setup install --cann 9.1.0", soft_wrap=True, markup=False)
     return 0 if audit["ok"] else 1

@@ -9,7 +9,7 @@ from pathlib import Path
 from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
 from ascend_setup.fsutil import atomic_write_text
 from ascend_setup.paths import check_output_file
-from ascend_setup.render import print_json, stdout_console, table
+from ascend_setup.render import print_json, stdout_console, print_table
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -23,8 +23,7 @@ def run_report(args: argparse.Namespace) -> int:
         print_json({**data, "report": str(out)})
         return 0 if data["ok"] else 1
     console = stdout_console()
-    console.print(table(f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts),
-                        status_column=None))
+    print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts))
     for h in hosts:
         if h.error:
             console.print(f"{h.host}: the audit did not run: {h.error}", soft_wrap=True, markup=False)

@@ -18,9 +18,10 @@ from ascend_setup.matrix.newcann import provenance_line, record, with_derived_ro
 from ascend_setup.options import InstallOptions, build_install_options, derivation_index
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
-from ascend_setup.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.steps.base import Context
 from ascend_setup.steps.pipeline import build_pipeline
+from ascend_setup.steps.preflight import host_problems
 from ascend_setup.steps.resolve import preview_closure
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.runner import Runner, status_rows
@@ -70,8 +71,13 @@ def closure_line(closure: dict) -> str:
 def _confirm(console: Console) -> bool:
     if not sys.stdin.isatty():
         return True
-    answer = console.input("Proceed? [y/N] ")
+    answer = console.input("Proceed? \\[y/N] ")  # escaped, or rich takes it for markup and drops it
     return answer.strip().lower() in ("y", "yes")
+
+
+def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
+    """Bad input, or a host that preflight refused (no CANN, no interpreter, no disk): the same again at login."""
+    return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
 
 
 def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
@@ -79,20 +85,24 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     runner = _runner(options, console, dry_run=dry_run)
     if dry_run:
         decisions = runner.plan()
+        refused = host_problems(runner.ctx) if any(d.run and d.step.name == "preflight" for d in decisions) else []
         closure = preview_closure(runner.ctx)
         if as_json:
             print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
+                        "preflight": {"will_fail": bool(refused),
+                                      "problems": [{"what": p.what, "fix": p.fix} for p in refused]},
                         "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
                  "description": d.step.describe(runner.ctx)} for d in decisions]})
             return 0
         out = stdout_console()
-        out.print(table(f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
-                        [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)]
-                         for d in decisions]))
+        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
+                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)] for d in decisions])
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
             out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
+        for p in refused:
+            out.print(f"preflight will fail: {p.what} (fix: {p.fix})", soft_wrap=True, markup=False)
         return 0
     if not assume_yes and not _confirm(console):
         console.print("nothing done")
@@ -103,6 +113,9 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     try:
         state = runner.run(ConsoleReporter(console), options=options.to_record())
     except AscendSetupError as exc:
+        if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(Path(options.workdir)):
+            console.print("resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
+                          "run the install again", soft_wrap=True, markup=False)
         if as_json:
             print_json(failure_json(runner, options, exc))
         raise
@@ -177,7 +190,7 @@ def run_status(args: argparse.Namespace) -> int:
         print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0
     title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
-    stdout_console().print(table(title, ["step", "state", "seconds", "log", "error"],
-                                 [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}",
-                                   r["log"], r["error"]] for r in rows], status_column=1))
+    print_table(stdout_console(), title, ["step", "state", "seconds", "log", "error"],
+                [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
+                 for r in rows], status_column=1)
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -20,10 +20,10 @@ def run_list(args: argparse.Namespace) -> int:
             {"cann": r.cann, "python": r.python, "vllm-ascend": r.packages["vllm-ascend"], "vllm": r.packages["vllm"],
              "torch": r.packages["torch"], "torch-npu": r.packages["torch-npu"]} for r in rows]})
         return 0
-    stdout_console().print(table(f"Compatibility matrix ({matrix.source})",
-                                 ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
-                                 [[r.cann, r.python, *(r.packages[n] for n in
-                                   ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))] for r in rows]))
+    print_table(stdout_console(), f"Compatibility matrix ({matrix.source})",
+                ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
+                [[r.cann, r.python, *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
+                 for r in rows])
     return 0
 
 
@@ -36,15 +36,15 @@ def run_show(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     console = stdout_console()
-    console.print(table(f"CANN {row.cann}  (Python {row.python})", ["package", "version", "index"],
-                        [[n, v, row.index_of(n)] for n, v in row.packages.items()]))
-    console.print(table("CANN operator compiler's Python dependencies", ["package", "minimum"],
-                        [[n, m or "any"] for n, m in row.cann_python_deps.items()]))
+    print_table(console, f"CANN {row.cann}  (Python {row.python})", ["package", "version", "index"],
+                [[n, v, row.index_of(n)] for n, v in row.packages.items()])
+    print_table(console, "CANN operator compiler's Python dependencies", ["package", "minimum"],
+                [[n, m or "any"] for n, m in row.cann_python_deps.items()])
     console.print("CUDA-only requirements of vllm that are stripped: " + ", ".join(row.cuda_only))
     for arch, variant in row.arch.items():
-        console.print(table(f"on {arch}", ["package", "version", "index"],
-                            [[n, variant.packages.get(n, row.packages[n]), variant.package_index.get(n, row.index_of(n))]
-                             for n in dict.fromkeys([*variant.packages, *variant.package_index])]))
+        print_table(console, f"on {arch}", ["package", "version", "index"],
+                    [[n, variant.packages.get(n, row.packages[n]), variant.package_index.get(n, row.index_of(n))]
+                     for n in dict.fromkeys([*variant.packages, *variant.package_index])])
     console.print("Serving hints:")
     for hint in row.runtime_hints:
         env = " ".join(f"{k}={v}" for k, v in hint.env.items())

@@ -6,12 +6,14 @@ import argparse
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
+from ascend_setup import STARTED
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.interpreters import PREFERRED, choose_interpreter
+from ascend_setup.host.interpreters import PREFERRED
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.pythons import explicit_python
 from ascend_setup.matrix import load_matrix
@@ -20,8 +22,12 @@ from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
 from ascend_setup.paths import env_or, resolve_workdir
-from ascend_setup.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.venvinfo import read_pyvenv_cfg
+
+
+#: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
+EXIT_RESERVE = 0.15
 
 
 def _apply_global(url: str) -> None:
@@ -33,14 +39,13 @@ def _apply_global(url: str) -> None:
 
 
 def install_python(value: Optional[str], row: Row) -> str:
-    """The Python X.Y the install would use here: --python (a version or an interpreter), else the newest
-    interpreter in the row's range, else the version the hints suggest."""
+    """The Python X.Y whose files measure the mirrors: --python (a version or an interpreter), else this one
+    when the row takes it, else the version the hints suggest. Any file of the row measures a mirror as well;
+    searching the host's interpreters (a probe each) cost seconds of --budget on a loaded host."""
     if value:
         return explicit_python(value, row)
-    try:
-        return choose_interpreter(row.python).minor
-    except AscendSetupError:
-        return PREFERRED
+    here = "%d.%d" % sys.version_info[:2]
+    return here if row.python_allows(here + ".0") else PREFERRED
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
     live = stderr_console()
     shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
         if live.is_terminal and not args.json else None
-    data, _ = ranked(matrix, row, workdir, target=this_machine(python), urls=urls, budget=args.budget, use_cache=False,
+    # --budget is the command's wall time: its start-up (imports, the interpreter search) comes off the ranking's
+    # share, and a little is kept for writing the answer and exiting.
+    budget = max(0.3, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
+    data, _ = ranked(matrix, row, workdir, target=this_machine(python), urls=urls, budget=budget, use_cache=False,
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:
@@ -81,11 +89,12 @@ def run(args: argparse.Namespace) -> int:
                     "sample": result["sample"], "seconds": result["seconds"]})
     else:
         console = stdout_console()
-        console.print(table(f"mirrors for CANN {row.cann} (sample {result['sample']}, {result['seconds']:.1f} s)",
-                            ["status", "mirror", "TTFB", "throughput", "detail"],
-                            [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
-                              "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
-                             for m in result["mirrors"]], status_column=0))
+        sample = result['sample'] or "none: no fresh index answered"
+        print_table(console, f"mirrors for CANN {row.cann} (sample file {sample}, {result['seconds']:.1f} s)",
+                    ["status", "mirror", "TTFB", "throughput", "detail"],
+                    [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
+                      "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
+                     for m in result["mirrors"]], status_column=0)
         console.print(f"chosen: {result['chosen'] or 'none usable'}" +
                       (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
     return 0 if result["chosen"] else 1

@@ -1,5 +1,6 @@
-"""One report of many hosts' audits: the Ansible audit play leaves `<host>.audit.json` per host (each
-wraps that host's `audit --json`, or why it could not run); this reads them into a hosts x findings view."""
+"""One report of many hosts' audits: one `<host>.audit.json` per host, either plain `audit --json` output or
+the Ansible audit play's wrapper (`{"host", "rc", "stderr", "audit"}`: that output, or why it could not run);
+this reads them into a hosts x findings view. A severity it does not know is never called clean."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Dict, List, Optional, Sequence
 from ascend_setup.errors import BadInput
 
 SUFFIX = ".audit.json"
+KNOWN_SEVERITIES = ("error", "warning", "info")
 
 
 @dataclass
@@ -26,15 +28,22 @@ class HostAudit:
         return sum(f.get("severity") == "error" for f in self.findings)
 
     @property
+    def unknown(self) -> int:
+        """Findings of a severity this version does not know (a newer audit's): a look is needed."""
+        return sum(f.get("severity") not in KNOWN_SEVERITIES for f in self.findings)
+
+    @property
     def ok(self) -> bool:
-        return self.error is None and self.errors == 0
+        return self.error is None and self.errors == 0 and self.unknown == 0
 
     def result(self) -> str:
         if self.error:
             return "did not run"
-        counts = {s: sum(f.get("severity") == s for f in self.findings) for s in ("error", "warning", "info")}
+        counts = {s: sum(f.get("severity") == s for f in self.findings) for s in KNOWN_SEVERITIES}
         said = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items() if n)
-        if counts["error"] or counts["warning"]:
+        if self.unknown:
+            said = ", ".join(filter(None, [said, f"{self.unknown} of unknown severity"]))
+        if counts["error"] or counts["warning"] or self.unknown:
             return said
         return f"clean ({said})" if said else "clean"
 
@@ -49,13 +58,16 @@ def _one_line(text: str) -> str:
 
 
 def read_host_audit(path: Path) -> HostAudit:
-    """`{"host", "rc", "stderr", "audit"}` as the play writes it; a file that is not that is bad input."""
+    """`{"host", "rc", "stderr", "audit"}` as the play writes it, or plain `audit --json` output (the host is
+    then the file's name); a file that is neither is bad input."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise BadInput(f"{path} is not a host audit result ({exc.__class__.__name__}: {exc})") from None
+    if isinstance(data, dict) and "audit" not in data and isinstance(data.get("findings"), list):
+        data = {"host": None, "rc": 1 if data.get("ok") is False else 0, "audit": data}  # plain `audit --json`
     if not isinstance(data, dict) or "audit" not in data:
-        raise BadInput(f"{path} is not a host audit result (no 'audit' key)",
+        raise BadInput(f"{path} is not a host audit result (neither audit --json output nor the play's wrapper)",
                        hint="the audit play writes these files; run it again")
     host = str(data.get("host") or path.name[: -len(SUFFIX)])
     audit = data["audit"]

@@ -157,10 +157,10 @@ def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
                             "a preemptible instance loses it on stop", "--workdir /mnt/workspace/ascend-setup"))
     free = facts.workdir_free / GIB
     if facts.workdir_free < need:
-        checks.append(Check("disk", "fail", f"{free:.1f} GiB free at {facts.workdir}, the row needs {row.disk_gib} GiB",
+        checks.append(Check("disk", "fail", f"{free:.1f} GiB free at {facts.workdir}, the row needs {row.disk_gib:g} GiB",
                             "free space or choose another --workdir"))
     else:
-        checks.append(Check("disk", "pass", f"{free:.1f} GiB free, the row needs {row.disk_gib} GiB"))
+        checks.append(Check("disk", "pass", f"{free:.1f} GiB free, the row needs {row.disk_gib:g} GiB"))
     return checks
 
 

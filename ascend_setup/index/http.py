@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 import threading
 from typing import Dict, Optional
@@ -36,7 +37,7 @@ def use_system_trust() -> None:
             import truststore
 
             truststore.inject_into_ssl()
-        except ImportError:  # Python 3.9: no truststore; SSL_CERT_FILE is still honoured below
+        except ImportError:  # Python 3.9: no truststore; _verify() finds the system's bundle instead
             pass
         _trust["injected"] = True
 
@@ -47,13 +48,29 @@ def use_ca_bundle(path: Optional[str]) -> None:
     _local.__dict__.pop("session", None)
 
 
+#: Where distributions keep the system's CA bundle (Debian/Ubuntu, then Fedora/RHEL), after OpenSSL's own default.
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+
+def system_ca() -> Optional[str]:
+    """The OS trust store as OpenSSL (and so pip on Python 3.9) finds it: SSL_CERT_FILE, SSL_CERT_DIR, OpenSSL's
+    compiled-in default file and directory, then the distributions' bundles. None: only certifi is left."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (os.environ.get("SSL_CERT_FILE"), paths.cafile, *SYSTEM_BUNDLES):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    for candidate in (os.environ.get("SSL_CERT_DIR"), paths.capath):
+        if candidate and os.path.isdir(candidate) and any(n.endswith((".0", ".pem")) for n in os.listdir(candidate)):
+            return candidate
+    return None
+
+
 def _verify() -> object:
     bundle = _trust["ca_bundle"]
     if bundle:
         return bundle
-    fallback = os.environ.get("SSL_CERT_FILE")
-    if not _truststore_active() and fallback and os.path.isfile(fallback):
-        return fallback
+    if not _truststore_active():  # Python 3.9: requests would trust certifi alone, which no site CA is in
+        return system_ca() or True
     return True
 
 

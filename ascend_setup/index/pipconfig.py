@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, BadInput
 
 #: pip option -> the variable that carries it to pip (and, for uv, its own equivalent).
 NETWORK_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout")
@@ -120,17 +120,31 @@ def _classify(items: Mapping[str, object]) -> Tuple[Optional[str], Dict[str, str
     ignored: Dict[str, str] = {}
     for dotted, value, origin in sorted(_flatten(items), key=lambda item: item[0].startswith(":env:")):
         section, _, key = dotted.partition(".")
-        key = "timeout" if key == "default-timeout" else key
         source = "PIP_" + key.upper().replace("-", "_") if section == ":env:" else f"{section}.{key}"
+        key = "timeout" if key == "default-timeout" else key
         if section not in (":env:", "global", "install", "download", "wheel"):
             continue
         if key == "index-url":
             index_url = value.split()[0] if value.split() else None
         elif key in NETWORK_KEYS:
             network[key] = " ".join(value.split())
+            _check_network_value(key, network[key], source + (f" (in {origin})" if origin else ""))
         elif key not in HARMLESS_KEYS:
             ignored[source] = " ".join(value.split()) + (f" (in {origin})" if origin else "")
     return index_url, network, ignored
+
+
+def _check_network_value(key: str, value: str, source: str) -> None:
+    """A setting pip would choke on is named as such: a bad timeout once surfaced as "uv found no installable
+    set of versions"."""
+    if key == "timeout":
+        try:
+            ok = float(value) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise BadInput(f"{source}={value!r} is not a timeout (a positive number of seconds)",
+                           hint=f"fix or unset {source}")
 
 
 def _ask_pip_here() -> Optional[dict]:

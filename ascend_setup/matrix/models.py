@@ -102,11 +102,14 @@ class Row(BaseModel):
     cuda_only: Tuple[str, ...]
     cann_python_deps: Mapping[str, Optional[ExactVersion]]
     runtime_hints: Tuple[RuntimeHint, ...] = ()
-    disk_gib: int = Field(gt=0)
+    disk_gib: float = Field(gt=0)  # GiB; a fraction for small stacks (the demo's simulated one)
     wheel_glibc: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
     #: package -> arch -> the device type (A2, A3, _310P, A5) its published wheels were built for, as their
     #: vllm_ascend/_build_info.py says (`matrix derive` reads it); such a wheel runs on that device type only.
     wheel_device: Mapping[str, Mapping[str, str]] = Field(default_factory=dict)
+    #: package -> the CPython minors its pinned version is known to publish wheels for: the Python choice's
+    #: fallback when the index that holds it cannot be asked.
+    wheel_pythons: Mapping[str, Tuple[str, ...]] = Field(default_factory=dict)
     build_minutes: int = Field(default=40, gt=0)
     arch: Mapping[str, ArchVariant] = Field(default_factory=dict)
     #: The architecture this row was specialised for by `for_arch` (None: the generic row).

@@ -10,15 +10,17 @@ capped, and the whole measurement stays inside an overall budget.
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import urlparse
 
 import requests
 from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.deadline import failure_text, run_until
+from ascend_setup.deadline import Calls, failure_text, run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
@@ -27,7 +29,11 @@ from ascend_setup.matrix.models import MIRROR, Row
 
 SAMPLE_BYTES = 16 * 1024 * 1024
 #: Of the budget: project pages (DNS and connect included) by 40 %, first bytes by 60 %, throughput after.
+#: A mirror that misses them but answers within the budget is ranked "slow" (its late phase named), not dropped.
 PAGES_SHARE, FIRST_BYTE_SHARE = 0.4, 0.6
+#: Each phase of the first contact has a deadline of its own, so that a late answer says which part was late
+#: (a resolver that retries after 5 s is not a slow mirror's fault, and is not a dead mirror either).
+DNS_WITHIN, CONNECT_WITHIN = 1.0, 1.0
 FIRST_BYTE_TIMEOUT = 2.0
 SLOW_FRACTION = 0.25  # below a quarter of the best: "slow"
 EARLY_ABORT_AFTER = 0.3  # seconds of transfer before a clearly slower mirror is cut off
@@ -58,8 +64,9 @@ class Ranking:
     seconds: float
 
     def usable(self) -> List[MirrorResult]:
-        """Fresh and answering mirrors, fastest first; one not measured for lack of time ranks by first byte."""
-        ok = [m for m in self.mirrors if m.status == "ok"]
+        """Fresh and answering mirrors, fastest first; one not measured for lack of time ranks by first byte.
+        Only when none is ok, the slow ones (late or crawling): an index that answers beats none at all."""
+        ok = [m for m in self.mirrors if m.status == "ok"] or [m for m in self.mirrors if m.status == "slow"]
         return sorted(ok, key=lambda m: (-(m.throughput_bps or 0), m.ttfb_s or 99))
 
     def to_json(self) -> dict:
@@ -81,6 +88,46 @@ def _pages(url: str, names: Sequence[str], timeout: float) -> Optional[Dict[str,
     if failed is not None:
         raise failed
     return dict(zip(names, pages)) if all(p is not None for p in pages) else None  # type: ignore[arg-type]
+
+
+@dataclass
+class Contact:
+    """One mirror's first contact, phase by phase (written by its thread, read at the deadlines)."""
+
+    phase: str = "DNS"
+    dns_s: Optional[float] = None
+    connect_s: Optional[float] = None
+    pages_s: Optional[float] = None
+
+    def late(self) -> str:
+        """Which phases missed their deadline, for a late answer's detail."""
+        parts = [f"DNS took {self.dns_s:.1f} s" if (self.dns_s or 0) > DNS_WITHIN else "",
+                 f"connect took {self.connect_s:.1f} s" if (self.connect_s or 0) > CONNECT_WITHIN else ""]
+        return ", ".join(p for p in parts if p) or f"its pages took {self.pages_s or 0:.1f} s"
+
+    def stuck(self, within: float) -> str:
+        return {"DNS": f"DNS: no answer within {within:.1f} s", "connect": f"connect: no answer within {within:.1f} s"
+                }.get(self.phase, f"connected, but no pages within {within:.1f} s")
+
+
+def _contact(url: str, names: Sequence[str], contact: Contact, end: float) -> Optional[Dict[str, ProjectPage]]:
+    """DNS, a TCP connect, then the pages, each phase timed; it may finish after the on-time deadline."""
+    start = time.monotonic()
+    parts = urlparse(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            address = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)[0][4]
+            contact.dns_s, contact.phase = time.monotonic() - start, "connect"
+            with socket.create_connection(address[:2], timeout=max(0.1, end - time.monotonic())):
+                pass
+            contact.connect_s = time.monotonic() - start - contact.dns_s
+        except OSError:
+            pass  # the page fetch below meets the same failure, and names it as every index error is named
+    contact.phase = "pages"
+    pages = _pages(url, names, max(0.1, end - time.monotonic()))
+    contact.pages_s = time.monotonic() - start
+    return pages
 
 
 def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str]) -> None:
@@ -194,38 +241,48 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
     results = [MirrorResult(url=u) for u in urls]
     pins = gated_packages(row)
     pages_within = budget * PAGES_SHARE
-    answers = run_until([lambda u=u: _pages(u, list(pins), pages_within) for u in urls], start + pages_within)
-    pages = {r.url: a for r, a in zip(results, answers) if isinstance(a, dict)}
+    contacts = [Contact() for _ in urls]
+    pending = Calls([lambda u=u, c=c: _contact(u, list(pins), c, end) for u, c in zip(urls, contacts)])
+    answers = pending.results(start + pages_within)
+    pages: Dict[str, Dict[str, ProjectPage]] = {}
+    late: List[MirrorResult] = []
     for r, a in zip(results, answers):
-        if isinstance(a, Exception):
+        if isinstance(a, dict):
+            pages[r.url] = a
+        elif isinstance(a, Exception):
             r.status, r.detail = "error", failure_text(a)
-        elif r.url not in pages:
-            r.status, r.detail = "timeout", f"no answer within {pages_within:.1f} s (DNS and connect included)"
+        else:
+            late.append(r)  # decided at the end: late, or no answer at all
     freshness([r for r in results if r.url in pages], pages, pins)
     sample = sample_file(row, target, pages, [r for r in results if r.url in pages])
-    fresh = [r for r in results if r.status == "ok"]
-    if sample is None:
+    fresh = [r for r in results if r.status == "ok" and r.url in pages]
+    if sample is None and pages:
         for r in fresh:
             r.status, r.detail = "error", "no file of the row to measure"
-        return _finish(results, None, start, on_result)
+        fresh = []
     for r in fresh:
-        r.sample_url = _locate(sample, pages[r.url])
+        r.sample_url = _locate(sample, pages[r.url]) if sample else None
         if r.sample_url is None:
-            r.status, r.detail = "stale", f"lacks {sample.filename}"
+            r.status, r.detail = "stale", f"lacks {sample.filename}" if sample else "lacks the sample"
     for r in results:
         if r.status != "ok" and on_result:
             on_result(r)
     probing = [r for r in fresh if r.status == "ok"]
     probe_within = max(0.1, min(FIRST_BYTE_TIMEOUT, start + budget * FIRST_BYTE_SHARE - time.monotonic()))
-    probes = run_until([lambda r=r: first_byte(r.sample_url, probe_within) for r in probing],
-                       time.monotonic() + probe_within)
+    probe_calls = Calls([lambda r=r: first_byte(r.sample_url, max(0.1, end - time.monotonic())) for r in probing])
+    probes = probe_calls.results(time.monotonic() + probe_within)
+    slow_first_byte = []
     for r, probe in zip(probing, probes):
         if isinstance(probe, Exception):
             probe = ("error", failure_text(probe), None)
-        r.status, r.detail, r.ttfb_s = probe or ("timeout", f"no first byte within {probe_within:.1f} s", None)
+        if probe is None:
+            slow_first_byte.append(r)
+            continue
+        r.status, r.detail, r.ttfb_s = probe
         if r.status != "ok" and on_result:
             on_result(r)
-    answered = sorted((r for r in probing if r.status == "ok"), key=lambda r: (r.url != first, r.ttfb_s or 0))
+    answered = sorted((r for r in probing if r.status == "ok" and r not in slow_first_byte),
+                      key=lambda r: (r.url != first, r.ttfb_s or 0))
     best = 0.0
     for i, r in enumerate(answered):
         left = end - time.monotonic()
@@ -241,7 +298,53 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
         if r.status == "ok" and best and r.throughput_bps is not None and r.throughput_bps < best * SLOW_FRACTION:
             r.status = "slow"
             r.detail = r.detail or f"{r.throughput_bps / 1e3:.0f} kB/s, under a quarter of the best"
-    return _finish(results, sample.filename, start, None)
+    for r, probe in zip(probing, probe_calls.results(end)):
+        if r in slow_first_byte:
+            r.status, r.detail, r.ttfb_s = _late_first_byte(probe, probe_within)
+    sample = _late_pages(late, pending.results(end), urls, contacts, pages, pins, row, target, sample, budget)
+    for r in [*late, *slow_first_byte]:
+        if on_result:
+            on_result(r)
+    return _finish(results, sample.filename if sample else None, start, None)
+
+
+def _late_first_byte(probe, within: float) -> Tuple[str, str, Optional[float]]:
+    if isinstance(probe, Exception):
+        return "error", failure_text(probe), None
+    if probe is None:
+        return "timeout", f"no first byte of the sample within the budget ({within:.1f} s expected)", None
+    status, detail, seconds = probe
+    if status != "ok":
+        return status, detail, seconds
+    return "slow", f"answered late: first byte of the sample after {seconds:.1f} s", seconds
+
+
+def _late_pages(late: List[MirrorResult], answers, urls: List[str], contacts: List[Contact],
+                pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str], row: Row, target: Target,
+                sample: Optional[IndexFile], budget: float) -> Optional[IndexFile]:
+    """The mirrors that missed the pages deadline: those that answered within the budget are ranked "slow"
+    (fresh ones) or stale; the others time out, naming the phase they were stuck in. Returns the sample."""
+    by_url = dict(zip(urls, zip(answers, contacts)))
+    came = []
+    for r in late:
+        answer, contact = by_url[r.url]
+        if isinstance(answer, Exception):
+            r.status, r.detail = "error", failure_text(answer)
+        elif isinstance(answer, dict):
+            pages[r.url] = answer
+            came.append((r, contact))
+        else:
+            r.status, r.detail = "timeout", contact.stuck(budget)
+    if not came:
+        return sample
+    freshness([m for m, _ in came], pages, pins)
+    if sample is None:
+        sample = sample_file(row, target, pages, [m for m, _ in came])
+    for r, contact in came:
+        if r.status == "ok":
+            r.status, r.detail = "slow", f"answered late ({contact.late()}); not measured"
+            r.ttfb_s = round(contact.pages_s or 0, 4)
+    return sample
 
 
 def _finish(results: List[MirrorResult], sample: Optional[str], start: float,

@@ -71,6 +71,17 @@ def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc:
                   pages: Optional[Dict[str, list]]) -> PythonChoice:
     """The newest candidate with the fewest wheel gaps (none, when the indexes allow)."""
     ordered = sorted(candidates, key=lambda i: Version(i.version), reverse=True)
+    unasked = [n for n in row.wheel_pythons if pages is None or not binary_packages(row, {n: pages.get(n, [])})]
+    known = [i for i in ordered if all(i.minor in row.wheel_pythons[n] for n in unasked)]
+    if unasked and known and known[0] is not ordered[0]:
+        ordered = known
+        said = ", ".join(f"{n} {row.packages[n]}" for n in unasked)
+        note = (f"{ordered[0].minor}: its index could not be asked, so the newest Python that {said} is known "
+                f"(from the matrix) to have wheels for")
+        if pages is None:
+            return PythonChoice(ordered[0], [note], [])
+        choice = choose_python(row, ordered, arch, glibc, pages)
+        return PythonChoice(choice.interpreter, [note, *choice.reasons], choice.gaps)
     if pages is None:
         return PythonChoice(ordered[0], ["the indexes could not be asked which Pythons the row's wheels exist for"], [])
     gaps = {i.minor: wheel_gaps(row, i.minor, arch, glibc, pages) for i in ordered}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from typing import IO, Any, Callable, Dict, List, Union
 
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.host.interpreters import choose_interpreter
+from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.interrupts import descendants
-from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.world import start_simulated_host
@@ -32,11 +34,35 @@ NOWHERE = "none"
 LABEL = "[simulated]"
 #: The main index sends files this fast, so that the sdist's download takes a couple of seconds.
 THROTTLE = 1_500_000
+MB = 1024 * 1024
+#: What the demo puts on disk, measured with `du -sm` of a kept workdir (46 MB with pip: the simulated host,
+#: the venv, the caches, the logs), plus a margin for pip's temporary build trees: a 1 GiB /tmp is plenty.
+DISK_NEED = 200 * MB
+#: Steps over too soon (the mirror step only records `--mirror none`; verify is a second of imports) for a SIGKILL
+#: to land inside them reliably.
+QUICK = ("mirror", "verify")
 Stream = Union[None, int, IO[Any]]
 
 
 def interrupt_points() -> List[str]:
-    return [DOWNLOAD, NOWHERE, *(s.name for s in build_pipeline())]
+    return [DOWNLOAD, NOWHERE, *(s.name for s in build_pipeline() if s.name not in QUICK)]
+
+
+def simulated_matrix(root: Path) -> Path:
+    """The packaged matrix, with the simulated stack's disk need in place of the real row's 40 GiB (its stub
+    packages take megabytes), so the install's own preflight checks what this install needs."""
+    text = re.sub(r"(?m)^(\s+disk_gib:) .*$", rf"\g<1> {DISK_NEED / (1024 * MB):.2f}", PACKAGED_MATRIX.read_text())
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "compat_matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def check_disk(workdir: Path) -> None:
+    free = free_disk_bytes(workdir)
+    if free < DISK_NEED:
+        raise StepFailed(f"{free / MB:.0f} MB free at {workdir}; the demo needs {DISK_NEED / MB:.0f} MB",
+                         hint="free space there, or pass --workdir DIR on a disk with room")
 
 
 def child_env(workdir: Path) -> Dict[str, str]:
@@ -73,11 +99,21 @@ def _cli(*args: str, env: Dict[str, str]) -> dict:
     return json.loads(done.stdout)
 
 
+def _shell(install: Path) -> List[str]:
+    """The lines the install's verify step recorded for a person's shell (CANN's set_env.sh, the venv)."""
+    steps = json.loads((install / "state.json").read_text())["steps"]
+    return list(steps.get("verify", {}).get("outputs", {}).get("shell", []))
+
+
 def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
-             show: Callable[[str], None] = lambda line: None, stream: Stream = None) -> Dict[str, Any]:
-    """The whole story; returns its summary. Raises StepFailed when a part of it does not hold."""
+             show: Callable[[str], None] = lambda line: None, stream: Stream = None,
+             kept: bool = True) -> Dict[str, Any]:
+    """The whole story; returns its summary. Raises StepFailed when a part of it does not hold. `kept`: the
+    workdir outlives the demo (else a failure's hint cannot point at its logs)."""
     started = time.monotonic()
-    row = load_matrix().rows[CANN]
+    check_disk(workdir)
+    matrix = simulated_matrix(workdir / "host")
+    row = parse_matrix(matrix.read_text(), str(matrix)).rows[CANN]
     try:
         python = sys.executable if row.python_allows("%d.%d.%d" % sys.version_info[:3]) else \
             choose_interpreter(row.python).path
@@ -91,9 +127,12 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
     with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
                               behaviour=Behaviour(bytes_per_second=THROTTLE)) as host:
         argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
-                "--yes", "--workdir", str(install), "--python", python, "--installer", installer]
+                "--matrix", str(matrix), "--yes", "--workdir", str(install), "--python", python,
+                "--installer", installer]
         show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
-        proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", *argv], env=env, stdout=stream, stderr=stream)
+        # The install's closing lines (ready, shell, hints) go to a file: the demo ends with its own, once.
+        out = (workdir / "install-stdout.log").open("a")
+        proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", *argv], env=env, stdout=out, stderr=stream)
         stopped: Dict[str, Any] = {}
         if interrupt_at != NOWHERE:
             while proc.poll() is None and not _reached(interrupt_at, install):
@@ -106,15 +145,20 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
                         pass
                 proc.wait()
                 stopped = _stopped_at(install)
-                kept = f", {stopped['kept_bytes'] / 1e6:.1f} MB of the sdist kept" if stopped["kept_bytes"] else ""
-                show(f"{LABEL} SIGKILL ({interrupt_at}): step {stopped['step']} was running{kept}")
+                sdist = f", {stopped['kept_bytes'] / 1e6:.1f} MB of the sdist kept" if stopped["kept_bytes"] else ""
+                show(f"{LABEL} SIGKILL ({interrupt_at}): step {stopped['step']} was running{sdist}")
                 show(f"{LABEL} $ ascend-setup resume --workdir {install}")
                 host.main.requests.clear()
                 proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(install)],
-                                        env=env, stdout=stream, stderr=stream)
-        if proc.wait() != 0:
-            raise StepFailed(f"the simulated install failed (exit {proc.returncode})",
-                             hint=f"its logs are in {install / 'logs'} (--keep keeps them)")
+                                        env=env, stdout=out, stderr=stream)
+            else:
+                show(f"{LABEL} the install ended before {interrupt_at}: nothing was interrupted")
+        code = proc.wait()
+        out.close()
+        if code != 0:
+            raise StepFailed(f"the simulated install failed (exit {code})",
+                             hint=f"its logs are in {install / 'logs'}" if kept else
+                             "run 'ascend-setup demo --keep' to keep its workdir and logs")
         ranges = [h.get("Range") for path, h in host.main.requests if path.endswith(".tar.gz") and h.get("Range")]
         status = _cli("status", "--workdir", str(install), "--json", env=env)
         audit = _cli("audit", "--venv", str(install / "venv"), "--json", env=env)
@@ -124,5 +168,5 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
             "interrupted_at": interrupt_at if stopped else None, "resumed": stopped or None,
             "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
                                                                                for f in audit["findings"]),
-                                                "findings": len(audit["findings"])},
-            "hints": hints_for(row), "seconds": round(time.monotonic() - started, 1)}
+                                                "findings": len(audit["findings"]), "summary": audit["summary"]},
+            "shell": _shell(install), "hints": hints_for(row), "seconds": round(time.monotonic() - started, 1)}

@@ -106,11 +106,35 @@ NVIDIA = ("nvidia-cublas-cu12", "nvidia-cudnn-cu12")
 LLGUIDANCE_PYPROJECT = ('[build-system]\nrequires = ["maturin>=1.5,<2"]\nbuild-backend = "maturin"\n')
 
 
+#: The part of torch's tensor API that `ascend-setup probe --device cpu` uses (ones, empty_like, copy_), over a
+#: bytearray, so the demo's venv can run the probe it recommends.
+TORCH_TENSORS = """
+float16 = "float16"
+
+
+class Tensor:
+    def __init__(self, data):
+        self.data = data
+
+    def copy_(self, other):
+        self.data[:] = other.data
+        return self
+
+
+def ones(n, dtype=float16, device="cpu"):
+    return Tensor(bytearray(b"\\x01") * (2 * n))
+
+
+def empty_like(other):
+    return Tensor(bytearray(len(other.data)))
+"""
+
+
 def torch_files(version: str, cuda: Optional[str]) -> Dict[str, str]:
     """A stub torch: a CUDA build imports its nvidia-* libraries (and fails without them), and says so in
     torch/version.py, as the real one does."""
     imports = "".join(f"import {n.replace('-', '_')}  # noqa: F401\n" for n in NVIDIA) if cuda else ""
-    return {"torch/__init__.py": f"{imports}__version__ = {version!r}\n",
+    return {"torch/__init__.py": f"{imports}__version__ = {version!r}\n{TORCH_TENSORS}",
             "torch/version.py": f"cuda = {cuda!r}\n__version__ = {version!r}\n"}
 
 

@@ -55,6 +55,23 @@ def _fail(problems: List[Problem], log: Path) -> None:
                            hint="fix each as listed above", details=details)
 
 
+def host_problems(ctx: Context) -> List[Problem]:
+    """What preflight refuses for certain from the host's facts alone (CANN, disk); the dry run predicts its
+    verdict with the same function (it once said every step would run, on a host without CANN)."""
+    row: Row = ctx.extras["row"]
+    options = ctx.options
+    problems: List[Problem] = []
+    cann = _cann_problem(row, primary_cann(options.get("cann_home")), bool(options.get("force")),
+                         options.get("cann_home"))
+    if cann:
+        problems.append(cann)
+    free = free_disk_bytes(ctx.workdir)
+    if free < row.disk_gib * GIB:
+        problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib:g} GiB",
+                                "free space or pass another --workdir"))
+    return problems
+
+
 class Preflight(Step):
     """check CANN, interpreter, glibc, cores, memory and disk against the row"""
 
@@ -79,11 +96,8 @@ class Preflight(Step):
         row: Row = ctx.extras["row"]
         options = ctx.options
         _log_ignored_pip_settings(ctx, log)
-        problems: List[Problem] = []
+        problems = host_problems(ctx)
         found = primary_cann(options.get("cann_home"))
-        cann = _cann_problem(row, found, bool(options.get("force")), options.get("cann_home"))
-        if cann:
-            problems.append(cann)
         interp = None
         try:
             choice = pick_python(row, preflight_sources(ctx), platform.machine(), glibc_version() or "2.17",
@@ -94,10 +108,6 @@ class Preflight(Step):
             raise
         except AscendSetupError as exc:
             problems.append(Problem(exc.message, exc.hint or ""))
-        free = free_disk_bytes(ctx.workdir)
-        if free < row.disk_gib * GIB:
-            problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib} GiB",
-                                    "free space or pass another --workdir"))
         soc = options.get("soc")
         npu = None
         if not soc:

@@ -11,6 +11,9 @@ from ascend_setup.steps.base import Context, Step, fingerprint
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
 
+#: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.
+FIRST_RUN = "not run yet"
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -84,7 +87,7 @@ class Runner:
         if record is None:
             if step.is_done(self.ctx):
                 return decision(False, "already satisfied")
-            return decision(True, "not run yet")
+            return decision(True, FIRST_RUN)
         if record.state == "started":
             return decision(True, "interrupted last time; running again")
         if record.state == "failed":

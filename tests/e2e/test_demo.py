@@ -37,8 +37,9 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
 def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=clean_env(home))
-    first = proc.stderr.readline()
-    workdir = Path(re.search(r"host in (\S+)/host:", first).group(1))
+    first = proc.stderr.readline()  # said before anything: the workdir, and that it goes at the end
+    assert "removed at the end (--keep keeps it)" in first, first
+    workdir = Path(re.search(r"host in (\S+)/host:", proc.stderr.readline()).group(1))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (workdir / "install" / "state.json").exists():
         time.sleep(0.05)
@@ -48,3 +49,34 @@ def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
     assert proc.returncode == 130 and "interrupted by SIGINT" in err, err[-2000:]
     assert _processes_mentioning(str(workdir)) == []
     assert not workdir.exists()  # its own temporary workdir goes on Ctrl-C too
+
+
+def test_interrupt_at_refuses_a_step_it_cannot_interrupt(cli) -> None:
+    from conftest import assert_one_line_error
+
+    line = assert_one_line_error(cli("demo", "--interrupt-at", "verify"))
+    assert "over too soon" in line and "download" in line
+
+
+def test_the_demo_checks_its_own_disk_need_and_its_row_says_it(tmp_path: Path, monkeypatch) -> None:
+    from ascend_setup.errors import StepFailed
+    from ascend_setup.matrix.load import parse_matrix
+    from ascend_setup.simulate import demo
+
+    matrix = demo.simulated_matrix(tmp_path / "host")
+    row = parse_matrix(matrix.read_text(), str(matrix)).rows[demo.CANN]
+    assert row.disk_gib * 1024 ** 3 == pytest.approx(demo.DISK_NEED, rel=0.05)  # not the real row's 40 GiB
+    monkeypatch.setattr(demo, "free_disk_bytes", lambda path: demo.DISK_NEED - 1)
+    with pytest.raises(StepFailed, match="the demo needs 200 MB"):
+        demo.check_disk(tmp_path)
+
+
+def test_the_simulated_torch_runs_the_probe_the_demo_recommends(tmp_path: Path) -> None:
+    from ascend_setup.fit.probe import run_probe
+    from ascend_setup.simulate.ecosystem import torch_files
+
+    for name, text in torch_files("2.10.0", cuda=None).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    result = run_probe(Path(sys.executable), "cpu", 4 * 1024 * 1024, env={"PYTHONPATH": str(tmp_path)})
+    assert result["backend"] == "torch" and result["gbps"] > 0
