@@ -12,6 +12,8 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
+from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
+from ascend_setup.venvinfo import site_packages
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -42,10 +44,20 @@ def problems(ctx: Context) -> List[str]:
             found.append(f"import of {dist} fails: {info['error']}")
         elif info["version"] != row.packages[dist]:
             found.append(f"{dist} is {info['version']}, the row says {row.packages[dist]}")
+    if result.get("vllm-ascend", {}).get("ok"):
+        found += kernel_problems(ctx)
     triton = triton_check(ctx)
     if triton:
         found.append(f"triton check: {triton}")
     return found
+
+
+def kernel_problems(ctx: Context) -> List[str]:
+    """The installed vllm-ascend must hold its compiled custom ops (a wheel built without them imports fine)."""
+    soc = ctx.options.get("soc") or ctx.outputs.get("preflight", {}).get("soc") or ""
+    names = [name for site in site_packages(venv_dir(ctx)) for name in installed_files(site)]
+    missing = missing_kernels(names, soc)
+    return [f"the installed vllm-ascend lacks {', '.join(missing)}"] if missing else []
 
 
 def shell_lines(ctx: Context) -> List[str]:
@@ -68,7 +80,7 @@ def hints_for(row: Row) -> List[str]:
 
 
 class Verify(Step):
-    """import torch, torch_npu, vllm, vllm_ascend in the venv; versions equal the row; triton works"""
+    """import torch, torch_npu, vllm, vllm_ascend in the venv; versions equal the row; custom ops there; triton works"""
 
     name = "verify"
     depends_on = ("vllm-ascend",)
