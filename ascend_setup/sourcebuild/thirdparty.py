@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import requests
 
-from ascend_setup.errors import StepFailed
+from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import download, sha256_of
 from ascend_setup.sourcebuild.source import _safe as safe_member
 
@@ -166,8 +166,12 @@ def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
         if not _verified(dest, archive):
             if dest.exists():
                 dest.unlink()  # ours, and not what the CMake file names
-            download([source_url(archive, mirror)], dest, sha256=archive.sha256,
-                     on_progress=(lambda d, t, n=archive.name: on_progress(n, d, t)) if on_progress else None)
+            try:
+                download([source_url(archive, mirror)], dest, sha256=archive.sha256,
+                         on_progress=(lambda d, t, n=archive.name: on_progress(n, d, t)) if on_progress else None)
+            except AscendSetupError as exc:
+                raise StepFailed(f"{archive.name} could not be fetched ({exc.message}); {archive.hash_text()}",
+                                 hint=exc.hint or "check the mirror given by --build-deps-url") from None
             if not _verified(dest, archive):
                 dest.unlink()
                 raise StepFailed(f"{archive.name} from {source_url(archive, mirror)} does not match its "
