@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
+    p.add_argument("--jobs", type=int, metavar="N", help="MAX_JOBS for a vllm-ascend source build (default: from the "
+                   "memory the build can use, 4 GiB a job)")
+    p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
+                   "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name")
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
     p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")

@@ -78,6 +78,8 @@ class InstallOptions:
     respect_pip_config: bool = False
     resume_on_login: bool = False
     vllm_ascend: Optional[str] = None  # --vllm-ascend: the row of a CANN the matrix has none for is derived from it
+    jobs: Optional[int] = None  # --jobs N: MAX_JOBS for the vllm-ascend build
+    build_deps_url: Optional[str] = None  # --build-deps-url URL: a mirror of the build's third-party archives
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -137,7 +139,8 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
                           respect_pip_config: bool = False, dry_run: bool = False,
-                          resume_on_login: bool = False, vllm_ascend: Optional[str] = None) -> InstallOptions:
+                          resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
+                          jobs: Optional[int] = None, build_deps_url: Optional[str] = None) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
@@ -173,7 +176,8 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
-        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend)
+        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
+        jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url))
 
 
 def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:
@@ -185,6 +189,19 @@ def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pi
     if mirror and mirror not in ("auto", "none"):
         return check_index_url(mirror, "--mirror")
     return network_settings_for_this_run(pip_settings(respect=respect_pip_config)).index
+
+
+def check_build_deps_url(url: Optional[str]) -> Optional[str]:
+    if url is not None and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
+        raise BadInput(f"--build-deps-url {url!r} is not an http(s):// URL",
+                       hint="for files on this host, copy them into <workdir>/downloads/third-party")
+    return url
+
+
+def check_jobs(jobs: Optional[int]) -> Optional[int]:
+    if jobs is not None and jobs < 1:
+        raise BadInput(f"--jobs {jobs} must be at least 1")
+    return jobs
 
 
 def check_python_flag(python: str, source: str, spec: str) -> None:

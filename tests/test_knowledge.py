@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.sourcebuild.source import extract_once
 from ascend_setup.knowledge.fixes import Host
@@ -62,12 +63,19 @@ def test_summaries_are_not_causes() -> None:
 
 
 def test_stub_build_without_decorator_is_triaged(tmp_path: Path) -> None:
-    """The stub plugin's real build output (no decorator in this interpreter's reach) is triaged right."""
+    """The stub plugin's real build output (no decorator in the reach of the `python3` CANN's compiler is
+    given) is triaged right."""
     sdist = build_stub_plugin_sdist(tmp_path, "0.23.0", [])
     source = extract_once(sdist, tmp_path / "src")
+    cann = build_fake_cann(tmp_path / "Ascend")
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    (bare / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")  # no site-packages
+    (bare / "python3").chmod(0o755)
     code = "import sys; sys.path.insert(0, sys.argv[1]); import _stub_backend; _stub_backend.build_wheel(sys.argv[2])"
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(source), str(tmp_path)],  # no site-packages
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(source), str(tmp_path)],
+                          capture_output=True, text=True,
+                          env={"PATH": f"{bare}:{cann.toolkit}/bin:/usr/bin:/bin", "HOME": str(tmp_path)})
     assert proc.returncode != 0
     lines = proc.stdout.splitlines()
     assert len(lines) > 250 and lines[-1].startswith("-- [cmake]")  # the cause is buried, not last

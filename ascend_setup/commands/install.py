@@ -145,7 +145,8 @@ def run_install(args: argparse.Namespace) -> int:
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
         lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
-        resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend)
+        resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend, jobs=args.jobs,
+        build_deps_url=args.build_deps_url)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
         stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)

@@ -30,6 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.simulate.dists import build_sdist, build_wheel
+from ascend_setup.simulate.stub_plugin import CMAKE_SCRIPT, published_kernel_files
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "simulate"
 ARCH_TAGS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
@@ -206,7 +207,8 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     for name, version in sorted(versions.items()):
         if name in real or name in special:
             continue
-        build_wheel(main, name, version)
+        files = {"cmake/__init__.py": "", f"cmake-{version}.data/scripts/cmake": CMAKE_SCRIPT.format(version=version)}
+        build_wheel(main, name, version, files=files if name == "cmake" else None)
     for name, version, requires in TRANSITIVE:
         build_wheel(main, name, version, requires=requires)
         versions[name] = version
@@ -229,7 +231,8 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     for tag in (f"manylinux_{level}_{arch}" for arch in plugin_wheel_arches):
         for py in ("cp310", "cp311", "cp312"):
             build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
-                        requires=PLUGIN_REQUIRES, files=plugin_wheel_files(row_packages["vllm-ascend"]))
+                        requires=PLUGIN_REQUIRES, files={**plugin_wheel_files(row_packages["vllm-ascend"]),
+                                                         **published_kernel_files(f"{py}-{py}-{tag}")})
     if vllm_ascend_sdist is not None:
         shutil.copy(vllm_ascend_sdist, main / vllm_ascend_sdist.name)
     else:

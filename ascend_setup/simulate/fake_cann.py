@@ -91,6 +91,23 @@ BOARDS = {
     "A5": {"chip": "Ascend950", "chip_type": "", "npu_name": "pr", "board_names_chip": True},
 }
 
+#: CANN's compiler driver, standing in for bisheng and the TBE operator compiler behind it (which is Python,
+#: run by the interpreter the build hands it: HI_PYTHON, else `python3` from PATH). Every call is recorded,
+#: with what `python3` and `cmake` resolve to, so a test can see the environment the compiler ran in.
+BISHENG = """#!/usr/bin/env bash
+{{ echo "=== bisheng $*"; echo "python3=$(command -v python3)"; echo "cmake=$(command -v cmake)"
+  echo "HI_PYTHON=${{HI_PYTHON:-}}"; echo "HOME=$HOME"; echo "PATH=$PATH"; echo "PYTHONPATH=${{PYTHONPATH:-}}"
+}} >> {record}
+if [ "$1" = "--version" ]; then echo "bisheng version 9.1.0 (fake CANN)"; exit 0; fi
+exec "${{HI_PYTHON:-python3}}" -c 'import decorator, attrs, sympy; print("operator compiled")'
+"""
+
+#: Sourced by csrc/build.sh before it looks for bisheng: records the environment the compiler would get.
+SETENV_BASH = """{{ echo "=== setenv.bash"; echo "python3=$(command -v python3)"; echo "cmake=$(command -v cmake)"
+  echo "HOME=$HOME"; echo "PATH=$PATH"; }} >> {record}
+export PATH={toolkit}/bin:$PATH
+"""
+
 
 @dataclass
 class FakeCann:
@@ -99,6 +116,11 @@ class FakeCann:
     set_env: Path
     version: str
     driver: Optional[Path]
+
+    @property
+    def compiler_calls(self) -> Path:
+        """What bisheng and setenv.bash recorded (one block per call)."""
+        return self.root / "compiler-calls.log"
 
 
 def _write(path: Path, text: str, executable: bool = False) -> Path:
@@ -144,8 +166,8 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
         (toolkit / sub).mkdir(parents=True, exist_ok=True)
     _write(set_env, HOSTILE_BODY.format(toolkit=toolkit, tail=TAILS[set_env_mode]))
     if toolchain:
-        _write(toolkit / "bin" / "setenv.bash", f"export PATH={toolkit}/bin:$PATH\n")
-        _write(toolkit / "bin" / "bisheng", '#!/usr/bin/env bash\necho "bisheng (fake CANN) $*"\n', executable=True)
+        _write(toolkit / "bin" / "bisheng", BISHENG.format(record=root / "compiler-calls.log"), executable=True)
+        _write(toolkit / "bin" / "setenv.bash", SETENV_BASH.format(record=root / "compiler-calls.log", toolkit=toolkit))
     if nnal:
         atb = root / "nnal" / "atb"
         _write(atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so", "")

@@ -1,23 +1,32 @@
 """A vllm-ascend sdist whose build behaves like the real one where it matters to the installer.
 
-Its in-tree PEP 517 backend compiles N stages with ninja-style `[n/m]` lines (skipping stages whose
-objects exist: incremental), fails unless `decorator` imports and ASCEND_HOME_PATH is set, fails like
-CMake unless torch is the row's version, fails with the TBE compiler's 'Another process is using this
-dir' when a kernel_meta.lock holds a foreign pid, and produces an importable `vllm_ascend`.
+Its in-tree PEP 517 backend shells out the way the real setup.py does: CANN's `bisheng` from PATH runs
+the operator compiler with `python3` from PATH (which must import decorator, attrs and sympy), `cmake`
+from PATH must be >= 3.26, and torch_npu is found with `python3 -m pip show torch-npu`: run outside the
+venv, the build fails. It fails like CMake unless torch is the row's version and ASCEND_HOME_PATH is set,
+and with the TBE compiler's 'Another process is using this dir' when a kernel_meta.lock holds a foreign
+pid. It downloads mid-build each third-party archive its csrc/cmake files name that is not already in
+place. It compiles N stages with Makefile-style `[ NN%]` lines (or Ninja's `[n/m]`), skipping stages
+whose objects exist (incremental). It writes `_build_info.py` with the SOC's `__device_type__` as
+upstream does, leaves the `.so` files in build/temp.* and packs build/lib as it finds it (so a reused
+tree leaks), and with COMPILE_CUSTOM_KERNELS=0 "succeeds" with no `.so` at all.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 from pathlib import Path
-from typing import Iterable
+from typing import Dict, Iterable, Sequence
 
 from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
+from ascend_setup.simulate.third_party import StubArchive
+from ascend_setup.soc import soc_table
 
 BACKEND = r'''
-import importlib.metadata as md, os, sys, time
+import importlib.metadata as md, json, os, platform, re, shutil, subprocess, sys, time, urllib.request
 from pathlib import Path
 
 from _wheel_writer import write_wheel
@@ -26,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 NAME, VERSION = "vllm_ascend", open(HERE / "VERSION").read().strip()
 STAGES = int(os.environ.get("STUB_BUILD_STAGES", "6"))
 SECONDS = float(os.environ.get("STUB_STAGE_SECONDS", "0.3"))
+GENERATOR = os.environ.get("STUB_BUILD_GENERATOR", "make")  # the top-level build uses Makefiles: [ NN%]
 TORCH = "2.10.0"
 
 
@@ -60,13 +70,78 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     return _dist_info(metadata_directory)
 
 
+CMAKE_MIN = (3, 26)  # pyproject's build requirement: cmake>=3.26
+
+
+def _device_type(soc):
+    """setup.py's gen_build_info: the SOC's device type, or the AssertionError upstream raises. The table is
+    the tool's own (data/soc_versions.yaml), written into the sdist."""
+    table = json.loads((HERE / "_soc_table.json").read_text())
+    found = table["socs"].get(soc) or next((d for part, d in table["contains"].items() if part in soc), None)
+    if found is None:
+        fail("AssertionError: Undefined soc_version: %s. Please file an issue to vllm-ascend." % soc)
+    return found
+
+
+def _operator_compiler():
+    """build_aclnn.sh: ~/.gitconfig, bisheng from PATH; csrc's CMake takes `python3` from PATH as the
+    operator compiler's Python (HI_PYTHON), and the compiler imports decorator, attrs, sympy with it."""
+    with open(os.path.expanduser("~/.gitconfig"), "a") as handle:
+        handle.write("[safe]\n\tdirectory = %s\n" % HERE)
+    bisheng = shutil.which("bisheng")
+    if not bisheng:
+        fail("Error: bisheng compilation tool not found, Please check whether the cann package or environment "
+             "variables are set.")
+    python3 = shutil.which("python3") or fail("CMake Error: Can't find python3.")
+    print("-- Found Python3: %s" % python3)
+    proc = subprocess.run([bisheng, "-c", "op_kernel.cpp"], capture_output=True, text=True,
+                          env=dict(os.environ, HI_PYTHON=python3))
+    if proc.returncode != 0:
+        fail(*(proc.stdout + proc.stderr).splitlines())
+
+
+def _third_party():
+    """What csrc's CMake does with each archive: use it when it is there, else download it (mid-build)."""
+    for item in json.loads((HERE / "_stub_cmake.json").read_text()):
+        if (HERE / "csrc" / item["found"]).exists():
+            print("-- [ThirdPartyLib] %s found" % item["name"])
+            continue
+        print("-- Downloading %s" % item["url"])
+        try:
+            with urllib.request.urlopen(item["url"], timeout=10) as response:
+                data = response.read()
+        except OSError as exc:
+            fail("CMake Error at cmake/third_party/%s:" % item["cmake"],
+                 "  error: downloading '%s' failed" % item["url"], "  status_string: \"%s\"" % exc)
+        pkg = HERE / "csrc" / "third_party" / "pkg"
+        pkg.mkdir(parents=True, exist_ok=True)
+        (pkg / item["name"]).write_bytes(data)
+        with open(HERE / "csrc" / "third_party" / "fetched-during-build.log", "a") as handle:
+            handle.write(item["url"] + "\n")
+
+
+def _configure():
+    """setup.py's cmake_build_ext.configure: `cmake` from PATH, torch_npu found by `python3 -m pip show`."""
+    if not shutil.which("cmake"):
+        fail("RuntimeError: Cannot find CMake executable: [Errno 2] No such file or directory: 'cmake'")
+    words = subprocess.check_output(["cmake", "--version"], text=True).split()
+    version = tuple(int(p) for p in words[2].split(".")[:2]) if len(words) > 2 else (0, 0)
+    if version < CMAKE_MIN:
+        fail("CMake Error: CMake %d.%d or higher is required.  You are running version %s" % (*CMAKE_MIN, words[2]))
+    command = "python3 -m pip show torch-npu | grep '^Location:' | awk '{print $2}'"
+    torch_npu = subprocess.check_output(command, shell=True).decode().strip() + "/torch_npu"
+    print("TORCH_NPU_PATH is %s" % torch_npu)
+    if not os.path.isdir(torch_npu):
+        fail("CMake Error at CMakeLists.txt:96 (include_directories):",
+             "  torch_npu headers not found under TORCH_NPU_PATH=%s" % torch_npu)
+
+
 def _compile():
+    if os.environ.get("COMPILE_CUSTOM_KERNELS", "1") == "0":
+        print("COMPILE_CUSTOM_KERNELS=0: building no C++ extension")
+        return None
     chatter(30)
-    try:
-        import decorator  # noqa: F401  (CANN's operator compiler imports it)
-    except ModuleNotFoundError as exc:
-        fail("Traceback (most recent call last):", '  File "tbe/common/utils.py", line 21, in <module>',
-             f"ModuleNotFoundError: {exc}")
+    _operator_compiler()
     if not os.environ.get("ASCEND_HOME_PATH"):
         fail("CMake Error: ASCEND_HOME_PATH is not set; source CANN's set_env.sh")
     try:
@@ -76,6 +151,8 @@ def _compile():
     if torch.split("+")[0] != TORCH:  # CMake's Torch_VERSION has no local part (+cpu)
         fail("CMake Error at CMakeLists.txt:28 (message):", f"  Expected PyTorch version {TORCH}, found {torch}")
     soc = os.environ.get("SOC_VERSION") or fail("CMake Error: SOC_VERSION is not set")
+    _third_party()
+    _configure()
     build = HERE / "build"
     meta = build / "kernel_meta"
     meta.mkdir(parents=True, exist_ok=True)
@@ -85,8 +162,10 @@ def _compile():
     lock.write_text(str(os.getpid()))
     todo = [i for i in range(1, STAGES + 1) if not (build / f"op_{i}.o").exists()]
     for n, i in enumerate(todo, 1):
-        print(f"[{n}/{len(todo)}] Building CXX object op_{i}.o (SOC {soc}, MAX_JOBS {os.environ.get('MAX_JOBS')})",
-              flush=True)
+        percent = n * 100 // len(todo)
+        line = (f"[{percent:3d}%] Building CXX object op_{i}.o" if GENERATOR == "make" else
+                f"[{n}/{len(todo)}] Building CXX object op_{i}.o")
+        print(f"{line} (SOC {soc}, MAX_JOBS {os.environ.get('MAX_JOBS')})", flush=True)
         chatter(20)
         time.sleep(SECONDS)
         tmp = build / f"op_{i}.tmp"
@@ -97,13 +176,36 @@ def _compile():
             handle.flush()
             os.fsync(handle.fileno())
     lock.unlink()
+    tag = sys.implementation.cache_tag.replace("cpython-", "")
+    temp = build / f"temp.linux-{platform.machine()}-cpython-{tag}"
+    temp.mkdir(parents=True, exist_ok=True)
+    (temp / f"vllm_ascend_C.cpython-{tag}-{platform.machine()}-linux-gnu.so").write_text(f"ELF for {soc}\n")
+    if not re.fullmatch(r"ascend310p.*|ascend950.*", soc):
+        (temp / "libvllm_ascend_kernels.so").write_text(f"ELF for {soc}\n")
+    opapi = HERE / NAME / "_cann_ops_custom" / "vendors" / "custom_transformer" / "op_api" / "lib"
+    opapi.mkdir(parents=True, exist_ok=True)
+    (opapi / "libcust_opapi.so").write_text(f"ELF for {soc}\n")
     return soc
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    soc = _compile()
-    files = {f"{NAME}/__init__.py": (HERE / NAME / "__init__.py").read_bytes(),
-             f"{NAME}/_build_info.py": f"__soc_version__ = {soc!r}\n".encode()}
+    """setuptools' order: build_py (gen_build_info, then the package into build/lib), build_ext (every .so
+    of build/temp.* and _cann_ops_custom copied into build/lib), then build/lib is packed as it is."""
+    soc = os.environ.get("SOC_VERSION", "")
+    device = _device_type(soc) if soc else None
+    lib = HERE / "build" / "lib"
+    if device:
+        (HERE / NAME / "_build_info.py").write_text(f"# Auto-generated file\n__device_type__ = {device!r}\n")
+    compiled = _compile()
+    for path in sorted((HERE / NAME).rglob("*")):
+        if path.is_file():
+            target = lib / path.relative_to(HERE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    if compiled:
+        for so in sorted(HERE.glob("build/temp.*/*.so")):
+            shutil.copyfile(so, lib / NAME / so.name)
+    files = {str(p.relative_to(lib)): p.read_bytes() for p in sorted(lib.rglob("*")) if p.is_file()}
     return write_wheel(wheel_directory, NAME, VERSION, (HERE / "PKG-INFO").read_bytes(), files)
 '''
 
@@ -114,8 +216,10 @@ backend-path = ["."]
 """
 
 
-def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str], padding_bytes: int = 0) -> Path:
-    """vllm_ascend-<version>.tar.gz; `padding_bytes` of incompressible data make downloads take time."""
+def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str], padding_bytes: int = 0,
+                            third_party: Sequence[StubArchive] = ()) -> Path:
+    """vllm_ascend-<version>.tar.gz; `padding_bytes` of incompressible data make downloads take time;
+    `third_party`: the archives its csrc/cmake files name (and its build downloads when they are missing)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     base = f"vllm_ascend-{version}"
     members = {
@@ -124,12 +228,20 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
         "_stub_backend.py": BACKEND.encode(),
         "_wheel_writer.py": WHEEL_WRITER.encode(),
         "VERSION": version.encode(),
+        "_soc_table.json": json.dumps({"socs": soc_table().socs, "contains": soc_table().contains}).encode(),
         "vllm_ascend/__init__.py": f"__version__ = {version!r}\n".encode(),
         "vllm_ascend/worker/block_table.py": b"# a file whose name contains 'lock'\n",
         "csrc/transpose_kv_cache_by_block.cpp": b"// another one\n",
     }
     if padding_bytes:
         members["csrc/kernels.bin"] = os.urandom(padding_bytes)
+    includes = "".join(f"include(cmake/third_party/{a.cmake_name})\n" for a in third_party)
+    members["csrc/CMakeLists.txt"] = ("project(cann_ops-transformer)\nif (ENABLE_TEST)\n"
+                                      "  include(cmake/third_party/gtest.cmake)\nendif()\n" + includes).encode()
+    for archive in third_party:
+        members[f"csrc/cmake/third_party/{archive.cmake_name}"] = archive.cmake_text.encode()
+    members["_stub_cmake.json"] = json.dumps([{"name": a.name, "url": a.url, "found": a.found, "cmake": a.cmake_name}
+                                              for a in third_party]).encode()
     path = out_dir / f"{base}.tar.gz"
     with tarfile.open(path, "w:gz", compresslevel=1) as archive:
         for name, data in members.items():
@@ -138,3 +250,20 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
             info.mode = 0o644
             archive.addfile(info, io.BytesIO(data))
     return path
+
+
+def published_kernel_files(tag: str) -> Dict[str, str]:
+    """The compiled custom ops a published vllm-ascend wheel of `tag` holds (names as in the real 0.23.0)."""
+    py, _, platform_tag = tag.split("-")
+    arch = platform_tag.split("_", 3)[-1]
+    return {f"vllm_ascend/vllm_ascend_C.cpython-{py[2:]}-{arch}-linux-gnu.so": "ELF\n",
+            "vllm_ascend/libvllm_ascend_kernels.so": "ELF\n",
+            "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so": "ELF\n"}
+
+
+#: A stub `cmake` for the venv (the real wheel's console script): `cmake --version` is what the build asks.
+CMAKE_SCRIPT = """#!python
+import sys
+if sys.argv[1:2] == ["--version"]:
+    print("cmake version {version}")
+"""

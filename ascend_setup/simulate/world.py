@@ -14,6 +14,7 @@ from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, Ecosystem, build_ec
 from ascend_setup.simulate.fake_cann import FakeCann, build_fake_cann
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives
 
 #: The stub vllm-ascend sdist carries this much incompressible padding, so its download takes a moment.
 SDIST_PADDING = 3 * 1024 * 1024
@@ -29,13 +30,14 @@ class SimulatedHost:
     pytorch_cpu: LocalIndex
     cann: FakeCann
     eco: Ecosystem  # the files each index serves
+    archives: ArchiveServer  # the operator build's third-party archives (their origin, as the sdist names it)
 
     def index_args(self) -> List[str]:
         return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
                 f"pytorch-cpu={self.pytorch_cpu.url}"]
 
     def close(self) -> None:
-        for index in (self.main, self.ascend, self.pytorch_cpu):
+        for index in (self.main, self.ascend, self.pytorch_cpu, self.archives):
             index.close()
 
     def __enter__(self) -> "SimulatedHost":
@@ -49,8 +51,10 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
                          behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0") -> SimulatedHost:
     """Build the world under `root` and start its indexes on 127.0.0.1."""
+    archives = ArchiveServer(root / "third-party")
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
-                                    padding_bytes=SDIST_PADDING)
+                                    padding_bytes=SDIST_PADDING,
+                                    third_party=build_stub_archives(root / "third-party", archives.url))
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
                           triton_pythons=triton_pythons)
@@ -59,4 +63,5 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
     ascend.add_dir(eco.ascend)
     pytorch_cpu.add_dir(eco.pytorch_cpu)
     cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile")
-    return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco)
+    return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco,
+                         archives=archives)

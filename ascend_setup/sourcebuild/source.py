@@ -7,13 +7,15 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional
 
 from ascend_setup.errors import AscendSetupError
 
-GIB = 1024 ** 3
 EXTRACTED_MARK = ".ascend-setup-extracted"
-STAGE = re.compile(r"\[(\d+)/(\d+)\]")
+#: Ninja's `[n/m]` and CMake's Makefile generator's `[ NN%]` (the top-level build uses Makefiles).
+STAGE = re.compile(r"\[\s*(\d+)/(\d+)\]")
+PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]")
 
 
 def wheelhouse_key(*, version: str, cann: str, arch: str, python: str, glibc: str, soc: str) -> str:
@@ -24,11 +26,6 @@ def wheelhouse_key(*, version: str, cann: str, arch: str, python: str, glibc: st
 def cached_wheel(wheelhouse: Path, key: str) -> Optional[Path]:
     wheels = sorted((wheelhouse / key).glob("*.whl"))
     return wheels[0] if wheels else None
-
-
-def max_jobs(cpus: int, mem_total: int, gib_per_job: int = 4) -> int:
-    """Parallel compile jobs the machine can feed: cores, and about 4 GiB of memory per job."""
-    return max(1, min(cpus, mem_total // (gib_per_job * GIB) if mem_total else cpus))
 
 
 def extract_once(sdist: Path, src_root: Path) -> Path:
@@ -67,24 +64,62 @@ def _safe(member: tarfile.TarInfo, root: Path) -> bool:
     return str(target).startswith(str(root.resolve()) + os.sep) and not member.issym() and not member.islnk()
 
 
-def build_env(base: Dict[str, str], *, soc: str, jobs: int, ascend_home: Optional[str]) -> Dict[str, str]:
-    env = dict(base)
+#: Host Python settings that would put another interpreter's packages (or pip's configuration) into the build.
+HOST_PYTHON_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX")
+
+
+@dataclass(frozen=True)
+class BuildEnv:
+    env: Dict[str, str]
+    notes: List[str]
+
+
+def build_env(base: Dict[str, str], *, host: Mapping[str, str], venv: Path, soc: str, jobs: int,
+              ascend_home: Optional[str], home: Path) -> BuildEnv:
+    """The build's environment: `base` (the host's plus CANN's set_env.sh) made to run in the venv.
+
+    vllm-ascend's setup.py calls `python3`, `cmake` and `python3 -m pip show torch-npu` through PATH, and
+    the operator compiler's Python is `python3` unless ASCEND_PYTHON_EXECUTABLE says otherwise: so
+    `<venv>/bin` goes first. PYTHONPATH keeps only what CANN's scripts added (its tbe packages), none of
+    the host's; pip's and Python's other host settings go. HOME is ours: build_aclnn.sh writes ~/.gitconfig.
+    """
+    env = {k: v for k, v in base.items() if k not in HOST_PYTHON_VARS and not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # as for every pip run of ours: no pip.conf constraint reaches the build
+    notes = []
+    bindir = str(venv / "bin")
+    env["PATH"] = os.pathsep.join([bindir, *(p for p in base.get("PATH", "").split(os.pathsep) if p and p != bindir)])
+    host_paths = set(filter(None, host.get("PYTHONPATH", "").split(os.pathsep)))
+    cann_paths = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p not in host_paths]
+    if cann_paths:
+        env["PYTHONPATH"] = os.pathsep.join(cann_paths)
+    if host_paths:
+        notes.append(f"the host's PYTHONPATH ({os.pathsep.join(sorted(host_paths))}) is left out of the build")
+    env["VIRTUAL_ENV"] = str(venv)
+    env["ASCEND_PYTHON_EXECUTABLE"] = str(venv / "bin" / "python3")
+    env["HOME"] = str(home)
     env["SOC_VERSION"] = soc
     env["MAX_JOBS"] = str(jobs)
-    env.setdefault("COMPILE_CUSTOM_KERNELS", "1")
+    if base.get("COMPILE_CUSTOM_KERNELS", "1") != "1":
+        notes.append(f"COMPILE_CUSTOM_KERNELS={base['COMPILE_CUSTOM_KERNELS']} in the environment is overridden "
+                     "with 1: without it the build makes a wheel with no custom kernels")
+    env["COMPILE_CUSTOM_KERNELS"] = "1"
     env.setdefault("CMAKE_BUILD_TYPE", "Release")
     if ascend_home:
         env.setdefault("ASCEND_HOME_PATH", ascend_home)
-    return env
+    return BuildEnv(env, notes)
 
 
 def stage_watcher(update: Callable[[int, int], None]) -> Callable[[str], None]:
-    """A line hook that turns ninja-style `[n/m]` lines into progress updates."""
+    """A line hook that turns Ninja's `[n/m]` and Makefiles' `[ NN%]` lines into progress updates."""
 
     def on_line(line: str) -> None:
         match = STAGE.search(line)
         if match:
             update(int(match.group(1)), int(match.group(2)))
+            return
+        match = PERCENT.match(line.lstrip())
+        if match:
+            update(int(match.group(1)), 100)
 
     return on_line
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any, Dict, List
 
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ascend_setup.sourcebuild import thirdparty
+from ascend_setup.sourcebuild.jobs import host_job_budget
+from ascend_setup.sourcebuild.kernels import missing_kernels
 from ascend_setup.sourcebuild.locks import sweep_stale_locks
-from ascend_setup.sourcebuild.source import (build_env, cached_wheel, extract_once, list_wheels, max_jobs, stage_watcher,
-                                       wheelhouse_key)
+from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
+from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.download import download
 from ascend_setup.index.simple import SimpleIndex
@@ -19,7 +23,7 @@ from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import run_logged
 from ascend_setup.resolve.lockfile import LockedPackage
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of
+from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of, venv_dir
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
 
 
@@ -30,6 +34,17 @@ def alternate_urls(ctx: Context, filename: str) -> List[str]:
         page = SimpleIndex(index).project("vllm-ascend")
         urls += [f.url for f in page.files if f.filename == filename]
     return urls
+
+
+def _note(log: Path, *lines: str) -> None:
+    with log.open("a") as handle:
+        handle.writelines(line + "\n" for line in lines)
+
+
+def wheel_lacks_kernels(wheel: Path, soc: str) -> List[str]:
+    """The compiled custom ops a wheel should hold and does not."""
+    with zipfile.ZipFile(wheel) as archive:
+        return missing_kernels(archive.namelist(), soc)
 
 
 class VllmAscend(Step):
@@ -53,8 +68,7 @@ class VllmAscend(Step):
             raise StepFailed(f"the lock has no file for vllm-ascend {row_of(ctx).packages['vllm-ascend']}",
                              hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
         plugin = locked[0]
-        with log.open("a") as handle:
-            handle.write(f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}\n")
+        _note(log, f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}")
         if plugin.outcome == "wheel":
             install_locked(ctx, self.name, locked, log)
             return {"source": "wheel", "file": plugin.file}
@@ -74,18 +88,30 @@ class VllmAscend(Step):
                              python=python, glibc=pre["glibc"] or "unknown", soc=soc)
         wheelhouse = ctx.workdir / "wheelhouse"
         cached = cached_wheel(wheelhouse, key)
-        if cached is not None:
-            with log.open("a") as handle:
-                handle.write(f"reusing {cached} (key {key})\n")
+        if cached is not None and not wheel_lacks_kernels(cached, soc):
+            _note(log, f"reusing {cached} (key {key})")
             return cached
+        if cached is not None:
+            _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        source = extract_once(sdist, ctx.workdir / "src")
+        tree = tree_for(sdist, ctx.workdir / "src",
+                        build_key(soc=soc, cann=pre["cann_version"], torch=row_of(ctx).packages["torch"]))
+        _note(log, f"build tree {tree.path}: {tree.case}")
+        ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
+        source = tree.path
+        self._prefetch(ctx, source, log)
         removed = sweep_stale_locks(source)
-        with log.open("a") as handle:
-            for lock in removed:
-                handle.write(f"removed stale compile lock {lock.path} (pid {lock.pid} is gone)\n")
-        env = build_env(cann_env(ctx), soc=soc, jobs=max_jobs(pre["cpus"], pre["mem_total"]),
-                        ascend_home=pre.get("cann_toolkit"))
+        for lock in removed:
+            _note(log, f"removed stale compile lock {lock.path} (pid {lock.pid} is gone)")
+        budget = host_job_budget(ctx.options.get("jobs"))
+        home = ctx.workdir / "build-home"
+        home.mkdir(parents=True, exist_ok=True)
+        built_env = build_env(cann_env(ctx), host=os.environ, venv=venv_dir(ctx), soc=soc, jobs=budget.jobs,
+                              ascend_home=pre.get("cann_toolkit"), home=home)
+        _note(log, f"MAX_JOBS={budget.jobs} ({budget.why}); HOME={home}; PATH starts with {venv_dir(ctx)}/bin")
+        for note in built_env.notes:
+            _note(log, f"note: {note}")
+            ctx.console.print(f"note: {note}", soft_wrap=True, markup=False)
         building = wheelhouse / f".building-{key}"
         if building.exists():
             shutil.rmtree(building)  # ours: a wheel half-written by a killed build
@@ -94,18 +120,43 @@ class VllmAscend(Step):
                       console=ctx.console, transient=True) as progress:
             task = progress.add_task("build", total=None)
             run_logged([python_of(ctx), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                        "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log, env=env,
+                        "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log,
+                       env=built_env.env,
                        on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
                        what="vllm-ascend build")
         built = list_wheels(building)
         if not built:
             raise StepFailed("the vllm-ascend build produced no wheel", hint=f"see {log}")
+        lacking = wheel_lacks_kernels(built[0], soc)
+        if lacking:
+            shutil.rmtree(building)
+            raise StepFailed(f"the vllm-ascend build made {built[0].name} without {', '.join(lacking)}; "
+                             "it is not kept", hint=f"the build log {log} shows why the custom ops were skipped")
         final_dir = wheelhouse / key
         final_dir.mkdir(parents=True, exist_ok=True)
         final = final_dir / built[0].name
         os.replace(built[0], final)
         shutil.rmtree(building)
         return final
+
+    def _prefetch(self, ctx: Context, tree: Path, log: Path) -> None:
+        """The archives csrc's CMake would download, fetched now so that the build needs no network."""
+        archives = thirdparty.read_archives(tree)
+        cache = ctx.workdir / "downloads" / "third-party"
+        mirror = ctx.options.get("build_deps_url")
+        thirdparty.gate(archives, cache, mirror)
+        with Progress(TextColumn("downloading {task.description}"), BarColumn(), DownloadColumn(),
+                      console=ctx.console, transient=True) as progress:
+            tasks: Dict[str, Any] = {}
+
+            def shown(name: str, done: int, total: Any) -> None:
+                if name not in tasks:
+                    tasks[name] = progress.add_task(name, total=total)
+                progress.update(tasks[name], completed=done, total=total)
+
+            lines = thirdparty.fetch(archives, cache, mirror, on_progress=shown)
+        thirdparty.place(archives, cache, tree)
+        _note(log, *lines)
 
     def _download(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
         assert plugin.url and plugin.file

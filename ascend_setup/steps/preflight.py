@@ -18,6 +18,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, pick_python
+from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.steps.base import Context, Step
 
 GIB = 1024 ** 3
@@ -127,6 +128,10 @@ class Preflight(Step):
             "mem_total": memory_bytes().get("MemTotal", 0), "soc": soc,
             "npu_error": npu.error if npu else None, "device_type": device_of(soc), "source_build": source_build,
         }
+        budget = host_job_budget(options.get("jobs"))
+        facts["max_jobs"] = f"{budget.jobs} ({budget.why})"
+        ctx.console.print(f"note: a vllm-ascend source build would use MAX_JOBS={facts['max_jobs']}", soft_wrap=True,
+                          markup=False)
         with log.open("a", encoding="utf-8") as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")

@@ -15,6 +15,8 @@ from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, host_device, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
 from ascend_setup.matrix.hints import hint_lines as hints_for
+from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
+from ascend_setup.venvinfo import site_packages
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -45,6 +47,8 @@ def problems(ctx: Context) -> List[str]:
             found.append(f"import of {dist} fails: {info['error']}")
         elif info["version"] != row.packages[dist]:
             found.append(f"{dist} is {info['version']}, the row says {row.packages[dist]}")
+    if result.get("vllm-ascend", {}).get("ok"):
+        found += kernel_problems(ctx)
     triton = triton_check(ctx)
     if triton:
         found.append(f"triton check: {triton}")
@@ -64,6 +68,14 @@ def device_problem(ctx: Context) -> Optional[str]:
     return f"vllm_ascend was built for {label(built[0])} NPUs ({built[1]}) and this host's are {label(host)}"
 
 
+def kernel_problems(ctx: Context) -> List[str]:
+    """The installed vllm-ascend must hold its compiled custom ops (a wheel built without them imports fine)."""
+    soc = ctx.options.get("soc") or ctx.outputs.get("preflight", {}).get("soc") or ""
+    names = [name for site in site_packages(venv_dir(ctx)) for name in installed_files(site)]
+    missing = missing_kernels(names, soc)
+    return [f"the installed vllm-ascend lacks {', '.join(missing)}"] if missing else []
+
+
 def shell_lines(ctx: Context) -> List[str]:
     scripts = ctx.outputs.get("preflight", {}).get("set_env", [])
     return [f"source {s}" for s in scripts] + [f"source {venv_dir(ctx)}/bin/activate"]
@@ -74,7 +86,7 @@ def serving_hints(ctx: Context) -> List[str]:
 
 
 class Verify(Step):
-    """import torch, torch_npu, vllm, vllm_ascend in the venv; versions equal the row; triton works"""
+    """import torch, torch_npu, vllm, vllm_ascend in the venv; versions equal the row; custom ops there; triton works"""
 
     name = "verify"
     depends_on = ("vllm-ascend",)

@@ -74,7 +74,7 @@ def recap(proc: subprocess.CompletedProcess) -> Dict[str, Dict[str, int]]:
 
 def builds(fleet: Fleet) -> int:
     """Source builds of vllm-ascend across the fleet (each build compiles its 6 stages once)."""
-    return sum((fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text().count("[6/6] Building CXX object")
+    return sum((fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text().count("[100%] Building CXX object")
                for h in HOSTS)
 
 
