@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
     p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
+    p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
+                   "make (it says what it will change; it never deletes it)")
     p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,

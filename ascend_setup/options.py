@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.venvinfo import check_venv_target
 
 INSTALLERS = ("pip", "uv")
 
@@ -62,6 +63,7 @@ class InstallOptions:
     lock: Optional[str] = None  # --lock FILE: install this lock instead of resolving
     respect_pip_config: bool = False
     resume_on_login: bool = False
+    adopt_venv: bool = False  # --adopt-venv: install into a venv ascend-setup did not make
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -118,7 +120,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
                           respect_pip_config: bool = False, dry_run: bool = False,
-                          resume_on_login: bool = False) -> InstallOptions:
+                          resume_on_login: bool = False, adopt_venv: bool = False) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
@@ -131,6 +133,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
     venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
     check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
+    check_venv_target(venv_path, venv_source, adopt=adopt_venv)
     python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
     if python:
         check_python_flag(python, python_source, row.python)
@@ -152,7 +155,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
-        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login)
+        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, adopt_venv=adopt_venv)
 
 
 def check_python_flag(python: str, source: str, spec: str) -> None:

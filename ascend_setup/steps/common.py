@@ -56,8 +56,9 @@ def host_target(ctx: Context) -> Target:
     return Target(glibc=pre["glibc"] or "2.17", arch=pre["arch"], python=".".join(pre["python_version"].split(".")[:2]))
 
 
-def installer_of(ctx: Context) -> Installer:
-    return get_installer(ctx.options.get("installer", "pip"), settings_of(ctx), cache_dir() / "uv")
+def installer_of(ctx: Context, name: Optional[str] = None) -> Installer:
+    """The run's installer (`--installer`), or the one named."""
+    return get_installer(name or ctx.options.get("installer", "pip"), settings_of(ctx), cache_dir() / "uv")
 
 
 def lock_of(ctx: Context) -> Optional[Lock]:

@@ -21,6 +21,7 @@ class Decision:
     reason: str
     fingerprint: str
     inputs: Dict[str, Any]
+    interrupted: bool = False  # recorded started/failed: the step checks its partial output first
 
 
 class Reporter(Protocol):
@@ -79,7 +80,8 @@ class Runner:
 
     def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
         def decision(run: bool, reason: str) -> Decision:
-            return Decision(step, run, reason, fp, inputs)
+            return Decision(step, run, reason, fp, inputs, interrupted=record is not None and
+                            record.state in ("started", "failed"))
 
         if record is None:
             if step.is_done(self.ctx):
@@ -144,6 +146,8 @@ class Runner:
         try:
             with log.open("a", encoding="utf-8") as handle:
                 handle.write(f"\n=== {step.name}: {d.reason} ===\n")
+            if d.interrupted:
+                step.repair_interrupted(self.ctx, log)
             outputs = step.run(self.ctx, log) or {}
         except AscendSetupError as exc:
             self._fail(state, d, started, log, exc.one_line(), reporter)
