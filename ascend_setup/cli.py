@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
     p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
+    p.add_argument("--deep", action="store_true", help="also check every installed file against its "
+                   "distribution's RECORD (size; sha256 for small files): what an interrupted install left")
     p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
     p.add_argument("--lock", metavar="FILE", help="also report drift against this lock (default: the lock "
                    "ascend-setup installed this venv from, when it built it)")
