@@ -86,6 +86,14 @@ def refused_venv_reason(venv: Path) -> Optional[str]:
     return None
 
 
+def leftovers_only(venv: Path) -> List[Path]:
+    """[] when `venv` holds nothing but the temp files of an ascend-setup.json write a kill interrupted
+    (atomic_write_text's `.<name>.*.tmp`); else what it holds."""
+    found = list(venv.iterdir())
+    ours = [p for p in found if p.name.startswith(f".{RECORD_NAME}.") and p.name.endswith(".tmp") and p.is_file()]
+    return [] if len(ours) == len(found) else found
+
+
 def venv_target_kind(venv: Path) -> str:
     """What --venv names: 'absent', 'empty', 'ours' (a venv with ascend-setup's record), 'foreign' (a venv
     without it) or 'not-venv' (a non-empty directory without pyvenv.cfg, or not a directory at all)."""
@@ -93,7 +101,7 @@ def venv_target_kind(venv: Path) -> str:
         return "absent"
     if not venv.is_dir():
         return "not-venv"
-    if not any(venv.iterdir()):
+    if not leftovers_only(venv):
         return "empty"
     if read_venv_record(venv) is not None:
         return "ours"  # written before `python -m venv`: a venv killed half-made has it, and no pyvenv.cfg yet

@@ -88,6 +88,10 @@ def test_venv_kinds(tmp_path: Path) -> None:
     half.mkdir()
     write_venv_record(half, VenvRecord(workdir=str(tmp_path), created=True))
     assert venv_target_kind(half) == "ours"
+    torn = tmp_path / "torn"  # killed while writing that record: only its temp file is there
+    torn.mkdir()
+    (torn / ".ascend-setup.json.k3j2.tmp").write_text("{")
+    assert venv_target_kind(torn) == "empty"
 
 
 def test_non_venv_directory_is_refused_untouched(cli, tmp_path: Path, home: Path) -> None:

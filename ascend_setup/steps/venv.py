@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict
 
+from ascend_setup.diskfull import DiskFull
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.host.interpreters import probe
 from ascend_setup.mirrors.apply import venv_config_matches, write_venv_config
@@ -24,7 +25,8 @@ from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import (indexes_of, installed_versions, installer_of, lock_of, python_of,
                                        venv_dir)
 from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
-from ascend_setup.venvinfo import VenvRecord, read_pyvenv_cfg, read_venv_record, write_venv_record
+from ascend_setup.venvinfo import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
+                                   write_venv_record)
 
 
 class CreateVenv(Step):
@@ -75,10 +77,12 @@ class CreateVenv(Step):
         cfg = read_pyvenv_cfg(venv)
         record = read_venv_record(venv)
         if cfg is None and record is None:
-            if venv.exists() and any(venv.iterdir()):
+            if venv.exists() and leftovers_only(venv):
                 raise BadInput(f"--venv {venv} exists, is not empty and is not a venv",
                                hint="choose another --venv; ascend-setup never deletes what it did not create")
             venv.mkdir(parents=True, exist_ok=True)
+            for stale in venv.iterdir():  # the temp file of a record write a kill interrupted: ours
+                stale.unlink()
             self._record(ctx, created=True)  # before `python -m venv`: it proves the venv is ours to recreate
             record = read_venv_record(venv)
         if cfg is not None:
@@ -91,16 +95,21 @@ class CreateVenv(Step):
                                  hint="pass a new --venv (or --python matching it)")
         created = record is not None and record.created
         argv = [pre["python"], "-m", "venv", "--without-pip", str(venv)]
-        run_logged(argv, log, what="python -m venv")
-        if probe(str(python_of(ctx))) is None:
+        try:
+            run_logged(argv, log, what="python -m venv")
+            broken = "" if probe(str(python_of(ctx))) is not None else f"its interpreter {python_of(ctx)} does not run"
+        except DiskFull:
+            raise  # not broken: full (deleting it would lose every package already installed)
+        except StepFailed as exc:
+            broken = exc.message
+        if broken:
             if not created:
-                raise StepFailed(f"the interpreter of {venv} ({python_of(ctx)}) does not run, and ascend-setup did "
-                                 "not make this venv, so it will not delete it",
-                                 hint="repair or remove it yourself, or pass another --venv")
+                raise StepFailed(f"the venv {venv} is broken ({broken}), and ascend-setup did not make it, so it "
+                                 "will not delete it", hint="repair or remove it yourself, or pass another --venv")
             shutil.rmtree(venv)
             venv.mkdir(parents=True)
             self._record(ctx, created=True)
-            run_logged(argv, log, what="python -m venv (recreating: its interpreter did not run)")
+            run_logged(argv, log, what="python -m venv (recreating the broken venv)")
 
     def _record(self, ctx: Context, created: bool) -> None:
         idx = indexes_of(ctx)
