@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
@@ -148,6 +149,12 @@ def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp
     victim = _dist_file(venv, "torch")
     whole = victim.read_bytes()
     victim.write_bytes(whole[: len(whole) // 3])  # what a kill mid-write leaves
+
+    def damaged_findings(*flags: str) -> list:
+        out = wheel_stack.cli("audit", "--venv", str(venv), "--json", *flags)
+        return [f["package"] for f in json.loads(out.stdout)["findings"] if f["id"] == "damaged-files"]
+
+    assert damaged_findings() == [] and damaged_findings("--deep") == ["torch"]
     _mark_started(workdir, "torch-stack")
     repaired = wheel_stack.install(workdir)
     assert repaired.returncode == 0, repaired.stderr[-2000:]
@@ -157,6 +164,7 @@ def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp
     assert check_dist("torch", info) is None
     log = (workdir / "logs" / "torch-stack.log").read_text()
     assert "half-written by the interrupted run: torch:" in log and "--force-reinstall" in log
+    assert damaged_findings("--deep") == []
 
 
 def _pip_whole(venv: Path) -> bool:
@@ -199,3 +207,29 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
     assert installed(workdirs[-1] / "venv") == lock_versions(workdirs[-1])
     print(f"{hits} kills of the venv's pip install in {attempts} attempts over {len(workdirs)} workdirs; "
           f"{torn} left pip half-written; the rerun converged")
+
+
+def test_broken_venv_is_recreated_only_when_the_tool_made_it(wheel_stack, tmp_path: Path) -> None:
+    """`python -m venv` cannot complete a venv whose bin/ is a file: a venv the tool made is recreated
+    (and the rerun converges); one it did not make is left as it is, with an error naming it."""
+    from ascend_setup.venvinfo import RECORD_NAME
+
+    workdir = tmp_path / "w"
+    assert wheel_stack.install(workdir).returncode == 0
+    venv = workdir / "venv"
+    record = json.loads((venv / RECORD_NAME).read_text())
+    assert record["created"] is True
+    import shutil
+
+    shutil.rmtree(venv / "bin")
+    (venv / "bin").write_text("not a directory\n")
+    (venv / RECORD_NAME).write_text(json.dumps({**record, "created": False}))  # as if adopted
+    _mark_started(workdir, "venv")
+    refused = wheel_stack.install(workdir)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"the venv {venv} is broken" in refused.stderr and "did not make it" in refused.stderr
+    assert (venv / "bin").read_text() == "not a directory\n"  # untouched
+    (venv / RECORD_NAME).write_text(json.dumps(record))
+    again = wheel_stack.install(workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert installed(venv) == lock_versions(workdir)
