@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
                    "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name")
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
+    p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
+                   "make (it says what it will change; it never deletes it)")
     p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,
@@ -124,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
     p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
+    p.add_argument("--deep", action="store_true", help="also check every installed file against its "
+                   "distribution's RECORD (size; sha256 for small files): what an interrupted install left")
     p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
     p.add_argument("--lock", metavar="FILE", help="also report drift against this lock (default: the lock "
                    "ascend-setup installed this venv from, when it built it)")

@@ -77,7 +77,8 @@ class PipInstaller(Installer):
 
     def install(self, python, request, *, log, env=None, on_line=None) -> None:
         argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
-        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install")
+        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install",
+                   writes=Path(python).parent.parent)
 
     def uninstall(self, python, names, *, log) -> None:
         run_logged([str(python), "-m", "pip", "uninstall", "-y", *names], log, env=self.settings.pip_env(),
@@ -108,7 +109,8 @@ class UvInstaller(Installer):
 
     def install(self, python, request, *, log, env=None, on_line=None) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
-        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install")
+        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install",
+                   writes=Path(python).parent.parent)
 
     def uninstall(self, python, names, *, log) -> None:
         run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(),

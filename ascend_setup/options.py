@@ -14,6 +14,7 @@ from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.venvinfo import check_venv_target
 
 INSTALLERS = ("pip", "uv")
 
@@ -80,6 +81,7 @@ class InstallOptions:
     vllm_ascend: Optional[str] = None  # --vllm-ascend: the row of a CANN the matrix has none for is derived from it
     jobs: Optional[int] = None  # --jobs N: MAX_JOBS for the vllm-ascend build
     build_deps_url: Optional[str] = None  # --build-deps-url URL: a mirror of the build's third-party archives
+    adopt_venv: bool = False  # --adopt-venv: install into a venv ascend-setup did not make
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -140,7 +142,8 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
                           respect_pip_config: bool = False, dry_run: bool = False,
                           resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
-                          jobs: Optional[int] = None, build_deps_url: Optional[str] = None) -> InstallOptions:
+                          jobs: Optional[int] = None, build_deps_url: Optional[str] = None,
+                          adopt_venv: bool = False) -> InstallOptions:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
@@ -155,6 +158,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
     venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
     check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
+    check_venv_target(venv_path, venv_source, adopt=adopt_venv)
     python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
     if python:
         check_python_flag(python, python_source, row.python)
@@ -177,7 +181,8 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
-        jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url))
+        jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url),
+        adopt_venv=adopt_venv)
 
 
 def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:

@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
+from ascend_setup.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
 from ascend_setup.knowledge.scan import triage
 
@@ -21,9 +22,11 @@ def set_activity(hook: Optional[LineHook]) -> None:
 
 
 def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str]] = None,
-               cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None) -> None:
+               cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None,
+               writes: Optional[Path] = None) -> None:
     """Run `argv`, appending every output line to `log`; a non-zero exit raises StepFailed naming the
-    root cause found in this attempt's output (not its last line)."""
+    root cause found in this attempt's output (not its last line), or DiskFull when the output reports
+    ENOSPC (naming the path it gives, else `writes`: where the command writes, else its cwd)."""
     what = what or Path(argv[0]).name
     merged: Dict[str, str] = dict(os.environ if env is None else env)
     merged.setdefault("PYTHONUNBUFFERED", "1")
@@ -38,9 +41,14 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
         except OSError as exc:
             raise StepFailed(f"{what} could not start: {exc}") from None
         assert proc.stdout is not None
+        log_full: Optional[OSError] = None
         for line in proc.stdout:
-            handle.write(line)
-            handle.flush()  # a SIGKILL of ours must not take the child's last words with it
+            if log_full is None:
+                try:
+                    handle.write(line)
+                    handle.flush()  # a SIGKILL of ours must not take the child's last words with it
+                except OSError as exc:  # the disk is full: keep reading (the child must not block), report after
+                    log_full = exc
             lines.append(line)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
@@ -48,8 +56,16 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
             if shown is not None:
                 shown(line.rstrip("\n"))
         code = proc.wait()
-        handle.write(f"[exit {code}]\n")
+        if log_full is None:
+            handle.write(f"[exit {code}]\n")
+    if log_full is not None and code == 0:
+        raise log_full
     if code != 0:
+        full = in_output(lines)
+        if full is not None:
+            raise disk_full(path_in(full) or writes or cwd or log.parent, what)
+        if log_full is not None:
+            raise log_full
         diagnosis = triage(lines)
         if diagnosis is not None:
             raise StepFailed(f"{what} failed: {diagnosis.cause}",

@@ -48,6 +48,9 @@ class VenvRecord:
     workdir: str
     lock: Optional[str] = None
     indexes: Dict[str, str] = field(default_factory=dict)
+    #: True when ascend-setup ran `python -m venv` into an absent or empty directory: only then may it
+    #: delete and recreate the venv when its interpreter is broken (an adopted venv is never deleted)
+    created: bool = False
 
 
 def write_venv_record(venv: Path, record: VenvRecord) -> None:
@@ -57,6 +60,75 @@ def write_venv_record(venv: Path, record: VenvRecord) -> None:
 def read_venv_record(venv: Path) -> Optional[VenvRecord]:
     try:
         data = json.loads((venv / RECORD_NAME).read_text(encoding="utf-8"))
-        return VenvRecord(workdir=str(data["workdir"]), lock=data.get("lock"), indexes=dict(data.get("indexes") or {}))
+        return VenvRecord(workdir=str(data["workdir"]), lock=data.get("lock"), indexes=dict(data.get("indexes") or {}),
+                          created=data.get("created") is True)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def refused_venv_reason(venv: Path) -> Optional[str]:
+    """Why `venv` may never be an install target, or None. The tool's own environment (installing the
+    closure into it breaks every later command), the system prefix, ~/.local and /usr hold files that
+    other programs own."""
+    import sys
+
+    here = venv.resolve()
+    named = {Path(sys.prefix): "ascend-setup's own environment (sys.prefix)",
+             Path(sys.base_prefix): "the system Python's prefix", Path(sys.exec_prefix): "the system Python's prefix",
+             Path.home() / ".local": "~/.local (the user's own installs)", Path("/usr"): "/usr",
+             Path("/usr/local"): "/usr/local"}
+    for path, what in named.items():
+        try:
+            if path.resolve() == here:
+                return what
+        except OSError:
+            continue
+    return None
+
+
+def leftovers_only(venv: Path) -> List[Path]:
+    """[] when `venv` holds nothing but the temp files of an ascend-setup.json write a kill interrupted
+    (atomic_write_text's `.<name>.*.tmp`); else what it holds."""
+    found = list(venv.iterdir())
+    ours = [p for p in found if p.name.startswith(f".{RECORD_NAME}.") and p.name.endswith(".tmp") and p.is_file()]
+    return [] if len(ours) == len(found) else found
+
+
+def venv_target_kind(venv: Path) -> str:
+    """What --venv names: 'absent', 'empty', 'ours' (a venv with ascend-setup's record), 'foreign' (a venv
+    without it) or 'not-venv' (a non-empty directory without pyvenv.cfg, or not a directory at all)."""
+    if not venv.exists() and not venv.is_symlink():
+        return "absent"
+    if not venv.is_dir():
+        return "not-venv"
+    if not leftovers_only(venv):
+        return "empty"
+    if read_venv_record(venv) is not None:
+        return "ours"  # written before `python -m venv`: a venv killed half-made has it, and no pyvenv.cfg yet
+    return "foreign" if read_pyvenv_cfg(venv) is not None else "not-venv"
+
+
+def check_venv_target(venv: Path, source: str, *, adopt: bool) -> str:
+    """--venv for install: absent, empty, a venv ascend-setup made, or (with --adopt-venv) another venv.
+    Anything else is bad input now, before a file is touched. Returns the kind (venv_target_kind)."""
+    from ascend_setup.errors import BadInput
+
+    refused = refused_venv_reason(venv)
+    if refused:
+        raise BadInput(f"{source} {venv} is {refused}: ascend-setup never installs into it",
+                       hint="pass a new directory, e.g. --venv ~/vllm-ascend-venv")
+    kind = venv_target_kind(venv)
+    if kind == "not-venv":
+        raise BadInput(f"{source} {venv} is not empty and not a venv (no pyvenv.cfg): ascend-setup will not write "
+                       "into it", hint="pass an absent or empty directory, or a venv")
+    if kind == "foreign" and not adopt:
+        raise BadInput(f"{source} {venv} is a venv ascend-setup did not make",
+                       hint="pass --adopt-venv to install the lock into it anyway, or a new --venv")
+    return kind
+
+
+def adoption_notice(venv: Path) -> str:
+    """What --adopt-venv changes in a venv ascend-setup did not make (printed before it does)."""
+    return (f"adopting {venv}: ascend-setup will install, replace or upgrade its packages to match the lock "
+            "(its pip too; nothing else is uninstalled except upstream triton, which shadows triton-ascend), "
+            f"write its pip.conf and uv.toml (the chosen index) and {RECORD_NAME}; it never deletes the venv")

@@ -19,6 +19,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    if "soak" not in (config.option.markexpr or ""):
+        skip_soak = pytest.mark.skip(reason="the SIGKILL soak (minutes); run with -m soak, as .ci/run does")
+        for item in items:
+            if "soak" in item.keywords:
+                item.add_marker(skip_soak)
     if config.getoption("--live"):
         return
     skip = pytest.mark.skip(reason="talks to the real package index; run with --live")

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.audit.rules import (PHASE_FILL, PHASE_MANUAL, PHASE_PINS, PHASE_SHAPE, PHASE_TRITON,
-                                      PHASE_UNINSTALL, RULES, AuditContext, Finding)
+                                      PHASE_UNINSTALL, RULES, AuditContext, Finding, rule_damaged_files)
 from ascend_setup.audit.venv import VenvContents, read_venv
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
@@ -104,7 +104,8 @@ def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
 
 def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock: Optional[Lock] = None,
               lock_source: Optional[str] = None, mirror_url: Optional[str] = None,
-              soc: Optional[str] = None) -> AuditReport:
+              soc: Optional[str] = None, deep: bool = False) -> AuditReport:
+    """`deep` also checks every distribution's files against its RECORD (reads every file's size)."""
     venv = read_venv(venv_path)
     if cann:
         row, reason = select_row(matrix, cann), "chosen with --cann"
@@ -112,7 +113,7 @@ def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock:
         row, reason = infer_row(matrix, venv)
     row = row.for_arch(platform.machine())
     ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url, soc=soc)
-    findings = [f for rule in RULES for f in rule(ctx)]
+    findings = [f for rule in RULES + ((rule_damaged_files,) if deep else ()) for f in rule(ctx)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.package or ""))
     return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx),
                        lock=lock_source)

@@ -439,5 +439,20 @@ def rule_device_type(ctx: AuditContext) -> List[Finding]:
                     evidence=f"{path}: __device_type__ = {built!r}")]
 
 
+def rule_damaged_files(ctx: AuditContext) -> List[Finding]:
+    """`audit --deep` only: every distribution's files against its RECORD (see distcheck for the cost)."""
+    from ascend_setup.distcheck import check_dist
+
+    found = []
+    for name, dists in sorted(ctx.installed.items()):
+        for dist in dists:
+            damage = check_dist(name, dist.path)
+            if damage is not None:
+                found.append(Finding("damaged-files", "error", name, f"{damage.summary()}: an interrupted install "
+                                     "left it half-written", evidence=str(dist.path), phase=PHASE_PINS,
+                                     fix_args=(f"{name}=={dist.version}",)))
+    return found
+
+
 RULES = (rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps, rule_cuda_only,
          rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift, rule_device_type)

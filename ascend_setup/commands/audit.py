@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
                                   **parse_index_overrides(args.index or [])})
     soc = check_soc(args.soc) or host_npu().soc_version
-    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc)
+    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc,
+                       deep=args.deep)
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0

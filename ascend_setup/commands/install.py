@@ -27,6 +27,7 @@ from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.runner import Runner, status_rows
 from ascend_setup.steps.state import StateStore
 from ascend_setup.steps.verify import serving_hints, shell_lines
+from ascend_setup.venvinfo import adoption_notice, venv_target_kind
 
 
 def _runner(options: InstallOptions, console: Console, *, dry_run: bool = False) -> Runner:
@@ -146,7 +147,9 @@ def run_install(args: argparse.Namespace) -> int:
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
         lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
         resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend, jobs=args.jobs,
-        build_deps_url=args.build_deps_url)
+        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv)
+    if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
+        stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
         stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
     return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)

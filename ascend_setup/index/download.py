@@ -11,6 +11,7 @@ from typing import Callable, List, Optional, Sequence
 
 import requests
 
+from ascend_setup.diskfull import disk_full, is_enospc
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fsutil import fsync_dir
 from ascend_setup.index.http import IndexUnreachable, get
@@ -90,6 +91,10 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
             errors.append(exc.message)
             if on_failover:
                 on_failover(url, exc.message)
+        except OSError as exc:  # what reached the disk stays in .part: the next run asks for the rest (Range)
+            if is_enospc(exc):
+                raise disk_full(part, f"downloading {dest.name}") from None
+            raise
     else:
         raise AscendSetupError(f"could not download {dest.name}: " + "; ".join(errors),
                                hint=f"run again to continue from byte {part.stat().st_size if part.exists() else 0}")

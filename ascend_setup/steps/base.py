@@ -58,6 +58,11 @@ class Step:
         """Do the work; return outputs later steps read with `ctx.output(name, key)`."""
         raise NotImplementedError
 
+    def repair_interrupted(self, ctx: Context, log: Path) -> None:
+        """Called before `run` when the last run of this step stopped mid-way (recorded `started` or
+        `failed`): check what it was writing and repair it, since `is_done`'s cheap check may trust a
+        half-written file. Not called for a step recorded `done`, so a clean rerun pays nothing."""
+
     def describe(self, ctx: Context) -> str:
         doc = (type(self).__doc__ or self.name).strip()
         return doc.splitlines()[0]

@@ -62,8 +62,9 @@ def host_device(ctx: Context) -> Optional[str]:
     return device_of(ctx.options.get("soc") or (ctx.outputs.get("preflight") or {}).get("soc"))
 
 
-def installer_of(ctx: Context) -> Installer:
-    return get_installer(ctx.options.get("installer", "pip"), settings_of(ctx), cache_dir() / "uv")
+def installer_of(ctx: Context, name: Optional[str] = None) -> Installer:
+    """The run's installer (`--installer`), or the one named."""
+    return get_installer(name or ctx.options.get("installer", "pip"), settings_of(ctx), cache_dir() / "uv")
 
 
 def lock_of(ctx: Context) -> Optional[Lock]:

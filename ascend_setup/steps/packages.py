@@ -7,16 +7,18 @@ is resolved again, so what gets installed is what `plan` forecast.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
+from ascend_setup.distcheck import Damage, check_dist
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.installers import Indexes, InstallRequest
+from ascend_setup.installers import Indexes, Installer, InstallRequest
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import (installed_versions, installer_of, local_only_differs, lock_of, python_of,
-                                       row_of, row_requirements_unmet, same_version)
+                                       row_of, row_requirements_unmet, same_version, venv_contents)
 
 TORCH_STACK = ["torch", "torch-npu", "torchvision", "torchaudio"]
 #: The order in which steps take their slices; a package belongs to the first slice that reaches it.
@@ -52,8 +54,39 @@ def unmet(ctx: Context, packages: List[LockedPackage]) -> List[str]:
     return problems + row_requirements_unmet(ctx, [p.name for p in packages])
 
 
-def install_locked(ctx: Context, step: str, packages: List[LockedPackage], log: Path) -> None:
-    """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps."""
+def damaged(ctx: Context, packages: List[LockedPackage]) -> List[Damage]:
+    """The installed distributions of `packages` whose files do not match their RECORD (see distcheck)."""
+    contents = venv_contents(ctx)
+    if contents is None:
+        return []
+    wanted = {p.name for p in packages}
+    found = (check_dist(d.name, d.path) for d in contents.dists if d.name in wanted)
+    return [d for d in found if d is not None]
+
+
+def repair_damaged(ctx: Context, step: str, packages: List[LockedPackage], log: Path,
+                   installer: Optional[Installer] = None) -> List[Damage]:
+    """Reinstall, from the lock with --force-reinstall --no-deps, each of `packages` a kill left half-written.
+    A dist-info without a readable RECORD cannot be uninstalled by pip or uv: it is removed first (it is
+    of this step's slice, which this step was writing when it stopped), so the install sees it absent."""
+    broken = damaged(ctx, packages)
+    if not broken:
+        return []
+    with log.open("a", encoding="utf-8") as handle:
+        for d in broken:
+            handle.write(f"half-written by the interrupted run: {d.summary()}\n")
+    for d in broken:
+        if not d.record_readable:
+            shutil.rmtree(d.dist_info)
+    names = {d.name for d in broken}
+    install_locked(ctx, step, [p for p in packages if p.name in names], log, force=True, installer=installer)
+    return broken
+
+
+def install_locked(ctx: Context, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
+                   installer: Optional[Installer] = None) -> None:
+    """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps
+    (`force`: --force-reinstall, to repair; `installer`: other than the run's, for the venv's own pip)."""
     lock = lock_of(ctx)
     assert lock is not None, "the resolve step runs first"
     installed = installed_versions(ctx)
@@ -61,15 +94,15 @@ def install_locked(ctx: Context, step: str, packages: List[LockedPackage], log: 
     for p in packages:
         groups.setdefault(p.index, []).append(p)
     for index, group in groups.items():
-        requirements = ctx.workdir / "lock" / "slices" / f"{step}-{index}.txt"
+        requirements = ctx.workdir / "lock" / "slices" / f"{step}-{index}{'-repair' if force else ''}.txt"
         requirements.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(requirements, render_requirements(group))
         # `==2.10.0` is met by an installed 2.10.0+cpu (PEP 440): a local-version mismatch needs a reinstall
         local_mismatch = any(local_only_differs(installed.get(p.name), p.version) for p in group)
         extras = lock.extra_index_urls if index == MIRROR else []
-        installer_of(ctx).install(python_of(ctx), InstallRequest(
+        (installer or installer_of(ctx)).install(python_of(ctx), InstallRequest(
             requirement_file=requirements, indexes=Indexes(lock.indexes[index], tuple(extras)),
-            force_reinstall=local_mismatch), log=log)
+            force_reinstall=force or local_mismatch), log=log)
 
 
 class LockSliceStep(Step):
@@ -84,6 +117,10 @@ class LockSliceStep(Step):
 
     def why_not_done(self, ctx: Context) -> str:
         return "; ".join(unmet(ctx, slice_of(ctx, self.name))) or "the lock is missing"
+
+    def repair_interrupted(self, ctx: Context, log: Path) -> None:
+        if lock_of(ctx) is not None:
+            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log)
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         packages = slice_of(ctx, self.name)

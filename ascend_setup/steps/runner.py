@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from ascend_setup.diskfull import disk_full, is_enospc
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
 from ascend_setup.steps.base import Context, Step, fingerprint
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
@@ -24,6 +25,7 @@ class Decision:
     reason: str
     fingerprint: str
     inputs: Dict[str, Any]
+    interrupted: bool = False  # recorded started/failed: the step checks its partial output first
 
 
 class Reporter(Protocol):
@@ -82,7 +84,8 @@ class Runner:
 
     def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
         def decision(run: bool, reason: str) -> Decision:
-            return Decision(step, run, reason, fp, inputs)
+            return Decision(step, run, reason, fp, inputs, interrupted=record is not None and
+                            record.state in ("started", "failed"))
 
         if record is None:
             if step.is_done(self.ctx):
@@ -110,7 +113,16 @@ class Runner:
 
     # -- running -------------------------------------------------------------------------------
     def run(self, reporter: Optional[Reporter] = None, options: Optional[Dict[str, Any]] = None) -> RunState:
-        """Take the lock, then run what is not done. State is saved after each transition."""
+        """Take the lock, then run what is not done. State is saved after each transition; a full disk
+        while saving it (or making the workdir) is one line, and the next run resumes."""
+        try:
+            return self._run(reporter, options)
+        except OSError as exc:
+            if not is_enospc(exc):
+                raise
+            raise disk_full(Path(exc.filename or self.ctx.workdir), "saving the install's state") from None
+
+    def _run(self, reporter: Optional[Reporter], options: Optional[Dict[str, Any]]) -> RunState:
         reporter = reporter or SilentReporter()
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
         self.ctx.log_dir.mkdir(exist_ok=True)
@@ -145,9 +157,16 @@ class Runner:
         reporter.starting(step.name, d.reason, step.describe(self.ctx), log)
         self.ran.append(step.name)
         try:
-            with log.open("a", encoding="utf-8") as handle:
-                handle.write(f"\n=== {step.name}: {d.reason} ===\n")
-            outputs = step.run(self.ctx, log) or {}
+            try:
+                with log.open("a", encoding="utf-8") as handle:
+                    handle.write(f"\n=== {step.name}: {d.reason} ===\n")
+                if d.interrupted:
+                    step.repair_interrupted(self.ctx, log)
+                outputs = step.run(self.ctx, log) or {}
+            except OSError as exc:  # the step's own writes (extraction, a file it makes): one line, not a trace
+                if not is_enospc(exc):
+                    raise
+                raise disk_full(Path(exc.filename or self.ctx.workdir), f"step {step.name}") from None
         except AscendSetupError as exc:
             self._fail(state, d, started, log, exc.one_line(), reporter)
             if isinstance(exc, BadInput):
@@ -165,9 +184,13 @@ class Runner:
         reporter.finished(step.name, ended - started)
 
     def _fail(self, state: RunState, d: Decision, started: float, log, message: str, reporter: Reporter) -> None:
-        self.store.mark(state, d.step.name, StepRecord(
-            state="failed", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=now(),
-            log=str(log), error=message))
+        try:
+            self.store.mark(state, d.step.name, StepRecord(
+                state="failed", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=now(),
+                log=str(log), error=message))
+        except OSError as exc:  # a full disk: the step stays recorded `started`, which the next run repairs
+            if not is_enospc(exc):
+                raise
         reporter.failed(d.step.name, message)
 
 

@@ -1,18 +1,32 @@
-"""venv: a clean venv (no system site-packages) on the workdir, pip upgraded, indexes configured in it."""
+"""venv: a clean venv (no system site-packages) on the workdir, the lock's pip, indexes configured in it.
+
+The venv's pip is never upgraded by itself. The venv is made `--without-pip`, and the lock's pip is
+installed into it by uv (a runtime dependency of this tool), whatever `--installer` says. A pip that
+upgrades itself runs from the files it is replacing: a kill mid-way leaves two versions in one package
+and an installer that cannot start (`cannot import name ... from pip._internal`), so no later run could
+repair it with it. uv runs from its own binary: a kill mid-way leaves a pip whose RECORD does not
+match, which the interrupted-step check sees and uv reinstalls with --force-reinstall. (Rejected:
+ensurepip, which installs its bundled pip, not the lock's, with pip itself; a venv built in a temp dir
+and renamed, since a venv is not relocatable: its scripts name its path.)
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, Dict
 
+from ascend_setup.diskfull import DiskFull
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.host.interpreters import probe
 from ascend_setup.mirrors.apply import venv_config_matches, write_venv_config
 from ascend_setup.procs import run_logged
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import indexes_of, installed_versions, lock_of, python_of, venv_dir
-from ascend_setup.steps.packages import install_locked, slice_of, unmet
-from ascend_setup.venvinfo import VenvRecord, read_pyvenv_cfg, read_venv_record, write_venv_record
+from ascend_setup.steps.common import (indexes_of, installed_versions, installer_of, lock_of, python_of,
+                                       venv_dir)
+from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
+from ascend_setup.venvinfo import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
+                                   write_venv_record)
 
 
 class CreateVenv(Step):
@@ -48,13 +62,29 @@ class CreateVenv(Step):
             return "the venv's pip.conf / uv.toml do not name the chosen index"
         return "" if read_venv_record(venv_dir(ctx)) is not None else "the venv's ascend-setup.json is missing"
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+    def repair_interrupted(self, ctx: Context, log: Path) -> None:
+        """The installer itself first (the interpreter, then pip's own files): every later step needs it."""
+        self._make(ctx, log)
+        if lock_of(ctx) is not None:
+            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log, installer=installer_of(ctx, "uv"))
+
+    def _make(self, ctx: Context, log: Path) -> None:
+        """`python -m venv` completes a half-made venv (safe after a kill at any point). An interpreter that
+        still does not run is recreated when ascend-setup made the venv; a venv it did not make is never
+        deleted."""
         venv = venv_dir(ctx)
         pre = ctx.outputs["preflight"]
         cfg = read_pyvenv_cfg(venv)
-        if cfg is None and venv.exists() and any(venv.iterdir()) and not (venv / "bin").exists():
-            raise BadInput(f"--venv {venv} exists, is not empty and is not a venv",
-                           hint="choose another --venv; ascend-setup never deletes what it did not create")
+        record = read_venv_record(venv)
+        if cfg is None and record is None:
+            if venv.exists() and leftovers_only(venv):
+                raise BadInput(f"--venv {venv} exists, is not empty and is not a venv",
+                               hint="choose another --venv; ascend-setup never deletes what it did not create")
+            venv.mkdir(parents=True, exist_ok=True)
+            for stale in venv.iterdir():  # the temp file of a record write a kill interrupted: ours
+                stale.unlink()
+            self._record(ctx, created=True)  # before `python -m venv`: it proves the venv is ours to recreate
+            record = read_venv_record(venv)
         if cfg is not None:
             if cfg.get("include-system-site-packages", "false").lower() == "true":
                 raise StepFailed(f"{venv} includes system site-packages (stale torch builds leak in)",
@@ -63,12 +93,37 @@ class CreateVenv(Step):
             if have and ".".join(have.split(".")[:2]) != ".".join(pre["python_version"].split(".")[:2]):
                 raise StepFailed(f"{venv} was made with Python {have}, not {pre['python_version']}",
                                  hint="pass a new --venv (or --python matching it)")
-        # `python -m venv` on a half-made venv completes it: safe after a kill at any point.
-        run_logged([pre["python"], "-m", "venv", str(venv)], log, what="python -m venv")
-        install_locked(ctx, self.name, slice_of(ctx, self.name), log)  # the lock's pip
+        created = record is not None and record.created
+        argv = [pre["python"], "-m", "venv", "--without-pip", str(venv)]
+        try:
+            run_logged(argv, log, what="python -m venv")
+            broken = "" if probe(str(python_of(ctx))) is not None else f"its interpreter {python_of(ctx)} does not run"
+        except DiskFull:
+            raise  # not broken: full (deleting it would lose every package already installed)
+        except StepFailed as exc:
+            broken = exc.message
+        if broken:
+            if not created:
+                raise StepFailed(f"the venv {venv} is broken ({broken}), and ascend-setup did not make it, so it "
+                                 "will not delete it", hint="repair or remove it yourself, or pass another --venv")
+            shutil.rmtree(venv)
+            venv.mkdir(parents=True)
+            self._record(ctx, created=True)
+            run_logged(argv, log, what="python -m venv (recreating the broken venv)")
+
+    def _record(self, ctx: Context, created: bool) -> None:
+        idx = indexes_of(ctx)
+        lock = lock_of(ctx)
+        write_venv_record(venv_dir(ctx), VenvRecord(
+            workdir=str(ctx.workdir), lock=(ctx.outputs.get("resolve") or {}).get("lock"),
+            indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}, created=created))
+
+    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+        venv = venv_dir(ctx)
+        self._make(ctx, log)
+        record = read_venv_record(venv)
+        install_locked(ctx, self.name, slice_of(ctx, self.name), log, installer=installer_of(ctx, "uv"))
         idx = indexes_of(ctx)
         write_venv_config(venv, idx.index_url, idx.extra_index_urls)
-        lock = lock_of(ctx)
-        write_venv_record(venv, VenvRecord(workdir=str(ctx.workdir), lock=(ctx.outputs.get("resolve") or {}).get("lock"),
-                                           indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}))
+        self._record(ctx, created=record is not None and record.created)
         return {"pip": installed_versions(ctx).get("pip")}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from e2e.conftest import freeze, kill_group
+from e2e.conftest import freeze, installed, kill_group, lock_versions
 from ascend_setup.steps.state import StateStore
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
@@ -20,12 +21,12 @@ def _headers(workdir: Path) -> Dict[str, int]:
     return {p.stem: len(re.findall(r"^=== ", p.read_text(), re.M)) for p in logs.glob("*.log")} if logs.exists() else {}
 
 
-def _wait_for(predicate: Callable[[], bool], proc, timeout: float = 120) -> bool:
+def _wait_for(predicate: Callable[[], bool], proc, timeout: float = 120, poll: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end and proc.poll() is None:
         if predicate():
             return True
-        time.sleep(0.02)
+        time.sleep(poll)
     return False
 
 
@@ -115,3 +116,120 @@ def test_sigkill_anywhere_then_resume(source_stack, tmp_path: Path) -> None:
     finally:
         source_stack.main.behaviour.bytes_per_second = None
     print(f"{total} kills over {rounds} workdirs")
+
+
+def _dist_file(venv: Path, name: str, min_size: int = 10) -> Path:
+    """A file of an installed distribution, listed in its RECORD with a size of at least `min_size`."""
+    import csv
+
+    from ascend_setup.venvinfo import site_packages
+
+    (site,) = site_packages(venv)
+    (info,) = [p for p in site.glob("*.dist-info") if p.name.split("-")[0].lower().replace("_", "-") == name]
+    for row in csv.reader((info / "RECORD").read_text().splitlines()):
+        if len(row) > 2 and row[2].isdigit() and int(row[2]) >= min_size and not row[0].startswith("..") \
+                and ".dist-info/" not in row[0]:
+            return site / row[0]
+    raise AssertionError(f"no file of {name} in its RECORD")
+
+
+def _mark_started(workdir: Path, step: str) -> None:
+    store = StateStore(workdir / "state.json")
+    state = store.load()
+    store.mark(state, step, state.steps[step].model_copy(update={"state": "started", "ended_at": None}))
+
+
+def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp_path: Path) -> None:
+    from ascend_setup.distcheck import check_dist
+    from ascend_setup.venvinfo import site_packages
+
+    workdir = tmp_path / "w"
+    assert wheel_stack.install(workdir).returncode == 0
+    venv = workdir / "venv"
+    victim = _dist_file(venv, "torch")
+    whole = victim.read_bytes()
+    victim.write_bytes(whole[: len(whole) // 3])  # what a kill mid-write leaves
+
+    def damaged_findings(*flags: str) -> list:
+        out = wheel_stack.cli("audit", "--venv", str(venv), "--json", *flags)
+        return [f["package"] for f in json.loads(out.stdout)["findings"] if f["id"] == "damaged-files"]
+
+    assert damaged_findings() == [] and damaged_findings("--deep") == ["torch"]
+    _mark_started(workdir, "torch-stack")
+    repaired = wheel_stack.install(workdir)
+    assert repaired.returncode == 0, repaired.stderr[-2000:]
+    assert victim.read_bytes() == whole
+    (site,) = site_packages(venv)
+    (info,) = site.glob("torch-*.dist-info")
+    assert check_dist("torch", info) is None
+    log = (workdir / "logs" / "torch-stack.log").read_text()
+    assert "half-written by the interrupted run: torch:" in log and "--force-reinstall" in log
+    assert damaged_findings("--deep") == []
+
+
+def _pip_whole(venv: Path) -> bool:
+    from ascend_setup.distcheck import check_dist
+    from ascend_setup.venvinfo import site_packages
+
+    infos = [p for s in site_packages(venv) for p in s.glob("pip-*.dist-info")]
+    return len(infos) == 1 and check_dist("pip", infos[0]) is None
+
+
+def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> None:
+    """The venv's own pip, killed mid-install 10 times in a row: each rerun gets back to installing it
+    (never failing on a half-written pip), and the last one leaves a pip that matches its RECORD, then
+    the whole install converges. A kill that lands after the install finished does not count; the
+    next kills then go to a new workdir."""
+    rng = random.Random(2611)
+    hits, attempts, torn, workdirs = 0, 0, 0, []
+    while hits < 10:
+        workdir = tmp_path / f"w{len(workdirs)}"
+        workdirs.append(workdir)
+        assert len(workdirs) <= 5, (hits, attempts)
+        venv_log = workdir / "logs" / "venv.log"
+        while hits < 10:
+            attempts += 1
+            seen = venv_log.read_text().count("pip install") if venv_log.exists() else 0
+            proc = wheel_stack.spawn(workdir, "--installer", "pip")
+            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,
+                            poll=0.005)
+            assert hit, (attempts, proc.returncode, proc.stderr_path.read_text()[-2000:])
+            time.sleep(rng.uniform(0.0, 0.1))
+            kill_group(proc)
+            assert proc.returncode == -9, (attempts, proc.stderr_path.read_text()[-2000:])
+            if StateStore(workdir / "state.json").load().steps["venv"].state != "started":
+                break  # too late: pip was whole
+            hits += 1
+            torn += not _pip_whole(workdir / "venv")
+    final = wheel_stack.install(workdirs[-1], "--installer", "pip")
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert _pip_whole(workdirs[-1] / "venv")
+    assert installed(workdirs[-1] / "venv") == lock_versions(workdirs[-1])
+    print(f"{hits} kills of the venv's pip install in {attempts} attempts over {len(workdirs)} workdirs; "
+          f"{torn} left pip half-written; the rerun converged")
+
+
+def test_broken_venv_is_recreated_only_when_the_tool_made_it(wheel_stack, tmp_path: Path) -> None:
+    """`python -m venv` cannot complete a venv whose bin/ is a file: a venv the tool made is recreated
+    (and the rerun converges); one it did not make is left as it is, with an error naming it."""
+    from ascend_setup.venvinfo import RECORD_NAME
+
+    workdir = tmp_path / "w"
+    assert wheel_stack.install(workdir).returncode == 0
+    venv = workdir / "venv"
+    record = json.loads((venv / RECORD_NAME).read_text())
+    assert record["created"] is True
+    import shutil
+
+    shutil.rmtree(venv / "bin")
+    (venv / "bin").write_text("not a directory\n")
+    (venv / RECORD_NAME).write_text(json.dumps({**record, "created": False}))  # as if adopted
+    _mark_started(workdir, "venv")
+    refused = wheel_stack.install(workdir)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"the venv {venv} is broken" in refused.stderr and "did not make it" in refused.stderr
+    assert (venv / "bin").read_text() == "not a directory\n"  # untouched
+    (venv / RECORD_NAME).write_text(json.dumps(record))
+    again = wheel_stack.install(workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert installed(venv) == lock_versions(workdir)

@@ -1,0 +1,89 @@
+"""Is an installed distribution whole? Every file its RECORD lists is there, at the recorded size.
+
+pip and uv are not atomic: a SIGKILL mid-install can leave a dist-info whose files are missing, or
+files of two versions in one package (a half-replaced pip that cannot import itself). Reading the
+metadata alone calls that done; this module reads RECORD.
+
+Cost: one `lstat` per file. Content is hashed only for files of at most HASH_LIMIT bytes (here, in
+`_problem`): those are the Python sources and metadata where a two-version mix can keep a size, and
+reading them is cheap; a 1 GB torch library is judged by its size alone, or the check would cost as
+much as the install. Entries without a size (the `.pyc` files pip lists, RECORD itself) are skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from ascend_setup.fsutil import read_regular_text
+
+HASH_LIMIT = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Damage:
+    """What is wrong with one installed distribution (the first few problems, and how many in all)."""
+
+    name: str
+    dist_info: Path
+    problems: List[str]
+    record_readable: bool = True
+
+    def summary(self) -> str:
+        more = f" (+{len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        return f"{self.name}: {self.problems[0]}{more}"
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def _problem(site: Path, entry: str, hashed: str, size: str) -> Optional[str]:
+    if not size.isdigit():
+        return None  # no size recorded: .pyc files, RECORD itself
+    path = Path(os.path.normpath(site / entry))
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return f"{entry} is missing"
+    except OSError as exc:
+        return f"{entry}: {exc.strerror}"
+    if st.st_size != int(size):
+        return f"{entry} has {st.st_size} bytes, RECORD says {size}"
+    if hashed.startswith("sha256=") and st.st_size <= HASH_LIMIT:
+        try:
+            if _digest(path) != hashed[len("sha256="):]:
+                return f"{entry} differs from its RECORD sha256"
+        except OSError as exc:
+            return f"{entry}: {exc.strerror}"
+    return None
+
+
+def check_dist(name: str, dist_info: Path) -> Optional[Damage]:
+    """None when every file with a recorded size is there and matches; else what is wrong."""
+    try:
+        text = read_regular_text(dist_info / "RECORD")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return Damage(name, dist_info, ["its RECORD is missing or unreadable"], record_readable=False)
+    site = dist_info.parent
+    problems = []
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error:
+        return Damage(name, dist_info, ["its RECORD is not a CSV file"], record_readable=False)
+    for row in rows:
+        if not row or not row[0]:
+            continue
+        found = _problem(site, row[0], row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+        if found:
+            problems.append(found)
+    return Damage(name, dist_info, problems) if problems else None
