@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, open_append
 
 GUARD = "ASCEND_SETUP_LOGIN_CHECKED"
 LOG_NAME = "resume-on-login.log"
@@ -84,7 +84,7 @@ def resume_in_background(workdir: Path) -> Path:
     """`ascend-setup resume` detached from the login shell (nohup, its own session), logging to the workdir."""
     log = workdir / "logs" / LOG_NAME
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir)],
                          stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
                          env={**os.environ, GUARD: "1"})

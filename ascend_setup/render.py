@@ -36,7 +36,13 @@ def stderr_console() -> "Console":
     return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
+#: Whether this run printed its JSON document already (a failure then adds no second one).
+json_printed = False
+
+
 def print_json(data: Any) -> None:
+    global json_printed
+    json_printed = True
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 

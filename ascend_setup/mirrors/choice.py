@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
@@ -85,7 +85,7 @@ def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
     target = this_machine(".".join(pre["python_version"].split(".")[:2]))
     urls = candidates(matrix)
     data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls, first=urls[0] if urls else None)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         for m in data["result"]["mirrors"]:
             handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")
     chosen = data["result"]["chosen"]

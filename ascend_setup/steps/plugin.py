@@ -21,6 +21,7 @@ from ascend_setup.resolve.lockfile import LockedPackage
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
+from ascend_setup.fsutil import open_append
 
 
 def alternate_urls(ctx: Context, filename: str) -> List[str]:
@@ -53,7 +54,7 @@ class VllmAscend(Step):
             raise StepFailed(f"the lock has no file for vllm-ascend {row_of(ctx).packages['vllm-ascend']}",
                              hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
         plugin = locked[0]
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write(f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}\n")
         if plugin.outcome == "wheel":
             install_locked(ctx, self.name, locked, log)
@@ -75,13 +76,13 @@ class VllmAscend(Step):
         wheelhouse = ctx.workdir / "wheelhouse"
         cached = cached_wheel(wheelhouse, key)
         if cached is not None:
-            with log.open("a") as handle:
+            with open_append(log) as handle:
                 handle.write(f"reusing {cached} (key {key})\n")
             return cached
         sdist = self._download(ctx, plugin, log)
         source = extract_once(sdist, ctx.workdir / "src")
         removed = sweep_stale_locks(source)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             for lock in removed:
                 handle.write(f"removed stale compile lock {lock.path} (pid {lock.pid} is gone)\n")
         env = build_env(cann_env(ctx), soc=soc, jobs=max_jobs(pre["cpus"], pre["mem_total"]),
@@ -114,7 +115,7 @@ class VllmAscend(Step):
             task = progress.add_task("download", total=plugin.size)
 
             def failover(url: str, why: str) -> None:
-                with log.open("a") as handle:
+                with open_append(log) as handle:
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
             return download([plugin.url, *alternate_urls(ctx, plugin.file)],

@@ -16,6 +16,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.pythons import PythonChoice, pick_python
 from ascend_setup.steps.base import Context, Step
+from ascend_setup.fsutil import open_append
 
 GIB = 1024 ** 3
 
@@ -41,7 +42,7 @@ class Problem:
 
 def _fail(problems: List[Problem], log: Path) -> None:
     """Every blocking problem at once, in the log too, so one fix round is enough."""
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         for problem in problems:
             handle.write(f"problem: {problem.what}\n  fix: {problem.fix}\n")
     first = problems[0]
@@ -112,7 +113,7 @@ class Preflight(Step):
             "mem_total": memory_bytes().get("MemTotal", 0), "soc": soc,
             "npu_error": npu.error if npu else None,
         }
-        with log.open("a", encoding="utf-8") as handle:
+        with open_append(log) as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
         return facts
@@ -135,7 +136,7 @@ def _log_python_choice(ctx: Context, log: Path, choice: PythonChoice, explicit: 
     if choice.gaps:
         lines.append(("--python forces" if explicit else "every interpreter lacks") + ": " + "; ".join(choice.gaps)
                      + " (a source build or an unavailable package)")
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         handle.write("\n".join(lines) + "\n")
     for line in lines[1:]:
         ctx.console.print(f"note: {line}", soft_wrap=True, markup=False)
@@ -146,7 +147,7 @@ def _log_ignored_pip_settings(ctx: Context, log: Path) -> None:
     settings = ctx.extras.get("pip_settings")
     if settings is None or settings.respect or not settings.ignored:
         return
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         for line in settings.describe_ignored():
             handle.write(f"ignored pip setting: {line}\n")
     ctx.console.print(f"note: ignoring {len(settings.ignored)} setting(s) of your pip configuration "

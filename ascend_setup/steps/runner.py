@@ -10,6 +10,7 @@ from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
 from ascend_setup.steps.base import Context, Step, fingerprint
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
+from ascend_setup.fsutil import make_dir, open_append
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class Runner:
         """Take the lock, then run what is not done. State is saved after each transition."""
         reporter = reporter or SilentReporter()
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
-        self.ctx.log_dir.mkdir(exist_ok=True)
+        make_dir(self.ctx.log_dir)
         with WorkdirLock(self.ctx.workdir / RUN_LOCK):
             state = self.store.load()
             if options is not None:
@@ -142,7 +143,7 @@ class Runner:
         reporter.starting(step.name, d.reason, step.describe(self.ctx), log)
         self.ran.append(step.name)
         try:
-            with log.open("a", encoding="utf-8") as handle:
+            with open_append(log) as handle:
                 handle.write(f"\n=== {step.name}: {d.reason} ===\n")
             outputs = step.run(self.ctx, log) or {}
         except AscendSetupError as exc:

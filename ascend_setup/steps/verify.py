@@ -12,6 +12,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
+from ascend_setup.fsutil import open_append
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -81,7 +82,7 @@ class Verify(Step):
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         found = problems(ctx)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write("\n".join(found or ["all imports and versions match the row; triton kernel[grid] works"]))
             handle.write("\n")
         if found:
