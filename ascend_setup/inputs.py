@@ -37,6 +37,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "metadata": ("distribution metadata", 16 * MiB),
     "venv-record": ("venv record", 1 * MiB),
     "mirrors": ("mirror ranking", 4 * MiB),
+    "pip-config": ("pip/uv configuration", 1 * MiB),
     "log": ("log", 256 * MiB),
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.

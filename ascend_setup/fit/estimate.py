@@ -8,7 +8,6 @@ arithmetic kept so a person can check it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -17,6 +16,7 @@ import yaml
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.model import kv_layout, load_config, text_config, weights
+from ascend_setup.inputs import load_json
 from ascend_setup.matrix.models import Row
 
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
@@ -135,8 +135,7 @@ def estimate(model: Path, card: Card, row: Row, *, context: int, utilisation: fl
 
 def probed_bandwidth(workdir: Path) -> Optional[float]:
     """The bandwidth `ascend-setup probe` measured on an NPU here (<workdir>/probe.json), if any."""
-    try:
-        data = json.loads((workdir / "probe.json").read_text())
-    except (OSError, ValueError):
+    if not (workdir / "probe.json").exists():
         return None
+    data = load_json(workdir / "probe.json", "probe", follow=False)
     return float(data["gbps"]) if str(data.get("device", "")).startswith("npu") and data.get("gbps") else None

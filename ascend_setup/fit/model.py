@@ -11,14 +11,13 @@ rest are Gated DeltaNet with a fixed state). So KV is counted per layer kind:
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.inputs import load_json, open_input, parse_json
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "I32": 4,
                "I64": 8, "I16": 2, "BOOL": 1, "float32": 4, "float16": 2, "bfloat16": 2}
@@ -50,7 +49,7 @@ class KvLayout:
 def load_config(model: Path) -> Dict[str, Any]:
     path = model / "config.json" if model.is_dir() else model
     try:
-        config = json.loads(read_regular_text(path))
+        config = load_json(path, "config", what=f"MODEL {model}: {path.name}")
         if not isinstance(config, dict) or not isinstance(text_config(config).get("num_hidden_layers"), int):
             raise ValueError("not a transformer config (no num_hidden_layers)")
         return config
@@ -127,17 +126,17 @@ def _safetensors_headers(model: Path) -> List[Dict[str, Any]]:
     """Each shard's header (the index json names the shards when the model is sharded)."""
     index = model / "model.safetensors.index.json"
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        shards = sorted(set(load_json(index, "index")["weight_map"].values()))
         files = [model / s for s in shards]
     else:
         files = sorted(model.glob("*.safetensors"))
     headers = []
     for f in files:
-        with f.open("rb") as handle:
+        with open_input(f, "safetensors") as handle:
             size = struct.unpack("<Q", handle.read(8))[0]
             if size > 100 * 1024 * 1024:
                 raise BadInput(f"{f}: not a safetensors file (a header of {size} bytes)")
-            headers.append(json.loads(handle.read(size)))
+            headers.append(parse_json(handle.read(size), f"safetensors header of {f}"))
     return headers
 
 

@@ -3,12 +3,12 @@ wraps that host's `audit --json`, or why it could not run); this reads them into
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ascend_setup.errors import BadInput
+from ascend_setup.inputs import load_json
 
 SUFFIX = ".audit.json"
 
@@ -50,10 +50,7 @@ def _one_line(text: str) -> str:
 
 def read_host_audit(path: Path) -> HostAudit:
     """`{"host", "rc", "stderr", "audit"}` as the play writes it; a file that is not that is bad input."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path} is not a host audit result ({exc.__class__.__name__}: {exc})") from None
+    data = load_json(path, "fleet", hint="the audit play writes these files; run it again")
     if not isinstance(data, dict) or "audit" not in data:
         raise BadInput(f"{path} is not a host audit result (no 'audit' key)",
                        hint="the audit play writes these files; run it again")
