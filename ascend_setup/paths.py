@@ -25,10 +25,13 @@ def flag_or_env(flag_value: Optional[str], flag: str, env_name: str) -> Tuple[Op
     if flag_value is not None:
         if not flag_value.strip():
             raise BadInput(f"{flag} was given an empty value")
+        check_path_length(Path(flag_value), flag)
         return flag_value, flag
     value = os.environ.get(env_name)
     if value is not None and not value.strip():
         raise BadInput(f"{env_name} is set but empty", hint="unset it or give it a value")
+    if value:
+        check_path_length(Path(value), env_name)
     return (value, env_name) if value else (None, f"{flag} (default)")
 
 
@@ -151,6 +154,7 @@ def files_cache() -> Path:
 
 def check_output_file(path: Path, flag: str) -> None:
     """A file we will write: absent or a regular file, in a directory where files can be created."""
+    check_path_length(path, flag)
     if path.exists() and not path.is_file():
         raise BadInput(f"{flag} {path} exists and is not a regular file")
     check_dir_path(path.parent, flag)

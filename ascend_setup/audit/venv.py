@@ -40,7 +40,7 @@ class Installed:
         if not path.exists():
             return None
         try:
-            return read_input_text(path, "metadata")
+            return read_input_text(path, "metadata", follow=False)
         except BadInput:
             return None
 
@@ -133,7 +133,7 @@ def _damaged_members(meta: Path) -> List[Tuple[Path, str]]:
         if not (path.exists() or path.is_symlink()):
             continue
         try:
-            read_input_text(path, "metadata")
+            read_input_text(path, "metadata", follow=False)  # pip writes no links in a dist-info
         except BadInput as exc:
             found.append((path, exc.message))
     return found

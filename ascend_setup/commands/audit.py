@@ -13,6 +13,7 @@ from ascend_setup.matrix.models import MIRROR
 from ascend_setup.options import parse_index_overrides
 from ascend_setup.render import print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.paths import check_path_length
 from ascend_setup.venvinfo import read_venv_record
 
 
@@ -32,6 +33,7 @@ def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, 
 
 def run(args: argparse.Namespace) -> int:
     venv = Path(args.venv).expanduser().absolute()
+    check_path_length(venv, "--venv")
     lock, source, indexes = recorded_lock(venv)
     if args.lock:
         lock, source = read_lock(Path(args.lock).expanduser().absolute()), args.lock

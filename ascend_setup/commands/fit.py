@@ -11,7 +11,7 @@ from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.paths import env_or, resolve_workdir
+from ascend_setup.paths import check_path_length, env_or, resolve_workdir
 from ascend_setup.render import print_json, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
@@ -20,6 +20,7 @@ GIB = 1024 ** 3
 
 def run_fit(args: argparse.Namespace) -> int:
     model = Path(args.model).expanduser().absolute()
+    check_path_length(model, "MODEL")
     if not model.exists():
         raise BadInput(f"MODEL {model} does not exist", hint="a model directory (config.json, *.safetensors) or a config.json")
     if args.context <= 0 or not 0 < args.gpu_memory_utilization <= 1:

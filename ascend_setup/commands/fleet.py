@@ -8,12 +8,13 @@ from pathlib import Path
 
 from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.paths import check_output_file
+from ascend_setup.paths import check_output_file, check_path_length
 from ascend_setup.render import print_json, stdout_console, table, terminal_safe
 
 
 def run_report(args: argparse.Namespace) -> int:
     directory = Path(args.results).expanduser().absolute()
+    check_path_length(directory, "DIR")
     hosts = read_fleet(directory)
     out = Path(args.out).expanduser().absolute() if args.out else directory / "report.json"
     check_output_file(out, "--out")

@@ -125,7 +125,7 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
 def _safetensors_headers(model: Path) -> List[Dict[str, Any]]:
     """Each shard's header (the index json names the shards when the model is sharded)."""
     index = model / "model.safetensors.index.json"
-    if index.is_file():
+    if index.exists() or index.is_symlink():  # a FIFO or a directory of that name is bad input, not ignored
         shards = sorted(set(load_json(index, "index")["weight_map"].values()))
         files = [model / s for s in shards]
     else:

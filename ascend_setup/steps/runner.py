@@ -111,8 +111,8 @@ class Runner:
         """Take the lock, then run what is not done. State is saved after each transition."""
         reporter = reporter or SilentReporter()
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
-        make_dir(self.ctx.log_dir)
         with WorkdirLock(self.ctx.workdir / RUN_LOCK):
+            make_dir(self.ctx.log_dir)  # under the lock: a refused run creates nothing
             state = self.store.load()
             if options is not None:
                 state.options = dict(options)
