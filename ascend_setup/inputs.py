@@ -184,5 +184,7 @@ def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> N
             elif isinstance(event, yaml.ScalarEvent) and event.tag is None and event.implicit[0] \
                     and len(event.value) > MAX_DIGITS and event.value.lstrip("+-").isdigit():
                 raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})", hint=hint)
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(exc):  # libyaml's own bound (1000 levels), hit before any event
+            raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint) from None
         return  # the real load reports syntax errors with their line
