@@ -27,18 +27,15 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "matrix": ("matrix file", 4 * MiB),
     "state": ("state file", 16 * MiB),
     "lock": ("lock file", 16 * MiB),
-    "run-lock": ("run lock", 4 * KiB),
     "config": ("model config", 4 * MiB),
     "index": ("safetensors index", 64 * MiB),
     "safetensors": ("safetensors file", None),  # weights are huge; only the header is read (its own bound)
-    "safetensors-header": ("safetensors header", 100 * MiB),  # the format's own cap on the header
     "probe": ("probe result", 64 * KiB),
     "fleet": ("fleet result", 16 * MiB),
     "metadata": ("distribution metadata", 16 * MiB),
     "venv-record": ("venv record", 1 * MiB),
     "mirrors": ("mirror ranking", 4 * MiB),
     "pip-config": ("pip/uv configuration", 1 * MiB),
-    "log": ("log", 256 * MiB),
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
 MAX_DEPTH = 64

@@ -60,7 +60,7 @@ def _without(text: str, workdir: Path) -> str:
 
 def install_block(workdir: Path, home: Optional[str] = None) -> Path:
     """Add (or refresh) the block for `workdir`; idempotent."""
-    path = bashrc(home)
+    path = bashrc(home).resolve()  # a dotfiles link is the user's own: edit what it points to, keep the link
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     kept = _without(text, workdir)
     atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir))
@@ -69,7 +69,7 @@ def install_block(workdir: Path, home: Optional[str] = None) -> Path:
 
 def remove_block(workdir: Path, home: Optional[str] = None) -> bool:
     """Remove the block for `workdir`, if there is one; True when something was removed."""
-    path = bashrc(home)
+    path = bashrc(home).resolve()
     if not path.exists():
         return False
     text = path.read_text(encoding="utf-8")
