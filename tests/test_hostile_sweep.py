@@ -348,6 +348,12 @@ def test_generated_hostile_sweep(tmp_path: Path) -> None:
     root = tmp_path / "cases"
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda ic: run_case(root, ic[0], ic[1], victim), enumerate(all_cases)))
+    # A real hang hangs every time; a case that only ran out of time on a machine shared by many test runs
+    # gets one more try alone (the stated 10 s limit is kept for both).
+    late = [i for i, (_, proc, *_rest) in enumerate(results) if proc.returncode == -1]
+    for i in late:
+        results[i] = run_case(root, len(all_cases) + i, all_cases[i], victim)
+    print(f"hostile sweep: {len(late)} cases over {TIMEOUT:.0f} s under load were run again alone")
     broken = []
     slowest = (0.0, "")
     for case, proc, seconds, before, after in results:
