@@ -9,7 +9,20 @@ from typing import Callable, List, NoReturn, Optional
 
 from ascend_setup import __version__
 from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
-from ascend_setup.interrupts import install_handlers
+from ascend_setup import tempdirs
+from ascend_setup.interrupts import at_interrupt, install_handlers
+
+
+#: Set from the command line before parsing: a --json run gets its errors as JSON on stdout too.
+_json_errors = False
+
+
+def error_json(message: str, hint: Optional[str], code: int) -> None:
+    """`{"error", "hint", "exit"}` on stdout: what a --json caller reads when a command fails."""
+    import json
+
+    sys.stdout.write(json.dumps({"error": message, "hint": hint, "exit": code}, indent=2) + "\n")
+    sys.stdout.flush()
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -17,6 +30,8 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        if _json_errors:
+            error_json(message, f"see {self.prog} --help", EXIT_BAD_INPUT)
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -291,17 +306,26 @@ def refuse_empty_values(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    global _json_errors
+    _json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     refuse_empty_values(parser, args)
     install_handlers("run the same command again to resume" if args.command in RESUMABLE else None)
+    at_interrupt(tempdirs.leave)
+    tempdirs.enter()
     try:
         return int(args.func(args))
     except AscendSetupError as exc:
         if exc.details:
             sys.stderr.write(exc.details.rstrip() + "\n")
         sys.stderr.write(exc.one_line() + "\n")
+        render = sys.modules.get("ascend_setup.render")
+        if getattr(args, "json", False) and not getattr(render, "json_printed", False):
+            error_json(exc.message, exc.hint, exc.exit_code)
         return exc.exit_code
+    finally:
+        tempdirs.leave()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, open_append
 
 GUARD = "ASCEND_SETUP_LOGIN_CHECKED"
 LOG_NAME = "resume-on-login.log"
@@ -61,7 +61,7 @@ def _without(text: str, workdir: Path) -> str:
 
 def install_block(workdir: Path, home: Optional[str] = None, argv: Optional[List[str]] = None) -> Path:
     """Add (or refresh) the block for `workdir`; idempotent."""
-    path = bashrc(home)
+    path = bashrc(home).resolve()  # a dotfiles link is the user's own: edit what it points to, keep the link
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     kept = _without(text, workdir)
     atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir, argv=argv))
@@ -70,7 +70,7 @@ def install_block(workdir: Path, home: Optional[str] = None, argv: Optional[List
 
 def remove_block(workdir: Path, home: Optional[str] = None) -> bool:
     """Remove the block for `workdir`, if there is one; True when something was removed."""
-    path = bashrc(home)
+    path = bashrc(home).resolve()
     if not path.exists():
         return False
     text = path.read_text(encoding="utf-8")
@@ -85,7 +85,7 @@ def resume_in_background(workdir: Path) -> Path:
     """`ascend-setup resume` detached from the login shell (nohup, its own session), logging to the workdir."""
     log = workdir / "logs" / LOG_NAME
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir)],
                          stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
                          env={**os.environ, GUARD: "1"})

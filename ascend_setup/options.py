@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
+from packaging.specifiers import SpecifierSet
+
 from ascend_setup.errors import BadInput
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
@@ -113,8 +115,9 @@ class InstallOptions:
                            hint="start again with 'ascend-setup install' and its flags, or restore the file") from None
 
 
-def check_lock_for_host(path: str, cann: str) -> str:
-    """`--lock FILE` must be a lock of this row made for this host (arch, glibc); else exit 2 now."""
+def check_lock_for_host(path: str, cann: str, python_spec: Optional[str] = None, python: Optional[str] = None) -> str:
+    """`--lock FILE` must be a lock of this row made for this host (arch, glibc), for a Python in the row's
+    range and, with --python, for that interpreter's version; else exit 2 now."""
     from ascend_setup.host.machine import glibc_version
     from ascend_setup.resolve.lockfile import read_lock
 
@@ -129,6 +132,17 @@ def check_lock_for_host(path: str, cann: str) -> str:
     if lock.cann != cann.strip():
         raise BadInput(f"--lock {lock_path} is for CANN {lock.cann}, not --cann {cann}",
                        hint=f"use --cann {lock.cann}, or make a lock for {cann}")
+    if python_spec and not SpecifierSet(python_spec).contains(lock.target.python + ".0"):
+        raise BadInput(f"--lock {lock_path} is for Python {lock.target.python}, outside the row's range {python_spec}",
+                       hint=f"make it again: ascend-setup plan --cann {lock.cann} --lock FILE")
+    if python:
+        from ascend_setup.host.interpreters import probe
+
+        interp = probe(python)
+        if interp is not None and interp.minor != lock.target.python:
+            raise BadInput(f"--lock {lock_path} is for Python {lock.target.python}, but --python {python} is "
+                           f"Python {interp.minor}", hint=f"pass a Python {lock.target.python}, or make a lock for "
+                           f"{interp.minor}: ascend-setup plan --cann {lock.cann} --python {interp.minor} --lock FILE")
     if lock.unavailable:
         names = ", ".join(p.name for p in lock.unavailable)
         raise BadInput(f"--lock {lock_path} cannot be installed: {names} had no file when it was made",
@@ -172,7 +186,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         mirror = check_index_url(mirror, "--mirror")
     overrides = parse_index_overrides(indexes or [])
     loaded.with_indexes(overrides)  # unknown index names are bad input now
-    lock = check_lock_for_host(lock, cann) if lock else None
+    lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
         cann_home=str(Path(cann_home).absolute()) if cann_home else None,

@@ -25,10 +25,13 @@ def flag_or_env(flag_value: Optional[str], flag: str, env_name: str) -> Tuple[Op
     if flag_value is not None:
         if not flag_value.strip():
             raise BadInput(f"{flag} was given an empty value")
+        check_path_length(Path(flag_value), flag)
         return flag_value, flag
     value = os.environ.get(env_name)
     if value is not None and not value.strip():
         raise BadInput(f"{env_name} is set but empty", hint="unset it or give it a value")
+    if value:
+        check_path_length(Path(value), env_name)
     return (value, env_name) if value else (None, f"{flag} (default)")
 
 
@@ -56,17 +59,73 @@ def resolve_workdir(flag_value: Optional[str], *, mode: str = "write", exist: bo
     ones (status, resume) need it to be there."""
     chosen, source = flag_or_env(flag_value, "--workdir", "ASCEND_SETUP_WORKDIR")
     path = Path(chosen).expanduser().absolute() if chosen else default_workdir(write=mode == "write")
+    check_path_length(path, source)
+    path = settle_link(path, source)
     if exist and not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise BadInput(f"{source} {path} {what}", hint="name the workdir an install used (--workdir DIR)")
     check_dir_path(path, source, mode=mode)
+    if mode == "write":
+        check_owned(path, source)
     return path
+
+
+#: Linux's NAME_MAX and PATH_MAX: past them every call fails with ENAMETOOLONG.
+NAME_MAX, PATH_MAX = 255, 4095
+
+
+def check_path_length(path: Path, flag: str) -> None:
+    """A path the kernel can take: no component over 255 bytes, the whole under 4096."""
+    raw = os.fsencode(str(path))
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > NAME_MAX or len(raw) > PATH_MAX:
+        raise BadInput(f"{flag} is too long for Linux ({longest} bytes in one name, at most {NAME_MAX}; "
+                       f"{len(raw)} in all, at most {PATH_MAX})", hint=f"give {flag} a shorter path")
+
+
+def settle_link(path: Path, flag: str) -> Path:
+    """A workdir given as a symbolic link is resolved once, here, and the real directory is used from then on
+    (every later open refuses links). A dangling or looping link is bad input naming it."""
+    if not path.is_symlink():
+        return path
+    try:
+        real = path.resolve(strict=True)
+    except FileNotFoundError:
+        raise BadInput(f"{flag} {path} is a symbolic link to {os.readlink(path)!r}, which does not exist",
+                       hint=f"create the directory it points to, or give {flag} the real directory") from None
+    except (OSError, RuntimeError):  # ELOOP (RuntimeError before Python 3.13)
+        raise BadInput(f"{flag} {path} is a symbolic link loop", hint=f"give {flag} a real directory") from None
+    if not real.is_dir():
+        raise BadInput(f"{flag} {path} is a symbolic link to {real}, which is not a directory")
+    return real
+
+
+def check_owned(path: Path, flag: str) -> None:
+    """A workdir we write must be the user's own: owned by the effective uid and not writable by everyone
+    (group-writable is allowed: Ubuntu's umask 002 gives each user a private group).
+    For root that means owned by root: on a shared disk (/mnt/workspace) a directory another user created
+    is refused even for root, because its owner could swap files under it while root's run writes there.
+    A missing workdir is made by this run, so it is ours."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    me = os.geteuid()
+    if info.st_uid != me:
+        raise BadInput(f"{flag} {path} is owned by uid {info.st_uid}, not by you (uid {me})",
+                       hint=f"use a directory of your own for {flag}, or chown it to yourself if it is yours")
+    if info.st_mode & 0o002:  # sticky or not: anyone may still create names (links) we have not made yet
+        raise BadInput(f"{flag} {path} is writable by every user (mode {info.st_mode & 0o7777:o})",
+                       hint=f"chmod o-w {path}, or use a directory of your own")
 
 
 def check_dir_path(path: Path, flag: str, mode: str = "write") -> None:
     """A directory path: never a file, its nearest existing parent a directory. `write`: creatable now.
     `plan` (a read command about a later write): an existing one may be read-only, a missing one must be
     creatable. `read`: nothing more (a read command works on a read-only or missing one)."""
+    check_path_length(path, flag)
+    if path.is_symlink() and not path.exists():
+        raise BadInput(f"{flag} {path} is a dangling or looping symbolic link")
     if path.exists() and not path.is_dir():
         raise BadInput(f"{flag} {path} exists and is not a directory")
     parent = path
@@ -97,6 +156,7 @@ def files_cache() -> Path:
 
 def check_output_file(path: Path, flag: str) -> None:
     """A file we will write: absent or a regular file, in a directory where files can be created."""
+    check_path_length(path, flag)
     if path.exists() and not path.is_file():
         raise BadInput(f"{flag} {path} exists and is not a regular file")
     check_dir_path(path.parent, flag)

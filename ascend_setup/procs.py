@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from ascend_setup.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
 from ascend_setup.knowledge.scan import triage
+from ascend_setup.fsutil import open_append
 
 LineHook = Callable[[str], None]
 #: Who is shown each output line as it arrives (the terminal's live progress), besides the step log.
@@ -31,7 +32,7 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
     merged: Dict[str, str] = dict(os.environ if env is None else env)
     merged.setdefault("PYTHONUNBUFFERED", "1")
     lines: List[str] = []
-    with log.open("a", encoding="utf-8", errors="replace") as handle:
+    with open_append(log) as handle:
         handle.write("$ " + " ".join(map(str, argv)) + "\n")
         handle.flush()
         try:

@@ -56,8 +56,27 @@ def stderr_console() -> "Console":
     return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
+#: Whether this run printed its JSON document already (a failure then adds no second one).
+json_printed = False
+
+
 def print_json(data: Any) -> None:
+    global json_printed
+    json_printed = True
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def terminal_safe(text: str) -> str:
+    """A foreign string (a host name, a finding's message, a package's metadata) as the terminal may show it:
+    control and format characters (ESC, CR, BEL, bidi overrides, zero-widths) become visible escapes, so
+    no file we read can move the cursor, retitle the window or hide text."""
+    import unicodedata
+
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else
+                   (c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c)
+                   for c in text)
 
 
 def styled(value: Optional[str]) -> str:
@@ -80,7 +99,7 @@ def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[
     for col in columns:
         t.add_column(col, overflow="fold", no_wrap=compact)
     for row in rows:
-        cells = [escape("" if c is None else str(c)) for c in row]  # '[grid]' is text, not markup
+        cells = [escape(terminal_safe("" if c is None else str(c))) for c in row]  # '[grid]' is text, not markup
         if status_column is not None:
             cells[status_column] = styled(cells[status_column])
         t.add_row(*cells)
@@ -96,8 +115,9 @@ def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], te
 
     for head, lines in zip(items, texts):
         status, *names = [h or "" for h in head]
-        console.print(f"{styled(escape(status)):<8} " + "  ".join(escape(n) for n in names if n), soft_wrap=True)
-        for line in lines:
+        console.print(f"{styled(escape(status)):<8} " + "  ".join(escape(terminal_safe(n)) for n in names if n),
+                      soft_wrap=True)
+        for line in map(terminal_safe, lines):
             for part in textwrap.wrap(line, width=max(40, console.width - 4), break_long_words=False,
                                       break_on_hyphens=False):
                 console.print("    " + part, soft_wrap=True, markup=False, highlight=False)

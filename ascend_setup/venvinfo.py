@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ascend_setup.errors import BadInput
 from ascend_setup.fsutil import atomic_write_text, read_regular_text
+from ascend_setup.inputs import load_json
 
 RECORD_NAME = "ascend-setup.json"
 
@@ -58,11 +60,13 @@ def write_venv_record(venv: Path, record: VenvRecord) -> None:
 
 
 def read_venv_record(venv: Path) -> Optional[VenvRecord]:
+    if not (venv / RECORD_NAME).is_file():
+        return None
     try:
-        data = json.loads((venv / RECORD_NAME).read_text(encoding="utf-8"))
+        data = load_json(venv / RECORD_NAME, "venv-record")  # a FIFO or a bomb in its place: no record
         return VenvRecord(workdir=str(data["workdir"]), lock=data.get("lock"), indexes=dict(data.get("indexes") or {}),
                           created=data.get("created") is True)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (BadInput, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -6,13 +6,17 @@ every value of their kind that cannot be used. The whole tree's manifest is comp
 
 from __future__ import annotations
 
+import json
 import os
+import platform
+import signal
 import subprocess
 import sys
+import time
 import venv as venv_module
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 
@@ -206,3 +210,251 @@ def test_a_bad_pip_variable_is_named_as_such(cli, tmp_path, name: str, value: st
                env={name: value})
     line = assert_one_line_error(proc)
     assert f"{name}={value!r}" in line and says in line
+
+
+# -- a link planted where the install writes: refused by name, its target untouched ---------------------------
+
+VICTIM_TEXT = b"the user's file: no link may make ascend-setup write here\n"
+
+
+@pytest.mark.parametrize("planted", ["run.lock", "state.json", "logs", "logs/preflight.log"])
+def test_install_refuses_a_link_at_each_file_it_writes_first(tmp_path: Path, planted: str) -> None:
+    """The real install, as root: a link at run.lock, state.json, the logs directory or the first step's log."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    workdir = tmp_path / "wd"
+    link = workdir / planted
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim if planted != "logs" else tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--yes", "--workdir",
+                           str(workdir), *ISOLATED, "--mirror", "none"], capture_output=True, text=True,
+                          env=clean_env(tmp_path / "home"), timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert str(link) in last and "symbolic link" in last and "Traceback" not in proc.stderr
+    assert victim.read_bytes() == VICTIM_TEXT and link.is_symlink()
+    assert not (tmp_path / "preflight.log").exists()  # nothing went through the linked logs directory
+
+
+def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[], object]]]:
+    """What the install's later steps write, each through the function the step calls."""
+    from ascend_setup.fsutil import atomic_write_text
+    from ascend_setup.index.download import download
+    from ascend_setup.mirrors.apply import write_venv_config
+    from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
+    from ascend_setup.resolve.lockfile import Lock, LockTarget, write_lock
+    from ascend_setup.venvinfo import RECORD_NAME, VenvRecord, write_venv_record
+
+    lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
+                inputs="0", packages=[])
+    return {
+        "downloads/x.tar.gz": (workdir / "downloads" / "x.tar.gz", lambda: download([DEAD + "x"], workdir / "downloads" /
+                                                                                    "x.tar.gz", stall_seconds=1)),
+        "downloads/x.tar.gz.part": (workdir / "downloads" / "x.tar.gz.part",
+                                    lambda: download([DEAD + "x"], workdir / "downloads" / "x.tar.gz", stall_seconds=1)),
+        "lock/<row>.txt": (workdir / "lock" / "9.1.0.txt", lambda: write_lock(lock, workdir / "lock" / "9.1.0.txt")),
+        "mirrors.json": (workdir / CACHE_NAME, lambda: save_cache(workdir, {"key": {}})),
+        "requirements": (workdir / "requirements" / "torch-stack.txt",
+                         lambda: atomic_write_text(workdir / "requirements" / "torch-stack.txt", "six==1.16.0\n")),
+        "venv/pip.conf": (venv / "pip.conf", lambda: write_venv_config(venv, DEAD, [])),
+        "venv/uv.toml": (venv / "uv.toml", lambda: write_venv_config(venv, DEAD, [])),
+        "venv/ascend-setup.json": (venv / RECORD_NAME, lambda: write_venv_record(venv, VenvRecord(workdir=str(workdir)))),
+    }
+
+
+@pytest.mark.parametrize("planted", ["downloads/x.tar.gz", "downloads/x.tar.gz.part", "lock/<row>.txt", "mirrors.json",
+                                     "requirements", "venv/pip.conf", "venv/uv.toml", "venv/ascend-setup.json"])
+def test_each_later_write_of_the_install_refuses_a_link(tmp_path: Path, planted: str) -> None:
+    from ascend_setup.errors import BadInput
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    workdir, venv = tmp_path / "wd", tmp_path / "venv"
+    link, write = _later_writes(workdir, venv)[planted]
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim)
+    with pytest.raises(BadInput) as caught:
+        write()
+    assert str(link) in caught.value.message and "symbolic link" in caught.value.message
+    assert victim.read_bytes() == VICTIM_TEXT and link.is_symlink()
+
+
+# -- clean exits, the demo's lock, terminal escapes, the models' values ------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_pip_leaves_nothing_in_tmpdir(tmp_path: Path, sig: signal.Signals) -> None:
+    """The demo runs real pip; once pip has made its `pip-*` temp dirs, a signal; afterwards TMPDIR is empty."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo", "--interrupt-at", "none"],
+                            env=clean_env(tmp_path / "home", {"TMPDIR": str(tmp)}), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        seen: List[Path] = []
+        while not seen and time.monotonic() < deadline and proc.poll() is None:
+            seen = [p for p in tmp.rglob("pip-*") if p.is_dir()]
+            time.sleep(0.1)
+        assert seen, "pip never made a temp dir under this run's TMPDIR"
+        assert seen[0].relative_to(tmp).parts[0].startswith("ascend-setup-run-")  # inside the run's one root
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 128 + sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp.iterdir()) == [], "left behind: " + ", ".join(str(p) for p in tmp.rglob("*"))[:500]
+
+
+def test_a_second_demo_in_the_same_workdir_is_refused_by_the_lock(tmp_path: Path) -> None:
+    import fcntl
+
+    workdir = tmp_path / "demo"
+    workdir.mkdir()
+    with open(workdir / "run.lock", "w") as handle:  # what a running demo holds
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, "-m", "ascend_setup", "demo", "--workdir", str(workdir), "--json"],
+                              capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["exit"] == 3
+    assert [p.name for p in workdir.iterdir()] == ["run.lock"]
+
+
+def test_fleet_report_escapes_control_characters_of_host_names(tmp_path: Path) -> None:
+    results = tmp_path / "fleet"
+    results.mkdir()
+    evil = "h\x1b]0;owned\x07\x1b[2J\u202e"
+    (results / "h.audit.json").write_text(json.dumps({"host": evil, "rc": 3, "stderr": "boom\x1b[31m", "audit": {}}))
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "fleet", "report", str(results)], capture_output=True,
+                          text=True, env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "\\x1b]0;owned\\x07" in proc.stdout and "\\u202e" in proc.stdout
+    assert json.loads((results / "report.json").read_text())["hosts"][0]["host"] == evil  # the data keeps it raw
+
+
+@pytest.mark.parametrize("argv", [["status", "--json", "--bogus"], ["plan", "--json"], ["fit", "--json"],
+                                  ["install", "--cann", "9.1.0", "--installer", "conda", "--json"]])
+def test_argparse_errors_are_json_under_json(argv: List[str], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *argv], capture_output=True, text=True,
+                          env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 2 and len([l for l in proc.stderr.splitlines() if l.strip()]) == 1
+    doc = json.loads(proc.stdout)
+    assert set(doc) == {"error", "hint", "exit"} and doc["exit"] == 2 and doc["error"]
+
+
+def _workdir_state(tmp_path: Path, options: Dict[str, object]) -> Path:
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    (workdir / "state.json").write_text(json.dumps({"format": "ascend-setup-state", "version": 1,
+                                                    "options": options, "steps": {}}))
+    return workdir
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"cann": "9.1.0", "installer": "conda"}, "installer"),
+    ({"cann": "9.1.0", "mirror": "ftp://mirror.invalid/simple"}, "mirror"),
+    ({"cann": "9.1.0", "extra_index_urls": ["gopher://x.invalid/"]}, "extra_index_urls"),
+    ({"cann": "not-a-version!"}, "cann"),
+])
+def test_resume_refuses_recorded_values_its_model_rejects(tmp_path: Path, options: Dict[str, object],
+                                                          words: str) -> None:
+    workdir = _workdir_state(tmp_path, options)
+    before = (workdir / "state.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir), "--json"],
+                          capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["exit"] == 2
+    assert (workdir / "state.json").read_bytes() == before and sorted(p.name for p in workdir.iterdir()) == ["state.json"]
+
+
+def _lock_with(**changes: object) -> str:
+    from ascend_setup.resolve.lockfile import DATA_PREFIX, Lock, LockedPackage, LockTarget, lock_text
+
+    lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
+                inputs="0", packages=[LockedPackage(name="six", version="1.16.0", outcome="wheel", index="mirror",
+                                                    url=DEAD + "six.whl", sha256="a" * 64)])
+    data = lock.to_json()
+    for dotted, value in changes.items():
+        where = data
+        *path, last = dotted.split("__")
+        for part in path:
+            where = where[int(part)] if part.isdigit() else where[part]
+        where[last] = value
+    head, _, rest = lock_text(lock).partition(DATA_PREFIX)
+    return head + DATA_PREFIX + json.dumps(data) + "\n" + rest.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"packages__0__sha256": "zz"}, "sha256"),
+    ({"packages__0__version": "not-a-version!"}, "version"),
+    ({"packages__0__url": "ftp://x.invalid/six.whl"}, "url"),
+    ({"indexes__mirror": "ftp://x.invalid/simple"}, "indexes"),
+    ({"target__python": "three"}, "python"),
+])
+def test_a_lock_with_a_bad_value_is_refused_on_load(tmp_path: Path, change: Dict[str, object], words: str) -> None:
+    from ascend_setup.errors import BadInput
+    from ascend_setup.resolve.lockfile import read_lock
+
+    path = tmp_path / "bad.lock"
+    path.write_text(_lock_with(**change))
+    with pytest.raises(BadInput) as caught:
+        read_lock(path)
+    assert words in caught.value.message
+
+
+def test_a_lock_outside_the_rows_pythons_or_for_another_python_is_exit_2(tmp_path: Path) -> None:
+    """Python 2.7 is outside every row; a 3.11 lock with a --python of another version is refused at the dry run."""
+    from ascend_setup.host.machine import glibc_version
+
+    old = tmp_path / "old.lock"
+    old.write_text(_lock_with(target__python="2.7", target__arch=platform.machine(), target__glibc=glibc_version()))
+    env = clean_env(tmp_path / "home")
+    base = ["install", "--cann", "9.1.0", "--dry-run", "--workdir", str(tmp_path / "wd"), *ISOLATED]
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base, "--lock", str(old)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and "outside the row's range" in proc.stderr, proc.stderr
+    other = "3.10" if sys.version_info[:2] != (3, 10) else "3.11"
+    lock = tmp_path / "other.lock"
+    lock.write_text(_lock_with(target__python=other, target__arch=platform.machine(), target__glibc=glibc_version()))
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base, "--lock", str(lock), "--python",
+                           sys.executable], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and f"is for Python {other}, but --python" in proc.stderr, proc.stderr
+    assert not (tmp_path / "wd").exists()
+
+
+def test_matrix_validate_refuses_an_ftp_index(tmp_path: Path) -> None:
+    from ascend_setup.matrix.load import PACKAGED_MATRIX
+
+    text = PACKAGED_MATRIX.read_text()
+    import yaml
+
+    data = yaml.safe_load(text)
+    name = next(iter(data["indexes"]))
+    bad = tmp_path / "m.yaml"
+    bad.write_text(text.replace(data["indexes"][name], "ftp://index.invalid/simple", 1))
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "matrix", "validate", str(bad)], capture_output=True,
+                          text=True, env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 2 and "is not an http(s):// or file:// URL" in proc.stderr, proc.stderr
+
+
+def test_a_workdir_owned_by_another_user_is_refused_for_writing(tmp_path: Path) -> None:
+    workdir = tmp_path / "shared"
+    workdir.mkdir()
+    os.chown(workdir, 4321, 4321)
+    base = ["install", "--cann", "9.1.0", "--yes", "--workdir", str(workdir), *ISOLATED, "--mirror", "none"]
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base], capture_output=True, text=True,
+                          env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 2 and "owned by uid 4321" in proc.stderr, proc.stderr
+    assert list(workdir.iterdir()) == []
+    os.chown(workdir, os.geteuid(), os.getegid())
+    os.chmod(workdir, 0o777)
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base], capture_output=True, text=True,
+                          env=clean_env(tmp_path / "home"), timeout=60)
+    assert proc.returncode == 2 and "writable by every user" in proc.stderr, proc.stderr
+    link = tmp_path / "link"
+    os.chmod(workdir, 0o755)
+    link.symlink_to(workdir)
+    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "status", "--workdir", str(link), "--json"],
+                          capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60)
+    assert str(workdir) in proc.stdout  # resolved once: the real directory is what the run uses

@@ -256,3 +256,81 @@ def test_an_index_behind_a_slow_resolver_is_ranked_slow_not_dropped(farm, monkey
     assert ranking.chosen == slow and ranking.sample
     assert by[dead].status == "timeout" and "connected, but no pages" in by[dead].detail
     assert took <= 5.0 + 0.3, took
+
+
+USER_PIP_CONF = """# the user's own settings: every line but the index must survive an --apply
+[global]
+timeout = 60
+index-url = https://old.invalid/simple
+trusted-host = old.invalid
+retries = 7
+; cert for the corporate proxy
+cert = /etc/ssl/corp.pem
+
+[install]
+no-compile = true
+progress-bar = off
+"""
+
+
+def test_apply_edits_a_pip_conf_with_six_other_settings_and_keeps_them(cli, farm, tmp_path: Path) -> None:
+    """The real command: only index-url changes; timeout, trusted-host, retries, cert, [install]'s no-compile and
+    progress-bar, the comments and the blank line stay, in order. uv.toml likewise keeps its other keys."""
+    import configparser
+    import venv as venv_module
+
+    venv = tmp_path / "venv"
+    venv_module.create(venv, with_pip=False)
+    (venv / "pip.conf").write_text(USER_PIP_CONF)
+    (venv / "uv.toml").write_text('# mine\nnative-tls = true\nindex-url = "https://old.invalid/simple"\n\n[pip]\n'
+                                  'compile-bytecode = true\n')
+    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--venv",
+               str(venv), "--workdir", str(tmp_path / "wd"))
+    assert proc.returncode == 0, proc.stderr
+    written = (venv / "pip.conf").read_text()
+    assert written == USER_PIP_CONF.replace("https://old.invalid/simple", farm.url("fast"))
+    parsed = configparser.RawConfigParser()
+    parsed.read_string(written)
+    kept = {(s, k): parsed.get(s, k) for s in parsed.sections() for k in parsed.options(s) if k != "index-url"}
+    assert kept == {("global", "timeout"): "60", ("global", "trusted-host"): "old.invalid",
+                    ("global", "retries"): "7", ("global", "cert"): "/etc/ssl/corp.pem",
+                    ("install", "no-compile"): "true", ("install", "progress-bar"): "off"}
+    uv = (venv / "uv.toml").read_text()
+    assert uv == f'# mine\nnative-tls = true\nindex-url = "{farm.url("fast")}"\n\n[pip]\ncompile-bytecode = true\n'
+
+
+def test_edit_pip_conf_sets_extras_and_command_sections_and_keeps_the_rest() -> None:
+    from ascend_setup.mirrors.apply import edit_pip_conf, edit_uv_toml
+
+    text = "[global]\nextra-index-url =\n    https://a.invalid/simple\n    https://b.invalid/simple\ntimeout = 5\n" \
+           "[download]\nindex_url = https://d.invalid/simple\nno-deps = true\n"
+    assert edit_pip_conf(text, "https://new.invalid/", None) == (
+        "[global]\nextra-index-url =\n    https://a.invalid/simple\n    https://b.invalid/simple\ntimeout = 5\n"
+        "index-url = https://new.invalid/\n[download]\nindex-url = https://new.invalid/\nno-deps = true\n")
+    assert edit_pip_conf(text, "https://new.invalid/", ["https://x.invalid/"]) == (
+        "[global]\nindex-url = https://new.invalid/\nextra-index-url =\n    https://x.invalid/\ntimeout = 5\n"
+        "[download]\nindex-url = https://new.invalid/\nextra-index-url =\n    https://x.invalid/\nno-deps = true\n")
+    assert edit_pip_conf("# only a comment", "https://n.invalid/", None) == \
+        "# only a comment\n[global]\nindex-url = https://n.invalid/\n"
+    toml = 'extra-index-url = [\n  "https://a.invalid/",\n]\nindex-url = "x"\n[pip]\nindex-url = "keep"\n'
+    assert edit_uv_toml(toml, "https://n.invalid/", ["https://e.invalid/"]) == (
+        'index-url = "https://n.invalid/"\nextra-index-url = ["https://e.invalid/"]\n'
+        'index-strategy = "unsafe-best-match"\n[pip]\nindex-url = "keep"\n')
+
+
+def test_apply_global_with_venv_is_exit_2_with_json(cli, tmp_path: Path) -> None:
+    proc = cli("mirrors", "--only", "--candidate", "http://127.0.0.1:9/simple/", "--apply", "--global", "--venv",
+               str(tmp_path), "--json")
+    line = assert_one_line_error(proc)
+    assert "--global and --venv" in line
+    assert json.loads(proc.stdout)["exit"] == 2
+
+
+def test_apply_global_keeps_the_users_other_settings(cli, farm, home: Path, tmp_path: Path) -> None:
+    conf = home / ".config" / "pip" / "pip.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(USER_PIP_CONF)
+    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--global",
+               "--workdir", str(tmp_path), env={"PIP_CONFIG_FILE": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert conf.read_text() == USER_PIP_CONF.replace("https://old.invalid/simple", farm.url("fast"))

@@ -454,5 +454,13 @@ def rule_damaged_files(ctx: AuditContext) -> List[Finding]:
     return found
 
 
-RULES = (rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps, rule_cuda_only,
-         rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift, rule_device_type)
+def rule_damaged_metadata(ctx: AuditContext) -> List[Finding]:
+    """A dist-info file that is not readable text: whatever it describes cannot be trusted."""
+    return [Finding("damaged-metadata", "error", path.parent.name.split("-")[0], why,
+                    f"reinstall that distribution into {ctx.venv.root} (its files were damaged)", evidence=str(path))
+            for path, why in ctx.venv.damaged]
+
+
+RULES = (rule_damaged_metadata, rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps,
+         rule_cuda_only, rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift,
+         rule_device_type)

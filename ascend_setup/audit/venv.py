@@ -6,13 +6,14 @@ import json
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.errors import BadInput
+from ascend_setup.inputs import read_input_text
 from ascend_setup.venvinfo import read_pyvenv_cfg, site_packages, venv_python
 
 
@@ -34,7 +35,14 @@ class Installed:
             return None
 
     def read(self, member: str) -> Optional[str]:
-        return self.dist.read_text(member)
+        """A dist-info file's text; None when it is missing or damaged (read_venv made a finding of that)."""
+        path = self.path / member
+        if not path.exists():
+            return None
+        try:
+            return read_input_text(path, "metadata", follow=False)
+        except BadInput:
+            return None
 
     def record_paths(self) -> List[str]:
         text = self.read("RECORD") or ""
@@ -62,6 +70,7 @@ class VenvContents:
     config: Dict[str, str]
     site: List[Path]
     dists: List[Installed]
+    damaged: List[Tuple[Path, str]] = field(default_factory=list)  # (dist-info file, why it cannot be read)
 
     @property
     def python_version(self) -> Optional[str]:
@@ -93,10 +102,15 @@ def read_venv(root: Path) -> VenvContents:
                        hint="audit a venv made by 'python -m venv' (or ascend-setup install)")
     sites = site_packages(root)
     dists: List[Installed] = []
+    damaged: List[Tuple[Path, str]] = []
     for site in sites:
         for meta in sorted(site.iterdir()):
             if meta.suffix not in (".dist-info", ".egg-info") or not meta.is_dir():
                 continue
+            broken = _damaged_members(meta)
+            damaged += broken
+            if any(path.name in ("METADATA", "PKG-INFO") for path, _ in broken):
+                continue  # no name or version can be trusted from it
             dist = PathDistribution(meta)
             headers = dist.metadata  # parsed once: importlib.metadata re-parses on every access
             name = headers["Name"] if headers else None
@@ -104,7 +118,25 @@ def read_venv(root: Path) -> VenvContents:
                 continue
             dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
                                    headers.get_all("Requires-Dist") or []))
-    return VenvContents(root=root, config=config, site=sites, dists=dists)
+    return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged)
+
+
+#: The dist-info files the audit reads; each is checked before importlib.metadata parses it.
+CHECKED_MEMBERS = ("METADATA", "PKG-INFO", "WHEEL", "RECORD", "INSTALLER", "direct_url.json")
+
+
+def _damaged_members(meta: Path) -> List[Tuple[Path, str]]:
+    """The members of one dist-info that are not readable text (binary, a FIFO, huge): findings, not crashes."""
+    found = []
+    for member in CHECKED_MEMBERS:
+        path = meta / member
+        if not (path.exists() or path.is_symlink()):
+            continue
+        try:
+            read_input_text(path, "metadata", follow=False)  # pip writes no links in a dist-info
+        except BadInput as exc:
+            found.append((path, exc.message))
+    return found
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.options import check_soc, parse_index_overrides
 from ascend_setup.render import print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.paths import check_path_length
 from ascend_setup.venvinfo import read_venv_record
 
 
@@ -34,6 +35,7 @@ def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, 
 
 def run(args: argparse.Namespace) -> int:
     venv = Path(args.venv).expanduser().absolute()
+    check_path_length(venv, "--venv")
     lock, source, indexes = recorded_lock(venv)
     if args.lock:
         lock, source = read_lock(Path(args.lock).expanduser().absolute()), args.lock

@@ -6,25 +6,34 @@ import argparse
 import shutil
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from ascend_setup.errors import BadInput
+from ascend_setup.fsutil import open_append
 from ascend_setup.interrupts import at_interrupt
-from ascend_setup.paths import check_dir_path
+from ascend_setup.paths import resolve_workdir
+from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
+from ascend_setup.tempdirs import kept_tempdir
 from ascend_setup.render import print_json, stderr_console, stdout_console
 from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
 
 
-def _workdir(args: argparse.Namespace) -> "tuple[Path, bool]":
-    """(the demo's workdir, whether it is ours to remove afterwards)."""
+def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":
+    """(the demo's workdir, whether it is ours to remove afterwards), locked like an install's workdir: a
+    second demo in the same directory is refused (exit 3), not raced."""
     if args.workdir:
-        path = Path(args.workdir).expanduser().absolute()
-        check_dir_path(path, "--workdir")
-        if path.exists() and any(path.iterdir()):
-            raise BadInput(f"--workdir {path} is not empty", hint="give the demo a new or empty directory")
-        path.mkdir(parents=True, exist_ok=True)
+        path = resolve_workdir(args.workdir)
+        for locked in (False, True):  # before the lock (create nothing in a full directory), and under it
+            if path.exists() and any(p.name != RUN_LOCK for p in path.iterdir()):
+                raise BadInput(f"--workdir {path} is not empty", hint="give the demo a new or empty directory")
+            if not locked:
+                path.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(WorkdirLock(path / RUN_LOCK))
         return path, False
-    return Path(tempfile.mkdtemp(prefix="ascend-setup-demo-")), not args.keep
+    path = Path(tempfile.mkdtemp(prefix="ascend-setup-demo-", dir=kept_tempdir() if args.keep else None))
+    stack.enter_context(WorkdirLock(path / RUN_LOCK))
+    return path, not args.keep
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +42,11 @@ def run(args: argparse.Namespace) -> int:
                        hint=f"pick one of {', '.join(interrupt_points())}")
     if args.interrupt_at not in interrupt_points():
         raise BadInput(f"--interrupt-at {args.interrupt_at!r} is not one of {', '.join(interrupt_points())}")
-    workdir, ours = _workdir(args)
+    with ExitStack() as stack:
+        return _run(args, *_workdir(args, stack))
+
+
+def _run(args: argparse.Namespace, workdir: Path, ours: bool) -> int:
     if ours:
         at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
     console = stderr_console()
@@ -46,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     log = None
     try:
         if args.json:
-            log = (workdir / "demo.log").open("w")
+            log = open_append(workdir / "demo.log")
         summary = run_demo(workdir, interrupt_at=args.interrupt_at, installer=args.installer, show=show,
                            stream=log if log else sys.stderr, kept=not ours)
     finally:

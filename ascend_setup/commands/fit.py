@@ -14,7 +14,7 @@ from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.paths import cache_dir, env_or, resolve_workdir
+from ascend_setup.paths import cache_dir, check_path_length, env_or, resolve_workdir
 from ascend_setup.render import print_json, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
@@ -24,6 +24,7 @@ GIB = 1024 ** 3
 def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
     """(the model's files, the hub listing or None): a local path when it exists, else a hub id."""
     path = Path(args.model).expanduser()
+    check_path_length(path.absolute(), "MODEL")
     if path.exists() or not MODEL_ID.match(args.model):
         if not path.exists():
             raise BadInput(f"MODEL {path.absolute()} does not exist",

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.paths import check_output_file
-from ascend_setup.render import print_json, stdout_console, print_table
+from ascend_setup.paths import check_output_file, check_path_length
+from ascend_setup.render import print_json, print_table, stdout_console, terminal_safe
 
 
 def run_report(args: argparse.Namespace) -> int:
     directory = Path(args.results).expanduser().absolute()
+    check_path_length(directory, "DIR")
     hosts = read_fleet(directory)
     out = Path(args.out).expanduser().absolute() if args.out else directory / "report.json"
     check_output_file(out, "--out")
@@ -26,12 +27,13 @@ def run_report(args: argparse.Namespace) -> int:
     print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts))
     for h in hosts:
         if h.error:
-            console.print(f"{h.host}: the audit did not run: {h.error}", soft_wrap=True, markup=False)
+            console.print(terminal_safe(f"{h.host}: the audit did not run: {h.error}"), soft_wrap=True, markup=False)
         for f in h.findings:
             if f.get("severity") == "error":
-                console.print(f"{h.host}: {f['id']} ({f.get('package') or '-'}): {f.get('message')}", soft_wrap=True,
-                              markup=False)
+                console.print(terminal_safe(f"{h.host}: {f['id']} ({f.get('package') or '-'}): {f.get('message')}"),
+                              soft_wrap=True, markup=False)
     bad = [h.host for h in hosts if not h.ok]
-    console.print(f"{len(hosts) - len(bad)} of {len(hosts)} hosts clean" + (f"; not clean: {', '.join(bad)}" if bad else "")
-                  + f"; report {out}", soft_wrap=True, markup=False)
+    console.print(terminal_safe(f"{len(hosts) - len(bad)} of {len(hosts)} hosts clean" +
+                                (f"; not clean: {', '.join(bad)}" if bad else "") + f"; report {out}"),
+                  soft_wrap=True, markup=False)
     return 0 if data["ok"] else 1

@@ -55,7 +55,7 @@ def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError)
     failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
     record = state.steps.get(failed) if state and failed else None
     return {"ok": False, "workdir": options.workdir, "step": failed, "error": exc.message, "hint": exc.hint,
-            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code,
+            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code, "exit": exc.exit_code,
             "steps": status_rows(runner.steps, state) if state else []}
 
 

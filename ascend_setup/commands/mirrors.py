@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import argparse
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 from ascend_setup import STARTED
-from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.errors import BadInput
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.interpreters import PREFERRED
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.pythons import explicit_python
 from ascend_setup.matrix import load_matrix
-from ascend_setup.mirrors.apply import write_venv_config
+from ascend_setup.mirrors.apply import write_user_config, write_venv_config
 from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
@@ -28,14 +27,6 @@ from ascend_setup.venvinfo import read_pyvenv_cfg
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
 EXIT_RESERVE = 0.15
-
-
-def _apply_global(url: str) -> None:
-    """--global: let pip itself edit the user's config (it keeps everything else there)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "config", "--user", "set", "global.index-url", url],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise AscendSetupError(f"pip config could not set global.index-url: {proc.stderr.strip()[-200:]}")
 
 
 def install_python(value: Optional[str], row: Row) -> str:
@@ -53,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
     if args.global_ and not args.apply:
         raise BadInput("--global does nothing without --apply", hint="add --apply to write your user pip config")
+    if args.global_ and args.venv:
+        raise BadInput("--global and --venv name two different pip configurations: give one of them",
+                       hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config")
     if args.venv and not args.apply:
         raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
     if args.venv and read_pyvenv_cfg(Path(args.venv)) is None:
@@ -79,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
     if args.apply and result["chosen"]:
         if args.venv:
             try:
-                write_venv_config(Path(args.venv), result["chosen"], [])
+                write_venv_config(Path(args.venv), result["chosen"], None)  # its extra indexes stay
             except OSError as exc:
                 raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
         if args.global_:
-            _apply_global(result["chosen"])
+            write_user_config(result["chosen"])
     if args.json:
         print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
                     "sample": result["sample"], "seconds": result["seconds"]})

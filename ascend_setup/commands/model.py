@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ascend_setup import login
+from ascend_setup.fsutil import open_append
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.paths import check_dir_path, default_workdir
 from ascend_setup.render import print_json, stderr_console
@@ -39,7 +40,7 @@ def _argv(args: argparse.Namespace, dest: Path) -> list:
 def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
     log = dest / ".ascend-setup-fetch.log"
     dest.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", *_argv(args, dest)], stdin=subprocess.DEVNULL,
                          stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
                          env={**os.environ, login.GUARD: "1"})

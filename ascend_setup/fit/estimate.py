@@ -17,7 +17,8 @@ import yaml
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import text_config
-from ascend_setup.fit.model import ModelFiles, kv_layout, read_small_json, weights
+from ascend_setup.fit.model import ModelFiles, kv_layout, weights
+from ascend_setup.inputs import load_json
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.hints import merged_serve_args
 
@@ -215,7 +216,7 @@ def probed_bandwidth(workdir: Path) -> Optional[float]:
     path = workdir / "probe.json"
     if not path.exists():
         return None
-    data = read_small_json(path, "probe result")
+    data = load_json(path, "probe", follow=False)
     if not isinstance(data, dict) or not str(data.get("device", "")).startswith("npu"):
         return None
     gbps = data.get("gbps")

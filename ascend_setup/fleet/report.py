@@ -4,12 +4,12 @@ this reads them into a hosts x findings view. A severity it does not know is nev
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ascend_setup.errors import BadInput
+from ascend_setup.inputs import load_json
 
 SUFFIX = ".audit.json"
 KNOWN_SEVERITIES = ("error", "warning", "info")
@@ -60,10 +60,7 @@ def _one_line(text: str) -> str:
 def read_host_audit(path: Path) -> HostAudit:
     """`{"host", "rc", "stderr", "audit"}` as the play writes it, or plain `audit --json` output (the host is
     then the file's name); a file that is neither is bad input."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path} is not a host audit result ({exc.__class__.__name__}: {exc})") from None
+    data = load_json(path, "fleet", hint="the audit play writes these files, as does 'audit --json'")
     if isinstance(data, dict) and "audit" not in data and isinstance(data.get("findings"), list):
         data = {"host": None, "rc": 1 if data.get("ok") is False else 0, "audit": data}  # plain `audit --json`
     if not isinstance(data, dict) or "audit" not in data:

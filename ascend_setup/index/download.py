@@ -13,7 +13,7 @@ import requests
 
 from ascend_setup.diskfull import disk_full, is_enospc
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fsutil import fsync_dir
+from ascend_setup.fsutil import fsync_dir, make_dir, open_binary, refuse_link
 from ascend_setup.index.http import IndexUnreachable, get
 
 CHUNK = 256 * 1024
@@ -47,10 +47,10 @@ def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[
             return
         if response.status_code not in (200, 206):
             raise Stalled(f"{url} answered HTTP {response.status_code}")
-        mode = "ab" if response.status_code == 206 and offset else "wb"
-        done = offset if mode == "ab" else 0
+        append = response.status_code == 206 and bool(offset)
+        done = offset if append else 0
         window_start, window_bytes = time.monotonic(), 0
-        with part.open(mode) as handle:
+        with open_binary(part, append) as handle:
             try:
                 for chunk in response.iter_content(CHUNK):
                     handle.write(chunk)
@@ -77,9 +77,11 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
              on_progress: Optional[Progress] = None, on_failover: Optional[Callable[[str, str], None]] = None,
              stall_seconds: float = 30.0, min_rate: float = 50_000.0, window: float = 5.0) -> Path:
     """Fetch `dest` from the first URL that works, resuming `dest.part`; verify; rename. Idempotent."""
+    refuse_link(dest)
+    refuse_link(dest.with_name(dest.name + ".part"))
     if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(dest.parent)
     part = dest.with_name(dest.name + ".part")
     errors: List[str] = []
     for url in urls:

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.inputs import check_yaml_shape, read_input_text
 from ascend_setup.matrix.models import Matrix, Row
 
 #: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.
@@ -65,6 +65,7 @@ def _fix_hint(source: str) -> str:
 
 def parse_matrix(text: str, source: str) -> Matrix:
     """Validate matrix text. Raises BadInput naming `source`, the line and the problem."""
+    check_yaml_shape(text, source, hint=_fix_hint(source))
     loader = _Loader(text)
     try:
         root = loader.get_single_node()  # kept for mapping errors back to lines
@@ -93,17 +94,7 @@ def parse_matrix(text: str, source: str) -> Matrix:
 def load_matrix(explicit: Optional[str] = None) -> Matrix:
     """Read and validate the matrix the user chose (or the packaged one)."""
     path, source = matrix_path(explicit)
-    what = f"matrix file {path} ({source})"
-    try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
-        raise BadInput(f"{what} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"{what} is a directory") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{what} is not UTF-8 text") from None
-    except OSError as exc:
-        raise BadInput(f"{what} cannot be read: {exc.strerror or exc}") from None
+    text = read_input_text(path, "matrix", what=f"matrix file {path} ({source})")
     return parse_matrix(text, str(path))
 
 

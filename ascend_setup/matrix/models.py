@@ -6,6 +6,7 @@ import fnmatch
 import re
 from types import MappingProxyType
 from typing import Annotated, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import urlparse
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -48,6 +49,19 @@ def _specifier(value: str, example: str) -> str:
 
 #: A version string checked one by one, so an error's location names the package (and its line).
 ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
+
+
+def index_url_value(value: object) -> str:
+    """An index is reached over http(s) or read from a file:// tree; pip and uv take nothing else."""
+    text = str(value)
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https", "file") or (parsed.scheme != "file" and not parsed.netloc):
+        raise ValueError(f"{text!r} is not an http(s):// or file:// URL")
+    return text
+
+
+#: A URL of an index or a file on one, checked where it is loaded (matrix, lock, state).
+IndexUrl = Annotated[str, BeforeValidator(index_url_value)]
 
 
 class RuntimeHint(BaseModel):
@@ -264,8 +278,8 @@ class Matrix(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_: int = Field(alias="schema")
-    indexes: Mapping[str, str]
-    well_known_mirrors: Tuple[str, ...] = ()
+    indexes: Mapping[str, IndexUrl]
+    well_known_mirrors: Tuple[IndexUrl, ...] = ()
     #: vllm-ascend release -> the CANN it is for, where no row pins it and its own README says otherwise.
     plugin_cann: Mapping[str, ExactVersion] = Field(default_factory=dict)
     rows: Dict[str, Row]

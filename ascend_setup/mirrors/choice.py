@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ascend_setup.errors import AscendSetupError
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.fsutil import atomic_write_text, open_append, refuse_link
+from ascend_setup.inputs import load_json
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
@@ -39,9 +40,15 @@ def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> dict:
 
 def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], ttl: float = CACHE_TTL) -> Optional[dict]:
     """A previous ranking for the same row, target and candidates, if younger than `ttl`."""
+    path = workdir / CACHE_NAME
+    refuse_link(path)  # a link or a FIFO in the cache's place is someone else's: exit 2 naming it
+    if not path.exists():
+        return None
     try:
-        data = json.loads((workdir / CACHE_NAME).read_text())
-    except (OSError, ValueError):
+        data = load_json(path, "mirrors", follow=False)
+    except BadInput:
+        return None  # a damaged ranking is measured again
+    if not isinstance(data, dict):
         return None
     if data.get("key") != _cache_key(row, target, urls) or time.time() - data.get("time", 0) > ttl:
         return None
@@ -85,7 +92,7 @@ def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
     target = this_machine(".".join(pre["python_version"].split(".")[:2]))
     urls = candidates(matrix)
     data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls, first=urls[0] if urls else None)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         for m in data["result"]["mirrors"]:
             handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")
     chosen = data["result"]["chosen"]

@@ -13,17 +13,23 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Dict, Iterable, List, Literal, Optional
+from typing import Annotated, Dict, Iterable, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text, read_regular_text
+from ascend_setup.fsutil import atomic_write_text, make_dir
+from ascend_setup.inputs import parse_json, read_input_text
 from ascend_setup.index.tags import Target
+from ascend_setup.matrix.models import ExactVersion, IndexUrl
 
 LOCK_FORMAT = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
 Outcome = Literal["wheel", "sdist", "unavailable"]
+#: What pip's --hash takes: a lock with anything else would fail only at install time, or never check.
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+#: A target Python as X.Y (the lock is for one minor version).
+MinorVersion = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,2}\.[0-9]{1,3}$")]
 
 
 class LockWarning(BaseModel):
@@ -40,14 +46,14 @@ class LockedPackage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    version: Optional[str] = None
+    version: Optional[ExactVersion] = None
     outcome: Outcome
     index: str  # "mirror" or a named index of the row
-    index_url: Optional[str] = None
+    index_url: Optional[IndexUrl] = None
     file: Optional[str] = None
-    url: Optional[str] = None
-    sha256: Optional[str] = None
-    size: Optional[int] = None
+    url: Optional[IndexUrl] = None
+    sha256: Optional[Sha256] = None
+    size: Optional[int] = Field(default=None, ge=0)
     via: List[str] = Field(default_factory=list)  # requirement chains that bring it in
     requires: List[str] = Field(default_factory=list)  # its dependencies inside the lock
     no_deps: bool = False  # installed alone (vllm, vllm-ascend): its requirements were derived instead
@@ -62,8 +68,8 @@ class LockTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     arch: str
-    glibc: str
-    python: str
+    glibc: ExactVersion
+    python: MinorVersion
     device: Optional[str] = None  # the NPU device type (A2, A3, _310P, A5) it was resolved for; None: unknown
 
     @classmethod
@@ -76,10 +82,10 @@ class Lock(BaseModel):
 
     format: Literal["ascend-setup-lock"] = LOCK_FORMAT
     version: Literal[1] = 1
-    cann: str
+    cann: ExactVersion
     target: LockTarget
-    indexes: Dict[str, str]  # "mirror" and every named index -> URL
-    extra_index_urls: List[str] = Field(default_factory=list)
+    indexes: Dict[str, IndexUrl]  # "mirror" and every named index -> URL
+    extra_index_urls: List[IndexUrl] = Field(default_factory=list)
     inputs: str  # digest of what the resolution depended on: row, indexes, target
     packages: List[LockedPackage]
     warnings: List[LockWarning] = Field(default_factory=list)
@@ -156,29 +162,21 @@ def lock_text(lock: Lock) -> str:
 
 
 def write_lock(lock: Lock, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     atomic_write_text(path, lock_text(lock))
     return path
 
 
 def read_lock(path: Path, flag: str = "--lock") -> Lock:
     """A lock written by ascend-setup; anything else is bad input (never a traceback)."""
-    if not path.exists():
-        raise BadInput(f"{flag} {path} does not exist")
-    try:
-        text = read_regular_text(path)
-    except UnicodeDecodeError:
-        raise BadInput(f"{flag} {path} is not a text file (not an ascend-setup lock)") from None
-    except OSError as exc:
-        what = "is a directory" if isinstance(exc, IsADirectoryError) else \
-            f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
-        raise BadInput(f"{flag} {path} {what}") from None
+    text = read_input_text(path, "lock", hint=f"{flag} takes a lock made by 'ascend-setup plan --lock FILE'")
     line = next((l for l in text.splitlines() if l.startswith(DATA_PREFIX)), None)
     if line is None:
         raise BadInput(f"{flag} {path} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
                        hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'")
+    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}", hint="make it again with 'ascend-setup plan --lock FILE'")
     try:
-        return Lock.model_validate(json.loads(line[len(DATA_PREFIX):]))
+        return Lock.model_validate(data)
     except ValueError as exc:
         first = exc.errors()[0] if isinstance(exc, ValidationError) else None
         where = f" at {'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else f": {exc}"

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Union
 
+from ascend_setup.fsutil import open_append
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
@@ -131,7 +132,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
                 "--installer", installer]
         show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
         # The install's closing lines (ready, shell, hints) go to a file: the demo ends with its own, once.
-        out = (workdir / "install-stdout.log").open("a")
+        out = open_append(workdir / "install-stdout.log")
         proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", *argv], env=env, stdout=out, stderr=stream)
         stopped: Dict[str, Any] = {}
         if interrupt_at != NOWHERE:

@@ -1,4 +1,7 @@
-"""One run per workdir: an flock that dies with its process, so there is never a manual unlock."""
+"""One run per workdir: an flock that dies with its process, so there is never a manual unlock.
+
+The lock file is opened with O_NOFOLLOW and O_NONBLOCK and must be a regular file: a link planted there
+would have root truncate its target, and a FIFO would hang `status` (both exit 2, naming the file)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup.errors import LockHeld
+from ascend_setup.fsutil import open_nofollow
 
 #: `<workdir>/run.lock`. (`<workdir>/lock/` holds the resolved package locks.)
 RUN_LOCK = "run.lock"
@@ -20,35 +24,33 @@ class WorkdirLock:
         self.path = path
         self._fd: Optional[int] = None
 
-    def holder(self) -> Optional[int]:
-        """The pid written by the current holder, if it is readable."""
-        try:
-            text = self.path.read_text().strip()
-        except OSError:
-            return None
+    @staticmethod
+    def _pid_in(fd: int) -> Optional[int]:
+        """The pid the holder wrote (a few bytes at most; anything else is no pid)."""
+        text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
         return int(text) if text.isdigit() else None
 
     def running(self) -> Optional[int]:
         """The pid of the run that holds the lock now, or None (reads only: works on a read-only workdir)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError:
+            fd = open_nofollow(self.path, os.O_RDONLY)
+        except (FileNotFoundError, PermissionError):
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return self.holder() or -1
+            return self._pid_in(fd) or -1
         finally:
             os.close(fd)  # closing drops the probe's own lock, if it got one
         return None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            pid = self._pid_in(fd)
             os.close(fd)
-            pid = self.holder()
             who = f"pid {pid}" if pid else "another process"
             raise LockHeld(f"another ascend-setup run ({who}) holds {self.path}",
                            hint="wait for it to finish; the lock disappears with that process") from None

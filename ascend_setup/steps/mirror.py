@@ -7,6 +7,7 @@ from typing import Any, Dict
 
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import settings_of
+from ascend_setup.fsutil import open_append
 
 
 def user_extra_indexes(ctx: Context) -> list:
@@ -43,6 +44,6 @@ class ChooseMirror(Step):
             from ascend_setup.mirrors.choice import choose_for_install
 
             chosen, source, fallbacks = choose_for_install(ctx, log)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
         return {"index_url": chosen, "extra_index_urls": extras, "source": source, "fallbacks": fallbacks}

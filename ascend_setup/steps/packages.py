@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ascend_setup.distcheck import Damage, check_dist
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.installers import Indexes, Installer, InstallRequest
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
@@ -72,7 +72,7 @@ def repair_damaged(ctx: Context, step: str, packages: List[LockedPackage], log: 
     broken = damaged(ctx, packages)
     if not broken:
         return []
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         for d in broken:
             handle.write(f"half-written by the interrupted run: {d.summary()}\n")
     for d in broken:

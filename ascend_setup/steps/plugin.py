@@ -25,6 +25,7 @@ from ascend_setup.resolve.lockfile import LockedPackage
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of, venv_dir
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
+from ascend_setup.fsutil import open_append
 
 
 def alternate_urls(ctx: Context, filename: str) -> List[str]:
@@ -37,7 +38,7 @@ def alternate_urls(ctx: Context, filename: str) -> List[str]:
 
 
 def _note(log: Path, *lines: str) -> None:
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         handle.writelines(line + "\n" for line in lines)
 
 
@@ -165,7 +166,7 @@ class VllmAscend(Step):
             task = progress.add_task("download", total=plugin.size)
 
             def failover(url: str, why: str) -> None:
-                with log.open("a") as handle:
+                with open_append(log) as handle:
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
             return download([plugin.url, *alternate_urls(ctx, plugin.file)],

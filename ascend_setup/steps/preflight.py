@@ -20,6 +20,7 @@ from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, pick_python
 from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.steps.base import Context, Step
+from ascend_setup.fsutil import open_append
 
 GIB = 1024 ** 3
 
@@ -45,7 +46,7 @@ class Problem:
 
 def _fail(problems: List[Problem], log: Path) -> None:
     """Every blocking problem at once, in the log too, so one fix round is enough."""
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         for problem in problems:
             handle.write(f"problem: {problem.what}\n  fix: {problem.fix}\n")
     first = problems[0]
@@ -132,7 +133,7 @@ class Preflight(Step):
         facts["max_jobs"] = f"{budget.jobs} ({budget.why})"
         ctx.console.print(f"note: a vllm-ascend source build would use MAX_JOBS={facts['max_jobs']}", soft_wrap=True,
                           markup=False)
-        with log.open("a", encoding="utf-8") as handle:
+        with open_append(log) as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
         return facts
@@ -149,7 +150,7 @@ def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], so
                               pins={p.name: p.version for p in lock.packages} if lock else None,
                               backend=plugin.backend if plugin else None)
     ctx.console.print(f"note: vllm-ascend will be built from source: {why}", soft_wrap=True, markup=False)
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
     problems = [Problem(f"{c.id}: {c.detail}", c.fix or "") for c in checks
@@ -177,7 +178,7 @@ def _log_python_choice(ctx: Context, log: Path, choice: PythonChoice, explicit: 
     if choice.gaps:
         lines.append(("--python forces" if explicit else "every interpreter lacks") + ": " + "; ".join(choice.gaps)
                      + " (a source build or an unavailable package)")
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         handle.write("\n".join(lines) + "\n")
     for line in lines[1:]:
         ctx.console.print(f"note: {line}", soft_wrap=True, markup=False)
@@ -188,7 +189,7 @@ def _log_ignored_pip_settings(ctx: Context, log: Path) -> None:
     settings = ctx.extras.get("pip_settings")
     if settings is None or settings.respect or not settings.ignored:
         return
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         for line in settings.describe_ignored():
             handle.write(f"ignored pip setting: {line}\n")
     ctx.console.print(f"note: ignoring {len(settings.ignored)} setting(s) of your pip configuration "

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import platform
-import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -26,6 +25,8 @@ from ascend_setup.resolve.pythons import build_interpreter, pick_python
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import host_device, host_target, indexes_of, matrix_of, row_of, settings_of
 from ascend_setup.steps.preflight import preflight_sources
+from ascend_setup.fsutil import atomic_write_text, make_dir, open_append
+from ascend_setup.inputs import read_input_text
 
 #: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
 LOCK_DIR = "lock"
@@ -48,14 +49,14 @@ def _upstream_known(ctx: Context) -> bool:
 def _lock_dir(workdir: Path) -> Path:
     """`<workdir>/lock/`, replacing the old run-lock file of that name (ours: a few bytes, a pid)."""
     directory = workdir / LOCK_DIR
-    if directory.is_file() and directory.stat().st_size < 32 and directory.read_text().strip().isdigit():
+    if directory.is_file() and not directory.is_symlink() and directory.stat().st_size < 32 and \
+            directory.read_text().strip().isdigit():
         directory.unlink()
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+    return make_dir(directory)
 
 
 def _log_derived(log: Path, derived: List[Derived]) -> None:
-    with log.open("a", encoding="utf-8") as handle:
+    with open_append(log) as handle:
         handle.write("derived requirement set (in/out, requirement, why, sources):\n")
         for d in derived:
             handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n")
@@ -110,14 +111,14 @@ class Resolve(Step):
             lock = read_lock(Path(given))
             check_lock_device(lock, host_device(ctx))
             gate_lock(lock, list(row.packages))
-            shutil.copyfile(given, path)
-            with log.open("a") as handle:
+            atomic_write_text(path, read_input_text(given, "lock"))  # never through a link at `path`
+            with open_append(log) as handle:
                 handle.write(f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "
                              f"/ Python {lock.target.python})\n")
             return {"lock": str(path), "packages": len(lock.packages), "source": given}
         sources = sources_of(ctx)
         checks = gate(row, sources)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             for check in checks:
                 handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
                              f"{'ok' if check.ok else check.message()}\n")
@@ -136,7 +137,7 @@ class Resolve(Step):
         check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
         write_lock(lock, path)
         counts = lock.summary()
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write(f"lock {path}: {counts}\n")
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
@@ -163,7 +164,7 @@ def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
     toolkit = ctx.outputs["preflight"].get("cann_toolkit")
     checks = toolchain_checks(row_of(ctx), toolkit=Path(toolkit) if toolkit else None, arch=host_target(ctx).arch,
                               pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
-    with log.open("a") as handle:
+    with open_append(log) as handle:
         handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
     failed = [c for c in checks if not c.ok]

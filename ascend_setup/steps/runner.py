@@ -11,6 +11,7 @@ from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
 from ascend_setup.steps.base import Context, Step, fingerprint
 from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
 from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
+from ascend_setup.fsutil import make_dir, open_append
 
 #: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.
 FIRST_RUN = "not run yet"
@@ -125,8 +126,8 @@ class Runner:
     def _run(self, reporter: Optional[Reporter], options: Optional[Dict[str, Any]]) -> RunState:
         reporter = reporter or SilentReporter()
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
-        self.ctx.log_dir.mkdir(exist_ok=True)
         with WorkdirLock(self.ctx.workdir / RUN_LOCK):
+            make_dir(self.ctx.log_dir)  # under the lock: a refused run creates nothing
             state = self.store.load()
             if options is not None:
                 state.options = dict(options)
@@ -158,7 +159,7 @@ class Runner:
         self.ran.append(step.name)
         try:
             try:
-                with log.open("a", encoding="utf-8") as handle:
+                with open_append(log) as handle:
                     handle.write(f"\n=== {step.name}: {d.reason} ===\n")
                 if d.interrupted:
                     step.repair_interrupted(self.ctx, log)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text, read_regular_text
+from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.inputs import load_json
+from ascend_setup.matrix.models import ExactVersion, IndexUrl, index_url_value
 
 STATE_FORMAT = "ascend-setup-state"
 STATE_VERSION = 1
@@ -42,6 +45,29 @@ class RunState(BaseModel):
     options: Dict[str, Any] = Field(default_factory=dict)
     steps: Dict[str, StepRecord] = Field(default_factory=dict)
 
+    @field_validator("options")
+    @classmethod
+    def _recorded_options(cls, options: Dict[str, Any]) -> Dict[str, Any]:
+        """`resume` replays these: a hand-edited installer or index must fail here, not inside pip."""
+        return {**options, **_RecordedOptions.model_validate(options).model_dump(exclude_unset=True)}
+
+
+def _mirror(value: object) -> str:
+    return str(value) if value in ("auto", "none") else index_url_value(value)
+
+
+class _RecordedOptions(BaseModel):
+    """The recorded options whose values are more than strings (the rest are checked as flags on replay)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cann: Optional[ExactVersion] = None
+    installer: Optional[Literal["pip", "uv"]] = None
+    mirror: Optional[Annotated[str, BeforeValidator(_mirror)]] = None
+    index_url: Optional[IndexUrl] = None
+    extra_index_urls: List[IndexUrl] = Field(default_factory=list)
+    indexes: Dict[str, IndexUrl] = Field(default_factory=dict)
+
 
 class StateStore:
     """Reads and writes `<workdir>/state.json`; never overwrites a file it cannot understand."""
@@ -50,18 +76,10 @@ class StateStore:
         self.path = path
 
     def load(self) -> RunState:
-        try:
-            text = read_regular_text(self.path)
-        except FileNotFoundError:
+        if not os.path.lexists(self.path):
             return RunState()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"state file {self.path} cannot be read: {getattr(exc, 'strerror', None) or exc}",
-                           hint="move it aside to start over, or pass another --workdir") from None
         hint = f"move it aside (mv {self.path} {self.path}.bad) to start over, or pass another --workdir"
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"state file {self.path} is corrupt (line {exc.lineno}: {exc.msg})", hint=hint) from None
+        data = load_json(self.path, "state", follow=False, hint=hint)  # a link here is not the tool's state
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
             raise BadInput(f"state file {self.path} was not written by ascend-setup", hint=hint)
         try:

@@ -15,7 +15,7 @@ from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import download
 from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import capture
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.resolve.lockfile import LockedPackage, render_requirements
 from ascend_setup.steps.base import Context, Step
 from ascend_setup.steps.common import installed_versions, installer_of, lock_of, python_of, row_of
@@ -91,7 +91,7 @@ class Triton(Step):
                              hint="rerun: the resolve step makes the lock again")
         locked = [entry]
         local = fetch_verified(ctx, entry)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write(f"fetched and verified {local} (sha256 {entry.sha256})\n")
         installer = installer_of(ctx)
         python = python_of(ctx)
@@ -105,7 +105,7 @@ class Triton(Step):
         installer.install(python, InstallRequest(requirement_file=requirements, find_links=local.parent,
                                                  force_reinstall=True), log=log)
         problem = triton_check(ctx)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write(f"triton check: {problem or 'ok'}\n")
         if problem:
             raise StepFailed(f"triton.jit still does not give an indexable kernel: {problem}",

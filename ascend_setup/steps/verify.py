@@ -17,6 +17,7 @@ from ascend_setup.steps.triton import triton_check
 from ascend_setup.matrix.hints import hint_lines as hints_for
 from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
 from ascend_setup.venvinfo import site_packages
+from ascend_setup.fsutil import open_append
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -99,7 +100,7 @@ class Verify(Step):
 
     def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
         found = problems(ctx)
-        with log.open("a") as handle:
+        with open_append(log) as handle:
             handle.write("\n".join(found or ["all imports and versions match the row; triton kernel[grid] works"]))
             handle.write("\n")
         if found:

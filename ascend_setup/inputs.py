@@ -1,0 +1,187 @@
+"""Every file the tool reads is checked here first: a regular file, of a sane size for its kind, text that
+decodes, JSON or YAML that nests and counts within bounds. A FIFO would block a reader forever, /dev/zero
+fills memory, a 100 000-deep list overflows the parser's stack and a 5000-digit number trips Python's int
+limit: each is bad input (exit 2, one line naming the file), never a hang, an OOM or a traceback.
+
+Kinds and their limits are written once, here; callers say which kind a file is.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO, Dict, Optional, Tuple, Union
+
+import yaml
+
+from ascend_setup.errors import BadInput
+
+KiB, MiB = 1024, 1024 * 1024
+#: kind -> (what the user reads in a message, the largest size we read). A real matrix is ~20 KB, a lock
+#: of ~200 packages ~150 KB, state.json a few KB; the limits leave room for 100x growth, not for /dev/zero.
+KINDS: Dict[str, Tuple[str, Optional[int]]] = {
+    "matrix": ("matrix file", 4 * MiB),
+    "state": ("state file", 16 * MiB),
+    "lock": ("lock file", 16 * MiB),
+    "config": ("model config", 4 * MiB),
+    "index": ("safetensors index", 64 * MiB),
+    "safetensors": ("safetensors file", None),  # weights are huge; only the header is read (its own bound)
+    "probe": ("probe result", 64 * KiB),
+    "fleet": ("fleet result", 16 * MiB),
+    "metadata": ("distribution metadata", 16 * MiB),
+    "venv-record": ("venv record", 1 * MiB),
+    "mirrors": ("mirror ranking", 4 * MiB),
+    "pip-config": ("pip/uv configuration", 1 * MiB),
+}
+#: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
+MAX_DEPTH = 64
+#: Digits of one number: sizes and times need 20; Python refuses to parse ints past 4300.
+MAX_DIGITS = 40
+
+
+def _what(kind: str, path: Union[str, Path]) -> str:
+    return f"{KINDS[kind][0]} {path}"
+
+
+def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
+               what: Optional[str] = None) -> BinaryIO:
+    """A binary handle on `path` once it is known to be a regular file within its kind's size. `follow=False`
+    for the tool's own files in a workdir: a symbolic link there is someone else's, and refused. `what`
+    replaces "<kind> <path>" in messages (say, to name the flag or variable the path came from)."""
+    what = what or _what(kind, path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: opening a FIFO with no writer must not hang
+    except FileNotFoundError:
+        raise BadInput(f"{what} does not exist", hint=hint) from None
+    except IsADirectoryError:
+        raise BadInput(f"{what} is a directory, not a file", hint=hint) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            text = "is a symbolic link, which ascend-setup does not follow here" if not follow else \
+                "is a symbolic link loop"
+            raise BadInput(f"{what} {text}", hint=hint or f"remove the link {path}") from None
+        raise BadInput(f"{what} cannot be read: {exc.strerror or exc}", hint=hint) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise BadInput(f"{what} is a directory, not a file", hint=hint)
+        if not stat.S_ISREG(info.st_mode):
+            kind_name = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) \
+                else "a device"
+            raise BadInput(f"{what} is {kind_name}, not a regular file", hint=hint)
+        limit = KINDS[kind][1]
+        if limit is not None and info.st_size > limit:
+            raise BadInput(f"{what} is {info.st_size} bytes, more than the {limit} a {KINDS[kind][0]} may have",
+                           hint=hint)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_input_bytes(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
+                     what: Optional[str] = None) -> bytes:
+    """The whole file, checked (see open_input); a file that grows while read is cut at the limit + 1 byte,
+    which the size check then refuses."""
+    with open_input(path, kind, follow=follow, hint=hint, what=what) as handle:
+        limit = KINDS[kind][1]
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise BadInput(f"{what or _what(kind, path)} grew past {limit} bytes while being read", hint=hint)
+    return data
+
+
+def decode_text(data: bytes, source: str, *, hint: Optional[str] = None) -> str:
+    """UTF-8 text, or bad input naming the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{source} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})",
+                       hint=hint) from None
+
+
+def read_input_text(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
+                    what: Optional[str] = None) -> str:
+    return decode_text(read_input_bytes(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
+                       hint=hint)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def check_json_depth(text: str, source: str, *, hint: Optional[str] = None) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before json.loads recurses into it."""
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub('""', text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint)
+
+
+def parse_json(text: Union[str, bytes], source: str, *, hint: Optional[str] = None) -> Any:
+    """json.loads with bounds: depth, digits per number, no NaN/Infinity; every failure is one BadInput."""
+    if isinstance(text, bytes):
+        text = decode_text(text, source, hint=hint)
+    check_json_depth(text, source, hint=hint)
+
+    def number(kind: type) -> Any:
+        def parse(token: str) -> Any:
+            if len(token) > MAX_DIGITS:
+                raise BadInput(f"{source} holds a {len(token)}-digit number (at most {MAX_DIGITS})", hint=hint)
+            return kind(token)
+        return parse
+
+    def constant(token: str) -> Any:
+        raise BadInput(f"{source} holds {token}, which is not a number JSON allows", hint=hint)
+
+    try:
+        return json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{source} is corrupt: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                       hint=hint) from None
+    except RecursionError:  # the depth check counts brackets; this is the belt to its braces
+        raise BadInput(f"{source} nests too deeply", hint=hint) from None
+
+
+def load_json(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
+              what: Optional[str] = None) -> Any:
+    """A checked file's JSON (see open_input and parse_json)."""
+    return parse_json(read_input_text(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
+                      hint=hint)
+
+
+#: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs").
+MAX_YAML_ALIASES = 1000
+
+
+def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> None:
+    """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting and alias bombs before
+    the composer, which recurses, builds a tree."""
+    depth = aliases = 0
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases > MAX_YAML_ALIASES:
+                    raise BadInput(f"{source} uses more than {MAX_YAML_ALIASES} YAML aliases", hint=hint)
+            elif isinstance(event, yaml.ScalarEvent) and event.tag is None and event.implicit[0] \
+                    and len(event.value) > MAX_DIGITS and event.value.lstrip("+-").isdigit():
+                raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})", hint=hint)
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(exc):  # libyaml's own bound (1000 levels), hit before any event
+            raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint) from None
+        return  # the real load reports syntax errors with their line

@@ -1,0 +1,65 @@
+"""inputs.py: the one reader every file input goes through. Each bound is checked where it bites."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ascend_setup.errors import BadInput
+from ascend_setup.inputs import MAX_DEPTH, check_yaml_shape, load_json, parse_json, read_input_text
+
+
+def test_depth_is_bounded_but_strings_with_brackets_are_not_nesting() -> None:
+    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "x") is not None
+    with pytest.raises(BadInput, match="nests deeper"):
+        parse_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "x")
+    assert parse_json('{"a": "' + "[" * 500 + '\\"["}', "x") == {"a": "[" * 500 + '"['}
+
+
+def test_numbers_are_bounded_and_nan_is_refused() -> None:
+    assert parse_json('{"n": 12345678901234567890}', "x")["n"] == 12345678901234567890
+    with pytest.raises(BadInput, match="5000-digit"):
+        parse_json('{"n": ' + "9" * 5000 + "}", "state file s")
+    for token in ("NaN", "Infinity", "-Infinity"):
+        with pytest.raises(BadInput, match=token):
+            parse_json('{"gbps": %s}' % token, "probe")
+
+
+def test_yaml_depth_aliases_and_long_integers() -> None:
+    check_yaml_shape("a:\n  b:\n    - 1\n", "m")
+    for depth in (MAX_DEPTH + 1, 100_000):  # ours, and libyaml's own bound past 1000
+        with pytest.raises(BadInput, match="nests deeper"):
+            check_yaml_shape("[" * depth + "]" * depth, "m")
+    check_yaml_shape("a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 40)) + "  " * 40 + "v\n", "m")
+    bomb = "a: &a [x, x]\n" + "".join(f"b{i}: &b{i} [*a, *a]\n" for i in range(600))
+    with pytest.raises(BadInput, match="aliases"):
+        check_yaml_shape(bomb, "m")
+    with pytest.raises(BadInput, match="digit"):
+        check_yaml_shape("n: " + "1" * 5000 + "\n", "m")
+
+
+def test_special_files_sizes_links_and_encodings(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="is a FIFO"):
+        read_input_text(fifo, "lock")  # returns at once: the open is non-blocking
+    with pytest.raises(BadInput, match="is a device"):
+        read_input_text("/dev/zero", "fleet")
+    big = tmp_path / "big.json"
+    with big.open("wb") as handle:
+        handle.truncate(65 * 1024)
+    with pytest.raises(BadInput, match="more than"):
+        read_input_text(big, "probe")
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"ok\xff\xfe")
+    with pytest.raises(BadInput, match="byte 2 is 0xff"):
+        read_input_text(binary, "state")
+    good = tmp_path / "good.json"
+    good.write_text('{"a": 1}')
+    link = tmp_path / "link.json"
+    link.symlink_to(good)
+    assert load_json(link, "state") == {"a": 1}  # a link the user named is followed
+    with pytest.raises(BadInput, match="symbolic link"):
+        load_json(link, "state", follow=False)  # one in a workdir is not
