@@ -36,6 +36,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "venv-record": ("venv record", 1 * MiB),
     "mirrors": ("mirror ranking", 4 * MiB),
     "pip-config": ("pip/uv configuration", 1 * MiB),
+    "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
 MAX_DEPTH = 64

@@ -127,3 +127,38 @@ def test_doctor_reports_the_install_target_a_fleet_groups_by(cli, tmp_path: Path
                           "--json").stdout)["facts"]["target"]
     assert bare["wheelhouse_key"] is None and any(u.startswith("cann:") for u in bare["unknown"])
     assert any(u.startswith("soc:") for u in bare["unknown"]) and bare["lock_name"] == target.lock_name
+
+
+def _failed_install(workdir: Path, log_text: str) -> Path:
+    """A workdir as the runner leaves it after a failed vllm-ascend step (state.json names the step's log)."""
+    log = workdir / "logs" / "vllm-ascend.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(log_text)
+    record = {"state": "failed", "fingerprint": "f", "started_at": 1.0, "ended_at": 2.0, "log": str(log),
+              "error": "step vllm-ascend failed"}
+    (workdir / "state.json").write_text(json.dumps({"format": "ascend-setup-state", "version": 1,
+                                                    "options": {"cann": "9.1.0"}, "steps": {"vllm-ascend": record}}))
+    return log
+
+
+def test_doctor_names_the_root_cause_of_the_last_failed_step(cli, tmp_path: Path) -> None:
+    """The same triage as `ascend-setup triage`: the corpus's real ROOT_DIR log, its cause and line."""
+    workdir = tmp_path / "wd"
+    corpus = Path(__file__).parent / "data" / "logs" / "root-dir-unset.log"
+    log = _failed_install(workdir, corpus.read_text())
+    expected = json.loads(cli("triage", str(log), "--json").stdout)
+    data = json.loads(cli("doctor", "--cann-home", str(tmp_path), "--workdir", str(workdir), "--json").stdout)
+    check = _checks(data)["last-failure"]
+    assert check["status"] == "fail" and expected["id"] == "root-dir-unset"
+    assert expected["cause"] in check["detail"] and f"line {expected['line_number']}" in check["detail"]
+    assert check["fix"] == expected["fix"]
+
+
+def test_doctor_without_a_failed_step_or_with_an_unknown_cause(cli, tmp_path: Path) -> None:
+    data = json.loads(cli("doctor", "--cann-home", str(tmp_path), "--workdir", str(tmp_path / "none"), "--json").stdout)
+    assert _checks(data)["last-failure"]["status"] == "pass"
+    workdir = tmp_path / "wd"
+    _failed_install(workdir, "all is quiet\nnothing error-shaped here\n")
+    data = json.loads(cli("doctor", "--cann-home", str(tmp_path), "--workdir", str(workdir), "--json").stdout)
+    check = _checks(data)["last-failure"]
+    assert check["status"] == "warn" and "ascend-setup triage" in check["fix"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from ascend_setup.inputs import open_input
 from ascend_setup.knowledge.scan import Diagnosis, triage_stream
 from ascend_setup.render import print_json, stdout_console
 
@@ -17,18 +18,13 @@ def read_diagnosis(source: str) -> Optional[Diagnosis]:
     block) or binary file is bad input."""
     if source == "-":
         return triage_stream(sys.stdin.buffer)
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise BadInput(f"FILE {source} does not exist")
-    if not path.is_file():
-        raise BadInput(f"FILE {source} is not a regular file", hint="give a log file, or - for standard input")
     try:
-        with path.open("rb") as stream:
+        with open_input(Path(source).expanduser(), "log", what=f"FILE {source}",
+                        hint="give a log file, or - for standard input") as stream:
             return triage_stream(stream)
-    except PermissionError:
-        raise BadInput(f"FILE {source} cannot be read (permission denied)") from None
     except BadInput as exc:
-        raise BadInput(f"FILE {source}: {exc.message}", hint=exc.hint) from None
+        raise BadInput(exc.message if exc.message.startswith("FILE ") else f"FILE {source}: {exc.message}",
+                       hint=exc.hint) from None
 
 
 def run(args: argparse.Namespace) -> int:

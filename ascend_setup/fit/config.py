@@ -6,7 +6,6 @@ hidden_size was a KeyError traceback: each is now one line naming the field.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,8 +14,6 @@ from ascend_setup.errors import BadInput
 
 Positive = Annotated[int, Field(strict=True, gt=0)]
 Count = Annotated[int, Field(strict=True, ge=0)]
-#: config.json, index and quant files are kilobytes; anything past this is not one.
-MAX_JSON_BYTES = 16 * 1024 * 1024
 
 
 class TextConfig(BaseModel):
@@ -75,16 +72,6 @@ class VisionConfig(BaseModel):
     in_channels: Optional[Positive] = None
     num_position_embeddings: Optional[Count] = None
     deepstack_visual_indexes: Optional[List[Count]] = None
-
-
-def parse_json(text: str, what: str) -> Any:
-    """JSON text, or one line naming the file (a nesting bomb is a RecursionError inside json)."""
-    if len(text) > MAX_JSON_BYTES:
-        raise BadInput(f"{what}: {len(text):,} characters is not a model's JSON file")
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise BadInput(f"{what} is not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
 
 
 def text_config(config: Dict[str, Any]) -> Dict[str, Any]:

@@ -14,14 +14,15 @@ A decode step reads every weight it uses once, except the input embedding: one r
 
 from __future__ import annotations
 
-import stat
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.config import check_config, parse_json, text_config
+from ascend_setup.fit.config import check_config, text_config
 from ascend_setup.fit.safetensors import MAX_HEADER, header_length, parse_header
+from ascend_setup.inputs import load_json, open_input
 
 CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "quant_model_description.json"
 #: The small files fit reads from a model (locally, or from a hub by name).
@@ -74,37 +75,16 @@ class KvLayout:
     kinds: Dict[str, int] = field(default_factory=dict)
 
 
-def _regular(path: Path, what: str) -> int:
-    """The size of a regular file; a FIFO would block forever and a device is no file: refused."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise BadInput(f"{what} {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise BadInput(f"{what} {path} is not a regular file")
-    return st.st_size
-
-
-def read_small_json(path: Path, what: str) -> Any:
-    size = _regular(path, what)
-    if size > 16 * 1024 * 1024:
-        raise BadInput(f"{what} {path}: {size:,} bytes is not a model's JSON file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{what} {path} cannot be read ({exc.__class__.__name__})") from None
-    return parse_json(text, f"{what} {path}")
+def read_small_json(path: Path, what: str, kind: str = "config") -> Any:
+    """A model's small JSON file (config, index, quant description) through the one input checker."""
+    return load_json(path, kind, what=f"{what} {path}")
 
 
 def load_config(model: Path) -> Dict[str, Any]:
     path = model / CONFIG if model.is_dir() else model
-    try:
-        return check_config(read_small_json(path, "MODEL"), f"MODEL {path}")
-    except FileNotFoundError:
-        raise BadInput(f"MODEL {model}: no config.json there",
-                       hint="give a model directory or its config.json") from None
+    if not path.exists() and not path.is_symlink():
+        raise BadInput(f"MODEL {model}: no config.json there", hint="give a model directory or its config.json")
+    return check_config(read_small_json(path, "MODEL"), f"MODEL {path}")
 
 
 def shard_names(index: Any, what: str) -> List[str]:
@@ -119,9 +99,9 @@ def shard_names(index: Any, what: str) -> List[str]:
 
 
 def read_local_header(path: Path) -> Shard:
-    size = _regular(path, "shard")
     try:
-        with path.open("rb") as handle:
+        with open_input(path, "safetensors", what=f"shard {path}") as handle:
+            size = os.fstat(handle.fileno()).st_size
             length = header_length(str(path), handle.read(8), size)
             blob = handle.read(min(length, MAX_HEADER))
     except OSError as exc:
@@ -136,7 +116,7 @@ def local_files(model: Path) -> ModelFiles:
         return ModelFiles(str(model), config, [], False, f"config.json at {model} (no safetensors beside it)")
     index = model / INDEX
     if index.exists():
-        names = shard_names(read_small_json(index, "index"), f"index {index}")
+        names = shard_names(read_small_json(index, "index", kind="index"), f"index {index}")
         missing = [n for n in names if not (model / n).exists()]
         if missing:
             raise BadInput(f"MODEL {model}: partial download: {len(names) - len(missing)} of {len(names)} shards "

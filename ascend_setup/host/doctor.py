@@ -18,6 +18,8 @@ from ascend_setup.host.setenv import CapturedEnv, capture_env
 from ascend_setup.soc import device_of, label
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.pipconfig import PipSettings
+from ascend_setup.inputs import load_json, open_input
+from ascend_setup.knowledge.scan import triage_stream
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
@@ -173,6 +175,30 @@ def check_locks(workdir: Path) -> Check:
     return Check("locks", "pass", f"no stale compile locks under {workdir}")
 
 
+def check_last_failure(workdir: Path) -> Check:
+    """The root cause of the install's failed step, read from its log by the same triage the install shows:
+    a user who comes back to a stopped host asks doctor first."""
+    state = workdir / "state.json"
+    if not state.is_file():
+        return Check("last-failure", "pass", f"no install has run in {workdir}")
+    try:
+        steps = load_json(state, "state", follow=False).get("steps") or {}
+        failed = [(name, rec) for name, rec in steps.items() if isinstance(rec, dict) and rec.get("state") == "failed"]
+        if not failed:
+            return Check("last-failure", "pass", f"no failed step in {state}")
+        name, record = failed[-1]
+        log = Path(str(record.get("log") or ""))
+        with open_input(log, "log", follow=False) as stream:
+            diagnosis = triage_stream(stream)
+    except (BadInput, AttributeError) as exc:
+        return Check("last-failure", "warn", f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
+    if diagnosis is None or diagnosis.id is None:
+        return Check("last-failure", "warn", f"step {name} failed: {record.get('error') or 'no known cause'} ({log})",
+                     f"ascend-setup triage {log}")
+    return Check("last-failure", "fail", f"step {name} failed: {diagnosis.cause} ({log}, line {diagnosis.line_number})",
+                 diagnosis.fix)
+
+
 def check_venv(venv: Path) -> Check:
     cfg = read_pyvenv_cfg(venv)
     if cfg is None:
@@ -269,6 +295,7 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks.append(check_set_env(captured))
     checks += check_workdir(row, facts)
     checks.append(check_locks(workdir))
+    checks.append(check_last_failure(workdir))
     checks.append(check_venv(venv))
     checks.append(check_pip_config(settings))
     checks.append(check_indexes(matrix, row))

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fit.config import check_config, parse_json
+from ascend_setup.fit.config import check_config
+from ascend_setup.inputs import parse_json
 from ascend_setup.fit.model import CONFIG, INDEX, QUANT, ModelFiles, Shard, read_small_json, shard_names
 from ascend_setup.fit.safetensors import header_length, parse_header
 from ascend_setup.fsutil import atomic_write_text

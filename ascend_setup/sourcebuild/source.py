@@ -41,12 +41,7 @@ def extract_once(sdist: Path, src_root: Path) -> Path:
     if staging.exists():
         shutil.rmtree(staging)  # our own half-finished extraction from a killed run
     staging.mkdir(parents=True)
-    with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if _safe(m, staging)]
-        if hasattr(tarfile, "data_filter"):
-            archive.extractall(staging, members=members, filter="data")
-        else:
-            archive.extractall(staging, members=members)
+    extract_tar(sdist, staging)
     top = staging / base
     if not top.is_dir():
         dirs = [p for p in staging.iterdir() if p.is_dir()]
@@ -57,6 +52,17 @@ def extract_once(sdist: Path, src_root: Path) -> Path:
     os.replace(top, final)
     shutil.rmtree(staging)
     return final
+
+
+def extract_tar(path: Path, staging: Path) -> None:
+    """Unpack a tar archive into `staging`, leaving out any member that would land outside it (and, where
+    Python has it, through the `data` filter: no devices, no absolute links)."""
+    with tarfile.open(path) as archive:
+        members = [m for m in archive.getmembers() if _safe(m, staging)]
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(staging, members=members, filter="data")
+        else:
+            archive.extractall(staging, members=members)
 
 
 def _safe(member: tarfile.TarInfo, root: Path) -> bool:

@@ -15,7 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ import requests
 
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import download, sha256_of
-from ascend_setup.sourcebuild.source import _safe as safe_member
+from ascend_setup.sourcebuild.source import extract_tar
 
 URL = re.compile(r"""https?://[^\s"')]+""")
 INCLUDE = re.compile(r"""include\(\s*"?([^\s")]*third_party/([\w.-]+\.cmake))""")
@@ -212,12 +211,7 @@ def _unpack(archive: Path, dest: Path, strip_top: bool) -> None:
                         raise StepFailed(f"{archive.name} has a member outside its root: {member}")
                 z.extractall(staging)
         else:
-            with tarfile.open(archive) as t:
-                members = [m for m in t.getmembers() if safe_member(m, staging)]
-                if hasattr(tarfile, "data_filter"):
-                    t.extractall(staging, members=members, filter="data")
-                else:
-                    t.extractall(staging, members=members)
+            extract_tar(archive, staging)
         entries = list(staging.iterdir())
         top = entries[0] if strip_top and len(entries) == 1 and entries[0].is_dir() else staging
         (top / PLACED_MARK).write_text(archive.name + "\n")
