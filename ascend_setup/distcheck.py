@@ -68,6 +68,30 @@ def _problem(site: Path, entry: str, hashed: str, size: str) -> Optional[str]:
     return None
 
 
+def drop_bytecode(dist_info: Path) -> int:
+    """Remove the `.pyc` caches beside the files a distribution's RECORD lists; returns how many.
+
+    A full disk lets Python's bytecode writer make a short write and still rename the file into place (its
+    write is one unchecked `write()`): the next import fails with `EOFError: marshal data too short`, in pip
+    itself when pip wrote its own caches while the disk filled. A `.pyc` records no size, so it cannot be
+    checked like the rest; it is a cache Python rebuilds, so an interrupted step drops it instead."""
+    try:
+        rows = list(csv.reader(read_regular_text(dist_info / "RECORD").splitlines()))
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        return 0
+    site = dist_info.parent
+    dirs = {Path(os.path.normpath(site / row[0])).parent for row in rows if row and row[0].endswith(".py")}
+    removed = 0
+    for directory in dirs:
+        cache = directory / "__pycache__"
+        if cache.is_dir() and not cache.is_symlink():
+            for pyc in cache.glob("*.pyc"):
+                if pyc.is_file() and not pyc.is_symlink():
+                    pyc.unlink()
+                    removed += 1
+    return removed
+
+
 def check_dist(name: str, dist_info: Path) -> Optional[Damage]:
     """None when every file with a recorded size is there and matches; else what is wrong."""
     try:

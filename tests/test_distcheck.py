@@ -122,3 +122,25 @@ def test_places_that_are_never_a_target(cli, tmp_path: Path, home: Path, where: 
         (venv / "bin").mkdir(parents=True)
     line = assert_one_line_error(_install(cli, tmp_path, venv, "--adopt-venv"))
     assert "never installs into it" in line, line
+
+
+def test_a_short_written_bytecode_cache_is_dropped_and_the_module_imports_again(tmp_path: Path) -> None:
+    """What a full disk leaves: a .pyc whose header is valid and whose body was cut short. Python then fails
+    every import of the module (`marshal data too short`); dropping the caches beside the RECORD's sources
+    lets it import, rebuilt from source."""
+    import py_compile
+    import subprocess
+
+    from ascend_setup.distcheck import drop_bytecode
+
+    site = tmp_path / "site"
+    info = _dist(site, {"demo/__init__.py": b"", "demo/mod.py": b"VALUE = 42\n" + b"# padding\n" * 400})
+    pyc = Path(py_compile.compile(str(site / "demo" / "mod.py"), doraise=True))
+    pyc.write_bytes(pyc.read_bytes()[:24])  # header intact, body short
+    probe = [sys.executable, "-c", "import demo.mod; print(demo.mod.VALUE)"]
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    before = subprocess.run(probe, capture_output=True, text=True, env=env)
+    assert before.returncode != 0 and "marshal data too short" in before.stderr
+    assert drop_bytecode(info) >= 1 and not pyc.exists()
+    after = subprocess.run(probe, capture_output=True, text=True, env=env)
+    assert after.returncode == 0 and after.stdout.strip() == "42", after.stderr

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.distcheck import Damage, check_dist
+from ascend_setup.distcheck import Damage, check_dist, drop_bytecode
 from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.installers import Indexes, Installer, InstallRequest
 from ascend_setup.matrix.models import MIRROR, Row
@@ -68,7 +68,12 @@ def repair_damaged(ctx: Context, step: str, packages: List[LockedPackage], log: 
                    installer: Optional[Installer] = None) -> List[Damage]:
     """Reinstall, from the lock with --force-reinstall --no-deps, each of `packages` a kill left half-written.
     A dist-info without a readable RECORD cannot be uninstalled by pip or uv: it is removed first (it is
-    of this step's slice, which this step was writing when it stopped), so the install sees it absent."""
+    of this step's slice, which this step was writing when it stopped), so the install sees it absent. The
+    bytecode caches of the slice and of the venv's pip, which may be short writes, are dropped first."""
+    contents = venv_contents(ctx)
+    for dist in contents.dists if contents is not None else ():
+        if dist.name in {p.name for p in packages} | {"pip"}:
+            drop_bytecode(dist.path)
     broken = damaged(ctx, packages)
     if not broken:
         return []
