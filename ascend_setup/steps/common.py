@@ -57,9 +57,14 @@ def host_target(ctx: Context) -> Target:
     return Target(glibc=pre["glibc"] or "2.17", arch=pre["arch"], python=".".join(pre["python_version"].split(".")[:2]))
 
 
+def host_soc(ctx: Context) -> Optional[str]:
+    """The SOC_VERSION this install builds for: --soc's, else npu-smi's (preflight's); None when unknown."""
+    return ctx.options.get("soc") or (ctx.outputs.get("preflight") or {}).get("soc")
+
+
 def host_device(ctx: Context) -> Optional[str]:
-    """The NPU device type this install builds for (A2, A3, ...): --soc's, else npu-smi's (preflight)."""
-    return device_of(ctx.options.get("soc") or (ctx.outputs.get("preflight") or {}).get("soc"))
+    """The NPU device type this install builds for (A2, A3, ...), from `host_soc`."""
+    return device_of(host_soc(ctx))
 
 
 def installer_of(ctx: Context, name: Optional[str] = None) -> Installer:

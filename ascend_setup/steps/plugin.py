@@ -23,7 +23,7 @@ from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import run_logged
 from ascend_setup.resolve.lockfile import LockedPackage
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, installer_of, python_of, row_of, venv_dir
+from ascend_setup.steps.common import cann_env, host_soc, installer_of, python_of, row_of, venv_dir
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
 from ascend_setup.fsutil import open_append
 
@@ -55,9 +55,8 @@ class VllmAscend(Step):
     depends_on = ("triton",)
 
     def inputs(self, ctx: Context) -> Dict[str, Any]:
-        pre = ctx.outputs.get("preflight", {})
         return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "soc": ctx.options.get("soc") or pre.get("soc")}
+                "soc": host_soc(ctx)}
 
     def is_done(self, ctx: Context) -> bool:
         locked = slice_of(ctx, self.name)
@@ -79,7 +78,7 @@ class VllmAscend(Step):
 
     def _built_wheel(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
         pre = ctx.outputs["preflight"]
-        soc = ctx.options.get("soc") or pre.get("soc")
+        soc = host_soc(ctx)
         if not soc:
             raise StepFailed("vllm-ascend must be built from source and no SOC_VERSION is known "
                              f"({pre.get('npu_error') or 'no NPU found'})",

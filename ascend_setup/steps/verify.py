@@ -12,7 +12,7 @@ from ascend_setup.errors import StepFailed
 from ascend_setup.soc import label
 from ascend_setup.procs import capture
 from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, host_device, python_of, row_of, venv_dir
+from ascend_setup.steps.common import cann_env, host_device, host_soc, python_of, row_of, venv_dir
 from ascend_setup.steps.triton import triton_check
 from ascend_setup.matrix.hints import hint_lines as hints_for
 from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
@@ -71,7 +71,7 @@ def device_problem(ctx: Context) -> Optional[str]:
 
 def kernel_problems(ctx: Context) -> List[str]:
     """The installed vllm-ascend must hold its compiled custom ops (a wheel built without them imports fine)."""
-    soc = ctx.options.get("soc") or ctx.outputs.get("preflight", {}).get("soc") or ""
+    soc = host_soc(ctx) or ""
     names = [name for site in site_packages(venv_dir(ctx)) for name in installed_files(site)]
     missing = missing_kernels(names, soc)
     return [f"the installed vllm-ascend lacks {', '.join(missing)}"] if missing else []
