@@ -203,7 +203,7 @@ def test_live_plan_for_a_cann_without_a_row(cli) -> None:
                "--python", "3.11", "--index-url", pip_settings().index, timeout=900)
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("CANN 9.2.0 has no row")]
     assert "derived from vllm-ascend 0.30.0rc2's own metadata" in line
-    summary = re.search(r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11: (\d+) packages", proc.stdout)
+    summary = re.search(r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11 / A2 NPUs: (\d+) packages", proc.stdout)  # plan --soc defaults to A2
     assert summary and int(summary.group(1)) > 150, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "vllm-ascend==0.30.0rc2" in proc.stdout
     if proc.returncode:  # only the unreachable Ascend index may leave a package without a file
