@@ -66,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
         if live.is_terminal and not args.json else None
     # --budget is the command's wall time: its start-up (imports, the interpreter search) comes off the ranking's
     # share, and a little is kept for writing the answer and exiting.
+    target = this_machine(python)  # before the budget is reckoned: it reads this host's glibc
     budget = max(0.3, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
-    data, _ = ranked(matrix, row, workdir, target=this_machine(python), urls=urls, budget=budget, use_cache=False,
+    data, _ = ranked(matrix, row, workdir, target=target, urls=urls, budget=budget, use_cache=False,
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:
