@@ -361,3 +361,14 @@ def test_a_resolver_that_drops_repeated_lookups_does_not_drop_the_index(farm, mo
     (result,) = ranking.mirrors
     assert result.status == "ok" and ranking.chosen == url, result
     assert asked == ["burst-dns.test"] and took <= 2.0 + 0.3, (asked, took)
+
+
+def test_the_ranking_cache_makes_no_directory_above_the_workdir(tmp_path: Path) -> None:
+    """With HOME unset a read command's default workdir is /mnt/workspace/ascend-setup even where there is no
+    /mnt/workspace: keeping the ranking there made /mnt/workspace, a directory nobody asked for."""
+    from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
+
+    save_cache(tmp_path / "missing" / "ascend-setup", {"result": {"chosen": "http://127.0.0.1:9/simple/"}})
+    assert not (tmp_path / "missing").exists()
+    save_cache(tmp_path / "ascend-setup", {"result": {"chosen": "http://127.0.0.1:9/simple/"}})
+    assert (tmp_path / "ascend-setup" / CACHE_NAME).is_file()
