@@ -80,13 +80,14 @@ def main() -> None:
         argv = [sys.executable, "-m", "ascend_setup", "mirrors", "--budget", f"{BUDGET:g}", "--only", "--json"]
         for url in farm.urls():
             argv += ["--candidate", url]
-        env = clean_env(Path(tempfile.mkdtemp(prefix="bench-mirrors-home-")))
         walls = []
-        for _ in range(3):
-            start = time.monotonic()
-            proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-            walls.append(time.monotonic() - start)
-            assert proc.returncode == 0, proc.stdout + proc.stderr
+        with tempfile.TemporaryDirectory(prefix="bench-mirrors-home-") as home:
+            env = clean_env(Path(home))
+            for _ in range(3):
+                start = time.monotonic()
+                proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+                walls.append(time.monotonic() - start)
+                assert proc.returncode == 0, proc.stdout + proc.stderr
         chosen = json.loads(proc.stdout)["chosen"]
         _, curl_shaped = curl_method(farm.urls(), ranking.sample)
         print(f"ascend-setup mirrors --budget {BUDGET:g} on the {len(farm.urls())} shaped mirrors, whole command: "
