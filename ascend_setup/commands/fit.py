@@ -15,7 +15,7 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.paths import cache_dir, check_path_length, env_or, resolve_workdir
-from ascend_setup.render import print_json, stdout_console
+from ascend_setup.render import print_field, print_json, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
@@ -63,7 +63,7 @@ def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
 def print_fit(fit: Fit) -> None:
     out = stdout_console()
     out.print(fit.headline, soft_wrap=True, markup=False)
-    out.print(f"  figures from: {fit.origin}", soft_wrap=True, markup=False)
+    print_field(out, "figures from", str(fit.origin))
     for line in fit.arithmetic:
         out.print(f"  {line}", soft_wrap=True, markup=False)
     out.print(f"  card: {fit.card_source}", soft_wrap=True, markup=False)
