@@ -106,6 +106,18 @@ def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[
     return t
 
 
+def print_field(console: "Console", label: str, value: str, indent: str = "  ") -> None:
+    """`label: value` on one line when it fits, else the value whole on a line of its own below: a path
+    longer than the line (a venv under a deep temp dir) read `venv: /tmp/...` cut at the edge."""
+    value = terminal_safe(value)
+    line = f"{indent}{label}: {value}"
+    if len(line) <= console.width:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    else:
+        console.print(f"{indent}{label}:", soft_wrap=True, markup=False, highlight=False)
+        console.print(f"{indent}  {value}", soft_wrap=True, markup=False, highlight=False)
+
+
 def print_prose(console: "Console", text: str, indent: str = "", first: Optional[str] = None) -> None:
     """One sentence for people, wrapped at words at the console's width; a word longer than a line (a path,
     a URL) stays whole on a line of its own. `first` starts the first line instead of `indent`."""

@@ -3,8 +3,10 @@
 Each run makes `ascend-setup-run-*` under the system's temp directory and points TMPDIR (and Python's
 tempfile) at it, so everything it and its children create there (pip's `pip-*` build and unpack dirs, uv's,
 `ascend-setup-resolve-*`) lies inside it. The normal exit and the interrupt handler both remove it: a
-Ctrl-C during pip leaves no `pip-*` behind. Only a SIGKILL of the tool itself can leave the root, which
-is one directory with the run's name on it.
+Ctrl-C during pip leaves no `pip-*` behind. Only a SIGKILL of the tool itself (the OOM killer, a
+preempted instance's last seconds) can leave the root, with pip's half-unpacked torch (gigabytes) in it:
+each root holds an owner file naming its run (pid and process start time), and the next run removes
+the roots whose run is gone. Only those: a directory without our owner file is never ours to delete.
 """
 
 from __future__ import annotations
@@ -16,6 +18,37 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 _run: Optional[Tuple[Path, Optional[str], Optional[str], str]] = None  # root, old TMPDIR, old tempdir, system
+PREFIX = "ascend-setup-run-"
+OWNER = ".ascend-setup-owner"
+
+
+def _process_identity(pid: int) -> Optional[str]:
+    """pid plus the process's start time (field 22 of /proc/PID/stat): a reused pid is another process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _sweep_abandoned(system: str) -> None:
+    """Remove the temp roots of runs that are gone (killed before their exit path ran)."""
+    try:
+        entries = list(os.scandir(system))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            owner = Path(entry.path, OWNER).read_text().strip()
+        except OSError:  # no owner file: not a root we made (or one still being made)
+            continue
+        pid = owner.split()[0]
+        if pid.isdigit() and _process_identity(int(pid)) != owner:
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def enter() -> Path:
@@ -24,7 +57,9 @@ def enter() -> Path:
     if _run is not None:
         return _run[0]
     system = tempfile.gettempdir()
-    root = Path(tempfile.mkdtemp(prefix="ascend-setup-run-", dir=system))
+    _sweep_abandoned(system)
+    root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=system))
+    (root / OWNER).write_text(f"{_process_identity(os.getpid())}\n")
     _run = (root, os.environ.get("TMPDIR"), tempfile.tempdir, system)
     os.environ["TMPDIR"] = str(root)
     tempfile.tempdir = str(root)

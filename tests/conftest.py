@@ -18,7 +18,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--live", action="store_true", help="run tests that talk to the real public index")
 
 
+#: The test files whose outcome the OS's userland can change: glibc and its wheel tags, the Python build,
+#: venv and ensurepip, the trust store, the toolchain, tmpfs and disk, the system's interpreters, and the
+#: README's first command. `.ci/glibc-2.31` runs these (marked `userland`) inside the Debian 11 root; the
+#: rest is the tool's own logic (parsers, renderers, the kill and signal loops, the generated bad-input
+#: table), the same on any glibc, and runs once, on the host.
+USERLAND = ("test_tls.py", "test_pythons.py", "test_host.py", "test_index.py", "test_sourcebuild.py",
+            "test_distcheck.py", "test_tempdirs.py", "e2e/test_install.py", "e2e/test_source_build.py",
+            "e2e/test_diskfull.py", "e2e/test_demo.py", "e2e/test_indexes.py", "e2e/test_derive.py",
+            "e2e/test_login.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.relative_to(tests).as_posix() in USERLAND:
+            item.add_marker(pytest.mark.userland)
     if "soak" not in (config.option.markexpr or ""):
         skip_soak = pytest.mark.skip(reason="the SIGKILL soak (minutes); run with -m soak, as .ci/run does")
         for item in items:

@@ -13,7 +13,7 @@ from ascend_setup.matrix.models import MIRROR
 from ascend_setup.host.npu import host_npu
 from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.options import check_soc, parse_index_overrides
-from ascend_setup.render import print_items, print_json, stdout_console
+from ascend_setup.render import print_field, print_items, print_json, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.paths import check_path_length
 from ascend_setup.venvinfo import read_venv_record
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                   soft_wrap=True, markup=False)
     if report.findings:
         console.print(f"audit: {summary([f.severity for f in report.findings])}", markup=False)
-        console.print(f"  venv: {report.venv}", soft_wrap=True, markup=False)
+        print_field(console, "venv", str(report.venv))
         shown = [f for f in report.findings if not (args.quiet_info and f.severity == "info")]
         print_items(console, [(f.severity, f.id, f.package) for f in shown], [[f.message] for f in shown])
     else:

@@ -15,7 +15,7 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.paths import cache_dir, check_path_length, env_or, resolve_workdir
-from ascend_setup.render import print_json, print_prose, stdout_console
+from ascend_setup.render import print_field, print_json, print_prose, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
@@ -64,7 +64,7 @@ def print_fit(fit: Fit) -> None:
     """Sentences wrap at words at the terminal's width; the serve command stays one line, to be copied."""
     out = stdout_console()
     print_prose(out, fit.headline, "  ", "")
-    print_prose(out, f"figures from: {fit.origin}", "    ", "  ")
+    print_field(out, "figures from", str(fit.origin))
     for line in fit.arithmetic:
         print_prose(out, line, "    ", "  ")
     print_prose(out, f"card: {fit.card_source}", "    ", "  ")

@@ -70,6 +70,8 @@ class LocalIndex:
                 index._handle(self, head=True)
 
         class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # the gate's threads connect all at once; 5 dropped SYNs under load
+
             def handle_error(self, request, client_address) -> None:
                 pass  # clients hang up mid-transfer on purpose (ranges, stalls, kills)
 
@@ -79,7 +81,10 @@ class LocalIndex:
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(tls[0]), str(tls[1]))
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            # The handshake in each connection's own thread (on its first read), not in the accept loop:
+            # there 32 clients at once queued behind one another past their timeouts on a loaded machine.
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
+                                                     do_handshake_on_connect=False)
             self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
