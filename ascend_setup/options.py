@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from packaging.specifiers import SpecifierSet
 
 from ascend_setup.errors import BadInput
+from ascend_setup.index.urls import is_index_url
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.newcann import with_derived_row
@@ -23,10 +24,9 @@ INSTALLERS = ("pip", "uv")
 
 def check_index_url(url: str, flag: str) -> str:
     """An index URL must be http(s) or file; anything else is bad input now, not a pip error later."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https", "file") or (parsed.scheme != "file" and not parsed.netloc):
+    if not is_index_url(url):
         raise BadInput(f"{flag} {url!r} is not an http(s):// or file:// URL")
-    return url.rstrip("/") + "/" if parsed.scheme != "file" else url
+    return url.rstrip("/") + "/" if urlparse(url).scheme != "file" else url
 
 
 def _soc_examples() -> str:

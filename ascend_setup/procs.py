@@ -10,7 +10,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ascend_setup.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
-from ascend_setup.knowledge.scan import triage
 from ascend_setup.fsutil import open_append
 
 LineHook = Callable[[str], None]
@@ -67,6 +66,8 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
             raise disk_full(path_in(full) or writes or cwd or log.parent, what)
         if log_full is not None:
             raise log_full
+        from ascend_setup.knowledge.scan import triage  # only a failure needs it; every command imports procs
+
         diagnosis = triage(lines)
         if diagnosis is not None:
             raise StepFailed(f"{what} failed: {diagnosis.cause}",

@@ -118,21 +118,27 @@ def print_field(console: "Console", label: str, value: str, indent: str = "  ") 
         console.print(f"{indent}  {value}", soft_wrap=True, markup=False, highlight=False)
 
 
+def print_prose(console: "Console", text: str, indent: str = "", first: Optional[str] = None) -> None:
+    """One sentence for people, wrapped at words at the console's width; a word longer than a line (a path,
+    a URL) stays whole on a line of its own. `first` starts the first line instead of `indent`."""
+    import textwrap
+
+    for i, part in enumerate(textwrap.wrap(terminal_safe(text), width=max(40, console.width - len(indent)),
+                                           break_long_words=False, break_on_hyphens=False)):
+        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False, highlight=False)
+
+
 def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:
     """A list for people: per item a short header line (status coloured, then its names), then its texts
     indented below, wrapped at words (a table's narrow cells broke words: 'unavailabl|e')."""
-    import textwrap
-
     from rich.markup import escape
 
     for head, lines in zip(items, texts):
         status, *names = [h or "" for h in head]
         console.print(f"{styled(escape(status)):<8} " + "  ".join(escape(terminal_safe(n)) for n in names if n),
                       soft_wrap=True)
-        for line in map(terminal_safe, lines):
-            for part in textwrap.wrap(line, width=max(40, console.width - 4), break_long_words=False,
-                                      break_on_hyphens=False):
-                console.print("    " + part, soft_wrap=True, markup=False, highlight=False)
+        for line in lines:
+            print_prose(console, line, "    ")
 
 
 def print_table(console: "Console", title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],

@@ -51,6 +51,7 @@ def main() -> None:
     print(f"ascend-setup audit --json (whole CLI, all rules): {ours:.3f} s")
     print(f"pip check:                                       {pip_check:.3f} s  ({pip_check / ours:.2f}x ours)")
     print(f"pipdeptree --warn fail:                          {deptree:.3f} s  ({deptree / ours:.2f}x ours)")
+    print(f"ours / pipdeptree: {ours / deptree:.2f}x (goal <= 2x: {'met' if ours <= 2 * deptree else 'MISSED'})")
     print(f"budget 0.5 s: {'met' if ours <= 0.5 else 'MISSED'}")
 
 

@@ -8,13 +8,15 @@ against curl. Targets: >= 10x faster than curl, never more than 0.5 s over the b
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the repo and tests on sys.path)
+from _common import clean_env  # (importing _common puts the repo and tests on sys.path)
 
 from ascend_setup.index.tags import Target  # noqa: E402
 from ascend_setup.matrix import load_matrix  # noqa: E402
@@ -73,6 +75,25 @@ def main() -> None:
         for m in ranking.mirrors:
             shape = farm.shape_of(m.url) if m.url in farm.urls() else "hole"
             print(f"  {shape:8} {m.status:8} ttfb={m.ttfb_s} bps={m.throughput_bps} {m.detail}")
+        # The command as a user runs it (interpreter start-up, imports, rendering and exit included), and the
+        # shaped mirrors alone (no black holes, which only cost curl its -m 8 each).
+        argv = [sys.executable, "-m", "ascend_setup", "mirrors", "--budget", f"{BUDGET:g}", "--only", "--json"]
+        for url in farm.urls():
+            argv += ["--candidate", url]
+        walls = []
+        with tempfile.TemporaryDirectory(prefix="bench-mirrors-home-") as home:
+            env = clean_env(Path(home))
+            for _ in range(3):
+                start = time.monotonic()
+                proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+                walls.append(time.monotonic() - start)
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+        chosen = json.loads(proc.stdout)["chosen"]
+        _, curl_shaped = curl_method(farm.urls(), ranking.sample)
+        print(f"ascend-setup mirrors --budget {BUDGET:g} on the {len(farm.urls())} shaped mirrors, whole command: "
+              f"{', '.join(f'{w:.2f}' for w in walls)} s (goal <= {BUDGET + 0.5:.1f} s), chose {fraction(chosen)}")
+        print(f"curl -m 8 on the same {len(farm.urls())}: {curl_shaped:.2f} s; ratio curl/ours "
+              f"{curl_shaped / max(walls):.1f}x-{curl_shaped / min(walls):.1f}x (goal >= 4x)")
     finally:
         farm.close()
         for hole in holes:

@@ -244,3 +244,19 @@ def test_the_summary_keeps_errors_warnings_and_expected_notes_apart(cli, tmp_pat
     assert infos - others, report["findings"]
     assert f"audit: {report['summary']}" in quiet and "expected note" in report["summary"]
     assert all(i in full for i in infos) and not any(i in quiet for i in infos - others)
+
+
+def test_audit_start_up_loads_no_http_or_triage_stack(tmp_path: Path) -> None:
+    """audit's start-up is benchmarked against pipdeptree (benchmarks/audit.py): requests, tenacity and the
+    failure triage cost more than the whole audit of 300 dists, and a read-only audit needs none of them."""
+    import subprocess
+    import sys
+
+    venv = clean_venv(tmp_path / "v")
+    probe = ("import sys\nfrom ascend_setup.cli import main\n"
+             "try:\n    main(['audit', '--venv', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
+             "heavy = ['requests', 'tenacity', 'ascend_setup.index.http', 'ascend_setup.knowledge.scan']\n"
+             "sys.stderr.write(repr([m for m in heavy if m in sys.modules]))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(venv)], capture_output=True, text=True, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["row"] == "9.1.0"

@@ -204,7 +204,8 @@ def test_every_bad_input_is_exit_2_one_line_and_touches_nothing(tree: Path) -> N
 
 
 @pytest.mark.parametrize("name, value, says", [("PIP_DEFAULT_TIMEOUT", "banana", "is not a timeout"),
-                                               ("PIP_TIMEOUT", "-3", "is not a timeout")])
+                                               ("PIP_TIMEOUT", "-3", "is not a timeout"),
+                                               ("PIP_INDEX_URL", "notaurl", "is not an http(s):// or file:// URL")])
 def test_a_bad_pip_variable_is_named_as_such(cli, tmp_path, name: str, value: str, says: str) -> None:
     proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11",
                env={name: value})

@@ -162,3 +162,72 @@ def test_doctor_without_a_failed_step_or_with_an_unknown_cause(cli, tmp_path: Pa
     data = json.loads(cli("doctor", "--cann-home", str(tmp_path), "--workdir", str(workdir), "--json").stdout)
     check = _checks(data)["last-failure"]
     assert check["status"] == "warn" and "ascend-setup triage" in check["fix"]
+
+
+def _serving(tmp_path: Path, pins: dict, page_delay: float = 0.0):
+    """A loopback index serving one wheel of each pin, its pages after `page_delay` seconds."""
+    from ascend_setup.simulate.dists import build_wheel
+    from ascend_setup.simulate.index_server import Behaviour, LocalIndex
+
+    index = LocalIndex(Behaviour(page_delay=page_delay))
+    for name, version in pins.items():
+        index.add(build_wheel(tmp_path / f"wheels-{page_delay}", name, version))
+    return index
+
+
+def _refusing() -> str:
+    """The URL of a loopback port nobody listens on: connections are refused at once."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/simple/"
+
+
+def test_index_answers_fine_slow_refusing_and_silent_within_the_bound(tmp_path: Path) -> None:
+    """Each index is asked for one pin, all at once: the silent one costs the bound, never more."""
+    import time
+
+    from ascend_setup.index.answers import ask_indexes
+    from ascend_setup.index.reach import IndexNeed
+    from ascend_setup.simulate.index_server import BlackHole
+
+    fine = _serving(tmp_path, {"vllm": "0.23.0"})
+    slow = _serving(tmp_path, {"torch": "2.10.0"}, page_delay=1.0)
+    stale = _serving(tmp_path, {"triton-ascend": "3.1.0"})
+    silent = BlackHole()
+    needs = [IndexNeed("mirror", [fine.url], {"vllm": "0.23.0"}), IndexNeed("pytorch-cpu", [slow.url], {"torch": "2.10.0"}),
+             IndexNeed("ascend", [stale.url], {"triton-ascend": "3.2.2"}),
+             IndexNeed("refusing", [_refusing()], {"vllm": "0.23.0"}), IndexNeed("silent", [silent.url], {"vllm": "0.23.0"})]
+    start = time.monotonic()
+    answers = {a.name: a for a in ask_indexes(needs, within=2.5, slow=0.5)}
+    took = time.monotonic() - start
+    assert took < 2.5 + 1.0, took
+    assert answers["mirror"].status == "reachable" and answers["mirror"].seconds < 0.5
+    assert answers["pytorch-cpu"].status == "slow" and 1.0 <= answers["pytorch-cpu"].seconds < 2.5
+    assert answers["ascend"].status == "stale" and "has only 3.1.0" in answers["ascend"].detail
+    assert answers["refusing"].status == "unreachable" and "refused" in answers["refusing"].detail.lower()
+    assert answers["silent"].status == "unreachable" and answers["silent"].seconds is None
+    assert "took 1." in answers["pytorch-cpu"].line() and "no answer" in answers["silent"].line()
+
+
+def test_doctor_asks_each_index_and_reports_it_in_json(cli, tmp_path: Path) -> None:
+    import platform
+
+    row = load_matrix().rows["9.1.0"].for_arch(platform.machine())
+    mirror = _serving(tmp_path, {"vllm": row.packages["vllm"]})
+    ascend_pin = next(iter(row.packages_from("ascend").items()))
+    slow = _serving(tmp_path, dict([ascend_pin]), page_delay=3.0)
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(tmp_path / "wd"), "--json",
+               "--index-url", mirror.url, "--index", f"ascend={slow.url}", "--index", f"pytorch-cpu={_refusing()}")
+    data = json.loads(proc.stdout)
+    answers = {a["name"]: a for a in data["facts"]["indexes"]}
+    assert answers["mirror"]["status"] == "reachable" and answers["mirror"]["url"] == mirror.url
+    assert answers["ascend"]["status"] == "slow" and answers["ascend"]["package"] == "==".join(ascend_pin)
+    assert 3.0 <= answers["ascend"]["seconds"] < 5.0
+    if row.packages_from("pytorch-cpu"):  # x86_64 takes torch+cpu from it; aarch64 does not use it
+        assert answers["pytorch-cpu"]["status"] == "unreachable"
+    check = _checks(data)["indexes"]
+    assert check["status"] == ("fail" if row.packages_from("pytorch-cpu") else "warn") and check["fix"]
+    assert "index ascend" in check["detail"] and "is slow" in check["detail"]

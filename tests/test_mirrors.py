@@ -334,3 +334,41 @@ def test_apply_global_keeps_the_users_other_settings(cli, farm, home: Path, tmp_
                "--workdir", str(tmp_path), env={"PIP_CONFIG_FILE": ""})
     assert proc.returncode == 0, proc.stderr
     assert conf.read_text() == USER_PIP_CONF.replace("https://old.invalid/simple", farm.url("fast"))
+
+
+def test_a_resolver_that_drops_repeated_lookups_does_not_drop_the_index(farm, monkeypatch) -> None:
+    """A resolver that answers a name at once the first time and only at its 3 s retry afterwards (it drops
+    part of a burst): the ranking's page fetches reuse its first answer, so the index is ranked ok within a
+    2 s budget. Each page used to resolve the name again, and pypi.org was dropped as a timeout."""
+    import socket
+
+    real = socket.getaddrinfo
+    asked = []
+
+    def resolver(host, *args, **kwargs):
+        if host == "burst-dns.test":
+            if asked:
+                time.sleep(3)
+            asked.append(host)
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    url = farm.url("fast").replace("127.0.0.1", "burst-dns.test")
+    start = time.monotonic()
+    ranking = rank_mirrors([url], ROW, TARGET, budget=2.0)
+    took = time.monotonic() - start
+    (result,) = ranking.mirrors
+    assert result.status == "ok" and ranking.chosen == url, result
+    assert asked == ["burst-dns.test"] and took <= 2.0 + 0.3, (asked, took)
+
+
+def test_the_ranking_cache_makes_no_directory_above_the_workdir(tmp_path: Path) -> None:
+    """With HOME unset a read command's default workdir is /mnt/workspace/ascend-setup even where there is no
+    /mnt/workspace: keeping the ranking there made /mnt/workspace, a directory nobody asked for."""
+    from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
+
+    save_cache(tmp_path / "missing" / "ascend-setup", {"result": {"chosen": "http://127.0.0.1:9/simple/"}})
+    assert not (tmp_path / "missing").exists()
+    save_cache(tmp_path / "ascend-setup", {"result": {"chosen": "http://127.0.0.1:9/simple/"}})
+    assert (tmp_path / "ascend-setup" / CACHE_NAME).is_file()

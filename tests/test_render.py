@@ -112,6 +112,33 @@ def test_every_table_command_prints_each_value_whole(cli, tmp_path: Path, column
     checks = json.loads(cli("doctor", "--workdir", str(tmp_path / "wd"), "--json").stdout)["checks"]
     assert_whole(text, [c["id"] for c in checks], width)
 
+    from test_audit import clean_venv
+    from test_fit import QWEN3_VL_8B
+
+    venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"})
+    report = json.loads(cli("audit", "--venv", str(venv), "--json").stdout)
+    text = cli("audit", "--venv", str(venv), env=env).stdout
+    assert_whole(text, [str(venv)] + [v for f in report["findings"] for v in (f["id"], f["package"])], width)
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(QWEN3_VL_8B))
+    fit = json.loads(cli("fit", str(tmp_path / "model"), "--json", "--workdir", str(tmp_path / "wd")).stdout)
+    text = cli("fit", str(tmp_path / "model"), "--workdir", str(tmp_path / "wd"), env=env).stdout
+    assert_whole(text, [str(tmp_path / "model"), *fit["serve_args"]], width)
+
+    refused = f"http://127.0.0.1:{_free_port()}/simple/"
+    text = cli("mirrors", "--only", "--candidate", refused, "--budget", "1", env=env).stdout
+    assert_whole(text, [refused, "error"], width)
+
+
+def _free_port() -> int:
+    """A loopback port nobody listens on (connections to it are refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
 
 def test_the_live_line_is_one_line_and_its_clock_ticks_without_output() -> None:
     out = io.StringIO()

@@ -26,6 +26,8 @@ class Installed:
     path: Path
     dist: Distribution = field(repr=False)
     requires: List[str] = field(default_factory=list)
+    #: The CHECKED_MEMBERS that were readable text, as read_venv read them (each file is read once).
+    texts: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def parsed_version(self) -> Optional[Version]:
@@ -36,6 +38,8 @@ class Installed:
 
     def read(self, member: str) -> Optional[str]:
         """A dist-info file's text; None when it is missing or damaged (read_venv made a finding of that)."""
+        if member in CHECKED_MEMBERS:
+            return self.texts.get(member)  # read_venv read and checked it already
         path = self.path / member
         if not path.exists():
             return None
@@ -107,17 +111,17 @@ def read_venv(root: Path) -> VenvContents:
         for meta in sorted(site.iterdir()):
             if meta.suffix not in (".dist-info", ".egg-info") or not meta.is_dir():
                 continue
-            broken = _damaged_members(meta)
+            texts, broken = _read_members(meta)
             damaged += broken
             if any(path.name in ("METADATA", "PKG-INFO") for path, _ in broken):
                 continue  # no name or version can be trusted from it
-            dist = PathDistribution(meta)
+            dist = _CheckedDistribution(meta, texts)
             headers = dist.metadata  # parsed once: importlib.metadata re-parses on every access
             name = headers["Name"] if headers else None
             if not name:
                 continue
             dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
-                                   headers.get_all("Requires-Dist") or []))
+                                   headers.get_all("Requires-Dist") or [], texts))
     return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged)
 
 
@@ -125,18 +129,34 @@ def read_venv(root: Path) -> VenvContents:
 CHECKED_MEMBERS = ("METADATA", "PKG-INFO", "WHEEL", "RECORD", "INSTALLER", "direct_url.json")
 
 
-def _damaged_members(meta: Path) -> List[Tuple[Path, str]]:
-    """The members of one dist-info that are not readable text (binary, a FIFO, huge): findings, not crashes."""
+def _read_members(meta: Path) -> Tuple[Dict[str, str], List[Tuple[Path, str]]]:
+    """(member -> text, the members that are not readable text: binary, a FIFO, huge) of one dist-info:
+    damage is a finding, not a crash."""
+    texts: Dict[str, str] = {}
     found = []
     for member in CHECKED_MEMBERS:
         path = meta / member
         if not (path.exists() or path.is_symlink()):
             continue
         try:
-            read_input_text(path, "metadata", follow=False)  # pip writes no links in a dist-info
+            texts[member] = read_input_text(path, "metadata", follow=False)  # pip writes no links in a dist-info
         except BadInput as exc:
             found.append((path, exc.message))
-    return found
+    return texts, found
+
+
+class _CheckedDistribution(PathDistribution):
+    """importlib.metadata's view of a dist-info, over the member texts read_venv checked: no member is read
+    twice, and none unchecked."""
+
+    def __init__(self, path: Path, texts: Mapping[str, str]) -> None:
+        super().__init__(path)
+        self._texts = texts
+
+    def read_text(self, filename: str) -> Optional[str]:
+        if filename in CHECKED_MEMBERS:
+            return self._texts.get(filename)
+        return super().read_text(filename)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if derived is not None:
             stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
     report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
-                        python=python, soc=soc)
+                        python=python, soc=soc, index=index)
     target = install_target(report, matrix, index, workdir, python, soc)
     report.facts["target"] = target.to_json()
     report.name_install_python(target.python, target.python_executable)

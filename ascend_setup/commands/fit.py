@@ -15,7 +15,7 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.paths import cache_dir, check_path_length, env_or, resolve_workdir
-from ascend_setup.render import print_field, print_json, stdout_console
+from ascend_setup.render import print_field, print_json, print_prose, stdout_console
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
@@ -61,20 +61,18 @@ def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
 
 
 def print_fit(fit: Fit) -> None:
+    """Sentences wrap at words at the terminal's width; the serve command stays one line, to be copied."""
     out = stdout_console()
-    out.print(fit.headline, soft_wrap=True, markup=False)
+    print_prose(out, fit.headline, "  ", "")
     print_field(out, "figures from", str(fit.origin))
     for line in fit.arithmetic:
-        out.print(f"  {line}", soft_wrap=True, markup=False)
-    out.print(f"  card: {fit.card_source}", soft_wrap=True, markup=False)
-    out.print(f"  bandwidth from the {fit.bandwidth_source}" + ("" if fit.bandwidth_source != "card-table" else
-                                                              " (see card)"), soft_wrap=True, markup=False)
-    for blocker in fit.blockers:
-        out.print(f"blocker: {blocker}", soft_wrap=True, markup=False)
-    for warning in fit.warnings:
-        out.print(f"warning: {warning}", soft_wrap=True, markup=False)
-    for note in fit.notes:
-        out.print(f"note: {note}", soft_wrap=True, markup=False)
+        print_prose(out, line, "    ", "  ")
+    print_prose(out, f"card: {fit.card_source}", "    ", "  ")
+    print_prose(out, f"bandwidth from the {fit.bandwidth_source}" + ("" if fit.bandwidth_source != "card-table" else
+                                                                    " (see card)"), "    ", "  ")
+    for label, texts in (("blocker", fit.blockers), ("warning", fit.warnings), ("note", fit.notes)):
+        for text in texts:
+            print_prose(out, f"{label}: {text}", "  ", "")
     if fit.serve_args or fit.env:
         env = " ".join(f"{k}={v}" for k, v in fit.env.items())
         out.print("serve with: " + " ".join(filter(None, [env, "vllm serve MODEL", *(f"'{a}'" if "{" in a else a

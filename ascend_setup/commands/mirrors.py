@@ -27,6 +27,7 @@ from ascend_setup.venvinfo import read_pyvenv_cfg
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
 EXIT_RESERVE = 0.15
+RANKING_SHARE_MIN = 0.5
 
 
 def install_python(value: Optional[str], row: Row) -> str:
@@ -66,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
         if live.is_terminal and not args.json else None
     # --budget is the command's wall time: its start-up (imports, the interpreter search) comes off the ranking's
     # share, and a little is kept for writing the answer and exiting.
-    budget = max(0.3, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
-    data, _ = ranked(matrix, row, workdir, target=this_machine(python), urls=urls, budget=budget, use_cache=False,
+    target = this_machine(python)  # before the budget is reckoned: it reads this host's glibc
+    # Half of it is the ranking's at least: a start-up slowed by a loaded host must not leave it too little
+    # time to hear a good index (that overruns --budget, and is rarer than a dropped index is harmful).
+    budget = max(args.budget * RANKING_SHARE_MIN, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
+    data, _ = ranked(matrix, row, workdir, target=target, urls=urls, budget=budget, use_cache=False,
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:

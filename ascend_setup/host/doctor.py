@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 from ascend_setup.sourcebuild.locks import find_compile_locks
 from ascend_setup.errors import AscendSetupError, BadInput
@@ -17,10 +17,12 @@ from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
 from ascend_setup.host.setenv import CapturedEnv, capture_env
 from ascend_setup.soc import device_of, label
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
+from ascend_setup.index.answers import IndexAnswer, ask_indexes
 from ascend_setup.index.pipconfig import PipSettings
+from ascend_setup.index.reach import IndexNeed
 from ascend_setup.inputs import load_json, open_input
 from ascend_setup.knowledge.scan import triage_stream
-from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
 GIB = 1024 ** 3
@@ -224,10 +226,16 @@ def check_pip_config(settings: Optional[PipSettings]) -> Check:
     return Check("pip-config", "pass", f"{source}; nothing else set")
 
 
-def check_indexes(matrix: Matrix, row: Row) -> Check:
-    """The named indexes this host's row takes packages from (`--index NAME=URL` replaces one)."""
-    named = [f"{', '.join(row.packages_from(n))} from {n} ({matrix.index_url(n)})" for n in row.named_indexes()]
-    return Check("indexes", "pass", "; ".join(named) or "every package comes from the PyPI mirror")
+def check_indexes(matrix: Matrix, row: Row, mirror: str) -> Tuple[Check, List[IndexAnswer]]:
+    """Each index the install would use (`mirror`: pip's, or --index-url), asked for one pin it serves."""
+    urls = {**({MIRROR: mirror} if mirror else {}), **{n: matrix.index_url(n) for n in row.named_indexes()}}
+    answers = ask_indexes([IndexNeed(n, [url], dict([next(iter(row.packages_from(n).items()))]))
+                           for n, url in urls.items() if row.packages_from(n)])
+    worst = "fail" if any(a.status == "unreachable" for a in answers) else \
+        "warn" if any(a.status != "reachable" for a in answers) else "pass"
+    fix = {"fail": "check the network, or pass --index NAME=URL / --index-url URL for an index this host can reach",
+           "warn": "a nearer mirror answers faster: ascend-setup mirrors"}.get(worst)
+    return Check("indexes", worst, "; ".join(a.line() for a in answers) or "no index to ask", fix), answers
 
 
 @dataclass
@@ -275,7 +283,7 @@ def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, 
 
 def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
                venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None,
-               soc: Optional[str] = None) -> DoctorReport:
+               soc: Optional[str] = None, index: str = "") -> DoctorReport:
     installs = detect_cann(cann_home)
     row = row_for(matrix, cann, installs[0] if installs else None).for_arch(platform.machine())
     facts = machine_facts(workdir)
@@ -298,8 +306,9 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks.append(check_last_failure(workdir))
     checks.append(check_venv(venv))
     checks.append(check_pip_config(settings))
-    checks.append(check_indexes(matrix, row))
-    return DoctorReport(checks=checks, facts={
+    index_check, answers = check_indexes(matrix, row, index)
+    checks.append(index_check)
+    return DoctorReport(checks=checks, facts={"indexes": [a.to_json() for a in answers],
         "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
         "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {},
         "python": newest.to_json() if newest else None})

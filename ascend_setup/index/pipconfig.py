@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.urls import is_index_url
 
 #: pip option -> the variable that carries it to pip (and, for uv, its own equivalent).
 NETWORK_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout")
@@ -126,6 +127,10 @@ def _classify(items: Mapping[str, object]) -> Tuple[Optional[str], Dict[str, str
             continue
         if key == "index-url":
             index_url = value.split()[0] if value.split() else None
+            if index_url is not None and not is_index_url(index_url):
+                where = source + (f" (in {origin})" if origin else "")
+                raise BadInput(f"{where}={index_url!r} is not an http(s):// or file:// URL",
+                               hint=f"fix or unset {source}, or pass --index-url URL")
         elif key in NETWORK_KEYS:
             network[key] = " ".join(value.split())
             _check_network_value(key, network[key], source + (f" (in {origin})" if origin else ""))

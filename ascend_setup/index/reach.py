@@ -34,6 +34,8 @@ class IndexCheck:
     error: Optional[str] = None  # the index did not answer (DNS, refused, TLS, timeout, 5xx)
     missing: Dict[str, str] = field(default_factory=dict)  # package -> what the index has instead
     unanswered: Dict[str, str] = field(default_factory=dict)  # package -> why its page did not come
+    #: Seconds until its last page (or failure) came; None when some page had not come by the deadline.
+    seconds: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -75,12 +77,23 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
         for url in need.urls:
             index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
             jobs += [(index, name) for name in need.pins]
-    pages = run_until([lambda i=index, n=name: i.project(n) for index, name in jobs], time.monotonic() + deadline)
+    start = time.monotonic()
+    came: Dict[tuple, float] = {}
+
+    def ask(index: SimpleIndex, name: str) -> ProjectPage:
+        try:
+            return index.project(name)
+        finally:
+            came[(index.url, name)] = time.monotonic() - start
+
+    pages = run_until([lambda i=index, n=name: ask(i, n) for index, name in jobs], start + deadline)
     results: Dict[tuple, Union[ProjectPage, Exception]] = {(index.url, name): page for (index, name), page
                                                            in zip(jobs, pages) if page is not None}
     checks = []
     for need in needs:
-        check = IndexCheck(need)
+        keys = [(pool[url].url, name) for url in need.urls for name in need.pins]
+        on_time = all(k in results and k in came for k in keys)  # a page that came after the deadline is not counted
+        check = IndexCheck(need, seconds=max(came[k] for k in keys) if on_time else None)
         pages: Dict[str, List[ProjectPage]] = {n: [] for n in need.pins}
         errors: Dict[str, str] = {}
         for url in need.urls:

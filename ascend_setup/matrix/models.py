@@ -6,7 +6,6 @@ import fnmatch
 import re
 from types import MappingProxyType
 from typing import Annotated, Dict, List, Mapping, Optional, Tuple
-from urllib.parse import urlparse
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -14,6 +13,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from ascend_setup.index.tags import ARCHES
+from ascend_setup.index.urls import is_index_url
 
 #: Every row must pin these, or the stack is not a stack.
 REQUIRED_PACKAGES = (
@@ -54,8 +54,7 @@ ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
 def index_url_value(value: object) -> str:
     """An index is reached over http(s) or read from a file:// tree; pip and uv take nothing else."""
     text = str(value)
-    parsed = urlparse(text)
-    if parsed.scheme not in ("http", "https", "file") or (parsed.scheme != "file" and not parsed.netloc):
+    if not is_index_url(text):
         raise ValueError(f"{text!r} is not an http(s):// or file:// URL")
     return text
 

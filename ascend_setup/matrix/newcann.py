@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fsutil import atomic_write_text, read_regular_text
-from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.matrix.derive import CARRIED, DerivedRow, derive_row, into_matrix
 from ascend_setup.matrix.load import parse_matrix
 from ascend_setup.matrix.models import Matrix, Row
+
+if TYPE_CHECKING:  # audit imports this module for recorded_matrix: no HTTP stack at start-up
+    from ascend_setup.matrix.derive import DerivedRow
 
 #: The matrix an install with a derived row runs on, in its workdir (what resume and audit read).
 DERIVED_MATRIX = "matrix.yaml"
@@ -25,6 +26,7 @@ _derived: Dict[Tuple, DerivedRow] = {}  # one derivation per run, however many c
 def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:
     """The unknown-CANN error, naming the plugin releases the index has for that CANN when it can tell (a CANN
     older than every row predates the releases the matrix knows: the index is not asked)."""
+    from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.matrix.releases import releases_for_cann
 
     found = []
@@ -56,6 +58,8 @@ def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
         return matrix, None
     if not vllm_ascend:
         raise _unknown(matrix, cann, index)
+    from ascend_setup.matrix.derive import derive_row
+
     mirror = [index()]
     key = (matrix.source, tuple(sorted(matrix.indexes.items())), cann, vllm_ascend, tuple(mirror))
     if key not in _derived:
@@ -67,6 +71,8 @@ def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
 
 def provenance_line(derived: DerivedRow, matrix: Matrix) -> str:
     """The one line that says the row was derived, from what."""
+    from ascend_setup.matrix.derive import CARRIED
+
     plugin = derived.provenance.get("packages.torch-npu", "the plugin's metadata").split(" ")[0]
     carried = derived.provenance.get(CARRIED[0], "").split(" (")[0]
     unverified = f"; not verified: {', '.join(p.split(':')[0] for p in derived.problems)}" if derived.problems else ""
@@ -78,6 +84,8 @@ def provenance_line(derived: DerivedRow, matrix: Matrix) -> str:
 
 def record(matrix: Matrix, derived: DerivedRow, workdir: Path) -> Path:
     """Write the matrix file in use, with the derived row (and its provenance comments), into the workdir."""
+    from ascend_setup.matrix.derive import into_matrix
+
     target = workdir / DERIVED_MATRIX
     text = into_matrix(read_regular_text(Path(matrix.source)), derived)
     parse_matrix(text, str(target))  # what is written must validate

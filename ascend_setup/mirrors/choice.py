@@ -61,9 +61,10 @@ def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranki
 
 
 def save_cache(workdir: Path, data: dict) -> None:
-    """Keep a ranking that chose a mirror (a failed one is never kept: the next run measures again)."""
+    """Keep a ranking that chose a mirror (a failed one is never kept: the next run measures again). The workdir
+    is made when its parent is there; a missing parent (a default /mnt/workspace this host lacks) is not made."""
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(exist_ok=True)
         atomic_write_text(workdir / CACHE_NAME, json.dumps(data, indent=2) + "\n")
     except OSError:
         pass  # a read-only workdir: the ranking is shown, just not remembered

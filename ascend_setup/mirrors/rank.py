@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 
 from ascend_setup.deadline import Calls, failure_text, run_until
 from ascend_setup.index.choose import choose
+from ascend_setup.index.dnscache import keep_answers
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
@@ -234,6 +235,7 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
     """Rank within `budget` seconds of wall clock, DNS and connect included. `first` (pip's configured index)
     is measured first; a mirror that answered is never dropped for lack of time (it is ranked by its first
     byte instead). `on_result` hears of each mirror as soon as it is decided."""
+    keep_answers()  # every page and probe below reuses the first lookup of its host
     start = time.monotonic()
     end = start + budget
     urls = list(dict.fromkeys(u if u.endswith("/") else u + "/" for u in urls))

@@ -40,6 +40,7 @@ class Behaviour:
     garbage: bool = False                     # project pages are junk HTML
     json_pages: bool = True                   # answer PEP 691 JSON when asked
     first_byte_delay: float = 0.0
+    page_delay: float = 0.0                   # seconds before a project page (an index far away, or loaded)
     hidden_projects: Set[str] = field(default_factory=set)
     fail_first: int = 0                       # answer this many project-page requests with HTTP 503
 
@@ -134,6 +135,8 @@ class LocalIndex:
         if b.fail_first > 0:
             b.fail_first -= 1
             return self._send(h, 503, b"try again", "text/plain", head)
+        if b.page_delay:
+            time.sleep(b.page_delay)
         if b.garbage:
             return self._send(h, 200, b"<<<this is not an index>>> \x00\x01", "text/html", head)
         files = [f for f in self.files.values() if f.project == project and project not in b.hidden_projects]
