@@ -17,18 +17,17 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Tuple
 
+from ascend_setup.procstat import start_ticks
+
 _run: Optional[Tuple[Path, Optional[str], Optional[str], str]] = None  # root, old TMPDIR, old tempdir, system
 PREFIX = "ascend-setup-run-"
 OWNER = ".ascend-setup-owner"
 
 
 def _process_identity(pid: int) -> Optional[str]:
-    """pid plus the process's start time (field 22 of /proc/PID/stat): a reused pid is another process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+    """pid plus the process's start time: a reused pid is another process."""
+    ticks = start_ticks(pid)
+    return None if ticks is None else f"{pid} {ticks}"
 
 
 def _sweep_abandoned(system: str) -> None:
