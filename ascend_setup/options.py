@@ -6,14 +6,16 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ascend_setup.errors import BadInput
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
+from ascend_setup.matrix.models import ExactVersion, IndexUrl, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
 from ascend_setup.venvinfo import check_venv_target
@@ -113,6 +115,28 @@ class InstallOptions:
             where = ".".join(str(p) for p in first["loc"])
             raise BadInput(f"the state file's recorded option {where!r} cannot be used: {first['msg']}",
                            hint="start again with 'ascend-setup install' and its flags, or restore the file") from None
+
+
+def _mirror(value: object) -> str:
+    return str(value) if value in ("auto", "none") else index_url_value(value)
+
+
+class _RecordedOptions(BaseModel):
+    """The recorded options whose values are more than strings (the rest are checked as flags on replay)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cann: Optional[ExactVersion] = None
+    installer: Optional[Literal["pip", "uv"]] = None
+    mirror: Optional[Annotated[str, BeforeValidator(_mirror)]] = None
+    index_url: Optional[IndexUrl] = None
+    extra_index_urls: List[IndexUrl] = Field(default_factory=list)
+    indexes: Dict[str, IndexUrl] = Field(default_factory=dict)
+
+
+def check_recorded_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """`resume` replays these: a hand-edited installer or index must fail at load, not inside pip."""
+    return {**options, **_RecordedOptions.model_validate(options).model_dump(exclude_unset=True)}
 
 
 def check_lock_for_host(path: str, cann: str, python_spec: Optional[str] = None, python: Optional[str] = None) -> str:

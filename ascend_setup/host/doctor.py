@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import List, Optional, Union
 
+from ascend_setup.workdir import Workdir
 from ascend_setup.sourcebuild.locks import find_compile_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
@@ -178,7 +179,7 @@ def check_locks(workdir: Path) -> Check:
 def check_last_failure(workdir: Path) -> Check:
     """The root cause of the install's failed step, read from its log by the same triage the install shows:
     a user who comes back to a stopped host asks doctor first."""
-    state = workdir / "state.json"
+    state = Workdir(workdir).state
     if not state.is_file():
         return Check("last-failure", "pass", f"no install has run in {workdir}")
     try:
