@@ -9,8 +9,6 @@ from typing import Any, ClassVar, Dict, Generic, Mapping, Optional, Tuple, Type,
 
 from pydantic import BaseModel, ConfigDict
 
-from ascend_setup.engine.session import Session
-
 
 class StepOutput(BaseModel):
     """What a step records when it finishes (in the state file, so it survives restarts). Steps declare a
@@ -20,7 +18,6 @@ class StepOutput(BaseModel):
 
 
 O = TypeVar("O", bound=BaseModel)
-S = TypeVar("S", bound=Session)
 
 
 class Step(Generic[O]):

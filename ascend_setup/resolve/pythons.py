@@ -55,10 +55,11 @@ def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, li
     return gaps
 
 
-def row_pages(row: Row, sources: IndexSources, deadline: float) -> Optional[Dict[str, list]]:
+def row_pages(row: Row, sources: IndexSources, deadline: float,
+              pool: Optional[Dict[str, SimpleIndex]] = None) -> Optional[Dict[str, list]]:
     """The row packages' project pages from the indexes that answered within `deadline` (an index that
-    did not is never asked again); None when the mirror did not answer."""
-    pool: Dict[str, SimpleIndex] = {}
+    did not is never asked again); None when the mirror did not answer. `pool`: the command's (IndexSession)."""
+    pool = {} if pool is None else pool
     checks = gate(row, sources, deadline=deadline, pool=pool)
     if checks[0].error:
         return None
@@ -100,12 +101,13 @@ def row_minors(row: Row) -> List[str]:
 
 
 def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
-                local: bool = True, deadline: float = 5.0) -> PythonChoice:
+                local: bool = True, deadline: float = 5.0,
+                pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
     `local=False` (a target that is not this machine) chooses among the row's Python versions instead."""
     if explicit:
         interp = choose_interpreter(row.python, explicit)
-        pages = row_pages(row, sources, deadline)
+        pages = row_pages(row, sources, deadline, pool)
         gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else {}
         return PythonChoice(interp, [], list(gaps.values()))
     if local:
@@ -116,7 +118,7 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     else:
         found = [Interpreter(path="", version=f"{minor}.0", has_venv=True) for minor in row_minors(row)]
     minors = {i.minor for i in found}
-    pages = row_pages(row, sources, deadline) if len(minors) > 1 else None
+    pages = row_pages(row, sources, deadline, pool) if len(minors) > 1 else None
     if len(minors) == 1:
         return PythonChoice(max(found, key=lambda i: Version(i.version)), [], [])
     return choose_python(row, found, arch, glibc, pages)

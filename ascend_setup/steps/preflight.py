@@ -106,7 +106,7 @@ class Preflight(Step[HostFacts]):
         interp = None
         try:
             choice = pick_python(row, preflight_sources(ctx), platform.machine(), glibc_version() or "2.17",
-                                 explicit=options.python)
+                                 explicit=options.python, pool=ctx.index.pool())
             interp = choice.interpreter
             _log_python_choice(ctx, log, choice, bool(options.python))
         except BadInput:

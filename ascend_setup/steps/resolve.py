@@ -16,10 +16,8 @@ from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import label
 from ascend_setup.host.toolchain import toolchain_checks
-from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
-from ascend_setup.paths import cache_dir
-from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, resolve_closure
+from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, pick_python
 from ascend_setup.engine.step import Step
@@ -115,7 +113,7 @@ class Resolve(Step[LockRef]):
                              f"/ Python {lock.target.python})\n")
             return LockRef(lock=str(path), packages=len(lock.packages), source=given)
         sources = sources_of(ctx)
-        checks = gate(row, sources)
+        checks = ctx.index.gate(row, sources)
         with open_append(log) as handle:
             for check in checks:
                 handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
@@ -125,11 +123,10 @@ class Resolve(Step[LockRef]):
             raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
         try:
             target = ctx.target
-            lock = resolve_closure(row, target, sources, settings=ctx.pip_settings,
-                                   uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
-                                   on_derived=lambda derived: _log_derived(log, derived),
-                                   build_python=build_interpreter(target.python, ctx.get(Preflight).python),
-                                   device=ctx.device)
+            lock = ctx.index.resolve(row, target, sources, checks=checks,
+                                     on_derived=lambda derived: _log_derived(log, derived),
+                                     build_python=build_interpreter(target.python, ctx.get(Preflight).python),
+                                     device=ctx.device)
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
         check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
@@ -183,12 +180,11 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
         row, sources = ctx.row, preflight_sources(ctx)
         try:
             interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
-                                      explicit=ctx.options.python).interpreter
+                                      explicit=ctx.options.python, pool=ctx.index.pool()).interpreter
             device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
-            lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=ctx.pip_settings,
-                                   uv=uv_command(), cache_dir=cache_dir() / "uv",
-                                   build_python=build_interpreter(interpreter.minor, interpreter.path),
-                                   device=device)
+            lock = ctx.index.resolve(row, this_machine(interpreter.minor), sources,
+                                     build_python=build_interpreter(interpreter.minor, interpreter.path),
+                                     device=device)
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None

@@ -21,6 +21,7 @@ from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.options import InstallOptions, check_recorded_options
 from ascend_setup.paths import cache_dir
 from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.resolve.session import IndexSession
 from ascend_setup.soc import device_of
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
 from ascend_setup.venvinfo import venv_python
@@ -37,17 +38,23 @@ def install_store(workdir: Workdir) -> StateStore:
 
 @dataclass(kw_only=True)
 class InstallSession(Session):
-    """One install run. `files` is its Workdir. The matrix, row and pip settings are None only in tests of a
-    single step's check."""
+    """One install run. `files` is its Workdir; `index` the run's IndexSession, which the preflight's Python
+    choice, the resolve step's gate and closure and the dry run's preview share. The matrix, row and pip
+    settings are None only in tests of a single step's check."""
 
     options: InstallOptions
     matrix: Optional[Matrix] = None
     row: Optional[Row] = None
     pip_settings: Optional[PipSettings] = None
+    index: Optional[IndexSession] = None  # made from pip_settings when not given: one per run
     _lock: Optional[Lock] = field(default=None, repr=False)
     _lock_path: Optional[str] = field(default=None, repr=False)
     _cann_env: Optional[Dict[str, str]] = field(default=None, repr=False)
     _cann_env_read: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.index is None and self.pip_settings is not None:
+            self.index = IndexSession(self.pip_settings)
 
     @property
     def workdir(self) -> Workdir:
