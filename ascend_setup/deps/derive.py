@@ -19,6 +19,11 @@ from packaging.utils import canonicalize_name
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 
+#: Requirements another package of the row stands in for: triton-ascend installs the `triton` package itself,
+#: and upstream triton (which torch's CUDA build and xgrammar on x86 ask for) would shadow it. The resolution
+#: excludes them; audit expects them unmet.
+SUBSTITUTES = {"triton": "triton-ascend"}
+
 #: Row packages that other steps install; the plugin-deps step must not touch them.
 INSTALLED_ELSEWHERE = {
     "torch": "torch-stack", "torch-npu": "torch-stack", "torchvision": "torch-stack", "torchaudio": "torch-stack",

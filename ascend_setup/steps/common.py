@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
-from packaging.version import InvalidVersion, Version
-
 from ascend_setup.audit.venv import VenvContents, read_venv, requirements_unmet
 from ascend_setup.deps.derive import target_environment
 from ascend_setup.errors import BadInput
@@ -29,23 +27,6 @@ def installed_versions(session: InstallSession) -> Dict[str, str]:
     """name -> version of every distribution in the venv (read from dist-info, no subprocess)."""
     contents = venv_contents(session)
     return {d.name: d.version for d in contents.dists} if contents else {}
-
-
-def same_version(have: Optional[str], want: Optional[str]) -> bool:
-    """Exact equality, local version included: 2.10.0 is not 2.10.0+cpu."""
-    try:
-        return have is not None and want is not None and Version(have) == Version(want)
-    except InvalidVersion:
-        return have == want
-
-
-def local_only_differs(have: Optional[str], want: Optional[str]) -> bool:
-    """2.10.0 installed where 2.10.0+cpu is locked (or the reverse): pip would call it satisfied."""
-    try:
-        return have is not None and want is not None and Version(have).public == Version(want).public \
-            and Version(have) != Version(want)
-    except InvalidVersion:
-        return False
 
 
 def row_requirements_unmet(session: InstallSession, names: Iterable[str]) -> List[str]:

@@ -18,8 +18,8 @@ from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.engine.step import Step
 from ascend_setup.steps.session import InstallSession
-from ascend_setup.steps.common import (installed_versions, local_only_differs, row_requirements_unmet, same_version,
-                                       venv_contents)
+from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents
+from ascend_setup.versions import local_only_differs, same_version
 from ascend_setup.steps.outputs import SliceInstalled
 
 TORCH_STACK = ["torch", "torch-npu", "torchvision", "torchaudio"]
