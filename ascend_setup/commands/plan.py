@@ -21,7 +21,8 @@ from ascend_setup.paths import check_output_file, env_or
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, explicit_python, names_interpreter, pick_python
+from ascend_setup.resolve.pythons import (build_interpreter, decide_python, explicit_python, names_interpreter,
+                                         pick_python)
 from ascend_setup.resolve.session import IndexSession
 
 
@@ -36,7 +37,7 @@ def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: s
     local = arch == platform.machine() and glibc == (glibc_version() or "")
     if local:
         try:
-            return pick_python(row, sources, arch, glibc, pool=pool).interpreter.minor, ""
+            return decide_python(row, sources, pool=pool).interpreter.minor, ""
         except AscendSetupError:
             pass
     minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor

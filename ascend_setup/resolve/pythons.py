@@ -8,6 +8,7 @@ installed, so the choice asks them (the same pages the reachability gate reads).
 
 from __future__ import annotations
 
+import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
@@ -124,6 +126,13 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     return choose_python(row, found, arch, glibc, pages)
 
 
+def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
+                  pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+    """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
+    `plan` (for this machine) and the fleet report follow, so their answers cannot drift apart."""
+    return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool)
+
+
 def names_interpreter(value: str) -> bool:
     """Whether a --python value is an interpreter's path rather than a version such as 3.11."""
     return "/" in value or Path(value).exists()
@@ -137,7 +146,7 @@ def explicit_python(value: str, row: Row) -> str:
             raise BadInput(f"--python {value} is not a working Python interpreter")
         minor = interp.minor
     else:
-        minor = Target.parse("2.17", "x86_64", value).python
+        minor = Target.parse(GLIBC_FLOOR, "x86_64", value).python
     if not row.python_allows(f"{minor}.0"):
         raise BadInput(f"--python {value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
                        hint=f"use one of {', '.join(row_minors(row))}")

@@ -17,7 +17,7 @@ from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
-from ascend_setup.resolve.pythons import PythonChoice, pick_python
+from ascend_setup.resolve.pythons import PythonChoice, decide_python
 from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.engine.step import Step
 from ascend_setup.steps.outputs import HostFacts
@@ -105,8 +105,7 @@ class Preflight(Step[HostFacts]):
         found = primary_cann(options.cann_home)
         interp = None
         try:
-            choice = pick_python(row, preflight_sources(ctx), platform.machine(), glibc_version() or "2.17",
-                                 explicit=options.python, pool=ctx.index.pool())
+            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.index.pool())
             interp = choice.interpreter
             _log_python_choice(ctx, log, choice, bool(options.python))
         except BadInput:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -12,14 +11,14 @@ from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
-from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.host.machine import this_machine
 from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import label
 from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, pick_python
+from ascend_setup.resolve.pythons import build_interpreter, decide_python
 from ascend_setup.engine.step import Step
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.steps.mirror import ChooseMirror
@@ -179,8 +178,7 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     else:
         row, sources = ctx.row, preflight_sources(ctx)
         try:
-            interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
-                                      explicit=ctx.options.python, pool=ctx.index.pool()).interpreter
+            interpreter = decide_python(row, sources, explicit=ctx.options.python, pool=ctx.index.pool()).interpreter
             device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
             lock = ctx.index.resolve(row, this_machine(interpreter.minor), sources,
                                      build_python=build_interpreter(interpreter.minor, interpreter.path),
