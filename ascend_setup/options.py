@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Dict, List, Literal, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional, Tuple
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
@@ -17,8 +17,9 @@ from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import ExactVersion, IndexUrl, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
-from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
 from ascend_setup.venvinfo import check_venv_target
+from ascend_setup.workdir import Workdir
 
 INSTALLERS = ("pip", "uv")
 
@@ -185,7 +186,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
-    matrix, _ = flag_or_env(matrix, "--matrix", MATRIX_ENV)
+    matrix, _ = Flag("--matrix", MATRIX_ENV).value(matrix)
     loaded = load_matrix(flag_matrix)  # it reads the variable itself, and names it in its errors
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
@@ -193,16 +194,16 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                                  lambda: derivation_index(index_url, mirror, respect_pip_config))
     row = select_row(loaded, cann)
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
-    venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
-    venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
+    venv_path, venv_source = VENV.path(venv)
+    venv_path = venv_path or Workdir(work).venv
     check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
     check_venv_target(venv_path, venv_source, adopt=adopt_venv)
-    python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
+    python, python_source = PYTHON.value(python)
     if python:
         check_python_flag(python, python_source, row.python)
-    cann_home, home_source = flag_or_env(cann_home, "--cann-home", "ASCEND_SETUP_CANN_HOME")
-    if cann_home and not Path(cann_home).is_dir():
-        raise BadInput(f"{home_source} {cann_home} is not a directory")
+    home, home_source = CANN_HOME.path(cann_home)
+    if home and not home.is_dir():
+        raise BadInput(f"{home_source} {home} is not a directory")
     if installer not in INSTALLERS:
         raise BadInput(f"--installer must be one of {', '.join(INSTALLERS)}, not {installer!r}")
     mirror = mirror or "auto"
@@ -213,7 +214,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
-        cann_home=str(Path(cann_home).absolute()) if cann_home else None,
+        cann_home=str(home) if home else None,
         index_url=check_index_url(index_url, "--index-url") if index_url else None,
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
@@ -223,14 +224,23 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         adopt_venv=adopt_venv)
 
 
+def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(the index the install's flags name, the flag): --index-url, else a --mirror URL; None for
+    `--mirror auto|none` (the mirror step ranks, or takes pip's). The one rule for "which index"."""
+    if index_url:
+        return index_url, "--index-url"
+    if mirror and mirror not in ("auto", "none"):
+        return mirror, "--mirror"
+    return None
+
+
 def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:
     """The index a row for a CANN without one is read from: the one the install names, else pip's."""
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 
-    if index_url:
-        return check_index_url(index_url, "--index-url")
-    if mirror and mirror not in ("auto", "none"):
-        return check_index_url(mirror, "--mirror")
+    named = named_index(index_url, mirror)
+    if named:
+        return check_index_url(*named)
     return network_settings_for_this_run(pip_settings(respect=respect_pip_config)).index
 
 

@@ -14,17 +14,18 @@ from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Set, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
-from ascend_setup.deps.derive import SUBSTITUTES, target_environment
+from ascend_setup.requirement_set import SUBSTITUTES, target_environment
 from ascend_setup.fsutil import read_regular_text
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label
 from ascend_setup.index.tags import Target, tag_priorities
+from ascend_setup.markers import applicable
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.versions import same_version
@@ -99,15 +100,7 @@ class AuditContext:
 
     def requires(self, dist: Installed) -> List[Requirement]:
         """A distribution's requirements whose markers hold on this machine."""
-        found = []
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is None or req.marker.evaluate(dict(self.env)):
-                found.append(req)
-        return found
+        return applicable(dist.requires, self.env)
 
 
 def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:

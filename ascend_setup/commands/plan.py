@@ -17,7 +17,7 @@ from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
 from ascend_setup.options import check_device, check_index_url, parse_index_overrides
-from ascend_setup.paths import check_output_file, env_or
+from ascend_setup.paths import PYTHON, check_output_file
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     row = select_row(matrix, args.cann, arch)
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)
-    given = env_or(args.python, "ASCEND_SETUP_PYTHON")
+    given = PYTHON.value(args.python)[0]
     index = IndexSession(settings)
     python, note = target_python(given, row, sources, arch, glibc, index)
     target = Target.parse(glibc, arch, python)

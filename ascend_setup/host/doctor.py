@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from ascend_setup.workdir import Workdir
-from ascend_setup.sourcebuild.locks import find_compile_locks
+from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
 from ascend_setup.host.hints import python_install_hint
@@ -168,7 +168,7 @@ def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
 
 
 def check_locks(workdir: Path) -> Check:
-    stale = [lock for lock in find_compile_locks(workdir) if lock.stale]
+    stale = [lock for lock in find_kernel_meta_locks(workdir) if lock.stale]
     if stale:
         paths = " ".join(str(lock.path) for lock in stale)
         return Check("locks", "warn", f"{len(stale)} stale kernel_meta.lock file(s) (recorded pid dead): {paths}",

@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.deps.derive import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
+from ascend_setup.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
 from ascend_setup.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache

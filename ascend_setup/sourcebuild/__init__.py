@@ -1,1 +1,1 @@
-"""The vllm-ascend source build: environment, compile locks, progress, log triage."""
+"""The vllm-ascend source build: environment, kernel_meta locks, progress, log triage."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional
 
 from ascend_setup.audit.venv import VenvContents, read_venv, requirements_unmet
-from ascend_setup.deps.derive import target_environment
+from ascend_setup.requirement_set import target_environment
 from ascend_setup.errors import BadInput
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.venvinfo import read_pyvenv_cfg

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ascend_setup.engine.step import Step
+from ascend_setup.options import named_index
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.steps.outputs import MirrorChoice
 from ascend_setup.fsutil import open_append
@@ -35,10 +36,9 @@ class ChooseMirror(Step[MirrorChoice]):
         o = ctx.options
         extras = user_extra_indexes(ctx)
         fallbacks: list = []
-        if o.index_url:
-            chosen, source = o.index_url, "--index-url"
-        elif o.mirror not in (None, "auto", "none"):
-            chosen, source = o.mirror, "--mirror"
+        named = named_index(o.index_url, o.mirror)
+        if named:
+            chosen, source = named
         elif o.mirror == "none":
             chosen, source = ctx.pip_settings.index, "pip's configuration"
         else:

@@ -15,6 +15,7 @@ from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
+from ascend_setup.options import named_index
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, decide_python
@@ -167,11 +168,8 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
     """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
     pip's (any fresh mirror has the same files)."""
     options = ctx.options
-    mirror = options.index_url or (options.mirror if options.mirror not in (None, "auto", "none")
-                                          else None)
-    if not mirror:
-        settings = ctx.pip_settings
-        mirror = settings.index if settings else ""
+    named = named_index(options.index_url, options.mirror)
+    mirror = named[0] if named else (ctx.pip_settings.index if ctx.pip_settings else "")
     return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.deps.derive import Derived
+from ascend_setup.requirement_set import Derived
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
