@@ -269,4 +269,4 @@ def check_python_flag(python: str, source: str, spec: str) -> None:
     try:
         choose_interpreter(spec, python)
     except BadInput as exc:
-        raise BadInput(exc.message.replace("--python", source, 1), hint=exc.hint) from None
+        raise exc.given_as(source) from None

@@ -108,7 +108,10 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
     `local=False` (a target that is not this machine) chooses among the row's Python versions instead."""
     if explicit:
-        interp = choose_interpreter(row.python, explicit)
+        try:
+            interp = choose_interpreter(row.python, explicit)
+        except BadInput as exc:
+            raise exc.given_as("--python") from None  # the explicit interpreter is --python's
         pages = row_pages(row, sources, deadline, pool)
         gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else {}
         return PythonChoice(interp, [], list(gaps.values()))
