@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Dict, List, Literal, Optional, Tuple
+from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
@@ -191,7 +191,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
     loaded, _ = with_derived_row(loaded.with_indexes(parse_index_overrides(indexes or [])), cann, vllm_ascend,
-                                 lambda: derivation_index(index_url, mirror, respect_pip_config))
+                                 lambda: derivation_index(index_url, mirror, lambda: pip_index(respect_pip_config)))
     row = select_row(loaded, cann)
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
     venv_path, venv_source = VENV.path(venv)
@@ -234,13 +234,17 @@ def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tup
     return None
 
 
-def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:
-    """The index a row for a CANN without one is read from: the one the install names, else pip's."""
+def derivation_index(index_url: Optional[str], mirror: Optional[str], pip_index: Callable[[], str]) -> str:
+    """The index a row for a CANN without one is read from: the one the install names, else pip's (asked
+    only then: `pip_index`)."""
+    named = named_index(index_url, mirror)
+    return check_index_url(*named) if named else pip_index()
+
+
+def pip_index(respect_pip_config: bool) -> str:
+    """pip's configured index, as this run's pip and uv see it."""
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 
-    named = named_index(index_url, mirror)
-    if named:
-        return check_index_url(*named)
     return network_settings_for_this_run(pip_settings(respect=respect_pip_config)).index
 
 

@@ -30,16 +30,16 @@ from ascend_setup.venvinfo import adoption_notice, venv_target_kind
 
 
 def _runner(options: InstallOptions, console: Console, *, dry_run: bool = False) -> Runner:
+    settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     matrix = load_matrix(options.matrix).with_indexes(options.indexes)
     matrix, derived = with_derived_row(matrix, options.cann, options.vllm_ascend, lambda: derivation_index(
-        options.index_url, options.mirror, options.respect_pip_config))
+        options.index_url, options.mirror, lambda: settings.index))
     if derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
         console.print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
         if not dry_run:
             options.matrix = str(record(matrix, derived, Path(options.workdir)))
             console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
     row = select_row(matrix, options.cann, platform.machine())
-    settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     workdir = Workdir(Path(options.workdir))
     session = InstallSession(workdir, console=console, options=options, matrix=matrix, row=row, pip_settings=settings)
     return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
