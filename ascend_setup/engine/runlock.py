@@ -30,7 +30,7 @@ class RunLock:
         return int(text) if text.isdigit() else None
 
     def running(self) -> Optional[int]:
-        """The pid of the run that holds the lock now, or None (reads only: works on a read-only workdir)."""
+        """The pid of the run that holds the run lock now, or None (reads only: works on a read-only workdir)."""
         try:
             fd = open_nofollow(self.path, os.O_RDONLY)
         except (FileNotFoundError, PermissionError):

@@ -65,7 +65,7 @@ class Runner:
     """Runs steps in order; any step can be killed at any second and the next run resumes."""
 
     def __init__(self, steps: Sequence[Step], session: Session, store: Optional[StateStore] = None,
-                 lock: Optional[RunLock] = None) -> None:
+                 run_lock: Optional[RunLock] = None) -> None:
         names: List[str] = []
         for step in steps:
             if step.name in names:
@@ -77,7 +77,7 @@ class Runner:
         self.steps = list(steps)
         self.session = session
         self.store = store or StateStore(session.files.state)
-        self.lock = lock or RunLock(session.files.run_lock)
+        self.run_lock = run_lock or RunLock(session.files.run_lock)
         self.ran: List[str] = []  # the steps this run started: a rerun that starts none changed nothing
 
     # -- deciding ------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ class Runner:
 
     # -- running -------------------------------------------------------------------------------
     def run(self, reporter: Optional[Reporter] = None, options: Optional[Dict[str, Any]] = None) -> RunState:
-        """Take the lock, then run what is not done. State is saved after each transition; a full disk
+        """Take the run lock, then run what is not done. State is saved after each transition; a full disk
         while saving it (or making the workdir) is one line, and the next run resumes."""
         try:
             return self._run(reporter, options)
@@ -142,8 +142,8 @@ class Runner:
     def _run(self, reporter: Optional[Reporter], options: Optional[Dict[str, Any]]) -> RunState:
         reporter = reporter or SilentReporter()
         self.session.root.mkdir(parents=True, exist_ok=True)
-        with self.lock:
-            make_dir(self.session.files.logs)  # under the lock: a refused run creates nothing
+        with self.run_lock:
+            make_dir(self.session.files.logs)  # under the run lock: a refused run creates nothing
             state = self.store.load()
             if options is not None:
                 state.options = dict(options)
@@ -213,7 +213,7 @@ class Runner:
 
 def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] = None) -> List[Dict[str, Any]]:
     """One row per pipeline step for `status`: done, running (pid N), interrupted, failed or pending.
-    A `started` step is running while a run holds the lock (`running` is its pid), else it was interrupted."""
+    A `started` step is running while a run holds the run lock (`running` is its pid), else it was interrupted."""
     rows = []
     for step in steps:
         rec = state.steps.get(step.name)
