@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar, Union
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -33,6 +33,10 @@ class Session:
     def get(self, step: "Type[Step[O]]") -> O:
         """The outputs `step` recorded when it finished; KeyError when it has not (yet)."""
         return self.outputs[step.name]  # type: ignore[return-value]
+
+    def recorded(self, step: "Type[Step[O]]") -> Optional[O]:
+        """The outputs `step` recorded, or None when it has not finished."""
+        return self.outputs.get(step.name)  # type: ignore[return-value]
 
     def has(self, step: "Union[Type[Step], str]") -> bool:
         """Whether `step` finished (this run or, as recorded, an earlier one)."""

@@ -34,7 +34,8 @@ from ascend_setup.fsutil import open_append
 def alternate_urls(ctx: InstallSession, filename: str) -> List[str]:
     """The same file on the other fresh mirrors, so a stalled download continues elsewhere."""
     urls = []
-    for index in ctx.get(ChooseMirror).fallbacks if ctx.has(ChooseMirror) else []:
+    choice = ctx.recorded(ChooseMirror)
+    for index in choice.fallbacks if choice else []:
         page = SimpleIndex(index).project("vllm-ascend")
         urls += [f.url for f in page.files if f.filename == filename]
     return urls

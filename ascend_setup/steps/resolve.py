@@ -172,7 +172,8 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     """For `install --dry-run`: the closure this host's install will take, touching nothing: the lock given
     with --lock, else the workdir's when there is one, else a resolution made now (the mirror as preflight
     would see it)."""
-    recorded = ctx.options.lock or (ctx.get(Resolve).lock if ctx.has(Resolve) else None)
+    ref = ctx.recorded(Resolve)
+    recorded = ctx.options.lock or (ref.lock if ref else None)
     if recorded and Path(recorded).is_file():
         lock, source = read_lock(Path(recorded)), recorded
     else:

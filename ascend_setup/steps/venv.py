@@ -40,7 +40,7 @@ class CreateVenv(Step[VenvMade]):
     depends_on = ("preflight", "mirror", "resolve")
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        pre = ctx.get(Preflight) if ctx.has(Preflight) else None
+        pre = ctx.recorded(Preflight)
         return {"venv": str(ctx.venv), "python": pre and pre.python, "python_version": pre and pre.python_version,
                 "packages": [p.requirement() for p in slice_of(ctx, self.name)]}
 
@@ -49,7 +49,7 @@ class CreateVenv(Step[VenvMade]):
 
     def why_not_done(self, ctx: InstallSession) -> str:
         cfg = read_pyvenv_cfg(ctx.venv)
-        pre = ctx.get(Preflight) if ctx.has(Preflight) else None
+        pre = ctx.recorded(Preflight)
         if cfg is None:
             return f"{ctx.venv} is not a venv"
         if cfg.get("include-system-site-packages", "false").lower() == "true":
@@ -117,9 +117,9 @@ class CreateVenv(Step[VenvMade]):
 
     def _record(self, ctx: InstallSession, created: bool) -> None:
         idx = ctx.indexes
-        lock = ctx.lock()
+        lock, ref = ctx.lock(), ctx.recorded(Resolve)
         write_venv_record(ctx.venv, VenvRecord(
-            workdir=str(ctx.root), lock=ctx.get(Resolve).lock if ctx.has(Resolve) else None,
+            workdir=str(ctx.root), lock=ref.lock if ref else None,
             indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}, created=created))
 
     def run(self, ctx: InstallSession, log: Path) -> VenvMade:

@@ -80,7 +80,8 @@ def kernel_problems(ctx: InstallSession) -> List[str]:
 
 
 def shell_lines(ctx: InstallSession) -> List[str]:
-    scripts = ctx.get(Preflight).set_env if ctx.has(Preflight) else []
+    facts = ctx.recorded(Preflight)
+    scripts = facts.set_env if facts else []
     return [f"source {s}" for s in scripts] + [f"source {ctx.venv}/bin/activate"]
 
 
