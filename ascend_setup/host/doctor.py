@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from ascend_setup.workdir import Workdir
-from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
+from ascend_setup.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
 from ascend_setup.host.hints import python_install_hint

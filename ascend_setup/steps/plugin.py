@@ -13,7 +13,7 @@ from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progres
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.sourcebuild.kernels import missing_kernels
-from ascend_setup.sourcebuild.kernel_meta import sweep_kernel_meta_locks
+from ascend_setup.kernel_meta import sweep_kernel_meta_locks
 from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
 from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.errors import StepFailed
