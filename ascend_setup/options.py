@@ -6,18 +6,21 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ascend_setup.errors import BadInput
 from ascend_setup.index.urls import is_index_url
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
+from ascend_setup.matrix.models import ExactVersion, IndexUrl, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
-from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
 from ascend_setup.venvinfo import check_venv_target
+from ascend_setup.workdir import Workdir
 
 INSTALLERS = ("pip", "uv")
 
@@ -115,6 +118,28 @@ class InstallOptions:
                            hint="start again with 'ascend-setup install' and its flags, or restore the file") from None
 
 
+def _mirror(value: object) -> str:
+    return str(value) if value in ("auto", "none") else index_url_value(value)
+
+
+class _RecordedOptions(BaseModel):
+    """The recorded options whose values are more than strings (the rest are checked as flags on replay)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cann: Optional[ExactVersion] = None
+    installer: Optional[Literal["pip", "uv"]] = None
+    mirror: Optional[Annotated[str, BeforeValidator(_mirror)]] = None
+    index_url: Optional[IndexUrl] = None
+    extra_index_urls: List[IndexUrl] = Field(default_factory=list)
+    indexes: Dict[str, IndexUrl] = Field(default_factory=dict)
+
+
+def check_recorded_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """`resume` replays these: a hand-edited installer or index must fail at load, not inside pip."""
+    return {**options, **_RecordedOptions.model_validate(options).model_dump(exclude_unset=True)}
+
+
 def check_lock_for_host(path: str, cann: str, python_spec: Optional[str] = None, python: Optional[str] = None) -> str:
     """`--lock FILE` must be a lock of this row made for this host (arch, glibc), for a Python in the row's
     range and, with --python, for that interpreter's version; else exit 2 now."""
@@ -161,24 +186,24 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
     flag_matrix = matrix
-    matrix, _ = flag_or_env(matrix, "--matrix", MATRIX_ENV)
+    matrix, _ = Flag("--matrix", MATRIX_ENV).value(matrix)
     loaded = load_matrix(flag_matrix)  # it reads the variable itself, and names it in its errors
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
     loaded, _ = with_derived_row(loaded.with_indexes(parse_index_overrides(indexes or [])), cann, vllm_ascend,
-                                 lambda: derivation_index(index_url, mirror, respect_pip_config))
+                                 lambda: derivation_index(index_url, mirror, lambda: pip_index(respect_pip_config)))
     row = select_row(loaded, cann)
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
-    venv_value, venv_source = flag_or_env(venv, "--venv", "ASCEND_SETUP_VENV")
-    venv_path = Path(venv_value).expanduser().absolute() if venv_value else work / "venv"
+    venv_path, venv_source = VENV.path(venv)
+    venv_path = venv_path or Workdir(work).venv
     check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
     check_venv_target(venv_path, venv_source, adopt=adopt_venv)
-    python, python_source = flag_or_env(python, "--python", "ASCEND_SETUP_PYTHON")
+    python, python_source = PYTHON.value(python)
     if python:
         check_python_flag(python, python_source, row.python)
-    cann_home, home_source = flag_or_env(cann_home, "--cann-home", "ASCEND_SETUP_CANN_HOME")
-    if cann_home and not Path(cann_home).is_dir():
-        raise BadInput(f"{home_source} {cann_home} is not a directory")
+    home, home_source = CANN_HOME.path(cann_home)
+    if home and not home.is_dir():
+        raise BadInput(f"{home_source} {home} is not a directory")
     if installer not in INSTALLERS:
         raise BadInput(f"--installer must be one of {', '.join(INSTALLERS)}, not {installer!r}")
     mirror = mirror or "auto"
@@ -189,7 +214,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
-        cann_home=str(Path(cann_home).absolute()) if cann_home else None,
+        cann_home=str(home) if home else None,
         index_url=check_index_url(index_url, "--index-url") if index_url else None,
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
         mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
@@ -199,14 +224,27 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         adopt_venv=adopt_venv)
 
 
-def derivation_index(index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> str:
-    """The index a row for a CANN without one is read from: the one the install names, else pip's."""
+def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(the index the install's flags name, the flag): --index-url, else a --mirror URL; None for
+    `--mirror auto|none` (the mirror step ranks, or takes pip's). The one rule for "which index"."""
+    if index_url:
+        return index_url, "--index-url"
+    if mirror and mirror not in ("auto", "none"):
+        return mirror, "--mirror"
+    return None
+
+
+def derivation_index(index_url: Optional[str], mirror: Optional[str], pip_index: Callable[[], str]) -> str:
+    """The index a row for a CANN without one is read from: the one the install names, else pip's (asked
+    only then: `pip_index`)."""
+    named = named_index(index_url, mirror)
+    return check_index_url(*named) if named else pip_index()
+
+
+def pip_index(respect_pip_config: bool) -> str:
+    """pip's configured index, as this run's pip and uv see it."""
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 
-    if index_url:
-        return check_index_url(index_url, "--index-url")
-    if mirror and mirror not in ("auto", "none"):
-        return check_index_url(mirror, "--mirror")
     return network_settings_for_this_run(pip_settings(respect=respect_pip_config)).index
 
 
@@ -235,4 +273,4 @@ def check_python_flag(python: str, source: str, spec: str) -> None:
     try:
         choose_interpreter(spec, python)
     except BadInput as exc:
-        raise BadInput(exc.message.replace("--python", source, 1), hint=exc.hint) from None
+        raise exc.given_as(source) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Tuple
 
@@ -15,24 +16,38 @@ PERSISTENT_ROOTS = ("/mnt/workspace", "/home")
 WORKDIR_NAME = "ascend-setup"
 
 
-def env_or(flag_value: Optional[str], env_name: str) -> Optional[str]:
-    """A flag wins over its ASCEND_SETUP_* environment variable."""
-    return flag_value if flag_value else (os.environ.get(env_name) or None)
+@dataclass(frozen=True)
+class Flag:
+    """A path-like flag with its ASCEND_SETUP_* environment variable, defined once: the flag wins over the
+    variable; an empty value of either is bad input; errors name whichever the user set."""
+
+    name: str
+    env: str
+
+    def value(self, given: Optional[str]) -> Tuple[Optional[str], str]:
+        """(the value, where it came from): an error then names the flag or the variable the user set."""
+        if given is not None:
+            if not given.strip():
+                raise BadInput(f"{self.name} was given an empty value")
+            check_path_length(Path(given), self.name)
+            return given, self.name
+        value = os.environ.get(self.env)
+        if value is not None and not value.strip():
+            raise BadInput(f"{self.env} is set but empty", hint="unset it or give it a value")
+        if value:
+            check_path_length(Path(value), self.env)
+        return (value, self.env) if value else (None, f"{self.name} (default)")
+
+    def path(self, given: Optional[str]) -> Tuple[Optional[Path], str]:
+        """The value as an absolute path, `~` expanded (None when neither flag nor variable is set)."""
+        value, source = self.value(given)
+        return (Path(value).expanduser().absolute() if value else None), source
 
 
-def flag_or_env(flag_value: Optional[str], flag: str, env_name: str) -> Tuple[Optional[str], str]:
-    """(the value, where it came from): an error then names the flag or the variable the user set."""
-    if flag_value is not None:
-        if not flag_value.strip():
-            raise BadInput(f"{flag} was given an empty value")
-        check_path_length(Path(flag_value), flag)
-        return flag_value, flag
-    value = os.environ.get(env_name)
-    if value is not None and not value.strip():
-        raise BadInput(f"{env_name} is set but empty", hint="unset it or give it a value")
-    if value:
-        check_path_length(Path(value), env_name)
-    return (value, env_name) if value else (None, f"{flag} (default)")
+WORKDIR = Flag("--workdir", "ASCEND_SETUP_WORKDIR")
+VENV = Flag("--venv", "ASCEND_SETUP_VENV")
+PYTHON = Flag("--python", "ASCEND_SETUP_PYTHON")
+CANN_HOME = Flag("--cann-home", "ASCEND_SETUP_CANN_HOME")
 
 
 def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = True) -> Path:
@@ -57,8 +72,8 @@ def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = Tr
 def resolve_workdir(flag_value: Optional[str], *, mode: str = "write", exist: bool = False) -> Path:
     """The workdir the user asked for, or the default, checked for `mode` (see check_dir_path); `exist`
     ones (status, resume) need it to be there."""
-    chosen, source = flag_or_env(flag_value, "--workdir", "ASCEND_SETUP_WORKDIR")
-    path = Path(chosen).expanduser().absolute() if chosen else default_workdir(write=mode == "write")
+    chosen, source = WORKDIR.path(flag_value)
+    path = chosen or default_workdir(write=mode == "write")
     check_path_length(path, source)
     path = settle_link(path, source)
     if exist and not path.is_dir():

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from ascend_setup.procs import set_activity
-from ascend_setup.steps.runner import FIRST_RUN
+from ascend_setup.engine.runner import FIRST_RUN
 
 #: Seconds between two heartbeat lines off a terminal.
 HEARTBEAT = 30.0

@@ -105,13 +105,17 @@ def test_version_and_module_entry(cli) -> None:
 
 
 def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
-    from ascend_setup.steps.state import RunState, StateStore, StepRecord
+    from ascend_setup.engine.state import StepRecord
+    from ascend_setup.steps.session import install_store
+    from ascend_setup.workdir import Workdir
 
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    state = RunState(steps={"preflight": StepRecord(state="started", fingerprint="x", started_at=1.0,
-                                                     log=str(workdir / "logs" / "preflight.log"))})
-    StateStore(workdir / "state.json").save(state)
+    store = install_store(Workdir(workdir))
+    state = store.empty()
+    state.steps["preflight"] = StepRecord(state="started", fingerprint="x", started_at=1.0,
+                                          log=str(workdir / "logs" / "preflight.log"))
+    store.save(state)
     first = json.loads(cli("status", "--workdir", str(workdir), "--json").stdout)["steps"][0]
     assert first["state"] == "interrupted"
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|"

@@ -271,16 +271,18 @@ def test_live_the_published_0_23_0_wheels_say_a2_by_range_reads(cli) -> None:
 
 
 def test_verify_names_a_build_for_another_device_type(tmp_path: Path) -> None:
-    from ascend_setup.steps.base import Context
+    from helpers.session import session_for
+    from ascend_setup.steps.outputs import HostFacts
     from ascend_setup.steps.verify import device_problem
 
     venv = _venv_with_plugin(tmp_path / "v", "A2")
-    on_a3 = Context(workdir=tmp_path, options={"venv": str(venv), "soc": "ascend910_9392"})
+    on_a3 = session_for(tmp_path, venv=str(venv), soc="ascend910_9392")
     problem = device_problem(on_a3) or ""
     assert "built for A2 NPUs" in problem and "this host's are A3" in problem and "_build_info.py" in problem
-    assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)}, outputs={"preflight": {
-        "soc": "ascend910b2c"}})) is None
-    assert device_problem(Context(workdir=tmp_path, options={"venv": str(venv)})) is None  # no NPU known
+    facts = HostFacts(python="python3", python_version="3.11.7", cann_version="9.1.0", cann_toolkit="", cann_root="",
+                      arch="aarch64", soc="ascend910b2c")
+    assert device_problem(session_for(tmp_path, {"preflight": facts}, venv=str(venv))) is None
+    assert device_problem(session_for(tmp_path, venv=str(venv))) is None  # no NPU known
 
 
 def test_a_lock_for_a2_is_refused_on_an_a3_host() -> None:

@@ -9,17 +9,34 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
 
 import pytest
 
 from conftest import REPO, clean_env
 from ascend_setup.errors import BadInput, LockHeld, StepFailed
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.steps.base import Context, Step, fingerprint
-from ascend_setup.steps.lock import WorkdirLock
-from ascend_setup.steps.runner import Runner
-from ascend_setup.steps.state import StateStore
+from pydantic import BaseModel
+
+from ascend_setup.engine.files import RunFiles
+from ascend_setup.engine.runlock import RunLock
+from ascend_setup.engine.runner import Runner
+from ascend_setup.engine.session import Session
+from ascend_setup.engine.state import StateStore
+from ascend_setup.engine.step import Step, fingerprint
+
+#: The engine knows no tool: each names its own state format (here a toy's).
+TOY_FORMAT = "toy-state"
+
+
+@dataclass
+class ToySession(Session):
+    options: Dict[str, Any] = field(default_factory=dict)
+
+
+def toy_store(root: Path) -> StateStore:
+    return StateStore(RunFiles(root).state, format=TOY_FORMAT, writer="the toy tool")
 
 
 class Recorder(Step):
@@ -36,20 +53,20 @@ class Recorder(Step):
         return {"key": ctx.options.get(self.name, self.key)}
 
     def is_done(self, ctx):
-        return (ctx.workdir / f"{self.name}.out").exists()
+        return (ctx.root / f"{self.name}.out").exists()
 
     def run(self, ctx, log):
         self.calls.append(self.name)
         if self.fail:
             raise RuntimeError("boom")
-        (ctx.workdir / f"{self.name}.out").write_text("ok")
+        (ctx.root / f"{self.name}.out").write_text("ok")
         return {"value": self.name.upper()}
 
 
 def make(tmp_path: Path, calls: List[str], options=None, fail=()) -> Runner:
     steps = [Recorder("a", calls, fail="a" in fail), Recorder("b", calls, ["a"], fail="b" in fail),
              Recorder("c", calls, ["b"], fail="c" in fail)]
-    return Runner(steps, Context(workdir=tmp_path, options=options or {}))
+    return Runner(steps, ToySession(RunFiles(tmp_path), options=options or {}), toy_store(tmp_path))
 
 
 def test_runs_once_then_skips(tmp_path: Path) -> None:
@@ -66,7 +83,7 @@ def test_runs_once_then_skips(tmp_path: Path) -> None:
 def test_started_step_is_rerun(tmp_path: Path) -> None:
     calls: List[str] = []
     make(tmp_path, calls).run()
-    store = StateStore(tmp_path / "state.json")
+    store = toy_store(tmp_path)
     state = store.load()
     state.steps["b"].state = "started"
     store.save(state)
@@ -105,7 +122,7 @@ def test_failure_is_recorded_and_reported(tmp_path: Path) -> None:
     with pytest.raises(StepFailed) as err:
         make(tmp_path, calls, fail=("b",)).run()
     assert "step b failed: RuntimeError: boom" in err.value.message
-    state = StateStore(tmp_path / "state.json").load()
+    state = toy_store(tmp_path).load()
     assert state.steps["b"].state == "failed" and "boom" in state.steps["b"].error
     assert "c" not in state.steps
     make(tmp_path, calls).run()
@@ -120,13 +137,13 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
 
 def test_dependencies_must_come_first(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        Runner([Recorder("b", [], ["a"]), Recorder("a", [])], Context(workdir=tmp_path))
+        Runner([Recorder("b", [], ["a"]), Recorder("a", [])], Session(RunFiles(tmp_path)))
 
 
 @pytest.mark.parametrize("content, words", [
     ("{not json", "is corrupt"),
-    ('{"something": "else"}', "was not written by ascend-setup"),
-    ('{"format": "ascend-setup-state", "version": 1, "steps": {"a": {"state": "weird"}}}', "is invalid at steps.a"),
+    ('{"something": "else"}', "was not written by the toy tool"),
+    ('{"format": "toy-state", "version": 1, "steps": {"a": {"state": "weird"}}}', "is invalid at steps.a"),
 ])
 def test_corrupt_or_foreign_state_is_bad_input_and_kept(tmp_path: Path, content: str, words: str) -> None:
     (tmp_path / "state.json").write_text(content)
@@ -147,18 +164,18 @@ def test_atomic_write_leaves_old_or_new(tmp_path: Path) -> None:
 def test_lock_is_exclusive_and_names_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys,time; sys.path.insert(0, sys.argv[2]);"
-                               "from pathlib import Path; from ascend_setup.steps.lock import WorkdirLock;"
-                               "l = WorkdirLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True); time.sleep(30)",
+                               "from pathlib import Path; from ascend_setup.engine.runlock import RunLock;"
+                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True); time.sleep(30)",
                                str(tmp_path / "lock"), str(REPO)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(LockHeld) as err:
-            WorkdirLock(tmp_path / "lock").acquire()
+            RunLock(tmp_path / "lock").acquire()
         assert f"pid {holder.pid}" in err.value.message
     finally:
         holder.kill()
         holder.wait()
-    with WorkdirLock(tmp_path / "lock"):  # dies with its process: free again without any unlock
+    with RunLock(tmp_path / "lock"):  # dies with its process: free again without any unlock
         pass
 
 
@@ -208,7 +225,7 @@ def test_sigkill_at_random_moments_resumes(tmp_path: Path, home: Path) -> None:
         assert rounds <= 40, "the pipeline was too quick to kill"
         workdir = tmp_path / f"killed-{rounds}"
         workdir.mkdir()
-        store = StateStore(workdir / "state.json")
+        store = StateStore(RunFiles(workdir).state, format="engine-state")
         while True:
             done_before = {n for n, r in store.load().steps.items() if r.state == "done"}
             seen = len(_events(workdir))
@@ -227,3 +244,68 @@ def test_sigkill_at_random_moments_resumes(tmp_path: Path, home: Path) -> None:
                 break
         assert all(r.state == "done" for r in state.steps.values()) and len(state.steps) == 3
         assert (workdir / "report.txt").read_text() == (reference / "report.txt").read_text()
+
+
+def test_the_engine_imports_nothing_of_the_domain() -> None:
+    """engine/ runs any steps: it may use the ground floor (errors, files, the disk-full check) and itself only."""
+    import ast
+
+    allowed = {"ascend_setup.engine", "ascend_setup.errors", "ascend_setup.fsutil", "ascend_setup.diskfull",
+               "ascend_setup.inputs"}
+    for path in (REPO / "ascend_setup" / "engine").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                if name.startswith("ascend_setup"):
+                    assert any(name == a or name.startswith(a + ".") for a in allowed), f"{path.name} imports {name}"
+
+
+class Count(BaseModel):
+    count: int
+
+
+class Counter(Step[Count]):
+    """a step whose output is typed: the next run reads it back as a Count"""
+
+    name = "counter"
+    Output = Count
+
+    def is_done(self, ctx):
+        return ctx.has(self) and (ctx.root / "count").exists()
+
+    def run(self, ctx, log):
+        (ctx.root / "count").write_text("3")
+        return Count(count=3)
+
+
+class Reader(Step):
+    """reads the counter's output through its model"""
+
+    name = "reader"
+    depends_on = ("counter",)
+
+    def is_done(self, ctx):
+        return False
+
+    def run(self, ctx, log):
+        return {"seen": ctx.get(Counter).count + 1}
+
+
+def test_outputs_are_typed_and_read_back_from_the_state_file(tmp_path: Path) -> None:
+    def runner() -> Runner:
+        return Runner([Counter(), Reader()], Session(RunFiles(tmp_path)), toy_store(tmp_path))
+
+    state = runner().run()
+    assert state.steps["counter"].outputs == {"count": 3} and state.steps["reader"].outputs == {"seen": 4}
+    again = runner()
+    again.run()
+    assert again.ran == ["reader"] and isinstance(again.session.get(Counter), Count)
+    # a record its model cannot read counts as never made: the step's own check decides, and it runs again
+    store = toy_store(tmp_path)
+    state = store.load()
+    state.steps["counter"].outputs = {"count": "many"}
+    store.save(state)
+    third = runner()
+    third.run()
+    assert third.ran == ["counter", "reader"]

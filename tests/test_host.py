@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.sourcebuild.locks import find_compile_locks, sweep_stale_locks
+from ascend_setup.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import detect_cann, primary_cann, same_cann
 from ascend_setup.host.interpreters import choose_interpreter, find_interpreters, probe
@@ -172,9 +172,9 @@ def test_stale_lock_sweep_touches_only_dead_exact_locks(tmp_path: Path) -> None:
     for path in innocent:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{dead.pid}\n")
-    locks = {l.path.name + ("@meta" if l.path.parent == meta else ""): l for l in find_compile_locks(tree)}
+    locks = {l.path.name + ("@meta" if l.path.parent == meta else ""): l for l in find_kernel_meta_locks(tree)}
     assert set(locks) == {"kernel_meta.lock@meta", "kernel_meta.lock", "other.lock@meta"}
-    removed = sweep_stale_locks(tree)
+    removed = sweep_kernel_meta_locks(tree)
     assert [l.path for l in removed] == [meta / "kernel_meta.lock"]
     assert (tree / "kernel_meta.lock").exists() and (meta / "other.lock").exists()
     assert all(p.exists() for p in innocent)

@@ -278,3 +278,45 @@ def test_a_page_whose_fetch_crashed_says_why_and_is_no_timeout() -> None:
     (check,) = check_indexes([need], deadline=5, indexes={_MirrorTest.url: _MirrorTest(crash)})
     assert check.unanswered == {"torch": "RecursionError: maximum recursion depth exceeded"}
     assert not check.missing and "no answer within" not in check.message()
+
+
+def test_one_commands_pools_share_the_pages_that_answered(assorted_index: LocalIndex) -> None:
+    """Two consumers (a gate, a closure) each with their own pool: a page that answered is fetched once; one
+    that failed is asked again by the next pool, which may have a longer deadline."""
+    from ascend_setup.index.simple import IndexPool, SharedPages
+
+    shared = SharedPages()
+
+    def fetches(name: str) -> int:
+        return sum(1 for path, _ in assorted_index.requests if path.rstrip("/").endswith(f"/{name}"))
+
+    before = fetches("alpha")
+    for _ in range(2):
+        pool = IndexPool(shared)
+        page = pool.setdefault(assorted_index.url, SimpleIndex(assorted_index.url, attempts=1)).project("alpha")
+        assert page.error is None and len(page.files) == 3
+        assert IndexSet([assorted_index.url], pool=pool).pages("alpha")[0] is page
+    assert fetches("alpha") == before + 1
+    assorted_index.behaviour.fail_first = 1
+    try:
+        failed = IndexPool(shared).setdefault(assorted_index.url, SimpleIndex(assorted_index.url, attempts=1))
+        assert failed.project("gamma").error
+        assert IndexSet([assorted_index.url], pool=IndexPool(shared)).pages("gamma")[0].error is None
+    finally:
+        assorted_index.behaviour.fail_first = 0
+
+
+def test_a_second_source_answers_for_an_index_url() -> None:
+    """What an offline bundle plugs into: a PageSource behind a URL answers for it, and nothing is fetched."""
+    from ascend_setup.index.simple import IndexPool, ProjectPage, SharedPages
+
+    asked: List[str] = []
+
+    class Listing:
+        def project(self, name: str) -> ProjectPage:
+            asked.append(name)
+            return ProjectPage(name, "http://bundle.invalid/simple/", found=False)
+
+    pool = IndexPool(SharedPages(sources={"http://bundle.invalid/simple": Listing()}))
+    page = IndexSet(["http://bundle.invalid/simple/"], pool=pool).pages("torch")[0]
+    assert asked == ["torch"] and page.found is False and page.error is None

@@ -149,18 +149,15 @@ def test_download_rejects_a_wrong_hash(tmp_path: Path) -> None:
 
 def test_install_mirror_step_measures_once_then_reuses(farm, tmp_path: Path, monkeypatch) -> None:
     from ascend_setup.mirrors.choice import choose_for_install
-    from ascend_setup.steps.base import Context
 
     monkeypatch.setenv("PIP_INDEX_URL", farm.url("crawler"))  # "pip's configured index", a slow one
     matrix = load_matrix().model_copy(update={"well_known_mirrors": (farm.url("stale"), farm.url("fast"))})
-    ctx = Context(workdir=tmp_path, extras={"matrix": matrix, "row": ROW},
-                  outputs={"preflight": {"python_version": "3.11.7"}})
     log = tmp_path / "mirror.log"
-    chosen, source, fallbacks = choose_for_install(ctx, log)
+    chosen, source, fallbacks = choose_for_install(matrix, ROW, tmp_path, "3.11", log)
     assert chosen == farm.url("fast") and source == "fastest fresh mirror" and fallbacks == []
     assert "stale" in log.read_text()
     start = time.monotonic()
-    again = choose_for_install(ctx, log)
+    again = choose_for_install(matrix, ROW, tmp_path, "3.11", log)
     assert again[0] == chosen and "cached" in again[1] and time.monotonic() - start < 0.5
 
 
@@ -173,17 +170,19 @@ def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, t
 
 
 def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path: Path) -> None:
-    from ascend_setup.steps.base import Context
+    from ascend_setup.steps.outputs import MirrorChoice
     from ascend_setup.steps.plugin import alternate_urls
     from ascend_setup.simulate.dists import build_sdist
+    from helpers.session import session_for
 
     sdist = build_sdist(tmp_path, "vllm-ascend", "0.23.0")
     mirror_b = LocalIndex()
     try:
         mirror_b.add(sdist)
-        ctx = Context(workdir=tmp_path, outputs={"mirror": {"fallbacks": [farm.url("fast"), mirror_b.url]}})
+        ctx = session_for(tmp_path, outputs={"mirror": MirrorChoice(index_url=farm.url("fast"), fallbacks=[
+            farm.url("fast"), mirror_b.url])})
         assert alternate_urls(ctx, sdist.name) == [f"{mirror_b.base}/files/{sdist.name}"]
-        assert alternate_urls(Context(workdir=tmp_path), sdist.name) == []
+        assert alternate_urls(session_for(tmp_path), sdist.name) == []
     finally:
         mirror_b.close()
 

@@ -23,7 +23,7 @@ from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.resolve import pythons
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.steps.base import Context
+from helpers.session import session_for
 from ascend_setup.steps.preflight import Preflight
 
 MATRIX = load_matrix()
@@ -98,13 +98,13 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
         pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
     monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter(str(python312), "3.12.7", True), real])
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    ctx = Context(workdir=tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
-                  options={"cann": "9.1.0", "cann_home": str(cann.root), "index_url": mirror, "soc": "ascend910b3"},
-                  extras={"matrix": matrix, "row": select_row(matrix, "9.1.0", ARCH), "pip_settings": pip_settings()})
+    ctx = session_for(tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
+                      cann_home=str(cann.root), index_url=mirror, soc="ascend910b3",
+                      matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
     (tmp_path / "wd").mkdir()
     log = tmp_path / "preflight.log"
     facts = Preflight().run(ctx, log)
-    assert facts["python_version"].startswith("3.11.")
+    assert facts.python_version.startswith("3.11.") and facts.target.python == "3.11"
     assert "3.12 passed over: triton-ascend 3.2.2 has no cp312 wheel" in log.read_text()
 
 

@@ -14,7 +14,9 @@ from rich.console import Console
 
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.render import print_table
-from ascend_setup.steps.state import RunState, StateStore, StepRecord
+from ascend_setup.engine.state import StepRecord
+from ascend_setup.steps.session import install_store
+from ascend_setup.workdir import Workdir
 
 LONG = "/srv/" + "a-very-long-directory-name/" * 4 + "logs/plugin-deps.log"
 
@@ -69,12 +71,14 @@ def test_off_a_terminal_plain_lines(monkeypatch) -> None:
 def _state(workdir: Path) -> List[str]:
     workdir.mkdir(parents=True)
     logs = workdir / ("logs-in-a-directory-with-a-long-name-" * 2)
-    state = RunState(options={"cann": "9.1.0"})
+    store = install_store(Workdir(workdir))
+    state = store.empty()
+    state.options = {"cann": "9.1.0"}
     for i, name in enumerate(("preflight", "mirror", "resolve")):
         state.steps[name] = StepRecord(state="done" if i < 2 else "failed", fingerprint="f", started_at=1.0,
                                        ended_at=2.5, log=str(logs / f"{name}.log"),
                                        error="uv found no installable set of versions" if i == 2 else None)
-    StateStore(workdir / "state.json").save(state)
+    store.save(state)
     return [str(logs / f"{n}.log") for n in ("preflight", "mirror", "resolve")]
 
 

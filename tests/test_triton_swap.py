@@ -25,7 +25,9 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.resolve.closure import _locked
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, write_lock
-from ascend_setup.steps.base import Context
+from helpers.session import session_for
+from ascend_setup.steps.outputs import LockRef
+from ascend_setup.steps.session import InstallSession
 from ascend_setup.steps.common import installed_versions
 from ascend_setup.steps.triton import Triton
 
@@ -52,16 +54,16 @@ def _venv_with_upstream_triton(tmp_path: Path, eco) -> Path:
     return venv
 
 
-def _context(tmp_path: Path, venv: Path, entry: LockedPackage, ascend_url: str) -> Context:
+def _context(tmp_path: Path, venv: Path, entry: LockedPackage, ascend_url: str) -> InstallSession:
     python = "%d.%d" % sys.version_info[:2]
     lock = Lock(cann="9.1.0", target=LockTarget(arch=ARCH, glibc=glibc_version() or "2.17", python=python),
                 indexes={"mirror": "http://mirror.invalid/simple/", "ascend": ascend_url}, inputs="test",
                 packages=[entry])
     path = write_lock(lock, tmp_path / "wd" / "lock" / "test.txt")
     matrix = MATRIX.with_indexes({"ascend": ascend_url})
-    return Context(workdir=tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
-                   options={"venv": str(venv), "installer": "pip"}, outputs={"resolve": {"lock": str(path)}},
-                   extras={"matrix": matrix, "row": select_row(matrix, "9.1.0", ARCH), "pip_settings": pip_settings()})
+    return session_for(tmp_path / "wd", {"resolve": LockRef(lock=str(path))},
+                       console=Console(file=open(tmp_path / "console.txt", "w")), venv=str(venv), installer="pip",
+                       matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
 
 
 def _entry(ascend: LocalIndex, python: str) -> LockedPackage:
@@ -70,7 +72,7 @@ def _entry(ascend: LocalIndex, python: str) -> LockedPackage:
     return _locked(choice, "ascend", ascend.url)
 
 
-def _assert_untouched(ctx: Context) -> None:
+def _assert_untouched(ctx: InstallSession) -> None:
     installed = installed_versions(ctx)
     assert installed.get("triton") == "3.5.0" and "triton-ascend" not in installed
 
@@ -110,6 +112,6 @@ def test_a_hash_mismatch_leaves_upstream_triton(world, tmp_path: Path) -> None:
     _assert_untouched(ctx)
     # and with the right file, the swap happens: triton out, triton-ascend in, kernel[grid] works
     ctx = _context(tmp_path / "ok", _venv_with_upstream_triton(tmp_path / "ok", eco), entry, ascend.url)
-    assert Triton().run(ctx, tmp_path / "ok.log") == {"removed_upstream_triton": True}
+    assert Triton().run(ctx, tmp_path / "ok.log").removed_upstream_triton is True
     installed = installed_versions(ctx)
     assert "triton" not in installed and installed["triton-ascend"] == "3.2.2"

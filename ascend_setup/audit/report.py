@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from packaging.version import InvalidVersion, Version
-
 from ascend_setup.audit.rules import (PHASE_FILL, PHASE_MANUAL, PHASE_PINS, PHASE_SHAPE, PHASE_TRITON,
                                       PHASE_UNINSTALL, RULES, AuditContext, Finding, rule_damaged_files)
 from ascend_setup.audit.venv import VenvContents, read_venv
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
+from ascend_setup.versions import same_release
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -53,20 +52,13 @@ class AuditReport:
                 "ok": not self.failed, "summary": summary([f.severity for f in self.findings])}
 
 
-def _same(installed: Optional[str], pinned: str) -> bool:
-    try:
-        return installed is not None and Version(installed).public == Version(pinned).public
-    except InvalidVersion:
-        return False
-
-
 def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
     """The row of the installed vllm-ascend, else of the installed torch-npu, else the newest."""
     for name in ("vllm-ascend", "torch-npu"):
         have = venv.get(name)
         if have is None:
             continue
-        rows = [matrix.rows[v] for v in matrix.versions() if _same(have.version, matrix.rows[v].packages[name])]
+        rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])]
         if rows:
             return rows[0], f"{name} {have.version} is installed, which row {rows[0].cann} pins"
         return matrix.newest(), f"{name} {have.version} matches no row; checking against the newest ({matrix.newest().cann})"

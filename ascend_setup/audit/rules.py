@@ -14,23 +14,22 @@ from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Set, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
-from ascend_setup.deps.derive import target_environment
+from ascend_setup.requirement_set import SUBSTITUTES, target_environment
 from ascend_setup.fsutil import read_regular_text
-from ascend_setup.host.machine import glibc_version
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label
 from ascend_setup.index.tags import Target, tag_priorities
+from ascend_setup.markers import applicable
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
+from ascend_setup.versions import same_version
 
-#: Requirements another installed distribution stands in for: triton-ascend ships the `triton`
-#: package, and upstream triton (which xgrammar asks for on x86) must stay out.
-SUBSTITUTES = {"triton": "triton-ascend"}
 
 #: Order of the fix plan, chosen so that every intermediate state still imports: the venv's shape
 #: first (pip would see system packages as "already satisfied"), then the row's pins from their own
@@ -77,7 +76,7 @@ class AuditContext:
         self.python_full = py
         self.python_minor = ".".join(py.split(".")[:2])
         glibc = glibc_version()
-        self.target = Target(glibc=glibc or "2.17", arch=platform.machine(), python=self.python_minor)
+        self.target = Target(glibc=glibc or GLIBC_FLOOR, arch=platform.machine(), python=self.python_minor)
         self.glibc_known = glibc is not None
         self.env = target_environment(self.target)
         self.env["python_full_version"] = py
@@ -101,15 +100,7 @@ class AuditContext:
 
     def requires(self, dist: Installed) -> List[Requirement]:
         """A distribution's requirements whose markers hold on this machine."""
-        found = []
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is None or req.marker.evaluate(dict(self.env)):
-                found.append(req)
-        return found
+        return applicable(dist.requires, self.env)
 
 
 def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
@@ -129,13 +120,6 @@ def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
     if local.startswith("cu"):
         reasons.append(f"its version has +{local}")
     return "; ".join(reasons) or None
-
-
-def _same(installed: Optional[Version], pinned: str) -> bool:
-    try:
-        return installed is not None and installed == Version(pinned)
-    except InvalidVersion:
-        return False
 
 
 def _pin(ctx: AuditContext, name: str, pinned: str, fid: str, severity: str, message: str,
@@ -159,7 +143,7 @@ def rule_row_pins(ctx: AuditContext) -> List[Finding]:
                                  f"{name} is not installed; the row pins {pinned}"))
             continue
         installed = have[0].parsed_version
-        if _same(installed, pinned):
+        if same_version(installed, pinned):
             continue
         where = f" from the {ctx.index_of(name)} index" if ctx.index_of(name) != MIRROR else ""
         if installed is not None and installed.public == Version(pinned).public:
@@ -220,7 +204,7 @@ def rule_triton(ctx: AuditContext) -> List[Finding]:
     if not ascend:
         findings.append(Finding("triton-ascend-missing", "error", "triton-ascend",
                                 f"triton-ascend is not installed; {crash}", reinstall, phase=PHASE_TRITON))
-    elif not _same(ascend[0].parsed_version, pinned):
+    elif not same_version(ascend[0].parsed_version, pinned):
         findings.append(Finding("pin-differs", "error", "triton-ascend",
                                 f"triton-ascend {ascend[0].version} where the row says {pinned}", reinstall,
                                 evidence=str(ascend[0].path), phase=PHASE_TRITON))
@@ -397,7 +381,7 @@ def rule_lock_drift(ctx: AuditContext) -> List[Finding]:
     findings = []
     for name, p in locked.items():
         have = ctx.installed.get(name)
-        if name == "triton-ascend" or (have and _same(have[0].parsed_version, p.version or "")):
+        if name == "triton-ascend" or (have and same_version(have[0].parsed_version, p.version or "")):
             continue  # the triton rule swaps triton-ascend in, in one step with triton's removal
         fix = f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(name)} {name}=={p.version}"
         message = f"{name} {have[0].version} where the lock says {p.version}" if have else \

@@ -8,12 +8,13 @@ from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.errors import BadInput
 from ascend_setup.inputs import read_input_text
+from ascend_setup.markers import applicable
 from ascend_setup.venvinfo import read_pyvenv_cfg, site_packages, venv_python
 
 
@@ -187,13 +188,9 @@ def requirements_unmet(contents: Optional[VenvContents], names: Iterable[str], w
     for name in names:
         if name not in dists:
             continue
-        for text in dists[name][0].requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
+        for req in applicable(dists[name][0].requires, env):
             dep = canonicalize_name(req.name)
-            if dep not in scope or (req.marker is not None and not req.marker.evaluate(dict(env))):
+            if dep not in scope:
                 continue
             have = dists.get(dep)
             version = have[0].parsed_version if have else None

@@ -13,7 +13,8 @@ from ascend_setup.errors import BadInput
 from ascend_setup.fsutil import open_append
 from ascend_setup.interrupts import at_interrupt
 from ascend_setup.paths import resolve_workdir
-from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
+from ascend_setup.steps.pipeline import run_lock
+from ascend_setup.workdir import Workdir
 from ascend_setup.tempdirs import kept_tempdir
 from ascend_setup.render import print_json, stderr_console, stdout_console
 from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
@@ -25,14 +26,14 @@ def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":
     if args.workdir:
         path = resolve_workdir(args.workdir)
         for locked in (False, True):  # before the lock (create nothing in a full directory), and under it
-            if path.exists() and any(p.name != RUN_LOCK for p in path.iterdir()):
+            if path.exists() and any(p != Workdir(path).run_lock for p in path.iterdir()):
                 raise BadInput(f"--workdir {path} is not empty", hint="give the demo a new or empty directory")
             if not locked:
                 path.mkdir(parents=True, exist_ok=True)
-                stack.enter_context(WorkdirLock(path / RUN_LOCK))
+                stack.enter_context(run_lock(Workdir(path)))
         return path, False
     path = Path(tempfile.mkdtemp(prefix="ascend-setup-demo-", dir=kept_tempdir() if args.keep else None))
-    stack.enter_context(WorkdirLock(path / RUN_LOCK))
+    stack.enter_context(run_lock(Workdir(path)))
     return path, not args.keep
 
 

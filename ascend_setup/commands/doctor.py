@@ -17,7 +17,8 @@ from ascend_setup.matrix.models import Matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.options import check_index_url, check_soc, parse_index_overrides
-from ascend_setup.paths import check_dir_path, flag_or_env, resolve_workdir
+from ascend_setup.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
+from ascend_setup.workdir import Workdir
 from ascend_setup.render import print_items, print_json, stderr_console, stdout_console
 
 
@@ -42,18 +43,18 @@ def target_line(t: FleetTarget) -> str:
 def run(args: argparse.Namespace) -> int:
     workdir = resolve_workdir(args.workdir, mode="read")  # doctor only reads: a missing one is no problem
 
-    venv_value, venv_source = flag_or_env(args.venv, "--venv", "ASCEND_SETUP_VENV")
-    venv = Path(venv_value).absolute() if venv_value else workdir / "venv"
+    venv, venv_source = VENV.path(args.venv)
+    venv = venv or Workdir(workdir).venv
     check_dir_path(venv, venv_source, mode="read")
     matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
     try:
         settings: Optional[PipSettings] = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     except AscendSetupError:
         settings = None
-    cann_home, home_source = flag_or_env(args.cann_home, "--cann-home", "ASCEND_SETUP_CANN_HOME")
+    cann_home, home_source = CANN_HOME.value(args.cann_home)
     if cann_home and not Path(cann_home).is_dir():
         raise BadInput(f"{home_source} {cann_home} is not a directory")
-    python, python_source = flag_or_env(args.python, "--python", "ASCEND_SETUP_PYTHON")
+    python, python_source = PYTHON.value(args.python)
     if python and probe(python) is None:
         raise BadInput(f"{python_source} {python} is not a working Python interpreter")
     soc = check_soc(args.soc)

@@ -14,8 +14,9 @@ from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.paths import cache_dir, check_path_length, env_or, resolve_workdir
+from ascend_setup.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
 from ascend_setup.render import print_field, print_json, print_prose, stdout_console
+from ascend_setup.workdir import Workdir
 from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
@@ -95,13 +96,12 @@ def run_probe_command(args: argparse.Namespace) -> int:
     if not 0 < args.gib <= 64:
         raise BadInput(f"--gib {args.gib:g} must be a tensor size between 0 and 64 GiB (the report used 2)")
     workdir = resolve_workdir(args.workdir)
-    venv_value = env_or(args.venv, "ASCEND_SETUP_VENV")
-    venv = Path(venv_value).expanduser().absolute() if venv_value else workdir / "venv"
+    venv = VENV.path(args.venv)[0] or Workdir(workdir).venv
     if read_pyvenv_cfg(venv) is None or not venv_python(venv).exists():
         raise BadInput(f"--venv {venv} is not a working venv", hint="run 'ascend-setup install' first, or pass --venv")
     env = None
     if args.device.startswith("npu"):
-        found = primary_cann(env_or(args.cann_home, "ASCEND_SETUP_CANN_HOME"))
+        found = primary_cann(CANN_HOME.value(args.cann_home)[0])
         env = capture_env(found.set_env_scripts()).apply() if found else None
     result = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)
     path = save_probe(workdir, result)

@@ -19,31 +19,30 @@ from ascend_setup.options import InstallOptions, build_install_options, derivati
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
-from ascend_setup.steps.base import Context
-from ascend_setup.steps.pipeline import build_pipeline
+from ascend_setup.engine.runner import Runner, status_rows
+from ascend_setup.steps.pipeline import build_pipeline, run_lock
 from ascend_setup.steps.preflight import host_problems
 from ascend_setup.steps.resolve import preview_closure
-from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
-from ascend_setup.steps.runner import Runner, status_rows
-from ascend_setup.steps.state import StateStore
+from ascend_setup.steps.session import InstallSession, install_store
 from ascend_setup.steps.verify import serving_hints, shell_lines
+from ascend_setup.workdir import Workdir
 from ascend_setup.venvinfo import adoption_notice, venv_target_kind
 
 
 def _runner(options: InstallOptions, console: Console, *, dry_run: bool = False) -> Runner:
+    settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     matrix = load_matrix(options.matrix).with_indexes(options.indexes)
     matrix, derived = with_derived_row(matrix, options.cann, options.vllm_ascend, lambda: derivation_index(
-        options.index_url, options.mirror, options.respect_pip_config))
+        options.index_url, options.mirror, lambda: settings.index))
     if derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
         console.print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
         if not dry_run:
             options.matrix = str(record(matrix, derived, Path(options.workdir)))
             console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
     row = select_row(matrix, options.cann, platform.machine())
-    settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
-    ctx = Context(workdir=Path(options.workdir), options=options.to_record(), console=console,
-                  extras={"matrix": matrix, "row": row, "pip_settings": settings})
-    return Runner(build_pipeline(), ctx)
+    workdir = Workdir(Path(options.workdir))
+    session = InstallSession(workdir, console=console, options=options, matrix=matrix, row=row, pip_settings=settings)
+    return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
 
 
 def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError) -> dict:
@@ -86,19 +85,19 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
     runner = _runner(options, console, dry_run=dry_run)
     if dry_run:
         decisions = runner.plan()
-        refused = host_problems(runner.ctx) if any(d.run and d.step.name == "preflight" for d in decisions) else []
-        closure = preview_closure(runner.ctx)
+        refused = host_problems(runner.session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
+        closure = preview_closure(runner.session)
         if as_json:
             print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
                         "preflight": {"will_fail": bool(refused),
                                       "problems": [{"what": p.what, "fix": p.fix} for p in refused]},
                         "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
-                 "description": d.step.describe(runner.ctx)} for d in decisions]})
+                 "description": d.step.describe(runner.session)} for d in decisions]})
             return 0
         out = stdout_console()
         print_table(out, f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
-                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.ctx)] for d in decisions])
+                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.session)] for d in decisions])
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
             out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
@@ -121,7 +120,7 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
             print_json(failure_json(runner, options, exc))
         raise
     remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
-    shell, hints = shell_lines(runner.ctx), serving_hints(runner.ctx)
+    shell, hints = shell_lines(runner.session), serving_hints(runner.session)
     if as_json:
         print_json({"ok": True, "workdir": options.workdir, "changed": bool(runner.ran), "ran": runner.ran,
                     "steps": status_rows(runner.steps, state), "shell": shell, "hints": hints})
@@ -158,8 +157,8 @@ def run_install(args: argparse.Namespace) -> int:
 def on_login(workdir: Path) -> int:
     """What the ~/.bashrc block runs at login: quiet when the install is done (the block goes) or running;
     else one line saying where it stopped, and the resume in the background."""
-    state = StateStore(workdir / "state.json").load()
-    running = WorkdirLock(workdir / RUN_LOCK).running()
+    state = install_store(Workdir(workdir)).load()
+    running = run_lock(Workdir(workdir)).running()
     rows = status_rows(build_pipeline(), state, running)
     if all(r["state"] == "done" for r in rows):
         remove_block(workdir)
@@ -178,7 +177,7 @@ def run_resume(args: argparse.Namespace) -> int:
     if args.on_login:
         return on_login(resolve_workdir(args.workdir, mode="read", exist=True))
     workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
-    state = StateStore(workdir / "state.json").load()
+    state = install_store(Workdir(workdir)).load()
     if not state.options:
         raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
                        hint="start one with 'ascend-setup install --cann VERSION'")
@@ -188,8 +187,8 @@ def run_resume(args: argparse.Namespace) -> int:
 
 def run_status(args: argparse.Namespace) -> int:
     workdir = resolve_workdir(args.workdir, mode="read", exist=True)
-    state = StateStore(workdir / "state.json").load()
-    rows = status_rows(build_pipeline(), state, WorkdirLock(workdir / RUN_LOCK).running())
+    state = install_store(Workdir(workdir)).load()
+    rows = status_rows(build_pipeline(), state, run_lock(Workdir(workdir)).running())
     if args.json:
         print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0

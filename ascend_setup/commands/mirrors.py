@@ -20,7 +20,7 @@ from ascend_setup.mirrors.apply import write_user_config, write_venv_config
 from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.options import check_index_url, parse_index_overrides
-from ascend_setup.paths import env_or, resolve_workdir
+from ascend_setup.paths import CANN_HOME, PYTHON, resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
@@ -57,11 +57,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0.5 <= args.budget <= 120:
         raise BadInput("--budget takes seconds between 0.5 and 120")
     matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
-    row = row_for(matrix, args.cann, primary_cann(env_or(None, "ASCEND_SETUP_CANN_HOME"))).for_arch(platform.machine())
+    row = row_for(matrix, args.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
     workdir = resolve_workdir(args.workdir, mode="read")  # the cache is kept when it can be
-    python = install_python(env_or(args.python, "ASCEND_SETUP_PYTHON"), row)
+    python = install_python(PYTHON.value(args.python)[0], row)
     live = stderr_console()
     shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
         if live.is_terminal and not args.json else None

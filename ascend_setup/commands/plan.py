@@ -13,31 +13,34 @@ from ascend_setup.host.machine import glibc_version
 from ascend_setup.soc import label
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
-from ascend_setup.installers import uv_command
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
 from ascend_setup.options import check_device, check_index_url, parse_index_overrides
-from ascend_setup.paths import cache_dir, check_output_file, env_or
+from ascend_setup.paths import PYTHON, check_output_file
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
-from ascend_setup.resolve.closure import IndexSources, resolve_closure
+from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, explicit_python, names_interpreter, pick_python
+from ascend_setup.resolve.pythons import (build_interpreter, decide_python, explicit_python, names_interpreter,
+                                         pick_python)
+from ascend_setup.resolve.session import IndexSession
 
 
-def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str) -> Tuple[str, str]:
+def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str,
+                  index: Optional[IndexSession] = None) -> Tuple[str, str]:
     """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
     wins; else the interpreter the install would pick here; else, for another machine or when none here is
     in the row's range, the newest version the row's wheels support, said plainly."""
     if value:
         return explicit_python(value, row), ""
+    pool = index.pool() if index else None
     local = arch == platform.machine() and glibc == (glibc_version() or "")
     if local:
         try:
-            return pick_python(row, sources, arch, glibc).interpreter.minor, ""
+            return decide_python(row, sources, pool=pool).interpreter.minor, ""
         except AscendSetupError:
             pass
-    minor = pick_python(row, sources, arch, glibc, local=False).interpreter.minor
+    minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor
     where = "the target machine's interpreters are unknown here" if not local else \
         f"no interpreter in the row's range {row.python} was found on this machine"
     return minor, f"{where}: forecasting for Python {minor}, the newest the row's wheels support (--python to choose)"
@@ -108,12 +111,12 @@ def run(args: argparse.Namespace) -> int:
     row = select_row(matrix, args.cann, arch)
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)
-    given = env_or(args.python, "ASCEND_SETUP_PYTHON")
-    python, note = target_python(given, row, sources, arch, glibc)
+    given = PYTHON.value(args.python)[0]
+    index = IndexSession(settings)
+    python, note = target_python(given, row, sources, arch, glibc, index)
     target = Target.parse(glibc, arch, python)
     interpreter = given if given and names_interpreter(given) else None
-    lock = resolve_closure(row, target, sources, settings=settings, uv=uv_command(), cache_dir=cache_dir() / "uv",
-                           build_python=build_interpreter(python, interpreter), device=device)
+    lock = index.resolve(row, target, sources, build_python=build_interpreter(python, interpreter), device=device)
     if note:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
     written = str(write_lock(lock, lock_path)) if lock_path else ""

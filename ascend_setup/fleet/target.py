@@ -16,7 +16,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.soc import device_of
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import lock_file_name
-from ascend_setup.resolve.pythons import pick_python
+from ascend_setup.resolve.pythons import decide_python
 from ascend_setup.sourcebuild.source import wheelhouse_key
 
 
@@ -49,7 +49,7 @@ def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, python: Opti
     arch, glibc = platform.machine(), glibc_version()
     interpreter = None
     try:
-        interpreter = pick_python(row, sources, arch, glibc or "2.17", explicit=python).interpreter
+        interpreter = decide_python(row, sources, explicit=python).interpreter
     except AscendSetupError as exc:
         unknown.append(f"python: {exc.message}")
     if not soc:

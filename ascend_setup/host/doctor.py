@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
-from ascend_setup.sourcebuild.locks import find_compile_locks
+from ascend_setup.workdir import Workdir
+from ascend_setup.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
 from ascend_setup.host.hints import python_install_hint
@@ -169,7 +170,7 @@ def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
 
 
 def check_locks(workdir: Path) -> Check:
-    stale = [lock for lock in find_compile_locks(workdir) if lock.stale]
+    stale = [lock for lock in find_kernel_meta_locks(workdir) if lock.stale]
     if stale:
         paths = " ".join(str(lock.path) for lock in stale)
         return Check("locks", "warn", f"{len(stale)} stale kernel_meta.lock file(s) (recorded pid dead): {paths}",
@@ -180,7 +181,7 @@ def check_locks(workdir: Path) -> Check:
 def check_last_failure(workdir: Path) -> Check:
     """The root cause of the install's failed step, read from its log by the same triage the install shows:
     a user who comes back to a stopped host asks doctor first."""
-    state = workdir / "state.json"
+    state = Workdir(workdir).state
     if not state.is_file():
         return Check("last-failure", "pass", f"no install has run in {workdir}")
     try:

@@ -118,21 +118,22 @@ def _legacy_version(path: str) -> Optional[str]:
 
 def choose_interpreter(spec: str, explicit: Optional[str] = None,
                        found: Optional[List[Interpreter]] = None) -> Interpreter:
-    """The interpreter the venv will use: --python if given, else the newest one inside `spec`."""
+    """The interpreter the venv will use: `explicit` (--python) if given, else the newest one inside `spec`.
+    An error about `explicit` names the value only; the caller adds where it was given (BadInput.given_as)."""
     allowed = SpecifierSet(spec)
     if explicit:
         interp = probe(explicit)
         if interp is None:
             old = _legacy_version(explicit)
             if old:
-                raise BadInput(f"--python {explicit} is Python {old}, too old: the row needs {spec}",
+                raise BadInput(f"{explicit} is Python {old}, too old: the row needs {spec}",
                                hint=python_install_hint(PREFERRED))
-            raise BadInput(f"--python {explicit} is not a working Python interpreter")
+            raise BadInput(f"{explicit} is not a working Python interpreter")
         if not allowed.contains(interp.version):
-            raise BadInput(f"--python {explicit} is Python {interp.version}, outside the row's range {spec}",
+            raise BadInput(f"{explicit} is Python {interp.version}, outside the row's range {spec}",
                            hint=python_install_hint(PREFERRED))
         if not interp.has_venv:
-            raise BadInput(f"--python {explicit} cannot create venvs (no ensurepip)",
+            raise BadInput(f"{explicit} cannot create venvs (no ensurepip)",
                            hint=python_install_hint(interp.minor))
         return interp
     found = find_interpreters() if found is None else found

@@ -25,9 +25,13 @@ def glibc_version() -> Optional[str]:
     return version if name == "glibc" and version else None
 
 
+#: The glibc a host whose glibc cannot be read is taken to have: manylinux2014's, the oldest any wheel targets.
+GLIBC_FLOOR = "2.17"
+
+
 def this_machine(python: str) -> Target:
-    """This machine as a wheel target, with the Python (X.Y) the install uses; glibc 2.17 where none is known."""
-    return Target(glibc=glibc_version() or "2.17", arch=platform.machine(), python=python)
+    """This machine as a wheel target, with the Python (X.Y) the install uses; GLIBC_FLOOR where none is known."""
+    return Target(glibc=glibc_version() or GLIBC_FLOOR, arch=platform.machine(), python=python)
 
 
 def os_release(path: Path = Path("/etc/os-release")) -> Dict[str, str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlparse
 from urllib.request import url2pathname
 
@@ -181,13 +181,47 @@ def parse_json(data: dict, page_url: str, index: str) -> List[IndexFile]:
     return files
 
 
-class SimpleIndex:
-    """One index. Pages are cached for the life of the object (one run)."""
+class PageSource(Protocol):
+    """Where the project pages of one index URL come from: the index itself (SimpleIndex), or a second source
+    of the same files (an offline bundle's listing) put behind that URL."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, attempts: int = 3) -> None:
+    def project(self, name: str) -> ProjectPage: ...
+
+
+class SharedPages:
+    """The project pages one command has read, by (index URL, project), shared by every SimpleIndex of the
+    command's pools: each page is fetched once per command. Only pages that answered are shared: a timeout
+    or an error stays with the pool that met it, so a later pool with a longer deadline asks again. `sources`
+    puts another PageSource behind an index URL: its pages are read from it, never from the network."""
+
+    def __init__(self, sources: Optional[Mapping[str, PageSource]] = None) -> None:
+        self._pages: Dict[Tuple[str, str], ProjectPage] = {}
+        self._lock = threading.Lock()
+        self.sources = {(u if u.endswith("/") else u + "/"): s for u, s in (sources or {}).items()}
+
+    def get(self, url: str, name: str) -> Optional[ProjectPage]:
+        source = self.sources.get(url)
+        if source is not None:
+            return source.project(name)
+        with self._lock:
+            return self._pages.get((url, name))
+
+    def keep(self, url: str, name: str, page: ProjectPage) -> None:
+        if page.error is None:
+            with self._lock:
+                self._pages.setdefault((url, name), page)
+
+
+class SimpleIndex:
+    """One index. Pages are cached for the life of the object (one run), and in `shared` for every other
+    SimpleIndex of the same command."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0, attempts: int = 3,
+                 shared: Optional[SharedPages] = None) -> None:
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.attempts = attempts
+        self.shared = shared
         self._cache: Dict[str, ProjectPage] = {}
         self._lock = threading.Lock()
         self.down: Optional[str] = None  # set once the index itself cannot be reached: ask it no more
@@ -200,17 +234,24 @@ class SimpleIndex:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        if self.down:
-            return ProjectPage(key, self.url, found=False, error=self.down)
-        try:
-            page = self._fetch(key)
-        except IndexUnreachable as exc:
-            if not isinstance(exc, IndexGarbage):
-                self.down = exc.message.replace(self.project_url(key), self.url)
-            page = ProjectPage(key, self.url, found=False, error=exc.message)
+        page = self.shared.get(self.url, key) if self.shared is not None else None
+        if page is None:
+            page = self._ask(key)
+            if self.shared is not None:
+                self.shared.keep(self.url, key, page)
         with self._lock:
             self._cache[key] = page
         return page
+
+    def _ask(self, key: str) -> ProjectPage:
+        if self.down:
+            return ProjectPage(key, self.url, found=False, error=self.down)
+        try:
+            return self._fetch(key)
+        except IndexUnreachable as exc:
+            if not isinstance(exc, IndexGarbage):
+                self.down = exc.message.replace(self.project_url(key), self.url)
+            return ProjectPage(key, self.url, found=False, error=exc.message)
 
     def _fetch(self, name: str) -> ProjectPage:
         url = self.project_url(name)
@@ -268,6 +309,22 @@ class IndexSet:
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(jobs) or 1))) as pool:
             list(pool.map(lambda job: job[1].project(job[0]), jobs))
         return {n: self.pages(n) for n in names}
+
+
+class IndexPool(dict):
+    """url -> SimpleIndex for one consumer (a gate, a closure), its indexes reading and adding to `shared`:
+    each consumer keeps its own deadline and its own view of an index that is down, and no page is fetched
+    twice in one command. Consumers add indexes with `setdefault(url, SimpleIndex(url, ...))`."""
+
+    def __init__(self, shared: SharedPages) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def setdefault(self, url: str, index: SimpleIndex) -> SimpleIndex:  # type: ignore[override]
+        if url not in self:
+            index.shared = self.shared
+            self[url] = index
+        return self[url]
 
 
 def local_path(url: str) -> Optional[Path]:

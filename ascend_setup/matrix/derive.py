@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from typing import Any, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -24,6 +24,7 @@ from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.markers import requirements
 
 ARCHES = ("aarch64", "x86_64")
 #: Row fields that no package metadata holds: carried over from the matrix's newest row.
@@ -53,15 +54,7 @@ def _metadata(reader: MetadataReader, files: List[IndexFile]) -> Tuple[Dict[str,
 
 
 def _unconditional(requires: List[str]) -> List[Requirement]:
-    found = []
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or "extra" not in str(req.marker):
-            found.append(req)
-    return found
+    return [r for r in requirements(requires) if r.marker is None or "extra" not in str(r.marker)]
 
 
 def _exact(req: Requirement) -> Optional[str]:

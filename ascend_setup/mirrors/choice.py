@@ -85,14 +85,13 @@ def ranked(matrix: Matrix, row: Row, workdir: Path, *, target: Target, urls: Seq
     return data, False
 
 
-def choose_for_install(ctx, log: Path) -> Tuple[str, str, List[str]]:
-    """The install's `--mirror auto`: reuse a fresh ranking from the workdir, else measure now.
-    Returns the chosen index, why, and the other usable mirrors (for download fail-over)."""
-    matrix, row = ctx.extras["matrix"], ctx.extras["row"]
-    pre = ctx.outputs.get("preflight", {})
-    target = this_machine(".".join(pre["python_version"].split(".")[:2]))
+def choose_for_install(matrix: Matrix, row: Row, workdir: Path, python: str, log: Path) -> Tuple[str, str, List[str]]:
+    """The install's `--mirror auto` for this machine with Python `python` (X.Y): reuse a fresh ranking from
+    the workdir, else measure now. Returns the chosen index, why, and the other usable mirrors (for download
+    fail-over)."""
+    target = this_machine(python)
     urls = candidates(matrix)
-    data, cached = ranked(matrix, row, ctx.workdir, target=target, urls=urls, first=urls[0] if urls else None)
+    data, cached = ranked(matrix, row, workdir, target=target, urls=urls, first=urls[0] if urls else None)
     with open_append(log) as handle:
         for m in data["result"]["mirrors"]:
             handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")

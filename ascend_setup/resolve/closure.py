@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.deps.derive import Derived, cann_requirements, derive, target_environment
+from ascend_setup.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
 from ascend_setup.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
@@ -38,9 +38,6 @@ from ascend_setup.resolve.uvcompile import ROOT_PROJECT, ClosureRequest, Resolve
 #: Installed alone with --no-deps: vllm's own requirements would displace the row's torch, and the
 #: plugin's are part of the derived set. Their requirements enter the resolution through `derive`.
 NO_DEPS = ("vllm", "vllm-ascend")
-#: Provided by another package of the row: triton-ascend installs the `triton` package itself, and
-#: upstream triton (which torch's CUDA build and xgrammar on x86 ask for) would shadow it.
-SUBSTITUTED = {"triton": "triton-ascend"}
 
 
 @dataclass(frozen=True)
@@ -259,7 +256,7 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     request = ClosureRequest(
         target=target, default_index=sources.mirror, roots=roots.requirements,
         overrides=[f"{n}=={v}" for n, v in row.packages.items() if n not in NO_DEPS and n not in unavailable],
-        excludes=[*SUBSTITUTED, *NO_DEPS, *unavailable], extra_index_urls=list(sources.extra),
+        excludes=[*SUBSTITUTES, *NO_DEPS, *unavailable], extra_index_urls=list(sources.extra),
         named_indexes={n: sources.named[n] for n in sources.named if n in named_used},
         sources={n: row.index_of(n) for n in row.packages if row.index_of(n) in named_used and n not in unavailable},
         build_python=build_python)

@@ -8,6 +8,7 @@ installed, so the choice asks them (the same pages the reachability gate reads).
 
 from __future__ import annotations
 
+import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
@@ -55,10 +57,11 @@ def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, li
     return gaps
 
 
-def row_pages(row: Row, sources: IndexSources, deadline: float) -> Optional[Dict[str, list]]:
+def row_pages(row: Row, sources: IndexSources, deadline: float,
+              pool: Optional[Dict[str, SimpleIndex]] = None) -> Optional[Dict[str, list]]:
     """The row packages' project pages from the indexes that answered within `deadline` (an index that
-    did not is never asked again); None when the mirror did not answer."""
-    pool: Dict[str, SimpleIndex] = {}
+    did not is never asked again); None when the mirror did not answer. `pool`: the command's (IndexSession)."""
+    pool = {} if pool is None else pool
     checks = gate(row, sources, deadline=deadline, pool=pool)
     if checks[0].error:
         return None
@@ -100,12 +103,16 @@ def row_minors(row: Row) -> List[str]:
 
 
 def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
-                local: bool = True, deadline: float = 5.0) -> PythonChoice:
+                local: bool = True, deadline: float = 5.0,
+                pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
     `local=False` (a target that is not this machine) chooses among the row's Python versions instead."""
     if explicit:
-        interp = choose_interpreter(row.python, explicit)
-        pages = row_pages(row, sources, deadline)
+        try:
+            interp = choose_interpreter(row.python, explicit)
+        except BadInput as exc:
+            raise exc.given_as("--python") from None  # the explicit interpreter is --python's
+        pages = row_pages(row, sources, deadline, pool)
         gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else {}
         return PythonChoice(interp, [], list(gaps.values()))
     if local:
@@ -116,10 +123,17 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     else:
         found = [Interpreter(path="", version=f"{minor}.0", has_venv=True) for minor in row_minors(row)]
     minors = {i.minor for i in found}
-    pages = row_pages(row, sources, deadline) if len(minors) > 1 else None
+    pages = row_pages(row, sources, deadline, pool) if len(minors) > 1 else None
     if len(minors) == 1:
         return PythonChoice(max(found, key=lambda i: Version(i.version)), [], [])
     return choose_python(row, found, arch, glibc, pages)
+
+
+def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
+                  pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+    """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
+    `plan` (for this machine) and the fleet report follow, so their answers cannot drift apart."""
+    return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool)
 
 
 def names_interpreter(value: str) -> bool:
@@ -135,7 +149,7 @@ def explicit_python(value: str, row: Row) -> str:
             raise BadInput(f"--python {value} is not a working Python interpreter")
         minor = interp.minor
     else:
-        minor = Target.parse("2.17", "x86_64", value).python
+        minor = Target.parse(GLIBC_FLOOR, "x86_64", value).python
     if not row.python_allows(f"{minor}.0"):
         raise BadInput(f"--python {value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
                        hint=f"use one of {', '.join(row_minors(row))}")

@@ -1,1 +1,1 @@
-"""The vllm-ascend source build: environment, compile locks, progress, log triage."""
+"""The vllm-ascend source build: environment, progress, log triage (its kernel_meta locks: kernel_meta.py)."""

@@ -5,45 +5,46 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import settings_of
+from ascend_setup.engine.step import Step
+from ascend_setup.options import named_index
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.outputs import MirrorChoice
 from ascend_setup.fsutil import open_append
 
 
-def user_extra_indexes(ctx: Context) -> list:
+def user_extra_indexes(ctx: InstallSession) -> list:
     """The user's --extra-index-url only: the row's named indexes serve just the packages assigned to them."""
-    return list(ctx.options.get("extra_index_urls") or [])
+    return list(ctx.options.extra_index_urls or [])
 
 
-class ChooseMirror(Step):
+class ChooseMirror(Step[MirrorChoice]):
     """choose the package index (fastest fresh mirror, --mirror URL|none, or --index-url)"""
 
     name = "mirror"
+    Output = MirrorChoice
     depends_on = ("preflight",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         o = ctx.options
-        return {"mirror": o.get("mirror", "auto"), "index_url": o.get("index_url"),
+        return {"mirror": o.mirror, "index_url": o.index_url,
                 "extra_index_urls": user_extra_indexes(ctx)}
 
-    def is_done(self, ctx: Context) -> bool:
-        out = ctx.outputs.get(self.name) or {}
-        return bool(out.get("index_url"))
+    def is_done(self, ctx: InstallSession) -> bool:
+        return ctx.has(self) and bool(ctx.get(ChooseMirror).index_url)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+    def run(self, ctx: InstallSession, log: Path) -> MirrorChoice:
         o = ctx.options
         extras = user_extra_indexes(ctx)
         fallbacks: list = []
-        if o.get("index_url"):
-            chosen, source = o["index_url"], "--index-url"
-        elif o.get("mirror") not in (None, "auto", "none"):
-            chosen, source = o["mirror"], "--mirror"
-        elif o.get("mirror") == "none":
-            chosen, source = settings_of(ctx).index, "pip's configuration"
+        named = named_index(o.index_url, o.mirror)
+        if named:
+            chosen, source = named
+        elif o.mirror == "none":
+            chosen, source = ctx.pip_settings.index, "pip's configuration"
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 
-            chosen, source, fallbacks = choose_for_install(ctx, log)
+            chosen, source, fallbacks = choose_for_install(ctx.matrix, ctx.row, ctx.root, ctx.facts.python_minor, log)
         with open_append(log) as handle:
             handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
-        return {"index_url": chosen, "extra_index_urls": extras, "source": source, "fallbacks": fallbacks}
+        return MirrorChoice(index_url=chosen, extra_index_urls=extras, source=source, fallbacks=fallbacks)

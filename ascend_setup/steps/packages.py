@@ -16,9 +16,11 @@ from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.installers import Indexes, Installer, InstallRequest
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import (installed_versions, installer_of, local_only_differs, lock_of, python_of,
-                                       row_of, row_requirements_unmet, same_version, venv_contents)
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents
+from ascend_setup.versions import local_only_differs, same_version
+from ascend_setup.steps.outputs import SliceInstalled
 
 TORCH_STACK = ["torch", "torch-npu", "torchvision", "torchaudio"]
 #: The order in which steps take their slices; a package belongs to the first slice that reaches it.
@@ -40,12 +42,12 @@ def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
     return slices
 
 
-def slice_of(ctx: Context, step: str) -> List[LockedPackage]:
-    lock = lock_of(ctx)
-    return lock_slices(lock, row_of(ctx))[step] if lock else []
+def slice_of(ctx: InstallSession, step: str) -> List[LockedPackage]:
+    lock = ctx.lock()
+    return lock_slices(lock, ctx.row)[step] if lock else []
 
 
-def unmet(ctx: Context, packages: List[LockedPackage]) -> List[str]:
+def unmet(ctx: InstallSession, packages: List[LockedPackage]) -> List[str]:
     """Why the venv does not hold these packages as locked: versions (local part included), and the
     row packages' own requirements on each other."""
     installed = installed_versions(ctx)
@@ -54,7 +56,7 @@ def unmet(ctx: Context, packages: List[LockedPackage]) -> List[str]:
     return problems + row_requirements_unmet(ctx, [p.name for p in packages])
 
 
-def damaged(ctx: Context, packages: List[LockedPackage]) -> List[Damage]:
+def damaged(ctx: InstallSession, packages: List[LockedPackage]) -> List[Damage]:
     """The installed distributions of `packages` whose files do not match their RECORD (see distcheck)."""
     contents = venv_contents(ctx)
     if contents is None:
@@ -64,7 +66,7 @@ def damaged(ctx: Context, packages: List[LockedPackage]) -> List[Damage]:
     return [d for d in found if d is not None]
 
 
-def repair_damaged(ctx: Context, step: str, packages: List[LockedPackage], log: Path,
+def repair_damaged(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path,
                    installer: Optional[Installer] = None) -> List[Damage]:
     """Reinstall, from the lock with --force-reinstall --no-deps, each of `packages` a kill left half-written.
     A dist-info without a readable RECORD cannot be uninstalled by pip or uv: it is removed first (it is
@@ -88,46 +90,48 @@ def repair_damaged(ctx: Context, step: str, packages: List[LockedPackage], log: 
     return broken
 
 
-def install_locked(ctx: Context, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
+def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
                    installer: Optional[Installer] = None) -> None:
     """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps
     (`force`: --force-reinstall, to repair; `installer`: other than the run's, for the venv's own pip)."""
-    lock = lock_of(ctx)
+    lock = ctx.lock()
     assert lock is not None, "the resolve step runs first"
     installed = installed_versions(ctx)
     groups: Dict[str, List[LockedPackage]] = {}
     for p in packages:
         groups.setdefault(p.index, []).append(p)
     for index, group in groups.items():
-        requirements = ctx.workdir / "lock" / "slices" / f"{step}-{index}{'-repair' if force else ''}.txt"
+        requirements = ctx.workdir.slice_file(f"{step}-{index}{'-repair' if force else ''}")
         requirements.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(requirements, render_requirements(group))
         # `==2.10.0` is met by an installed 2.10.0+cpu (PEP 440): a local-version mismatch needs a reinstall
         local_mismatch = any(local_only_differs(installed.get(p.name), p.version) for p in group)
         extras = lock.extra_index_urls if index == MIRROR else []
-        (installer or installer_of(ctx)).install(python_of(ctx), InstallRequest(
+        (installer or ctx.installer()).install(ctx.python, InstallRequest(
             requirement_file=requirements, indexes=Indexes(lock.indexes[index], tuple(extras)),
             force_reinstall=force or local_mismatch), log=log)
 
 
-class LockSliceStep(Step):
+class LockSliceStep(Step[SliceInstalled]):
     """A step that installs its slice of the lock and is done when the venv holds exactly that."""
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
+    Output = SliceInstalled
+
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         return {"packages": [f"{p.name}=={p.version} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "installer": ctx.options.get("installer", "pip")}
+                "installer": ctx.options.installer}
 
-    def is_done(self, ctx: Context) -> bool:
-        return lock_of(ctx) is not None and not unmet(ctx, slice_of(ctx, self.name))
+    def is_done(self, ctx: InstallSession) -> bool:
+        return ctx.lock() is not None and not unmet(ctx, slice_of(ctx, self.name))
 
-    def why_not_done(self, ctx: Context) -> str:
+    def why_not_done(self, ctx: InstallSession) -> str:
         return "; ".join(unmet(ctx, slice_of(ctx, self.name))) or "the lock is missing"
 
-    def repair_interrupted(self, ctx: Context, log: Path) -> None:
-        if lock_of(ctx) is not None:
+    def repair_interrupted(self, ctx: InstallSession, log: Path) -> None:
+        if ctx.lock() is not None:
             repair_damaged(ctx, self.name, slice_of(ctx, self.name), log)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+    def run(self, ctx: InstallSession, log: Path) -> SliceInstalled:
         packages = slice_of(ctx, self.name)
         install_locked(ctx, self.name, packages, log)
         problems = unmet(ctx, packages)
@@ -136,7 +140,7 @@ class LockSliceStep(Step):
 
             raise StepFailed(f"after installing its slice of the lock the venv still differs: {'; '.join(problems)}",
                              hint=f"see {log}")
-        return {"installed": [p.requirement() for p in packages]}
+        return SliceInstalled(installed=[p.requirement() for p in packages])
 
 
 class CannPythonDeps(LockSliceStep):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import List
 
-from ascend_setup.steps.base import Step
+from ascend_setup.engine.runlock import RunLock
+from ascend_setup.engine.step import Step
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.packages import CannPythonDeps, PluginDeps, TorchStack, Vllm
 from ascend_setup.steps.plugin import VllmAscend
@@ -13,8 +14,14 @@ from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.triton import Triton
 from ascend_setup.steps.venv import CreateVenv
 from ascend_setup.steps.verify import Verify
+from ascend_setup.workdir import Workdir
 
 
 def build_pipeline() -> List[Step]:
     return [Preflight(), ChooseMirror(), Resolve(), CreateVenv(), CannPythonDeps(), TorchStack(), Vllm(), PluginDeps(),
             Triton(), VllmAscend(), Verify()]
+
+
+def run_lock(workdir: Workdir) -> RunLock:
+    """The workdir's run lock: one install (or resume, or demo) at a time."""
+    return RunLock(workdir.run_lock, holder="ascend-setup run")

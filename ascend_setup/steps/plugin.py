@@ -13,7 +13,7 @@ from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progres
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.sourcebuild.kernels import missing_kernels
-from ascend_setup.sourcebuild.locks import sweep_stale_locks
+from ascend_setup.kernel_meta import sweep_kernel_meta_locks
 from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
 from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.errors import StepFailed
@@ -22,16 +22,20 @@ from ascend_setup.index.simple import SimpleIndex
 from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import run_logged
 from ascend_setup.resolve.lockfile import LockedPackage
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, host_soc, installer_of, python_of, row_of, venv_dir
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.mirror import ChooseMirror
+from ascend_setup.steps.outputs import PluginInstalled
+from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
 from ascend_setup.fsutil import open_append
 
 
-def alternate_urls(ctx: Context, filename: str) -> List[str]:
+def alternate_urls(ctx: InstallSession, filename: str) -> List[str]:
     """The same file on the other fresh mirrors, so a stalled download continues elsewhere."""
     urls = []
-    for index in (ctx.outputs.get("mirror") or {}).get("fallbacks", []):
+    choice = ctx.recorded(ChooseMirror)
+    for index in choice.fallbacks if choice else []:
         page = SimpleIndex(index).project("vllm-ascend")
         urls += [f.url for f in page.files if f.filename == filename]
     return urls
@@ -48,45 +52,45 @@ def wheel_lacks_kernels(wheel: Path, soc: str) -> List[str]:
         return missing_kernels(archive.namelist(), soc)
 
 
-class VllmAscend(Step):
+class VllmAscend(Step[PluginInstalled]):
     """install vllm-ascend: a wheel if one fits this host, else build it from source (resumable)"""
 
     name = "vllm-ascend"
+    Output = PluginInstalled
     depends_on = ("triton",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "soc": host_soc(ctx)}
+                "soc": ctx.soc}
 
-    def is_done(self, ctx: Context) -> bool:
+    def is_done(self, ctx: InstallSession) -> bool:
         locked = slice_of(ctx, self.name)
         return bool(locked) and not unmet(ctx, locked)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+    def run(self, ctx: InstallSession, log: Path) -> PluginInstalled:
         locked = slice_of(ctx, self.name)
         if not locked or locked[0].outcome == "unavailable":
-            raise StepFailed(f"the lock has no file for vllm-ascend {row_of(ctx).packages['vllm-ascend']}",
+            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.row.packages['vllm-ascend']}",
                              hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
         plugin = locked[0]
         _note(log, f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}")
         if plugin.outcome == "wheel":
             install_locked(ctx, self.name, locked, log)
-            return {"source": "wheel", "file": plugin.file}
+            return PluginInstalled(source="wheel", file=plugin.file)
         wheel = self._built_wheel(ctx, plugin, log)
-        installer_of(ctx).install(python_of(ctx), InstallRequest(requirements=[str(wheel)]), log=log)
-        return {"source": "built", "file": wheel.name, "reason": plugin.reason}
+        ctx.installer().install(ctx.python, InstallRequest(requirements=[str(wheel)]), log=log)
+        return PluginInstalled(source="built", file=wheel.name, reason=plugin.reason)
 
-    def _built_wheel(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
-        pre = ctx.outputs["preflight"]
-        soc = host_soc(ctx)
+    def _built_wheel(self, ctx: InstallSession, plugin: LockedPackage, log: Path) -> Path:
+        pre = ctx.get(Preflight)
+        soc = ctx.soc
         if not soc:
             raise StepFailed("vllm-ascend must be built from source and no SOC_VERSION is known "
-                             f"({pre.get('npu_error') or 'no NPU found'})",
+                             f"({pre.npu_error or 'no NPU found'})",
                              hint="pass --soc, e.g. --soc ascend910b1 (Atlas A2 images use ascend910b1)")
-        python = ".".join(pre["python_version"].split(".")[:2])
-        key = wheelhouse_key(version=plugin.version or "", cann=pre["cann_version"], arch=pre["arch"],
-                             python=python, glibc=pre["glibc"] or "unknown", soc=soc)
-        wheelhouse = ctx.workdir / "wheelhouse"
+        key = wheelhouse_key(version=plugin.version or "", cann=pre.cann_version, arch=pre.arch,
+                             python=pre.python_minor, glibc=pre.glibc or "unknown", soc=soc)
+        wheelhouse = ctx.workdir.wheelhouse
         cached = cached_wheel(wheelhouse, key)
         if cached is not None and not wheel_lacks_kernels(cached, soc):
             _note(log, f"reusing {cached} (key {key})")
@@ -94,21 +98,20 @@ class VllmAscend(Step):
         if cached is not None:
             _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        tree = tree_for(sdist, ctx.workdir / "src",
-                        build_key(soc=soc, cann=pre["cann_version"], torch=row_of(ctx).packages["torch"]))
+        tree = tree_for(sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.row.packages["torch"]))
         _note(log, f"build tree {tree.path}: {tree.case}")
         ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
         source = tree.path
         self._prefetch(ctx, source, log)
-        removed = sweep_stale_locks(source)
+        removed = sweep_kernel_meta_locks(source)
         for lock in removed:
             _note(log, f"removed stale compile lock {lock.path} (pid {lock.pid} is gone)")
-        budget = host_job_budget(ctx.options.get("jobs"))
-        home = ctx.workdir / "build-home"
+        budget = host_job_budget(ctx.options.jobs)
+        home = ctx.workdir.build_home
         home.mkdir(parents=True, exist_ok=True)
-        built_env = build_env(cann_env(ctx), host=os.environ, venv=venv_dir(ctx), soc=soc, jobs=budget.jobs,
-                              ascend_home=pre.get("cann_toolkit"), home=home)
-        _note(log, f"MAX_JOBS={budget.jobs} ({budget.why}); HOME={home}; PATH starts with {venv_dir(ctx)}/bin")
+        built_env = build_env(ctx.cann_env(), host=os.environ, venv=ctx.venv, soc=soc, jobs=budget.jobs,
+                              ascend_home=pre.cann_toolkit, home=home)
+        _note(log, f"MAX_JOBS={budget.jobs} ({budget.why}); HOME={home}; PATH starts with {ctx.venv}/bin")
         for note in built_env.notes:
             _note(log, f"note: {note}")
             ctx.console.print(f"note: {note}", soft_wrap=True, markup=False)
@@ -119,7 +122,7 @@ class VllmAscend(Step):
         with Progress(TextColumn("building vllm-ascend"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=ctx.console, transient=True) as progress:
             task = progress.add_task("build", total=None)
-            run_logged([python_of(ctx), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+            run_logged([ctx.python, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
                         "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log,
                        env=built_env.env,
                        on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
@@ -139,11 +142,11 @@ class VllmAscend(Step):
         shutil.rmtree(building)
         return final
 
-    def _prefetch(self, ctx: Context, tree: Path, log: Path) -> None:
+    def _prefetch(self, ctx: InstallSession, tree: Path, log: Path) -> None:
         """The archives csrc's CMake would download, fetched now so that the build needs no network."""
         archives = thirdparty.read_archives(tree)
-        cache = ctx.workdir / "downloads" / "third-party"
-        mirror = ctx.options.get("build_deps_url")
+        cache = ctx.workdir.third_party
+        mirror = ctx.options.build_deps_url
         thirdparty.gate(archives, cache, mirror)
         with Progress(TextColumn("downloading {task.description}"), BarColumn(), DownloadColumn(),
                       console=ctx.console, transient=True) as progress:
@@ -158,7 +161,7 @@ class VllmAscend(Step):
         thirdparty.place(archives, cache, tree)
         _note(log, *lines)
 
-    def _download(self, ctx: Context, plugin: LockedPackage, log: Path) -> Path:
+    def _download(self, ctx: InstallSession, plugin: LockedPackage, log: Path) -> Path:
         assert plugin.url and plugin.file
         with Progress(TextColumn(f"downloading {plugin.file}"), BarColumn(), DownloadColumn(),
                       console=ctx.console, transient=True) as progress:
@@ -169,6 +172,6 @@ class VllmAscend(Step):
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
             return download([plugin.url, *alternate_urls(ctx, plugin.file)],
-                            ctx.workdir / "src" / plugin.file, sha256=plugin.sha256, size=plugin.size,
+                            ctx.workdir.src / plugin.file, sha256=plugin.sha256, size=plugin.size,
                             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
                             on_failover=failover)

@@ -15,11 +15,14 @@ from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
+from ascend_setup.options import named_index
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
-from ascend_setup.resolve.pythons import PythonChoice, pick_python
+from ascend_setup.resolve.pythons import PythonChoice, decide_python
 from ascend_setup.sourcebuild.jobs import host_job_budget
-from ascend_setup.steps.base import Context, Step
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.outputs import HostFacts
+from ascend_setup.steps.session import InstallSession
 from ascend_setup.fsutil import open_append
 
 GIB = 1024 ** 3
@@ -57,63 +60,63 @@ def _fail(problems: List[Problem], log: Path) -> None:
                            hint="fix each as listed above", details=details)
 
 
-def host_problems(ctx: Context) -> List[Problem]:
+def host_problems(ctx: InstallSession) -> List[Problem]:
     """What preflight refuses for certain from the host's facts alone (CANN, disk); the dry run predicts its
     verdict with the same function (it once said every step would run, on a host without CANN)."""
-    row: Row = ctx.extras["row"]
+    row: Row = ctx.row
     options = ctx.options
     problems: List[Problem] = []
-    cann = _cann_problem(row, primary_cann(options.get("cann_home")), bool(options.get("force")),
-                         options.get("cann_home"))
+    cann = _cann_problem(row, primary_cann(options.cann_home), bool(options.force),
+                         options.cann_home)
     if cann:
         problems.append(cann)
-    free = free_disk_bytes(ctx.workdir)
+    free = free_disk_bytes(ctx.root)
     if free < row.disk_gib * GIB:
-        problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.workdir}; the row needs {row.disk_gib:g} GiB",
+        problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.root}; the row needs {row.disk_gib:g} GiB",
                                 "free space or pass another --workdir"))
     return problems
 
 
-class Preflight(Step):
+class Preflight(Step[HostFacts]):
     """check CANN, interpreter, glibc, cores, memory and disk against the row"""
 
     name = "preflight"
+    Output = HostFacts
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         o = ctx.options
-        return {"cann": o["cann"], "cann_home": o.get("cann_home"), "python": o.get("python"),
-                "force": o.get("force", False), "soc": o.get("soc")}
+        return {"cann": o.cann, "cann_home": o.cann_home, "python": o.python,
+                "force": o.force, "soc": o.soc}
 
-    def is_done(self, ctx: Context) -> bool:
-        out = ctx.outputs.get(self.name)
-        if not out:
+    def is_done(self, ctx: InstallSession) -> bool:
+        if not ctx.has(self):
             return False
-        interp = probe(out["python"])
-        if interp is None or interp.version != out["python_version"]:
+        facts = ctx.get(Preflight)
+        interp = probe(facts.python)
+        if interp is None or interp.version != facts.python_version:
             return False
-        found = primary_cann(ctx.options.get("cann_home"))
-        return found is not None and same_cann(found.version, out["cann_version"])
+        found = primary_cann(ctx.options.cann_home)
+        return found is not None and same_cann(found.version, facts.cann_version)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        row: Row = ctx.extras["row"]
+    def run(self, ctx: InstallSession, log: Path) -> HostFacts:
+        row: Row = ctx.row
         options = ctx.options
         _log_ignored_pip_settings(ctx, log)
         problems = host_problems(ctx)
-        found = primary_cann(options.get("cann_home"))
+        found = primary_cann(options.cann_home)
         interp = None
         try:
-            choice = pick_python(row, preflight_sources(ctx), platform.machine(), glibc_version() or "2.17",
-                                 explicit=options.get("python"))
+            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.index.pool())
             interp = choice.interpreter
-            _log_python_choice(ctx, log, choice, bool(options.get("python")))
+            _log_python_choice(ctx, log, choice, bool(options.python))
         except BadInput:
             raise
         except AscendSetupError as exc:
             problems.append(Problem(exc.message, exc.hint or ""))
-        soc = options.get("soc")
+        soc = options.soc
         npu = None
         if not soc:
-            npu = host_npu(options.get("cann_home"))
+            npu = host_npu(options.cann_home)
             soc = npu.soc_version
         source_build = builds_from_source(row, platform.machine(), glibc_version(), device_of(soc))
         if source_build:
@@ -129,21 +132,21 @@ class Preflight(Step):
             "mem_total": memory_bytes().get("MemTotal", 0), "soc": soc,
             "npu_error": npu.error if npu else None, "device_type": device_of(soc), "source_build": source_build,
         }
-        budget = host_job_budget(options.get("jobs"))
+        budget = host_job_budget(options.jobs)
         facts["max_jobs"] = f"{budget.jobs} ({budget.why})"
         ctx.console.print(f"note: a vllm-ascend source build would use MAX_JOBS={facts['max_jobs']}", soft_wrap=True,
                           markup=False)
         with open_append(log) as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
-        return facts
+        return HostFacts(**facts)
 
 
-def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str,
+def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str,
                         log: Path) -> List[Problem]:
     """vllm-ascend will be built from source (`why`): every missing piece of its toolchain, at once, with the
     lock's cmake and setuptools when a lock was given. A missing CANN is reported once, by its own check."""
-    given = ctx.options.get("lock")
+    given = ctx.options.lock
     lock = read_lock(Path(given)) if given and Path(given).is_file() else None
     plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None) if lock else None
     checks = toolchain_checks(row, toolkit=Path(found.toolkit) if found else None, arch=platform.machine(),
@@ -161,19 +164,16 @@ def _toolchain_problems(ctx: Context, row: Row, found: Optional[CannInstall], so
     return problems
 
 
-def preflight_sources(ctx: Context) -> IndexSources:
+def preflight_sources(ctx: InstallSession) -> IndexSources:
     """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
     pip's (any fresh mirror has the same files)."""
     options = ctx.options
-    mirror = options.get("index_url") or (options.get("mirror") if options.get("mirror") not in (None, "auto", "none")
-                                          else None)
-    if not mirror:
-        settings = ctx.extras.get("pip_settings")
-        mirror = settings.index if settings else ""
-    return IndexSources.for_row(ctx.extras["matrix"], ctx.extras["row"], mirror, options.get("extra_index_urls") or [])
+    named = named_index(options.index_url, options.mirror)
+    mirror = named[0] if named else (ctx.pip_settings.index if ctx.pip_settings else "")
+    return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
 
 
-def _log_python_choice(ctx: Context, log: Path, choice: PythonChoice, explicit: bool) -> None:
+def _log_python_choice(ctx: InstallSession, log: Path, choice: PythonChoice, explicit: bool) -> None:
     lines = [f"python {choice.interpreter.minor} ({choice.interpreter.path})"] + choice.reasons
     if choice.gaps:
         lines.append(("--python forces" if explicit else "every interpreter lacks") + ": " + "; ".join(choice.gaps)
@@ -184,9 +184,9 @@ def _log_python_choice(ctx: Context, log: Path, choice: PythonChoice, explicit: 
         ctx.console.print(f"note: {line}", soft_wrap=True, markup=False)
 
 
-def _log_ignored_pip_settings(ctx: Context, log: Path) -> None:
+def _log_ignored_pip_settings(ctx: InstallSession, log: Path) -> None:
     """Say what of the user's pip configuration our pip and uv runs ignore (and where it came from)."""
-    settings = ctx.extras.get("pip_settings")
+    settings = ctx.pip_settings
     if settings is None or settings.respect or not settings.ignored:
         return
     with open_append(log) as handle:

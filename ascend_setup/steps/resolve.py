@@ -3,52 +3,47 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.deps.derive import Derived
+from ascend_setup.requirement_set import Derived
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
-from ascend_setup.host.machine import glibc_version, this_machine
+from ascend_setup.host.machine import this_machine
 from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import label
 from ascend_setup.host.toolchain import toolchain_checks
-from ascend_setup.installers import uv_command
 from ascend_setup.matrix.models import MIRROR
-from ascend_setup.paths import cache_dir
-from ascend_setup.resolve.closure import IndexSources, gate, inputs_digest, resolve_closure
+from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, pick_python
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import host_device, host_target, indexes_of, matrix_of, row_of, settings_of
-from ascend_setup.steps.preflight import preflight_sources
+from ascend_setup.resolve.pythons import build_interpreter, decide_python
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.mirror import ChooseMirror
+from ascend_setup.steps.outputs import LockRef
+from ascend_setup.steps.preflight import Preflight, preflight_sources
 from ascend_setup.fsutil import atomic_write_text, make_dir, open_append
 from ascend_setup.inputs import read_input_text
 
-#: The pre-lock versions kept the run lock (flock) in a file named `lock`; it is ours and holds a pid.
-LOCK_DIR = "lock"
+def lock_path(ctx: InstallSession) -> Path:
+    return ctx.workdir.lock_dir / lock_file_name(ctx.row.cann, ctx.target)
 
 
-def lock_path(ctx: Context) -> Path:
-    return ctx.workdir / LOCK_DIR / lock_file_name(row_of(ctx).cann, host_target(ctx))
+def sources_of(ctx: InstallSession) -> IndexSources:
+    idx = ctx.indexes
+    return IndexSources.for_row(ctx.matrix, ctx.row, idx.index_url, idx.extra_index_urls)
 
 
-def sources_of(ctx: Context) -> IndexSources:
-    idx = indexes_of(ctx)
-    return IndexSources.for_row(matrix_of(ctx), row_of(ctx), idx.index_url, idx.extra_index_urls)
-
-
-def _upstream_known(ctx: Context) -> bool:
+def _upstream_known(ctx: InstallSession) -> bool:
     """The host's target and the mirror are known only once preflight and mirror ran (not in a dry run)."""
-    return "preflight" in ctx.outputs and "mirror" in ctx.outputs
+    return ctx.has(Preflight) and ctx.has(ChooseMirror)
 
 
-def _lock_dir(workdir: Path) -> Path:
-    """`<workdir>/lock/`, replacing the old run-lock file of that name (ours: a few bytes, a pid)."""
-    directory = workdir / LOCK_DIR
+def _lock_dir(directory: Path) -> Path:
+    """The lock's directory, replacing the run-lock file the pre-lock versions kept under that name (ours: a
+    few bytes, a pid)."""
     if directory.is_file() and not directory.is_symlink() and directory.stat().st_size < 32 and \
             directory.read_text().strip().isdigit():
         directory.unlink()
@@ -74,50 +69,50 @@ def gate_lock(lock: Lock, row_names: List[str]) -> None:
         raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
 
 
-class Resolve(Step):
+class Resolve(Step[LockRef]):
     """check every index answers, then resolve the whole closure for this host into a lock"""
 
     name = "resolve"
+    Output = LockRef
     depends_on = ("preflight", "mirror")
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        given = ctx.options.get("lock")
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
+        given = ctx.options.lock
         if given:
             return {"lock_file": given, "sha256": sha256_of(Path(given)) if Path(given).is_file() else None}
         if not _upstream_known(ctx):
             return {"inputs": "known after preflight and mirror"}
-        return {"inputs": inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx), host_device(ctx))}
+        return {"inputs": inputs_digest(ctx.row, ctx.target, sources_of(ctx), ctx.device)}
 
-    def is_done(self, ctx: Context) -> bool:
+    def is_done(self, ctx: InstallSession) -> bool:
         if not _upstream_known(ctx):
             return False
         path = lock_path(ctx)
         if not path.is_file():
             return False
-        given = ctx.options.get("lock")
+        given = ctx.options.lock
         if given:
             return Path(given).is_file() and sha256_of(Path(given)) == sha256_of(path)
         try:
-            return read_lock(path).inputs == inputs_digest(row_of(ctx), host_target(ctx), sources_of(ctx),
-                                                           host_device(ctx))
+            return read_lock(path).inputs == inputs_digest(ctx.row, ctx.target, sources_of(ctx), ctx.device)
         except Exception:  # a damaged lock of ours is simply made again
             return False
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        path = _lock_dir(ctx.workdir) / lock_path(ctx).name
-        row = row_of(ctx)
-        given = ctx.options.get("lock")
+    def run(self, ctx: InstallSession, log: Path) -> LockRef:
+        path = _lock_dir(ctx.workdir.lock_dir) / lock_path(ctx).name
+        row = ctx.row
+        given = ctx.options.lock
         if given:
             lock = read_lock(Path(given))
-            check_lock_device(lock, host_device(ctx))
+            check_lock_device(lock, ctx.device)
             gate_lock(lock, list(row.packages))
             atomic_write_text(path, read_input_text(given, "lock"))  # never through a link at `path`
             with open_append(log) as handle:
                 handle.write(f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "
                              f"/ Python {lock.target.python})\n")
-            return {"lock": str(path), "packages": len(lock.packages), "source": given}
+            return LockRef(lock=str(path), packages=len(lock.packages), source=given)
         sources = sources_of(ctx)
-        checks = gate(row, sources)
+        checks = ctx.index.gate(row, sources)
         with open_append(log) as handle:
             for check in checks:
                 handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
@@ -126,12 +121,11 @@ class Resolve(Step):
         if problems:
             raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
         try:
-            target = host_target(ctx)
-            lock = resolve_closure(row, target, sources, settings=settings_of(ctx),
-                                   uv=uv_command(), cache_dir=cache_dir() / "uv", checks=checks,
-                                   on_derived=lambda derived: _log_derived(log, derived),
-                                   build_python=build_interpreter(target.python, ctx.outputs["preflight"]["python"]),
-                                   device=host_device(ctx))
+            target = ctx.target
+            lock = ctx.index.resolve(row, target, sources, checks=checks,
+                                     on_derived=lambda derived: _log_derived(log, derived),
+                                     build_python=build_interpreter(target.python, ctx.get(Preflight).python),
+                                     device=ctx.device)
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
         check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
@@ -141,7 +135,7 @@ class Resolve(Step):
             handle.write(f"lock {path}: {counts}\n")
             for w in lock.warnings:
                 handle.write(f"warning ({w.id}): {w.message}\n")
-        return {"lock": str(path), "packages": counts["packages"], "source": "resolved"}
+        return LockRef(lock=str(path), packages=counts["packages"], source="resolved")
 
 
 def check_lock_device(lock: Lock, device: Optional[str]) -> None:
@@ -155,14 +149,14 @@ def check_lock_device(lock: Lock, device: Optional[str]) -> None:
                               "--lock FILE (it builds vllm-ascend from source)")
 
 
-def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
+def check_build_tools(ctx: InstallSession, lock: Lock, log: Path) -> None:
     """The lock builds vllm-ascend from source: its whole toolchain (the compilers, CANN's tools, the lock's
     cmake and setuptools) is checked now, before any download, and every missing piece is named at once."""
     plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
     if plugin is None or plugin.outcome != "sdist":
         return
-    toolkit = ctx.outputs["preflight"].get("cann_toolkit")
-    checks = toolchain_checks(row_of(ctx), toolkit=Path(toolkit) if toolkit else None, arch=host_target(ctx).arch,
+    toolkit = ctx.get(Preflight).cann_toolkit
+    checks = toolchain_checks(ctx.row, toolkit=Path(toolkit) if toolkit else None, arch=ctx.target.arch,
                               pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
     with open_append(log) as handle:
         handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
@@ -174,23 +168,22 @@ def check_build_tools(ctx: Context, lock: Lock, log: Path) -> None:
                          hint=" / ".join(dict.fromkeys(c.fix or "" for c in failed)))
 
 
-def preview_closure(ctx: Context) -> Dict[str, Any]:
+def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     """For `install --dry-run`: the closure this host's install will take, touching nothing: the lock given
     with --lock, else the workdir's when there is one, else a resolution made now (the mirror as preflight
     would see it)."""
-    recorded = ctx.options.get("lock") or (ctx.outputs.get("resolve") or {}).get("lock")
+    ref = ctx.recorded(Resolve)
+    recorded = ctx.options.lock or (ref.lock if ref else None)
     if recorded and Path(recorded).is_file():
         lock, source = read_lock(Path(recorded)), recorded
     else:
-        row, sources = row_of(ctx), preflight_sources(ctx)
+        row, sources = ctx.row, preflight_sources(ctx)
         try:
-            interpreter = pick_python(row, sources, platform.machine(), glibc_version() or "2.17",
-                                      explicit=ctx.options.get("python")).interpreter
-            device = host_device(ctx) or host_npu(ctx.options.get("cann_home")).device_type  # as preflight finds it
-            lock = resolve_closure(row, this_machine(interpreter.minor), sources, settings=settings_of(ctx),
-                                   uv=uv_command(), cache_dir=cache_dir() / "uv",
-                                   build_python=build_interpreter(interpreter.minor, interpreter.path),
-                                   device=device)
+            interpreter = decide_python(row, sources, explicit=ctx.options.python, pool=ctx.index.pool()).interpreter
+            device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
+            lock = ctx.index.resolve(row, this_machine(interpreter.minor), sources,
+                                     build_python=build_interpreter(interpreter.minor, interpreter.path),
+                                     device=device)
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None

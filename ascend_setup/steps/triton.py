@@ -17,8 +17,10 @@ from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import capture
 from ascend_setup.fsutil import atomic_write_text, open_append
 from ascend_setup.resolve.lockfile import LockedPackage, render_requirements
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import installed_versions, installer_of, lock_of, python_of, row_of
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.common import installed_versions
+from ascend_setup.steps.outputs import TritonSwapped
 from ascend_setup.steps.packages import slice_of, unmet
 
 #: Run from a file: triton.jit reads the kernel's source with inspect, which `python -c` cannot give.
@@ -41,26 +43,26 @@ print(f"ok: triton.jit returned {type(kernel).__name__}, indexable")
 '''
 
 
-def triton_check(ctx: Context) -> str:
+def triton_check(ctx: InstallSession) -> str:
     """'' when kernel[grid] works in the venv, else what went wrong. Leaves nothing behind."""
     with tempfile.TemporaryDirectory(prefix="ascend-setup-triton-") as tmp:
         script = Path(tmp) / "triton_check.py"
         script.write_text(CHECK)
-        proc = capture([python_of(ctx), "-B", str(script)], timeout=120)
+        proc = capture([ctx.python, "-B", str(script)], timeout=120)
     if proc.returncode == 0:
         return ""
     text = (proc.stdout + proc.stderr).strip()
     return text.splitlines()[-1] if text else f"exit {proc.returncode}"
 
 
-def fetch_verified(ctx: Context, package: LockedPackage) -> Path:
+def fetch_verified(ctx: InstallSession, package: LockedPackage) -> Path:
     """The locked file on the workdir's disk, hash-checked; the venv is not touched."""
     untouched = "upstream triton (if any) is still installed; the venv is unchanged"
     if package.outcome == "unavailable" or not package.url or not package.file:
         raise StepFailed(f"triton-ascend {package.version or ''} has no file for this host: {package.reason}",
                          hint=untouched)
     try:
-        return download([package.url], ctx.workdir / "downloads" / package.file, sha256=package.sha256,
+        return download([package.url], ctx.workdir.downloads / package.file, sha256=package.sha256,
                         size=package.size, stall_seconds=20)
     except AscendSetupError as exc:
         raise StepFailed(f"triton-ascend {package.version} could not be fetched from {package.index_url}: "
@@ -68,33 +70,34 @@ def fetch_verified(ctx: Context, package: LockedPackage) -> Path:
                          "mirror of that index") from None
 
 
-class Triton(Step):
+class Triton(Step[TritonSwapped]):
     """remove upstream triton, install triton-ascend last, check that kernel[grid] works"""
 
     name = "triton"
+    Output = TritonSwapped
     depends_on = ("plugin-deps",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "installer": ctx.options.get("installer", "pip")}
+                "installer": ctx.options.installer}
 
-    def is_done(self, ctx: Context) -> bool:
+    def is_done(self, ctx: InstallSession) -> bool:
         installed = installed_versions(ctx)
         return "triton" not in installed and bool(slice_of(ctx, self.name)) and \
             not unmet(ctx, slice_of(ctx, self.name)) and not triton_check(ctx)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        lock = lock_of(ctx)
+    def run(self, ctx: InstallSession, log: Path) -> TritonSwapped:
+        lock = ctx.lock()
         entry = lock.get("triton-ascend") if lock else None  # an unavailable entry is in no slice, but says why
         if entry is None:
-            raise StepFailed(f"the lock has no triton-ascend {row_of(ctx).packages['triton-ascend']}",
+            raise StepFailed(f"the lock has no triton-ascend {ctx.row.packages['triton-ascend']}",
                              hint="rerun: the resolve step makes the lock again")
         locked = [entry]
         local = fetch_verified(ctx, entry)
         with open_append(log) as handle:
             handle.write(f"fetched and verified {local} (sha256 {entry.sha256})\n")
-        installer = installer_of(ctx)
-        python = python_of(ctx)
+        installer = ctx.installer()
+        python = ctx.python
         removed = "triton" in installed_versions(ctx)
         if removed:
             installer.uninstall(python, ["triton"], log=log)
@@ -110,4 +113,4 @@ class Triton(Step):
         if problem:
             raise StepFailed(f"triton.jit still does not give an indexable kernel: {problem}",
                              hint="something else ships a triton/ package; see ascend-setup audit --venv")
-        return {"removed_upstream_triton": removed}
+        return TritonSwapped(removed_upstream_triton=removed)

@@ -21,59 +21,63 @@ from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.host.interpreters import probe
 from ascend_setup.mirrors.apply import venv_config_matches, write_venv_config
 from ascend_setup.procs import run_logged
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import (indexes_of, installed_versions, installer_of, lock_of, python_of,
-                                       venv_dir)
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.common import installed_versions
+from ascend_setup.steps.outputs import VenvMade
+from ascend_setup.steps.preflight import Preflight
+from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
 from ascend_setup.venvinfo import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
                                    write_venv_record)
 
 
-class CreateVenv(Step):
+class CreateVenv(Step[VenvMade]):
     """create a clean venv, upgrade pip, point it at the chosen index"""
 
     name = "venv"
+    Output = VenvMade
     depends_on = ("preflight", "mirror", "resolve")
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        pre = ctx.outputs.get("preflight", {})
-        return {"venv": str(venv_dir(ctx)), "python": pre.get("python"), "python_version": pre.get("python_version"),
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
+        pre = ctx.recorded(Preflight)
+        return {"venv": str(ctx.venv), "python": pre and pre.python, "python_version": pre and pre.python_version,
                 "packages": [p.requirement() for p in slice_of(ctx, self.name)]}
 
-    def is_done(self, ctx: Context) -> bool:
+    def is_done(self, ctx: InstallSession) -> bool:
         return self.why_not_done(ctx) == ""
 
-    def why_not_done(self, ctx: Context) -> str:
-        cfg = read_pyvenv_cfg(venv_dir(ctx))
-        pre = ctx.outputs.get("preflight", {})
+    def why_not_done(self, ctx: InstallSession) -> str:
+        cfg = read_pyvenv_cfg(ctx.venv)
+        pre = ctx.recorded(Preflight)
         if cfg is None:
-            return f"{venv_dir(ctx)} is not a venv"
+            return f"{ctx.venv} is not a venv"
         if cfg.get("include-system-site-packages", "false").lower() == "true":
             return "the venv includes system site-packages"
-        interp = probe(str(python_of(ctx)))
-        if interp is None or interp.version != pre.get("python_version"):
-            return f"the venv's interpreter is {interp.version if interp else 'not runnable'}, not " \
-                   f"{pre.get('python_version')}"
+        interp = probe(str(ctx.python))
+        want = pre.python_version if pre else None
+        if interp is None or interp.version != want:
+            return f"the venv's interpreter is {interp.version if interp else 'not runnable'}, not {want}"
         problems = unmet(ctx, slice_of(ctx, self.name)) or ([] if "pip" in installed_versions(ctx) else ["no pip"])
         if problems:
             return "; ".join(problems)
-        idx = indexes_of(ctx)
-        if not venv_config_matches(venv_dir(ctx), idx.index_url, idx.extra_index_urls):
+        idx = ctx.indexes
+        if not venv_config_matches(ctx.venv, idx.index_url, idx.extra_index_urls):
             return "the venv's pip.conf / uv.toml do not name the chosen index"
-        return "" if read_venv_record(venv_dir(ctx)) is not None else "the venv's ascend-setup.json is missing"
+        return "" if read_venv_record(ctx.venv) is not None else "the venv's ascend-setup.json is missing"
 
-    def repair_interrupted(self, ctx: Context, log: Path) -> None:
+    def repair_interrupted(self, ctx: InstallSession, log: Path) -> None:
         """The installer itself first (the interpreter, then pip's own files): every later step needs it."""
         self._make(ctx, log)
-        if lock_of(ctx) is not None:
-            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log, installer=installer_of(ctx, "uv"))
+        if ctx.lock() is not None:
+            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.installer("uv"))
 
-    def _make(self, ctx: Context, log: Path) -> None:
+    def _make(self, ctx: InstallSession, log: Path) -> None:
         """`python -m venv` completes a half-made venv (safe after a kill at any point). An interpreter that
         still does not run is recreated when ascend-setup made the venv; a venv it did not make is never
         deleted."""
-        venv = venv_dir(ctx)
-        pre = ctx.outputs["preflight"]
+        venv = ctx.venv
+        pre = ctx.get(Preflight)
         cfg = read_pyvenv_cfg(venv)
         record = read_venv_record(venv)
         if cfg is None and record is None:
@@ -90,14 +94,14 @@ class CreateVenv(Step):
                 raise StepFailed(f"{venv} includes system site-packages (stale torch builds leak in)",
                                  hint="pass a new --venv; ascend-setup does not rewrite a venv it did not create")
             have = cfg.get("version") or cfg.get("version_info") or ""
-            if have and ".".join(have.split(".")[:2]) != ".".join(pre["python_version"].split(".")[:2]):
-                raise StepFailed(f"{venv} was made with Python {have}, not {pre['python_version']}",
+            if have and ".".join(have.split(".")[:2]) != pre.python_minor:
+                raise StepFailed(f"{venv} was made with Python {have}, not {pre.python_version}",
                                  hint="pass a new --venv (or --python matching it)")
         created = record is not None and record.created
-        argv = [pre["python"], "-m", "venv", "--without-pip", str(venv)]
+        argv = [pre.python, "-m", "venv", "--without-pip", str(venv)]
         try:
             run_logged(argv, log, what="python -m venv")
-            broken = "" if probe(str(python_of(ctx))) is not None else f"its interpreter {python_of(ctx)} does not run"
+            broken = "" if probe(str(ctx.python)) is not None else f"its interpreter {ctx.python} does not run"
         except DiskFull:
             raise  # not broken: full (deleting it would lose every package already installed)
         except StepFailed as exc:
@@ -111,19 +115,19 @@ class CreateVenv(Step):
             self._record(ctx, created=True)
             run_logged(argv, log, what="python -m venv (recreating the broken venv)")
 
-    def _record(self, ctx: Context, created: bool) -> None:
-        idx = indexes_of(ctx)
-        lock = lock_of(ctx)
-        write_venv_record(venv_dir(ctx), VenvRecord(
-            workdir=str(ctx.workdir), lock=(ctx.outputs.get("resolve") or {}).get("lock"),
+    def _record(self, ctx: InstallSession, created: bool) -> None:
+        idx = ctx.indexes
+        lock, ref = ctx.lock(), ctx.recorded(Resolve)
+        write_venv_record(ctx.venv, VenvRecord(
+            workdir=str(ctx.root), lock=ref.lock if ref else None,
             indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}, created=created))
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
-        venv = venv_dir(ctx)
+    def run(self, ctx: InstallSession, log: Path) -> VenvMade:
+        venv = ctx.venv
         self._make(ctx, log)
         record = read_venv_record(venv)
-        install_locked(ctx, self.name, slice_of(ctx, self.name), log, installer=installer_of(ctx, "uv"))
-        idx = indexes_of(ctx)
+        install_locked(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.installer("uv"))
+        idx = ctx.indexes
         write_venv_config(venv, idx.index_url, idx.extra_index_urls)
         self._record(ctx, created=record is not None and record.created)
-        return {"pip": installed_versions(ctx).get("pip")}
+        return VenvMade(pip=installed_versions(ctx).get("pip"))

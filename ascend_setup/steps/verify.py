@@ -11,8 +11,10 @@ from ascend_setup.audit.venv import read_venv
 from ascend_setup.errors import StepFailed
 from ascend_setup.soc import label
 from ascend_setup.procs import capture
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.common import cann_env, host_device, host_soc, python_of, row_of, venv_dir
+from ascend_setup.engine.step import Step
+from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.outputs import Verified
+from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.triton import triton_check
 from ascend_setup.matrix.hints import hint_lines as hints_for
 from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
@@ -34,15 +36,15 @@ print(json.dumps(result))
 '''
 
 
-def problems(ctx: Context) -> List[str]:
+def problems(ctx: InstallSession) -> List[str]:
     """Why the venv does not yet serve the row (empty when it does)."""
-    proc = capture([python_of(ctx), "-c", PROBE, json.dumps(MODULES)], env=cann_env(ctx), timeout=600)
+    proc = capture([ctx.python, "-c", PROBE, json.dumps(MODULES)], env=ctx.cann_env(), timeout=600)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return [f"the venv's Python could not run the import check: {(proc.stderr or proc.stdout).strip()[-300:]}"]
     found = []
-    row = row_of(ctx)
+    row = ctx.row
     for dist, info in result.items():
         if not info["ok"]:
             found.append(f"import of {dist} fails: {info['error']}")
@@ -59,51 +61,53 @@ def problems(ctx: Context) -> List[str]:
     return found
 
 
-def device_problem(ctx: Context) -> Optional[str]:
+def device_problem(ctx: InstallSession) -> Optional[str]:
     """The installed vllm_ascend's device type against this host's: the import passes either way, and the
     worker's start-up assertion is what fails (None when they match or the host's is unknown)."""
-    host = host_device(ctx)
-    built = installed_device(read_venv(venv_dir(ctx))) if host else None
+    host = ctx.device
+    built = installed_device(read_venv(ctx.venv)) if host else None
     if built is None or built[0] == host:
         return None
     return f"vllm_ascend was built for {label(built[0])} NPUs ({built[1]}) and this host's are {label(host)}"
 
 
-def kernel_problems(ctx: Context) -> List[str]:
+def kernel_problems(ctx: InstallSession) -> List[str]:
     """The installed vllm-ascend must hold its compiled custom ops (a wheel built without them imports fine)."""
-    soc = host_soc(ctx) or ""
-    names = [name for site in site_packages(venv_dir(ctx)) for name in installed_files(site)]
+    soc = ctx.soc or ""
+    names = [name for site in site_packages(ctx.venv) for name in installed_files(site)]
     missing = missing_kernels(names, soc)
     return [f"the installed vllm-ascend lacks {', '.join(missing)}"] if missing else []
 
 
-def shell_lines(ctx: Context) -> List[str]:
-    scripts = ctx.outputs.get("preflight", {}).get("set_env", [])
-    return [f"source {s}" for s in scripts] + [f"source {venv_dir(ctx)}/bin/activate"]
+def shell_lines(ctx: InstallSession) -> List[str]:
+    facts = ctx.recorded(Preflight)
+    scripts = facts.set_env if facts else []
+    return [f"source {s}" for s in scripts] + [f"source {ctx.venv}/bin/activate"]
 
 
-def serving_hints(ctx: Context) -> List[str]:
-    return hints_for(row_of(ctx))
+def serving_hints(ctx: InstallSession) -> List[str]:
+    return hints_for(ctx.row)
 
 
-class Verify(Step):
+class Verify(Step[Verified]):
     """import torch, torch_npu, vllm, vllm_ascend in the venv; versions equal the row; custom ops there; triton works"""
 
     name = "verify"
+    Output = Verified
     depends_on = ("vllm-ascend",)
 
-    def inputs(self, ctx: Context) -> Dict[str, Any]:
-        return {"pins": {d: row_of(ctx).packages[d] for d in MODULES.values()}}
+    def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
+        return {"pins": {d: ctx.row.packages[d] for d in MODULES.values()}}
 
-    def is_done(self, ctx: Context) -> bool:
+    def is_done(self, ctx: InstallSession) -> bool:
         return not problems(ctx)
 
-    def run(self, ctx: Context, log: Path) -> Dict[str, Any]:
+    def run(self, ctx: InstallSession, log: Path) -> Verified:
         found = problems(ctx)
         with open_append(log) as handle:
             handle.write("\n".join(found or ["all imports and versions match the row; triton kernel[grid] works"]))
             handle.write("\n")
         if found:
             raise StepFailed("verification failed: " + "; ".join(found), hint="ascend-setup audit --venv "
-                             f"{venv_dir(ctx)} shows what to fix")
-        return {"shell": shell_lines(ctx), "hints": serving_hints(ctx)}
+                             f"{ctx.venv} shows what to fix")
+        return Verified(shell=shell_lines(ctx), hints=serving_hints(ctx))

@@ -14,7 +14,8 @@ from e2e.conftest import installed, lock_versions
 from ascend_setup.diskfull import DiskFull
 from ascend_setup.index.download import download
 from ascend_setup.simulate.index_server import LocalIndex
-from ascend_setup.steps.state import StateStore
+from ascend_setup.steps.session import install_store
+from ascend_setup.workdir import Workdir
 
 
 class Tmpfs(type(Path())):  # type: ignore[misc]
@@ -77,7 +78,7 @@ def test_install_on_a_full_disk_stops_clearly_then_converges(wheel_stack, tmpfs:
     tmpfs.resize("41g")
     workdir = tmpfs / "w"
     proc = wheel_stack.spawn(workdir, "--installer", "pip")
-    store = StateStore(workdir / "state.json")
+    store = install_store(Workdir(workdir))
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         steps = store.load().steps if (workdir / "state.json").exists() else {}

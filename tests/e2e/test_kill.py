@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable, Dict, Optional
 
 from e2e.conftest import freeze, installed, kill_group, lock_versions
-from ascend_setup.steps.state import StateStore
+from ascend_setup.steps.session import install_store
+from ascend_setup.workdir import Workdir
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
 
@@ -46,7 +47,7 @@ class Driver:
     def __init__(self, stack, workdir: Path, rng: random.Random, targets: list, max_kills: int = 10) -> None:
         self.stack, self.workdir, self.rng, self.targets = stack, workdir, rng, targets
         self.max_kills = max_kills  # then the attempt may finish: a step longer than the kill window would starve
-        self.store = StateStore(workdir / "state.json")
+        self.store = install_store(Workdir(workdir))
         self.kills = 0
         self.resumed_from: Optional[int] = None
 
@@ -134,7 +135,7 @@ def _dist_file(venv: Path, name: str, min_size: int = 10) -> Path:
 
 
 def _mark_started(workdir: Path, step: str) -> None:
-    store = StateStore(workdir / "state.json")
+    store = install_store(Workdir(workdir))
     state = store.load()
     store.mark(state, step, state.steps[step].model_copy(update={"state": "started", "ended_at": None}))
 
@@ -197,7 +198,7 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             time.sleep(rng.uniform(0.0, 0.1))
             kill_group(proc)
             assert proc.returncode == -9, (attempts, proc.stderr_path.read_text()[-2000:])
-            if StateStore(workdir / "state.json").load().steps["venv"].state != "started":
+            if install_store(Workdir(workdir)).load().steps["venv"].state != "started":
                 break  # too late: pip was whole
             hits += 1
             torn += not _pip_whole(workdir / "venv")

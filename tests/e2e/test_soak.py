@@ -18,7 +18,9 @@ import pytest
 
 from e2e.conftest import installed, kill_group, lock_versions
 from e2e.test_kill import _headers, _wait_for
-from ascend_setup.steps.state import StateStore
+from ascend_setup.engine.state import StateStore
+from ascend_setup.steps.session import install_store
+from ascend_setup.workdir import Workdir
 
 KILLS_PER_INSTALLER = 25
 #: A kill's moment: with STARTUP_SHARE, during the start-up (seconds after the spawn, before any step
@@ -79,7 +81,7 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
                 while _group_alive(proc.pid) and time.monotonic() < deadline:
                     time.sleep(0.05)
                 assert not _group_alive(proc.pid), f"seed {seed}: processes of the group survived the kill"
-                hits[installer][_hit(StateStore(workdir / "state.json"), before, _headers(workdir))] += 1
+                hits[installer][_hit(install_store(Workdir(workdir)), before, _headers(workdir))] += 1
                 continue
             assert proc.returncode == 0, f"seed {seed}: a run between kills failed: " + \
                 proc.stderr_path.read_text()[-3000:]
@@ -90,7 +92,7 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
         assert final.returncode == 0, f"seed {seed}: " + final.stderr[-3000:]
         finished.append(workdir)
     for workdir in finished:
-        states = {n: r.state for n, r in StateStore(workdir / "state.json").load().steps.items()}
+        states = {n: r.state for n, r in install_store(Workdir(workdir)).load().steps.items()}
         assert set(states.values()) == {"done"} and "verify" in states, (seed, workdir, states)
         assert installed(workdir / "venv") == lock_versions(workdir), (seed, workdir)
     total = sum(sum(c.values()) for c in hits.values())

@@ -14,8 +14,12 @@ import time
 from pathlib import Path
 
 from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.steps.base import Context, Step
-from ascend_setup.steps.runner import Runner
+from pydantic import BaseModel
+
+from ascend_setup.engine.files import RunFiles
+from ascend_setup.engine.runner import Runner
+from ascend_setup.engine.session import Session
+from ascend_setup.engine.step import Step
 
 CHUNKS = 25
 
@@ -31,21 +35,30 @@ def expected_chunk(i: int) -> str:
     return hashlib.sha256(f"chunk {i}".encode()).hexdigest() * 40
 
 
-class WriteChunks(Step):
+class Chunks(BaseModel):
+    count: int
+
+
+class Digested(BaseModel):
+    digest: str
+
+
+class WriteChunks(Step[Chunks]):
     """write chunk files one at a time"""
 
     name = "write-chunks"
+    Output = Chunks
 
     def inputs(self, ctx):
         return {"chunks": CHUNKS}
 
     def is_done(self, ctx):
-        return all((ctx.workdir / "chunks" / f"{i}.txt").is_file() and
-                   (ctx.workdir / "chunks" / f"{i}.txt").read_text() == expected_chunk(i) for i in range(CHUNKS))
+        return all((ctx.root / "chunks" / f"{i}.txt").is_file() and
+                   (ctx.root / "chunks" / f"{i}.txt").read_text() == expected_chunk(i) for i in range(CHUNKS))
 
     def run(self, ctx, log):
-        event(ctx.workdir, f"start {self.name}")
-        out = ctx.workdir / "chunks"
+        event(ctx.root, f"start {self.name}")
+        out = ctx.root / "chunks"
         out.mkdir(exist_ok=True)
         for i in range(CHUNKS):
             target = out / f"{i}.txt"
@@ -53,29 +66,30 @@ class WriteChunks(Step):
                 continue
             atomic_write_text(target, expected_chunk(i))
             time.sleep(0.02)
-        return {"count": CHUNKS}
+        return Chunks(count=CHUNKS)
 
 
-class Digest(Step):
+class Digest(Step[Digested]):
     """hash the chunks in a subprocess"""
 
     name = "digest"
     depends_on = ("write-chunks",)
+    Output = Digested
 
     def is_done(self, ctx):
-        return (ctx.workdir / "digest.txt").is_file()
+        return (ctx.root / "digest.txt").is_file()
 
     def run(self, ctx, log):
-        event(ctx.workdir, f"start {self.name}")
+        event(ctx.root, f"start {self.name}")
         code = ("import hashlib,pathlib,sys,time\n"
                 "d=pathlib.Path(sys.argv[1]); h=hashlib.sha256()\n"
                 "for i in range(int(sys.argv[2])):\n"
                 "    h.update((d/'chunks'/f'{i}.txt').read_bytes()); time.sleep(0.01)\n"
                 "tmp=d/'digest.tmp'; tmp.write_text(h.hexdigest()); tmp.replace(d/'digest.txt')\n")
         with log.open("a") as handle:
-            subprocess.run([sys.executable, "-c", code, str(ctx.workdir), str(ctx.output("write-chunks", "count"))],
+            subprocess.run([sys.executable, "-c", code, str(ctx.root), str(ctx.get(WriteChunks).count)],
                            check=True, stdout=handle, stderr=subprocess.STDOUT)
-        return {"digest": (ctx.workdir / "digest.txt").read_text()}
+        return Digested(digest=(ctx.root / "digest.txt").read_text())
 
 
 class Report(Step):
@@ -85,12 +99,12 @@ class Report(Step):
     depends_on = ("digest",)
 
     def is_done(self, ctx):
-        return (ctx.workdir / "report.txt").is_file()
+        return (ctx.root / "report.txt").is_file()
 
     def run(self, ctx, log):
-        event(ctx.workdir, f"start {self.name}")
+        event(ctx.root, f"start {self.name}")
         time.sleep(0.2)
-        atomic_write_text(ctx.workdir / "report.txt", f"digest={ctx.output('digest', 'digest')}\n")
+        atomic_write_text(ctx.root / "report.txt", f"digest={ctx.get(Digest).digest}\n")
 
 
 def pipeline():
@@ -99,4 +113,4 @@ def pipeline():
 
 if __name__ == "__main__":
     workdir = Path(sys.argv[1])
-    Runner(pipeline(), Context(workdir=workdir)).run()
+    Runner(pipeline(), Session(RunFiles(workdir))).run()

@@ -1,4 +1,5 @@
-"""Stale TBE/opc compile locks: `kernel_meta.lock` files whose recorded process is gone.
+"""kernel_meta locks: the TBE/opc operator compiler's `kernel_meta.lock` files, and which are stale (their
+recorded process is gone). Not the run lock (engine/runlock.py) nor the lock (resolve/lockfile.py).
 
 The operator compiler compares pids and never checks liveness, so a killed build leaves a lock that
 fails every operator with 'Another process is using this dir'. A careless `find -name '*lock*'`
@@ -20,7 +21,7 @@ LOCK_NAME = "kernel_meta.lock"
 
 
 @dataclass(frozen=True)
-class CompileLock:
+class KernelMetaLock:
     path: Path
     pid: Optional[int]
     alive: bool
@@ -31,7 +32,7 @@ class CompileLock:
         return self.pid is not None and not self.alive
 
 
-def _is_compile_lock(path: Path) -> bool:
+def _is_kernel_meta_lock(path: Path) -> bool:
     return path.name == LOCK_NAME or (path.suffix == ".lock" and path.parent.name.startswith("kernel_meta"))
 
 
@@ -44,27 +45,27 @@ def _read_pid(path: Path) -> Optional[int]:
     return int(first) if first.isdigit() else None
 
 
-def find_compile_locks(root: Path) -> Iterator[CompileLock]:
-    """Every compile lock under `root`, without following symlinks out of it."""
+def find_kernel_meta_locks(root: Path) -> Iterator[KernelMetaLock]:
+    """Every kernel_meta lock under `root`, without following symlinks out of it."""
     if not root.is_dir():
         return
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             path = Path(dirpath) / name
-            if not name.endswith(".lock") or path.is_symlink() or not _is_compile_lock(path):
+            if not name.endswith(".lock") or path.is_symlink() or not _is_kernel_meta_lock(path):
                 continue
             pid = _read_pid(path)
             try:
                 ours = path.lstat().st_uid == os.geteuid()
             except OSError:
                 continue
-            yield CompileLock(path=path, pid=pid, alive=pid is not None and pid_alive(pid), ours=ours)
+            yield KernelMetaLock(path=path, pid=pid, alive=pid is not None and pid_alive(pid), ours=ours)
 
 
-def sweep_stale_locks(root: Path) -> List[CompileLock]:
-    """Remove the stale compile locks we own; return what was removed."""
+def sweep_kernel_meta_locks(root: Path) -> List[KernelMetaLock]:
+    """Remove the stale kernel_meta locks we own; return what was removed."""
     removed = []
-    for lock in find_compile_locks(root):
+    for lock in find_kernel_meta_locks(root):
         if lock.stale and lock.ours:
             try:
                 lock.path.unlink()

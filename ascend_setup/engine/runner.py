@@ -6,11 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from pydantic import ValidationError
+
 from ascend_setup.diskfull import disk_full, is_enospc
+from ascend_setup.engine.runlock import RunLock
+from ascend_setup.engine.session import Session
+from ascend_setup.engine.state import RunState, StateStore, StepRecord, now
+from ascend_setup.engine.step import Step, fingerprint
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
-from ascend_setup.steps.base import Context, Step, fingerprint
-from ascend_setup.steps.lock import RUN_LOCK, WorkdirLock
-from ascend_setup.steps.state import RunState, StateStore, StepRecord, now
 from ascend_setup.fsutil import make_dir, open_append
 
 #: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.
@@ -61,7 +64,8 @@ def _changed_keys(old: Dict[str, Any], new: Dict[str, Any]) -> str:
 class Runner:
     """Runs steps in order; any step can be killed at any second and the next run resumes."""
 
-    def __init__(self, steps: Sequence[Step], ctx: Context, store: Optional[StateStore] = None) -> None:
+    def __init__(self, steps: Sequence[Step], session: Session, store: Optional[StateStore] = None,
+                 run_lock: Optional[RunLock] = None) -> None:
         names: List[str] = []
         for step in steps:
             if step.name in names:
@@ -71,17 +75,29 @@ class Runner:
                 raise ValueError(f"step {step.name} depends on {missing}, which do not come before it")
             names.append(step.name)
         self.steps = list(steps)
-        self.ctx = ctx
-        self.store = store or StateStore(ctx.workdir / "state.json")
+        self.session = session
+        self.store = store or StateStore(session.files.state)
+        self.run_lock = run_lock or RunLock(session.files.run_lock)
         self.ran: List[str] = []  # the steps this run started: a rerun that starts none changed nothing
 
     # -- deciding ------------------------------------------------------------------------------
     def _fingerprint(self, step: Step, known: Dict[str, str]) -> Tuple[str, Dict[str, Any]]:
         """Computed when the step's turn comes, so inputs may read outputs of steps that just ran."""
-        inputs = step.inputs(self.ctx)
+        inputs = step.inputs(self.session)
         fp = fingerprint(inputs, tuple(known[d] for d in step.depends_on))
         known[step.name] = fp
         return fp, inputs
+
+    def _load_outputs(self, state: RunState) -> None:
+        """What the finished steps recorded, read into their output models under the same keys. A record
+        its model cannot read is left out, as if never recorded: the step's own check then finds it not done."""
+        for step in self.steps:
+            record = state.steps.get(step.name)
+            if record is not None and record.state == "done" and step.name not in self.session.outputs:
+                try:
+                    self.session.outputs[step.name] = step.output_of(record.outputs)
+                except ValidationError:
+                    pass
 
     def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
         def decision(run: bool, reason: str) -> Decision:
@@ -89,7 +105,7 @@ class Runner:
                             record.state in ("started", "failed"))
 
         if record is None:
-            if step.is_done(self.ctx):
+            if step.is_done(self.session):
                 return decision(False, "already satisfied")
             return decision(True, FIRST_RUN)
         if record.state == "started":
@@ -100,39 +116,39 @@ class Runner:
             if record.inputs != inputs:
                 return decision(True, f"inputs changed ({_changed_keys(record.inputs, inputs)})")
             return decision(True, f"a step it depends on changed ({', '.join(step.depends_on)})")
-        if not step.is_done(self.ctx):
-            return decision(True, f"recorded done, but {step.why_not_done(self.ctx)}")
+        if not step.is_done(self.session):
+            return decision(True, f"recorded done, but {step.why_not_done(self.session)}")
         return decision(False, "done")
 
     def plan(self) -> List[Decision]:
         """What a run would do now, touching nothing (install --dry-run)."""
         state = self.store.load()
-        self.ctx.outputs.update({n: r.outputs for n, r in state.steps.items() if r.state == "done"})
+        self._load_outputs(state)
         known: Dict[str, str] = {}
         return [self._decide(step, state.steps.get(step.name), *self._fingerprint(step, known))
                 for step in self.steps]
 
     # -- running -------------------------------------------------------------------------------
     def run(self, reporter: Optional[Reporter] = None, options: Optional[Dict[str, Any]] = None) -> RunState:
-        """Take the lock, then run what is not done. State is saved after each transition; a full disk
+        """Take the run lock, then run what is not done. State is saved after each transition; a full disk
         while saving it (or making the workdir) is one line, and the next run resumes."""
         try:
             return self._run(reporter, options)
         except OSError as exc:
             if not is_enospc(exc):
                 raise
-            raise disk_full(Path(exc.filename or self.ctx.workdir), "saving the install's state") from None
+            raise disk_full(Path(exc.filename or self.session.root), "saving the install's state") from None
 
     def _run(self, reporter: Optional[Reporter], options: Optional[Dict[str, Any]]) -> RunState:
         reporter = reporter or SilentReporter()
-        self.ctx.workdir.mkdir(parents=True, exist_ok=True)
-        with WorkdirLock(self.ctx.workdir / RUN_LOCK):
-            make_dir(self.ctx.log_dir)  # under the lock: a refused run creates nothing
+        self.session.root.mkdir(parents=True, exist_ok=True)
+        with self.run_lock:
+            make_dir(self.session.files.logs)  # under the run lock: a refused run creates nothing
             state = self.store.load()
             if options is not None:
                 state.options = dict(options)
                 self.store.save(state)
-            self.ctx.outputs.update({n: r.outputs for n, r in state.steps.items() if r.state == "done"})
+            self._load_outputs(state)
             known: Dict[str, str] = {}
             for step in self.steps:
                 fp, inputs = self._fingerprint(step, known)
@@ -143,7 +159,7 @@ class Runner:
                         t = now()
                         self.store.mark(state, step.name, StepRecord(
                             state="done", fingerprint=fp, inputs=inputs, started_at=t, ended_at=t,
-                            log=str(self.ctx.log_path(step.name))))
+                            log=str(self.session.files.log(step.name))))
                     reporter.skipped(step.name, d.reason)
                     continue
                 self._run_one(state, d, reporter)
@@ -151,23 +167,23 @@ class Runner:
 
     def _run_one(self, state: RunState, d: Decision, reporter: Reporter) -> None:
         step = d.step
-        log = self.ctx.log_path(step.name)
+        log = self.session.files.log(step.name)
         started = now()
         self.store.mark(state, step.name, StepRecord(
             state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)))
-        reporter.starting(step.name, d.reason, step.describe(self.ctx), log)
+        reporter.starting(step.name, d.reason, step.describe(self.session), log)
         self.ran.append(step.name)
         try:
             try:
                 with open_append(log) as handle:
                     handle.write(f"\n=== {step.name}: {d.reason} ===\n")
                 if d.interrupted:
-                    step.repair_interrupted(self.ctx, log)
-                outputs = step.run(self.ctx, log) or {}
+                    step.repair_interrupted(self.session, log)
+                outputs = step.output_of(step.run(self.session, log))
             except OSError as exc:  # the step's own writes (extraction, a file it makes): one line, not a trace
                 if not is_enospc(exc):
                     raise
-                raise disk_full(Path(exc.filename or self.ctx.workdir), f"step {step.name}") from None
+                raise disk_full(Path(exc.filename or self.session.root), f"step {step.name}") from None
         except AscendSetupError as exc:
             self._fail(state, d, started, log, exc.one_line(), reporter)
             if isinstance(exc, BadInput):
@@ -177,11 +193,11 @@ class Runner:
             message = f"{type(exc).__name__}: {exc}"
             self._fail(state, d, started, log, message, reporter)
             raise StepFailed(f"step {step.name} failed: {message}", hint=f"see the log {log}") from None
-        self.ctx.outputs[step.name] = outputs
+        self.session.outputs[step.name] = outputs
         ended = now()
         self.store.mark(state, step.name, StepRecord(
             state="done", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=ended,
-            log=str(log), outputs=outputs))
+            log=str(log), outputs=outputs.model_dump(mode="json", exclude_unset=True)))
         reporter.finished(step.name, ended - started)
 
     def _fail(self, state: RunState, d: Decision, started: float, log, message: str, reporter: Reporter) -> None:
@@ -197,7 +213,7 @@ class Runner:
 
 def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] = None) -> List[Dict[str, Any]]:
     """One row per pipeline step for `status`: done, running (pid N), interrupted, failed or pending.
-    A `started` step is running while a run holds the lock (`running` is its pid), else it was interrupted."""
+    A `started` step is running while a run holds the run lock (`running` is its pid), else it was interrupted."""
     rows = []
     for step in steps:
         rec = state.steps.get(step.name)

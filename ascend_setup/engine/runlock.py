@@ -13,15 +13,14 @@ from typing import Optional
 from ascend_setup.errors import LockHeld
 from ascend_setup.fsutil import open_nofollow
 
-#: `<workdir>/run.lock`. (`<workdir>/lock/` holds the resolved package locks.)
-RUN_LOCK = "run.lock"
 
+class RunLock:
+    """Exclusive, non-blocking `flock` on the run lock file (`RunFiles.run_lock`); the file records the
+    holder's pid. `holder` names, in the refusal, what holds it."""
 
-class WorkdirLock:
-    """Exclusive, non-blocking `flock` on `<workdir>/lock`; the file records the holder's pid."""
-
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, holder: str = "run") -> None:
         self.path = path
+        self.holder = holder
         self._fd: Optional[int] = None
 
     @staticmethod
@@ -31,7 +30,7 @@ class WorkdirLock:
         return int(text) if text.isdigit() else None
 
     def running(self) -> Optional[int]:
-        """The pid of the run that holds the lock now, or None (reads only: works on a read-only workdir)."""
+        """The pid of the run that holds the run lock now, or None (reads only: works on a read-only workdir)."""
         try:
             fd = open_nofollow(self.path, os.O_RDONLY)
         except (FileNotFoundError, PermissionError):
@@ -52,7 +51,7 @@ class WorkdirLock:
             pid = self._pid_in(fd)
             os.close(fd)
             who = f"pid {pid}" if pid else "another process"
-            raise LockHeld(f"another ascend-setup run ({who}) holds {self.path}",
+            raise LockHeld(f"another {self.holder} ({who}) holds {self.path}",
                            hint="wait for it to finish; the lock disappears with that process") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
@@ -63,7 +62,7 @@ class WorkdirLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "WorkdirLock":
+    def __enter__(self) -> "RunLock":
         self.acquire()
         return self
 

@@ -1,4 +1,6 @@
-"""Derive what to install next to vllm (installed --no-deps) from vllm's and the plugin's metadata.
+"""The requirement set the install takes next to vllm (installed --no-deps), derived from vllm's and the
+plugin's metadata: vllm's minus CUDA-only, the plugin's pins winning. (The matrix's own derivation of a
+row for a new CANN is matrix/derive.py.)
 
 Deriving the list from vllm alone is the mistake that crashes the first inference: vllm's CUDA pins
 displace the torch that torch_npu needs. So: vllm's requirements minus the row's CUDA-only patterns,
@@ -12,12 +14,18 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping
 
 from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ascend_setup.index.tags import Target
+from ascend_setup.markers import applicable
 from ascend_setup.matrix.models import Row
+
+#: Requirements another package of the row stands in for: triton-ascend installs the `triton` package itself,
+#: and upstream triton (which torch's CUDA build and xgrammar on x86 ask for) would shadow it. The resolution
+#: excludes them; audit expects them unmet.
+SUBSTITUTES = {"triton": "triton-ascend"}
 
 #: Row packages that other steps install; the plugin-deps step must not touch them.
 INSTALLED_ELSEWHERE = {
@@ -50,19 +58,6 @@ def target_environment(target: Target) -> Dict[str, str]:
                 "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
                 "extra": ""})
     return env
-
-
-def applicable(requires: Iterable[str], env: Mapping[str, str]) -> List[Requirement]:
-    """Requirements whose markers hold in `env` (extras' requirements are not direct ones)."""
-    result = []
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate(dict(env)):
-            result.append(req)
-    return result
 
 
 def _is_pin(spec: SpecifierSet) -> bool:

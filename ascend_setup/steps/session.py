@@ -1,0 +1,130 @@
+"""The install session: everything a step of the install may read, each of one type. The options as checked,
+the matrix and its row, pip's settings, the workdir's paths, the typed outputs of the steps that finished,
+and what a run computes once (the lock, CANN's environment)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Optional, Type, TypeVar
+
+from pydantic import BaseModel
+
+from ascend_setup.engine.session import Session
+from ascend_setup.engine.state import StateStore
+from ascend_setup.host.setenv import capture_env
+from ascend_setup.index.pipconfig import PipSettings
+from ascend_setup.index.tags import Target
+from ascend_setup.installers import Indexes, Installer, get_installer
+from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.options import InstallOptions, check_recorded_options
+from ascend_setup.paths import cache_dir
+from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.resolve.session import IndexSession
+from ascend_setup.soc import device_of
+from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
+from ascend_setup.venvinfo import venv_python
+from ascend_setup.workdir import Workdir
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def install_store(workdir: Workdir) -> StateStore:
+    """The workdir's state file, as install, resume, status and doctor read it."""
+    return StateStore(workdir.state, format="ascend-setup-state", writer="ascend-setup",
+                      check_options=check_recorded_options, elsewhere="pass another --workdir")
+
+
+@dataclass(kw_only=True)
+class InstallSession(Session):
+    """One install run. `files` is its Workdir; `index` the run's IndexSession, which the preflight's Python
+    choice, the resolve step's gate and closure and the dry run's preview share. The matrix, row and pip
+    settings are None only in tests of a single step's check."""
+
+    options: InstallOptions
+    matrix: Optional[Matrix] = None
+    row: Optional[Row] = None
+    pip_settings: Optional[PipSettings] = None
+    index: Optional[IndexSession] = None  # made from pip_settings when not given: one per run
+    _lock: Optional[Lock] = field(default=None, repr=False)
+    _lock_path: Optional[str] = field(default=None, repr=False)
+    _cann_env: Optional[Dict[str, str]] = field(default=None, repr=False)
+    _cann_env_read: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.index is None and self.pip_settings is not None:
+            self.index = IndexSession(self.pip_settings)
+
+    @property
+    def workdir(self) -> Workdir:
+        assert isinstance(self.files, Workdir)
+        return self.files
+
+    def find(self, model: Type[M]) -> Optional[M]:
+        """The one finished step's output of this type (HostFacts, MirrorChoice, LockRef), or None."""
+        return next((o for o in self.outputs.values() if isinstance(o, model)), None)
+
+    # -- the venv ------------------------------------------------------------------------------
+    @property
+    def venv(self) -> Path:
+        return Path(self.options.venv)
+
+    @property
+    def python(self) -> Path:
+        """The venv's interpreter."""
+        return venv_python(self.venv)
+
+    # -- the host, as preflight found it ---------------------------------------------------------
+    @property
+    def facts(self) -> HostFacts:
+        facts = self.find(HostFacts)
+        if facts is None:
+            raise KeyError("preflight has not run")
+        return facts
+
+    @property
+    def target(self) -> Target:
+        return self.facts.target
+
+    @property
+    def soc(self) -> Optional[str]:
+        """The SOC_VERSION this install builds for: --soc's, else npu-smi's (preflight's); None when unknown."""
+        facts = self.find(HostFacts)
+        return self.options.soc or (facts.soc if facts else None)
+
+    @property
+    def device(self) -> Optional[str]:
+        """The NPU device type this install builds for (A2, A3, ...), from `soc`."""
+        return device_of(self.soc)
+
+    # -- indexes, installer, lock ----------------------------------------------------------------
+    @property
+    def indexes(self) -> Indexes:
+        """The mirror step's choice (recorded in state, so a resumed run uses the same index)."""
+        choice = self.find(MirrorChoice)
+        return choice.indexes if choice else Indexes("", ())
+
+    def installer(self, name: Optional[str] = None) -> Installer:
+        """The run's installer (`--installer`), or the one named."""
+        assert self.pip_settings is not None
+        return get_installer(name or self.options.installer, self.pip_settings, cache_dir() / "uv")
+
+    def lock(self) -> Optional[Lock]:
+        """The lock the resolve step wrote (None before it ran), read once per run."""
+        ref = self.find(LockRef)
+        path = ref.lock if ref else None
+        if not path or not Path(path).is_file():
+            return None
+        if self._lock is None or self._lock_path != path:
+            self._lock, self._lock_path = read_lock(Path(path)), path
+        return self._lock
+
+    def cann_env(self) -> Dict[str, str]:
+        """os.environ plus what CANN's (and NNAL's) set_env.sh export, captured once per run."""
+        if not self._cann_env_read:
+            facts = self.find(HostFacts)
+            scripts = [Path(p) for p in facts.set_env] if facts else []
+            self._cann_env = capture_env(scripts).apply() if scripts else None
+            self._cann_env_read = True
+        return dict(os.environ) if self._cann_env is None else dict(self._cann_env)
