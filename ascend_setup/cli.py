@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import sys
 from typing import Callable, List, NoReturn, Optional
@@ -327,10 +326,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.exit_code
     finally:
         tempdirs.leave()
-        if argv is None:  # the process's own command line: it exits next
-            # Its last garbage collection would walk every object the imports made (pydantic's schemas, the
-            # HTTP stack): 0.2-0.7 s of wall time on a loaded host, after the answer is out (benchmarks/mirrors.py).
-            gc.freeze()
 
 
 if __name__ == "__main__":
