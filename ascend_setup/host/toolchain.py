@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-from ascend_setup.host.machine import os_release
+from ascend_setup.osrelease import os_release
 from ascend_setup.soc import label
 from ascend_setup.matrix.models import Row
 
