@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     row = row_for(matrix, args.cann, installs[0] if installs else None).for_arch(platform.machine())
     sources = IndexSources.for_row(matrix, row, index)
     interpreter, no_interpreter = install_interpreter(row, sources, python, interpreters)  # the install's, once
-    report = run_doctor(matrix, row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
-                        settings=settings, install_python=interpreter, soc=soc, index=index)
+    report = run_doctor(row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
+                        indexes=sources.as_dict(), settings=settings, install_python=interpreter, soc=soc)
     target = fleet_target(row, sources, workdir=workdir, interpreter=interpreter, no_interpreter=no_interpreter,
                           soc=soc or report.facts["npu"]["soc_version"],
                           cann_installed=installs[0].version if installs else None)

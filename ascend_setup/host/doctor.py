@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import List, Mapping, Optional, Tuple, Union
 
 from ascend_setup.workdir import Workdir
 from ascend_setup.kernel_meta import find_kernel_meta_locks
@@ -23,7 +23,7 @@ from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import IndexNeed
 from ascend_setup.inputs import load_json, open_input
 from ascend_setup.knowledge.scan import triage_stream
-from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.matrix.models import Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
 
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
@@ -197,11 +197,11 @@ def check_pip_config(settings: Optional[PipSettings]) -> Check:
     return Check("pip-config", "pass", f"{source}; nothing else set")
 
 
-def check_indexes(matrix: Matrix, row: Row, mirror: str) -> Tuple[Check, List[IndexAnswer]]:
-    """Each index the install would use (`mirror`: pip's, or --index-url), asked for one pin it serves."""
-    urls = {**({MIRROR: mirror} if mirror else {}), **{n: matrix.index_url(n) for n in row.named_indexes()}}
+def check_indexes(row: Row, urls: Mapping[str, str]) -> Tuple[Check, List[IndexAnswer]]:
+    """Each index the install would use (`urls` by name: the mirror, pip's or --index-url, and the row's named
+    ones), asked for one pin it serves."""
     answers = ask_indexes([IndexNeed(n, [url], dict([next(iter(row.packages_from(n).items()))]))
-                           for n, url in urls.items() if row.packages_from(n)])
+                           for n, url in urls.items() if url and row.packages_from(n)])
     worst = "fail" if any(a.status == "unreachable" for a in answers) else \
         "warn" if any(a.status != "reachable" for a in answers) else "pass"
     fix = {"fail": "check the network, or pass --index NAME=URL / --index-url URL for an index this host can reach",
@@ -241,12 +241,12 @@ def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, 
     return checks
 
 
-def run_doctor(matrix: Matrix, row: Row, installs: List[CannInstall], interpreters: List[Interpreter], *,
-               cann_home: Optional[str], workdir: Path, venv: Path, settings: Optional[PipSettings] = None,
-               install_python: Optional[Interpreter] = None, soc: Optional[str] = None, index: str = "") -> DoctorReport:
+def run_doctor(row: Row, installs: List[CannInstall], interpreters: List[Interpreter], *, cann_home: Optional[str],
+               workdir: Path, venv: Path, indexes: Mapping[str, str], settings: Optional[PipSettings] = None,
+               install_python: Optional[Interpreter] = None, soc: Optional[str] = None) -> DoctorReport:
     """`row` as this host takes it; `installs` the CANN toolkits found (the first is the one used);
-    `interpreters` those to check (interpreters_to_check); `install_python` the one the install takes here
-    (decide_python, asked by the command)."""
+    `interpreters` those to check (interpreters_to_check); `indexes` the install's, by name (IndexSources);
+    `install_python` the interpreter the install takes here (decide_python, asked by the command)."""
     facts = machine_facts(workdir)
     driver = installs[0].driver if installs else find_driver(Path(cann_home) if cann_home else None)
     npu = npu_facts(driver.root if driver else None)
@@ -265,7 +265,7 @@ def run_doctor(matrix: Matrix, row: Row, installs: List[CannInstall], interprete
     checks.append(check_last_failure(workdir))
     checks.append(check_venv(venv))
     checks.append(check_pip_config(settings))
-    index_check, answers = check_indexes(matrix, row, index)
+    index_check, answers = check_indexes(row, indexes)
     checks.append(index_check)
     return DoctorReport(checks=checks, facts={"indexes": [a.to_json() for a in answers],
         "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
