@@ -2,7 +2,7 @@
 
 A command passes only what differs: its help sentence, and whether the value is required. A path flag's
 ASCEND_SETUP_* variable is named from its `paths.Flag`, the one place that reads it (flag first, then the
-variable, `~` expanded), so the help cannot promise a variable the command does not read.
+variable, `~` expanded); `env=False` where the command reads no variable, so the help promises none.
 """
 
 from __future__ import annotations

@@ -109,3 +109,13 @@ def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkey
     args = build_parser().parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
     chosen = fit.fit_model(args, None, None)  # type: ignore[arg-type]
     assert chosen.cann == (row or load_matrix().newest().cann)
+
+
+def test_mirrors_apply_venv_expands_the_home(cli, home: Path) -> None:
+    """`--venv=~/v` (no shell expands a ~ after '='): the venv in HOME, not a directory named '~'."""
+    import venv as venv_module
+
+    venv_module.create(home / "v", with_pip=False)
+    proc = cli("mirrors", "--only", "--candidate", "http://127.0.0.1:9/simple/", "--budget", "1", "--apply",
+               "--venv=~/v", "--workdir", str(home / "wd"))
+    assert "not a venv" not in proc.stderr and proc.returncode == 1, proc.stderr  # ranked: no index answered

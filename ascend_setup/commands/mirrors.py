@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                        hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config")
     if args.venv and not args.apply:
         raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
-    if args.venv and read_pyvenv_cfg(Path(args.venv)) is None:
+    venv = Path(args.venv).expanduser() if args.venv else None  # as every path flag: `--venv=~/v` too
+    if venv and read_pyvenv_cfg(venv) is None:
         raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
     if args.only and not args.candidate:
         raise BadInput("--only ranks just the --candidate URLs: give at least one")
@@ -78,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:
-        if args.venv:
+        if venv:
             try:
-                write_venv_config(Path(args.venv), result["chosen"], None)  # its extra indexes stay
+                write_venv_config(venv, result["chosen"], None)  # its extra indexes stay
             except OSError as exc:
                 raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
         if args.global_:
