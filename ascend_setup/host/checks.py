@@ -22,6 +22,14 @@ class Check:
     detail: str
     fix: Optional[str] = None
 
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+    def line(self) -> str:
+        """One log line: ok/warn/FAIL, what, the evidence."""
+        return f"  {({'pass': 'ok  ', 'warn': 'warn'}).get(self.status, 'FAIL')} {self.id}: {self.detail}"
+
     def to_json(self) -> dict:
         return asdict(self)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
 
@@ -231,14 +231,9 @@ def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, 
     """The source build's toolchain, as preflight checks it: failures fail when this host will build
     vllm-ascend from source (by the row), and only warn otherwise."""
     why = builds_from_source(row, facts.arch, facts.glibc, device_of(soc))
-    checks = []
-    for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch):
-        if c.ok:
-            checks.append(Check(c.id, "pass", c.detail))
-        else:
-            needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
-            checks.append(Check(c.id, "fail" if why else "warn", f"{c.detail} ({needed})", c.fix))
-    return checks
+    needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
+    return [c if c.ok else replace(c, status="fail" if why else "warn", detail=f"{c.detail} ({needed})")
+            for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch)]
 
 
 def run_doctor(row: Row, installs: List[CannInstall], interpreters: List[Interpreter], *, cann_home: Optional[str],

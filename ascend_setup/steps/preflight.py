@@ -140,7 +140,7 @@ def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInsta
     with open_append(log) as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
-    problems = [Check(c.id, "fail", f"{c.id}: {c.detail}", c.fix) for c in checks
+    problems = [replace(c, detail=f"{c.id}: {c.detail}") for c in checks
                 if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
     if soc and device_of(soc) is None:
         problems.append(Check("soc", "fail", f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
