@@ -9,7 +9,7 @@ from typing import Callable, List, NoReturn, Optional
 
 from ascend_setup import __version__
 from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
-from ascend_setup import tempdirs
+from ascend_setup import flags, tempdirs
 from ascend_setup.interrupts import at_interrupt, install_handlers
 
 
@@ -44,8 +44,7 @@ def _common(json_flag: bool = True) -> argparse.ArgumentParser:
 
 
 def _index_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", metavar="NAME=URL", action="append",
-                   help="replace a named index of the row (ascend, pytorch-cpu), e.g. with a mirror of it; repeatable")
+    flags.index(p, "replace a named index of the row (ascend, pytorch-cpu), e.g. with a mirror of it; repeatable")
     p.add_argument("--respect-pip-config", action="store_true",
                    help="let your pip configuration (constraint, find-links, extra-index-url, ...) apply; by default "
                         "only its index and network settings do")
@@ -79,21 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common()
 
     p = sub.add_parser("install", parents=[common], help="run (or resume) the install pipeline")
-    p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
-    p.add_argument("--venv", metavar="DIR", help="venv to build (default <workdir>/venv; env ASCEND_SETUP_VENV)")
-    p.add_argument("--workdir", metavar="DIR", help="state, logs, downloads, build tree (env ASCEND_SETUP_WORKDIR)")
-    p.add_argument("--python", metavar="EXE", help="interpreter for the venv (env ASCEND_SETUP_PYTHON)")
-    p.add_argument("--cann-home", metavar="DIR", help="CANN root, e.g. /usr/local/Ascend (env ASCEND_SETUP_CANN_HOME)")
-    p.add_argument("--index-url", metavar="URL", help="primary package index (default: pip's configuration)")
-    p.add_argument("--extra-index-url", metavar="URL", action="append",
-                   help="another index beside the mirror, for anything the row does not assign (repeatable)")
+    flags.cann(p, required=True)
+    flags.venv(p, "venv to build (default <workdir>/venv)")
+    flags.workdir(p, "state, logs, downloads, build tree")
+    flags.python(p, "interpreter for the venv")
+    flags.cann_home(p, "CANN root, e.g. /usr/local/Ascend")
+    flags.index_url(p)
+    flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")
     _index_flags(p)
-    p.add_argument("--lock", metavar="FILE", help="install this lock (from 'plan --lock') instead of resolving here")
-    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
-                   "vllm-ascend release's metadata on the index")
+    flags.lock(p, "install this lock (from 'plan --lock') instead of resolving here")
+    flags.vllm_ascend(p)
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
-    p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
-    p.add_argument("--soc", metavar="SOC_VERSION", help="build target, e.g. ascend910b3 (default: from npu-smi)")
+    flags.installer(p)
+    flags.soc(p, "build target, e.g. ascend910b3 (default: from npu-smi)")
     p.add_argument("--jobs", type=int, metavar="N", help="MAX_JOBS for a vllm-ascend source build (default: from the "
                    "memory the build can use, 4 GiB a job)")
     p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
@@ -101,112 +98,94 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
     p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
                    "make (it says what it will change; it never deletes it)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan of steps; touch nothing")
+    flags.dry_run(p, "print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,
-                   help="add a block to ~/.bashrc that resumes this install at the next login after a stop (removed "
-                        "when the install completes); --no-resume-on-login removes it")
+    flags.resume_on_login(p, "add a block to ~/.bashrc that resumes this install at the next login after a stop "
+                          "(removed when the install completes); --no-resume-on-login removes it")
     p.set_defaults(func=_lazy("install:run_install"))
 
     p = sub.add_parser("resume", parents=[_common(json_flag=True)], help="resume the last install with its options")
-    p.add_argument("--workdir", metavar="DIR", help="the workdir whose install to resume (a copied one resumes in place; "
-                   "env ASCEND_SETUP_WORKDIR)")
-    p.add_argument("--dry-run", action="store_true", help="print what the resumed run would do; touch nothing")
+    flags.workdir(p, "the workdir whose install to resume; a copied one resumes in place")
+    flags.dry_run(p, "print what the resumed run would do; touch nothing")
     p.add_argument("--on-login", action="store_true", help="what the ~/.bashrc block runs: if the install is not "
                    "done and not running, say so and resume it in the background")
     p.set_defaults(func=_lazy("install:run_resume"))
 
     p = sub.add_parser("status", parents=[common], help="each step: done/running/interrupted/failed/pending, times, log")
-    p.add_argument("--workdir", metavar="DIR", help="the workdir to report on (env ASCEND_SETUP_WORKDIR); read only")
+    flags.workdir(p, "the workdir to report on, read only")
     p.set_defaults(func=_lazy("install:run_status"))
 
     p = sub.add_parser("plan", parents=[common], help="forecast wheel / source build / unavailable for a target")
-    p.add_argument("--cann", required=True, help="CANN version: selects a whole matrix row")
+    flags.cann(p, required=True)
     p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
     p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
-    p.add_argument("--python", metavar="X.Y|EXE", help="target Python, e.g. 3.11, or an interpreter (default: the one "
-                   "install would pick, by the wheels the row publishes; env ASCEND_SETUP_PYTHON)")
-    p.add_argument("--index-url", metavar="URL", help="primary index (default: pip's configuration)")
-    p.add_argument("--extra-index-url", metavar="URL", action="append",
-                   help="another index beside the primary one, for anything the row does not assign (repeatable)")
+    flags.python(p, "target Python, e.g. 3.11, or an interpreter (default: the one install would pick, by the wheels "
+                 "the row publishes)", metavar="X.Y|EXE")
+    flags.index_url(p, "primary index (default: pip's configuration)")
+    flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
     _index_flags(p)
-    p.add_argument("--lock", metavar="FILE", help="write the resolved lock for this target to FILE")
-    p.add_argument("--soc", metavar="DEVICE|SOC_VERSION", default="A2",
-                   help="the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
-                        "vllm-ascend wheel is taken only for the device type it was built for (default A2, the "
-                        "public wheels' type)")
-    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
-                   "vllm-ascend release's metadata on the index")
+    flags.lock(p, "write the resolved lock for this target to FILE")
+    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
+              "vllm-ascend wheel is taken only for the device type it was built for (default A2, the public wheels' "
+              "type)", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.vllm_ascend(p)
     p.set_defaults(func=_lazy("plan:run"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
-    p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
+    flags.venv(p, "the venv to audit", env=False, required=True)
     p.add_argument("--deep", action="store_true", help="also check every installed file against its "
                    "distribution's RECORD (size; sha256 for small files): what an interrupted install left")
-    p.add_argument("--cann", help="row to check against (default: inferred from vllm-ascend / torch-npu)")
-    p.add_argument("--lock", metavar="FILE", help="also report drift against this lock (default: the lock "
-                   "ascend-setup installed this venv from, when it built it)")
-    p.add_argument("--index", metavar="NAME=URL", action="append",
-                   help="the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
-    p.add_argument("--soc", metavar="SOC_VERSION", help="this host's NPUs, checked against the device type vllm_ascend "
-                   "was built for (default: from npu-smi)")
+    flags.cann(p, "row to check against (default: inferred from vllm-ascend / torch-npu)")
+    flags.lock(p, "also report drift against this lock (default: the lock ascend-setup installed this venv from, "
+               "when it built it)")
+    flags.index(p, "the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
+    flags.soc(p, "this host's NPUs, checked against the device type vllm_ascend was built for (default: from npu-smi)")
     p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
     p.set_defaults(func=_lazy("audit:run"))
 
     p = sub.add_parser("mirrors", parents=[common], help="rank package indexes: freshness, then throughput")
-    p.add_argument("--cann", help="row whose pins gate freshness (default: the installed CANN's, else the newest)")
+    flags.cann(p, "row whose pins gate freshness (default: the installed CANN's, else the newest)")
     p.add_argument("--candidate", metavar="URL", action="append", help="another index to rank (repeatable)")
     p.add_argument("--only", action="store_true", help="rank just the --candidate URLs")
     p.add_argument("--budget", type=float, default=5.0, metavar="SECONDS", help="overall time budget (default 5)")
     p.add_argument("--apply", action="store_true", help="write the choice into --venv (or --global)")
-    p.add_argument("--venv", metavar="DIR", help="the venv whose pip.conf/uv.toml --apply writes")
+    flags.venv(p, "the venv whose pip.conf/uv.toml --apply writes", env=False)
     p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
-    p.add_argument("--workdir", metavar="DIR", help="where the ranking is cached for install")
-    p.add_argument("--python", metavar="X.Y|EXE", help="the Python the install will use: the sample is the row's "
-                   "largest wheel for it (default: the newest interpreter in the row's range; env ASCEND_SETUP_PYTHON)")
+    flags.workdir(p, "where the ranking is cached for install")
+    flags.python(p, "the Python the install will use: the sample is the row's largest wheel for it (default: this "
+                 "interpreter when the row takes it, else 3.11)", metavar="X.Y|EXE")
     _index_flags(p)
     p.set_defaults(func=_lazy("mirrors:run"))
 
     p = sub.add_parser("doctor", parents=[common], help="host checks with fixes")
-    p.add_argument("--cann", help="row to check against (default: the installed CANN's, else the newest)")
-    p.add_argument("--cann-home", metavar="DIR", help="CANN root to check (env ASCEND_SETUP_CANN_HOME)")
-    p.add_argument("--workdir", metavar="DIR", help="workdir whose disk and locks to check (env ASCEND_SETUP_WORKDIR)")
-    p.add_argument("--venv", metavar="DIR", help="venv to check for system site-packages (env ASCEND_SETUP_VENV)")
-    p.add_argument("--python", metavar="EXE", help="check this interpreter instead of searching (env ASCEND_SETUP_PYTHON)")
-    p.add_argument("--soc", metavar="SOC_VERSION", help="the build target install would get (default: from npu-smi)")
-    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
-                   "vllm-ascend release's metadata on the index")
-    p.add_argument("--index-url", metavar="URL", help="primary index the install would use, asked which Pythons the "
-                   "row's wheels exist for (default: pip's configuration)")
+    flags.cann(p, "row to check against (default: the installed CANN's, else the newest)")
+    flags.cann_home(p, "CANN root to check")
+    flags.workdir(p, "workdir whose disk and locks to check")
+    flags.venv(p, "venv to check for system site-packages")
+    flags.python(p, "check this interpreter instead of searching")
+    flags.soc(p, "the build target install would get (default: from npu-smi)")
+    flags.vllm_ascend(p)
+    flags.index_url(p, "primary index the install would use, asked which Pythons the row's wheels exist for "
+                    "(default: pip's configuration)")
     _index_flags(p)
     p.set_defaults(func=_lazy("doctor:run"))
 
     p = sub.add_parser("demo", parents=[common], help="the whole main job on any machine, against a simulated "
                        "Ascend host (loopback indexes, a fake CANN); stopped partway and resumed, then audited")
-    p.add_argument("--workdir", metavar="DIR", help="a new or empty directory to run in, kept afterwards "
-                   "(default: a temporary one, removed)")
+    flags.workdir(p, "a new or empty directory to run in, kept afterwards (default: a temporary one, removed)",
+                  env=False)
     p.add_argument("--keep", action="store_true", help="keep the temporary workdir (its logs, venv and lock)")
     p.add_argument("--interrupt-at", metavar="STEP", default="download",
                    help="where to SIGKILL the install before resuming it: 'download' (the middle of the vllm-ascend "
                         "sdist download, the default), a step name (not mirror or verify: over too soon), or 'none'")
-    p.add_argument("--installer", choices=["pip", "uv"], default="pip", help="package installer (default pip)")
+    flags.installer(p)
     p.set_defaults(func=_lazy("demo:run"))
 
     p = sub.add_parser("fit", parents=[common], help="will MODEL fit a card, and how fast will it decode (reads "
                        "config.json and safetensors headers only)")
     p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors), its config.json, "
                    "or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its weights)")
-    p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "
-                   "other name (310P, 910C) with --hbm-gib and --bandwidth")
-    p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB (default: the card table's)")
-    p.add_argument("--bandwidth", type=float, metavar="GBPS",
-                   help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
-    p.add_argument("--context", type=int, default=32768, help="tokens per sequence for the concurrency (default 32768)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
-    p.add_argument("--cann", default="9.1.0", help="the row whose known issues apply (default 9.1.0)")
-    p.add_argument("--workdir", metavar="DIR", help="where probe.json is (env ASCEND_SETUP_WORKDIR)")
-    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
+    flags.fit_flags(p)
     _hub_flags(p)
     p.set_defaults(func=_lazy("fit:run_fit"))
 
@@ -221,28 +200,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include", metavar="GLOB", action="append", help="only files matching GLOB (repeatable; the "
                    "fit's small files are always fetched)")
     p.add_argument("--force", action="store_true", help="download even when fit refuses (does not fit, or a blocker)")
-    p.add_argument("--card", default="910B3", help="the card fit checks against (default 910B3)")
-    p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB")
-    p.add_argument("--bandwidth", type=float, metavar="GBPS", help="the card's peak HBM bandwidth in GB/s")
-    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards the model will use")
-    p.add_argument("--context", type=int, default=32768, help="tokens per sequence for the fit (default 32768)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
-    p.add_argument("--cann", default="9.1.0", help="the row whose known issues apply (default 9.1.0)")
-    p.add_argument("--workdir", metavar="DIR", help="where probe.json is (env ASCEND_SETUP_WORKDIR)")
-    p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None,
-                   help="if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when done)")
+    flags.fit_flags(p)
+    flags.resume_on_login(p, "if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when done)")
     p.add_argument("--on-login", action="store_true", help=argparse.SUPPRESS)
     _hub_flags(p)
     p.set_defaults(func=_lazy("model:run_fetch"))
 
     p = sub.add_parser("probe", parents=[common], help="measure HBM copy bandwidth in the installed venv "
                        "(2 GiB fp16, 3 warm-up + 20 timed copies); fit uses the result")
-    p.add_argument("--venv", metavar="DIR", help="the installed venv (default <workdir>/venv; env ASCEND_SETUP_VENV)")
+    flags.venv(p, "the installed venv (default <workdir>/venv)")
     p.add_argument("--device", default="npu:0", help="npu:N, or cpu to run the same code path without an NPU")
     p.add_argument("--gib", type=float, default=2.0, help="tensor size in GiB (default 2)")
-    p.add_argument("--cann-home", metavar="DIR", help="CANN root for the NPU's environment (env ASCEND_SETUP_CANN_HOME)")
-    p.add_argument("--workdir", metavar="DIR", help="where probe.json is written (env ASCEND_SETUP_WORKDIR)")
+    flags.cann_home(p, "CANN root for the NPU's environment")
+    flags.workdir(p, "where probe.json is written")
     p.set_defaults(func=_lazy("fit:run_probe_command"))
 
     p = sub.add_parser("matrix", help="the compatibility matrix")
@@ -258,10 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_lazy("matrix:run_validate"))
     m = msub.add_parser("derive", parents=[common], help="a row read from vllm-ascend's, torch-npu's and vllm's own "
                         "metadata on the indexes")
-    m.add_argument("--vllm-ascend", required=True, metavar="VERSION", help="the vllm-ascend release, e.g. 0.23.0")
-    m.add_argument("--cann", required=True, help="the CANN version it pairs with (no metadata says it)")
-    m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
-    m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
+    flags.vllm_ascend(m, "the vllm-ascend release, e.g. 0.23.0", required=True)
+    flags.cann(m, "the CANN version it pairs with (no metadata says it)", required=True)
+    flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
+    flags.index(m)
     m.add_argument("--into", metavar="FILE", help="add the row to this matrix file, or replace that CANN's row in it")
     m.set_defaults(func=_lazy("matrix:run_derive"))
     m = msub.add_parser("check", parents=[common], help="each row's internal consistency; with --live, against the "
@@ -272,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--strict", action="store_true", help="exit 1 when a newer release exists (default: it is information)")
     m.add_argument("--sdist", metavar="FILE", action="append", help="a vllm-ascend sdist a row pins: flag hints whose "
                    "environment variables its source no longer reads (repeatable)")
-    m.add_argument("--index-url", metavar="URL", help="the PyPI index to read (default: pip's configuration)")
-    m.add_argument("--index", metavar="NAME=URL", action="append", help="replace a named index (ascend, pytorch-cpu)")
+    flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
+    flags.index(m)
     m.set_defaults(func=_lazy("matrix:run_check"))
 
     p = sub.add_parser("fleet", help="many hosts: the report of the Ansible audit play (ansible/audit.yml)")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -38,6 +39,15 @@ class BadInput(AscendSetupError):
         """This error about a value, named by where the user gave it (a flag, or its environment variable):
         lower layers speak of the value alone, and the layer that knows the flag adds it."""
         return BadInput(f"{source} {self.message}", hint=self.hint, details=self.details)
+
+
+@contextmanager
+def named_by(source: str) -> Iterator[None]:
+    """A BadInput raised inside, about a value, is named by `source` (the flag or the variable it came from)."""
+    try:
+        yield
+    except BadInput as exc:
+        raise exc.given_as(source) from None
 
 
 class LockHeld(AscendSetupError):

@@ -6,21 +6,24 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from ascend_setup.errors import BadInput
+from ascend_setup.errors import BadInput, named_by
 from ascend_setup.index.urls import is_index_url
 from ascend_setup.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
-from ascend_setup.matrix.models import ExactVersion, IndexUrl, index_url_value
+from ascend_setup.matrix.models import ExactVersion, IndexUrl, Matrix, Row, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
 from ascend_setup.venvinfo import check_venv_target
 from ascend_setup.workdir import Workdir
+
+if TYPE_CHECKING:
+    from ascend_setup.matrix.derive import DerivedRow
 
 INSTALLERS = ("pip", "uv")
 
@@ -103,6 +106,11 @@ class InstallOptions:
             matrix = str(workdir / Path(matrix).name)
         return InstallOptions(**{**self.to_record(), "workdir": str(workdir), "venv": str(venv), "matrix": matrix})
 
+    def load_row(self) -> "InstallRow":
+        """The matrix and row these options name (a resumed install loads them here, once)."""
+        return load_install_row(cann=self.cann, matrix=self.matrix, indexes=self.indexes, vllm_ascend=self.vllm_ascend,
+                                index_url=self.index_url, mirror=self.mirror, respect_pip_config=self.respect_pip_config)
+
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> "InstallOptions":
         """The options a state file recorded, each of the right type (a hand-edited file is bad input)."""
@@ -175,6 +183,26 @@ def check_lock_for_host(path: str, cann: str, python_spec: Optional[str] = None,
     return str(lock_path)
 
 
+@dataclass(frozen=True)
+class InstallRow:
+    """The matrix an install reads (--index overrides applied; for a CANN without a row, the row derived from
+    --vllm-ascend added) and its row as this host takes it: loaded once per command."""
+
+    matrix: Matrix
+    row: Row
+    derived: Optional["DerivedRow"] = None
+
+
+def load_install_row(*, cann: str, matrix: Optional[str], indexes: Dict[str, str], vllm_ascend: Optional[str],
+                     index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> InstallRow:
+    """`matrix` is --matrix (load_matrix reads ASCEND_SETUP_MATRIX itself, and names it in its errors); pip is
+    asked for its index only when a row must be derived. Unknown index names are bad input here."""
+    loaded = load_matrix(matrix).with_indexes(indexes)
+    loaded, derived = with_derived_row(loaded, cann, vllm_ascend,
+                                       lambda: which_index(index_url, mirror, lambda: pip_index(respect_pip_config)))
+    return InstallRow(loaded, select_row(loaded, cann, platform.machine()), derived)
+
+
 def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[str], python: Optional[str],
                           cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
                           mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
@@ -182,17 +210,18 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           respect_pip_config: bool = False, dry_run: bool = False,
                           resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
                           jobs: Optional[int] = None, build_deps_url: Optional[str] = None,
-                          adopt_venv: bool = False) -> InstallOptions:
+                          adopt_venv: bool = False) -> Tuple[InstallOptions, InstallRow]:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
-    names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it."""
+    names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it.
+    The matrix and row the checks need are returned with the options, for the run to use."""
     flag_matrix = matrix
     matrix, _ = Flag("--matrix", MATRIX_ENV).value(matrix)
-    loaded = load_matrix(flag_matrix)  # it reads the variable itself, and names it in its errors
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
-    loaded, _ = with_derived_row(loaded.with_indexes(parse_index_overrides(indexes or [])), cann, vllm_ascend,
-                                 lambda: derivation_index(index_url, mirror, lambda: pip_index(respect_pip_config)))
-    row = select_row(loaded, cann)
+    overrides = parse_index_overrides(indexes or [])
+    loaded = load_install_row(cann=cann, matrix=flag_matrix, indexes=overrides, vllm_ascend=vllm_ascend,
+                              index_url=index_url, mirror=mirror, respect_pip_config=respect_pip_config)
+    row = loaded.row
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
     venv_path, venv_source = VENV.path(venv)
     venv_path = venv_path or Workdir(work).venv
@@ -209,8 +238,6 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     mirror = mirror or "auto"
     if mirror not in ("auto", "none"):
         mirror = check_index_url(mirror, "--mirror")
-    overrides = parse_index_overrides(indexes or [])
-    loaded.with_indexes(overrides)  # unknown index names are bad input now
     lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
@@ -221,7 +248,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
         jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url),
-        adopt_venv=adopt_venv)
+        adopt_venv=adopt_venv), loaded
 
 
 def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tuple[str, str]]:
@@ -234,9 +261,10 @@ def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tup
     return None
 
 
-def derivation_index(index_url: Optional[str], mirror: Optional[str], pip_index: Callable[[], str]) -> str:
-    """The index a row for a CANN without one is read from: the one the install names, else pip's (asked
-    only then: `pip_index`)."""
+def which_index(index_url: Optional[str], mirror: Optional[str], pip_index: Callable[[], str]) -> str:
+    """The index a command reads before any mirror is ranked (preflight's, plan's and doctor's, and the one a
+    row for a CANN without one is derived from): the one the flags name (named_index), checked, else pip's
+    (asked only then: `pip_index`)."""
     named = named_index(index_url, mirror)
     return check_index_url(*named) if named else pip_index()
 
@@ -270,7 +298,5 @@ def check_python_flag(python: str, source: str, spec: str) -> None:
         raise BadInput(f"{source} {python} does not exist")
     if path.is_dir() or not os.access(path, os.X_OK):
         raise BadInput(f"{source} {python} is not an executable file")
-    try:
+    with named_by(source):
         choose_interpreter(spec, python)
-    except BadInput as exc:
-        raise exc.given_as(source) from None

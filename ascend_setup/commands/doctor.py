@@ -7,30 +7,18 @@ import platform
 from pathlib import Path
 from typing import Optional
 
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.interpreters import probe
-from ascend_setup.fleet.target import FleetTarget, fleet_target
-from ascend_setup.host.doctor import DoctorReport, run_doctor
+from ascend_setup.errors import AscendSetupError, BadInput, named_by
+from ascend_setup.host.cann import detect_cann, row_for
+from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpreter
+from ascend_setup.host.doctor import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import Matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.options import check_index_url, check_soc, parse_index_overrides
+from ascend_setup.options import check_soc, parse_index_overrides, which_index
 from ascend_setup.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
 from ascend_setup.workdir import Workdir
 from ascend_setup.render import print_items, print_json, stderr_console, stdout_console
-
-
-def install_target(report: DoctorReport, matrix: Matrix, index: str, workdir: Path, python: Optional[str],
-                   soc: Optional[str]) -> FleetTarget:
-    """What `install` would target here: the facts a fleet groups hosts by (lock, wheelhouse key)."""
-    row = matrix.rows[report.facts["row"]].for_arch(platform.machine())
-    sources = IndexSources.for_row(matrix, row, index)
-    cann = report.facts["cann"]
-    return fleet_target(row, sources, workdir=workdir, python=python,
-                        soc=soc or report.facts["npu"]["soc_version"],
-                        cann_installed=cann["version"] if cann else None)
 
 
 def target_line(t: FleetTarget) -> str:
@@ -55,19 +43,24 @@ def run(args: argparse.Namespace) -> int:
     if cann_home and not Path(cann_home).is_dir():
         raise BadInput(f"{home_source} {cann_home} is not a directory")
     python, python_source = PYTHON.value(args.python)
-    if python and probe(python) is None:
-        raise BadInput(f"{python_source} {python} is not a working Python interpreter")
     soc = check_soc(args.soc)
-    index = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index if settings else ""
+    index = which_index(args.index_url, None, lambda: settings.index if settings else "")
+    with named_by(python_source):
+        interpreters = interpreters_to_check(python)  # searched once: the python check and the install's choice
     if args.cann:
         matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: index)
         if derived is not None:
             stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
-    report = run_doctor(matrix, cann=args.cann, cann_home=cann_home, workdir=workdir, venv=venv, settings=settings,
-                        python=python, soc=soc, index=index)
-    target = install_target(report, matrix, index, workdir, python, soc)
+    installs = detect_cann(cann_home)
+    row = row_for(matrix, args.cann, installs[0] if installs else None).for_arch(platform.machine())
+    sources = IndexSources.for_row(matrix, row, index)
+    interpreter, no_interpreter = install_interpreter(row, sources, python, interpreters)  # the install's, once
+    report = run_doctor(row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
+                        indexes=sources.as_dict(), settings=settings, install_python=interpreter, soc=soc)
+    target = fleet_target(row, sources, workdir=workdir, interpreter=interpreter, no_interpreter=no_interpreter,
+                          soc=soc or report.facts["npu"]["soc_version"],
+                          cann_installed=installs[0].version if installs else None)
     report.facts["target"] = target.to_json()
-    report.name_install_python(target.python, target.python_executable)
     if args.json:
         print_json(report.to_json())
         return 1 if report.failed else 0

@@ -10,10 +10,10 @@ from ascend_setup.errors import BadInput
 from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
 from ascend_setup.fit.model import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
-from ascend_setup.host.cann import primary_cann
+from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
-from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix import load_matrix
 from ascend_setup.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
 from ascend_setup.render import print_field, print_json, print_prose, stdout_console
 from ascend_setup.workdir import Workdir
@@ -56,7 +56,7 @@ def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
     probed = probed_bandwidth(workdir)
     bandwidth, source = (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else \
         (None, "card-table")
-    row = select_row(load_matrix(args.matrix), args.cann)
+    row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
     return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
                     kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 
@@ -13,9 +12,8 @@ from rich.markup import escape
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.login import bashrc, install_block, remove_block, resume_in_background
-from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.newcann import provenance_line, record, with_derived_row
-from ascend_setup.options import InstallOptions, build_install_options, derivation_index
+from ascend_setup.matrix.newcann import provenance_line, record
+from ascend_setup.options import InstallOptions, InstallRow, build_install_options
 from ascend_setup.progress import ConsoleReporter
 from ascend_setup.paths import resolve_workdir
 from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
@@ -29,19 +27,17 @@ from ascend_setup.workdir import Workdir
 from ascend_setup.venvinfo import adoption_notice, venv_target_kind
 
 
-def _runner(options: InstallOptions, console: Console, *, dry_run: bool = False) -> Runner:
+def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False) -> Runner:
+    """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
-    matrix = load_matrix(options.matrix).with_indexes(options.indexes)
-    matrix, derived = with_derived_row(matrix, options.cann, options.vllm_ascend, lambda: derivation_index(
-        options.index_url, options.mirror, lambda: settings.index))
-    if derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
-        console.print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
+    if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
+        console.print(provenance_line(loaded.derived, loaded.matrix), soft_wrap=True, markup=False)
         if not dry_run:
-            options.matrix = str(record(matrix, derived, Path(options.workdir)))
+            options.matrix = str(record(loaded.matrix, loaded.derived, Path(options.workdir)))
             console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
-    row = select_row(matrix, options.cann, platform.machine())
     workdir = Workdir(Path(options.workdir))
-    session = InstallSession(workdir, console=console, options=options, matrix=matrix, row=row, pip_settings=settings)
+    session = InstallSession(workdir, console=console, options=options, matrix=loaded.matrix, row=loaded.row,
+                             pip_settings=settings)
     return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
 
 
@@ -80,9 +76,9 @@ def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
     return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
 
 
-def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
+def execute(options: InstallOptions, loaded: InstallRow, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
     console = stderr_console()
-    runner = _runner(options, console, dry_run=dry_run)
+    runner = _runner(options, loaded, console, dry_run=dry_run)
     if dry_run:
         decisions = runner.plan()
         refused = host_problems(runner.session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
@@ -90,7 +86,7 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
         if as_json:
             print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
                         "preflight": {"will_fail": bool(refused),
-                                      "problems": [{"what": p.what, "fix": p.fix} for p in refused]},
+                                      "problems": [{"what": p.detail, "fix": p.fix or ""} for p in refused]},
                         "closure": closure, "steps": [
                 {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
                  "description": d.step.describe(runner.session)} for d in decisions]})
@@ -102,7 +98,7 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
         for p in closure.get("not_wheels", []):
             out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
         for p in refused:
-            out.print(f"preflight will fail: {p.what} (fix: {p.fix})", soft_wrap=True, markup=False)
+            out.print(f"preflight will fail: {p.detail} (fix: {p.fix or ''})", soft_wrap=True, markup=False)
         return 0
     if not assume_yes and not _confirm(console):
         console.print("nothing done")
@@ -140,7 +136,7 @@ def execute(options: InstallOptions, *, dry_run: bool, assume_yes: bool, as_json
 
 
 def run_install(args: argparse.Namespace) -> int:
-    options = build_install_options(
+    options, loaded = build_install_options(
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
@@ -151,7 +147,7 @@ def run_install(args: argparse.Namespace) -> int:
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
         stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
-    return execute(options, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
+    return execute(options, loaded, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 
 def on_login(workdir: Path) -> int:
@@ -182,7 +178,7 @@ def run_resume(args: argparse.Namespace) -> int:
         raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
                        hint="start one with 'ascend-setup install --cann VERSION'")
     options = InstallOptions.from_record(state.options).moved_to(workdir)
-    return execute(options, dry_run=args.dry_run, assume_yes=True, as_json=args.json)
+    return execute(options, options.load_row(), dry_run=args.dry_run, assume_yes=True, as_json=args.json)
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup import STARTED
-from ascend_setup.errors import BadInput
+from ascend_setup.errors import BadInput, named_by
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.interpreters import PREFERRED
 from ascend_setup.matrix.models import Row
@@ -30,10 +30,11 @@ EXIT_RESERVE = 0.15
 RANKING_SHARE_MIN = 0.5
 
 
-def install_python(value: Optional[str], row: Row) -> str:
+def sample_python(value: Optional[str], row: Row) -> str:
     """The Python X.Y whose files measure the mirrors: --python (a version or an interpreter), else this one
-    when the row takes it, else the version the hints suggest. Any file of the row measures a mirror as well;
-    searching the host's interpreters (a probe each) cost seconds of --budget on a loaded host."""
+    when the row takes it, else the version the hints suggest. Not the install's choice (decide_python): any file
+    of the row measures a mirror as well, and that choice searches the host's interpreters (a probe each: 6 s on a
+    loaded host, more than the default --budget) and asks the indexes first."""
     if value:
         return explicit_python(value, row)
     here = "%d.%d" % sys.version_info[:2]
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                        hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config")
     if args.venv and not args.apply:
         raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
-    if args.venv and read_pyvenv_cfg(Path(args.venv)) is None:
+    venv = Path(args.venv).expanduser() if args.venv else None  # as every path flag: `--venv=~/v` too
+    if venv and read_pyvenv_cfg(venv) is None:
         raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
     if args.only and not args.candidate:
         raise BadInput("--only ranks just the --candidate URLs: give at least one")
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     urls = candidates(matrix, extra, args.only)
     workdir = resolve_workdir(args.workdir, mode="read")  # the cache is kept when it can be
-    python = install_python(PYTHON.value(args.python)[0], row)
+    given, given_as = PYTHON.value(args.python)
+    with named_by(given_as):
+        python = sample_python(given, row)
     live = stderr_console()
     shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
         if live.is_terminal and not args.json else None
@@ -75,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
                      first=None if args.only else urls[0], on_result=shown)
     result = data["result"]
     if args.apply and result["chosen"]:
-        if args.venv:
+        if venv:
             try:
-                write_venv_config(Path(args.venv), result["chosen"], None)  # its extra indexes stay
+                write_venv_config(venv, result["chosen"], None)  # its extra indexes stay
             except OSError as exc:
                 raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
         if args.global_:

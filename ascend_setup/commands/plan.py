@@ -8,15 +8,15 @@ import platform
 from pathlib import Path
 from typing import Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, named_by
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.soc import label
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.index.tags import Target
+from ascend_setup.index.tags import Target, parse_arch, parse_glibc
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
-from ascend_setup.options import check_device, check_index_url, parse_index_overrides
+from ascend_setup.options import check_device, check_index_url, parse_index_overrides, which_index
 from ascend_setup.paths import PYTHON, check_output_file
 from ascend_setup.render import print_json, stderr_console, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources
@@ -27,12 +27,14 @@ from ascend_setup.resolve.session import IndexSession
 
 
 def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str,
-                  index: Optional[IndexSession] = None) -> Tuple[str, str]:
+                  index: Optional[IndexSession] = None, source: str = "--python") -> Tuple[str, str]:
     """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
     wins; else the interpreter the install would pick here; else, for another machine or when none here is
-    in the row's range, the newest version the row's wheels support, said plainly."""
+    in the row's range, the newest version the row's wheels support, said plainly. `source`: where `value`
+    was given, for its errors."""
     if value:
-        return explicit_python(value, row), ""
+        with named_by(source):
+            return explicit_python(value, row), ""
     pool = index.pool() if index else None
     local = arch == platform.machine() and glibc == (glibc_version() or "")
     if local:
@@ -96,24 +98,25 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
 def run(args: argparse.Namespace) -> int:
     overrides = parse_index_overrides(args.index or [])
     matrix = load_matrix(args.matrix).with_indexes(overrides)
-    arch = args.arch or platform.machine()
-    glibc = args.glibc or glibc_version() or ""
-    Target.parse(glibc, arch, "3.11")  # the flags' shapes, before anything is asked of the network
+    with named_by("--glibc"):  # the flags' shapes, before anything is asked of the network
+        glibc = parse_glibc(args.glibc or glibc_version() or "")
+    with named_by("--arch"):
+        arch = parse_arch(args.arch or platform.machine())
     device = check_device(args.soc)
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
     if lock_path is not None:
         check_output_file(lock_path, "--lock")
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
-    mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
+    mirror = which_index(args.index_url, None, lambda: settings.index)
     matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
     if derived is not None:
         stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
     row = select_row(matrix, args.cann, arch)
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
     sources = IndexSources.for_row(matrix, row, mirror, extras)
-    given = PYTHON.value(args.python)[0]
+    given, given_as = PYTHON.value(args.python)
     index = IndexSession(settings)
-    python, note = target_python(given, row, sources, arch, glibc, index)
+    python, note = target_python(given, row, sources, arch, glibc, index, given_as)
     target = Target.parse(glibc, arch, python)
     interpreter = given if given and names_interpreter(given) else None
     lock = index.resolve(row, target, sources, build_python=build_interpreter(python, interpreter), device=device)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
+from ascend_setup.host.interpreters import Interpreter
 from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.matrix.models import Row
 from ascend_setup.soc import device_of
@@ -42,16 +43,24 @@ class FleetTarget:
         return asdict(self)
 
 
-def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, python: Optional[str], soc: Optional[str],
-                 cann_installed: Optional[str]) -> FleetTarget:
-    """The same choices the install's preflight makes (interpreter, SOC, CANN), made now without writing."""
+def install_interpreter(row: Row, sources: IndexSources, python: Optional[str],
+                        found: Optional[List[Interpreter]] = None) -> Tuple[Optional[Interpreter], str]:
+    """(the interpreter the install takes here, by decide_python; or None and why there is none). `python`: the
+    one --python names; `found`: this machine's interpreters, when searched already."""
+    try:
+        return decide_python(row, sources, explicit=python, found=found).interpreter, ""
+    except AscendSetupError as exc:
+        return None, exc.message
+
+
+def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, interpreter: Optional[Interpreter],
+                 no_interpreter: str = "", soc: Optional[str], cann_installed: Optional[str]) -> FleetTarget:
+    """The same choices the install's preflight makes (interpreter, SOC, CANN), made now without writing:
+    `interpreter` from install_interpreter (`no_interpreter` says why there is none)."""
     unknown: List[str] = []
     arch, glibc = platform.machine(), glibc_version()
-    interpreter = None
-    try:
-        interpreter = decide_python(row, sources, explicit=python).interpreter
-    except AscendSetupError as exc:
-        unknown.append(f"python: {exc.message}")
+    if interpreter is None:
+        unknown.append(f"python: {no_interpreter}")
     if not soc:
         unknown.append("soc: npu-smi gave no SOC_VERSION (pass --soc)")
     if not cann_installed:

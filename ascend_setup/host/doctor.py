@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import platform
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import List, Mapping, Optional, Tuple, Union
 
 from ascend_setup.workdir import Workdir
 from ascend_setup.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.cann import CannInstall, Driver, candidate_roots, detect_cann, find_driver, row_for, same_cann
+from ascend_setup.host.cann import CannInstall, Driver, find_driver
+from ascend_setup.host.checks import Check, check_cann, check_disk
 from ascend_setup.host.hints import python_install_hint
 from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters, probe
 from ascend_setup.host.machine import MachineFacts, machine_facts
@@ -23,37 +23,8 @@ from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import IndexNeed
 from ascend_setup.inputs import load_json, open_input
 from ascend_setup.knowledge.scan import triage_stream
-from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.matrix.models import Row
 from ascend_setup.venvinfo import read_pyvenv_cfg
-
-GIB = 1024 ** 3
-
-
-@dataclass
-class Check:
-    id: str
-    status: str  # pass | warn | fail
-    detail: str
-    fix: Optional[str] = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def check_cann(row: Row, installs: List[CannInstall], looked: str) -> Check:
-    if not installs:
-        return Check("cann", "fail", f"no CANN toolkit found (looked in {looked})",
-                     f"install the CANN {row.cann} toolkit (Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run),"
-                     " or pass --cann-home DIR if it lives elsewhere")
-    found = installs[0]
-    where = f"{found.toolkit} ({found.layout}, version from {found.version_source})"
-    if found.version is None:
-        return Check("cann", "warn", f"CANN at {where} has no readable version", "reinstall the toolkit")
-    if not same_cann(found.version, row.cann):
-        return Check("cann", "fail", f"CANN {found.version} installed at {where}, the row needs {row.cann}",
-                     f"install CANN {row.cann}, or use the row of the installed CANN: --cann {found.version}")
-    return Check("cann", "pass", f"CANN {found.version} at {where}")
-
 
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
     needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]
@@ -77,11 +48,15 @@ def newest_usable(row: Row, interpreters: List[Interpreter]) -> Optional[Interpr
     return max(usable, key=lambda i: tuple(int(p) for p in i.version.split(".")), default=None)
 
 
-def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
+def check_python(row: Row, interpreters: List[Interpreter], install: Optional[Interpreter] = None) -> Check:
+    """The newest interpreter in range passes; when the install takes another (`install`, by decide_python: 3.12
+    fits, and triton-ascend has no cp312 wheel), the check says which one."""
     fitting = [i for i in interpreters if row.python_allows(i.version)]
     best = newest_usable(row, interpreters)
     if best is not None:
-        return Check("python", "pass", f"Python {best.version} at {best.path} fits {row.python}")
+        takes = (f"; the install takes Python {install.minor} at {install.path}, the newest the row's wheels exist "
+                 "for") if install is not None and install.minor != best.minor else ""
+        return Check("python", "pass", f"Python {best.version} at {best.path} fits {row.python}{takes}")
     if fitting:
         i = fitting[0]
         return Check("python", "fail", f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
@@ -92,12 +67,13 @@ def check_python(row: Row, interpreters: List[Interpreter]) -> Check:
 
 
 def interpreters_to_check(python: Optional[str]) -> List[Interpreter]:
-    """--python alone when given (a path that does not run is bad input), else every interpreter found."""
+    """--python alone when given (a path that does not run is bad input, named by the caller), else every
+    interpreter found."""
     if not python:
         return find_interpreters()
     found = probe(python)
     if found is None:
-        raise BadInput(f"--python {python} is not a working Python interpreter")
+        raise BadInput(f"{python} is not a working Python interpreter")
     return [found]
 
 
@@ -153,19 +129,13 @@ def check_set_env(captured: Union[CapturedEnv, Check]) -> Check:
 
 
 def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
-    need = row.disk_gib * GIB
     checks = []
     if facts.workdir_persistent:
         checks.append(Check("workdir", "pass", f"{facts.workdir} is on a persistent path"))
     else:
         checks.append(Check("workdir", "warn", f"{facts.workdir} is not under /mnt/workspace or /home: "
                             "a preemptible instance loses it on stop", "--workdir /mnt/workspace/ascend-setup"))
-    free = facts.workdir_free / GIB
-    if facts.workdir_free < need:
-        checks.append(Check("disk", "fail", f"{free:.1f} GiB free at {facts.workdir}, the row needs {row.disk_gib:g} GiB",
-                            "free space or choose another --workdir"))
-    else:
-        checks.append(Check("disk", "pass", f"{free:.1f} GiB free, the row needs {row.disk_gib:g} GiB"))
+    checks.append(check_disk(row, facts.workdir, facts.workdir_free))
     return checks
 
 
@@ -227,11 +197,11 @@ def check_pip_config(settings: Optional[PipSettings]) -> Check:
     return Check("pip-config", "pass", f"{source}; nothing else set")
 
 
-def check_indexes(matrix: Matrix, row: Row, mirror: str) -> Tuple[Check, List[IndexAnswer]]:
-    """Each index the install would use (`mirror`: pip's, or --index-url), asked for one pin it serves."""
-    urls = {**({MIRROR: mirror} if mirror else {}), **{n: matrix.index_url(n) for n in row.named_indexes()}}
+def check_indexes(row: Row, urls: Mapping[str, str]) -> Tuple[Check, List[IndexAnswer]]:
+    """Each index the install would use (`urls` by name: the mirror, pip's or --index-url, and the row's named
+    ones), asked for one pin it serves."""
     answers = ask_indexes([IndexNeed(n, [url], dict([next(iter(row.packages_from(n).items()))]))
-                           for n, url in urls.items() if row.packages_from(n)])
+                           for n, url in urls.items() if url and row.packages_from(n)])
     worst = "fail" if any(a.status == "unreachable" for a in answers) else \
         "warn" if any(a.status != "reachable" for a in answers) else "pass"
     fix = {"fail": "check the network, or pass --index NAME=URL / --index-url URL for an index this host can reach",
@@ -256,48 +226,31 @@ class DoctorReport:
     def to_json(self) -> dict:
         return {"checks": [c.to_json() for c in self.checks], "facts": self.facts, "ok": not self.failed}
 
-    def name_install_python(self, minor: Optional[str], path: Optional[str]) -> None:
-        """The python check names the newest interpreter in range; the install also asks the indexes which
-        Pythons the row's wheels exist for (3.12 fits, and triton-ascend has no cp312 wheel). When the two
-        differ, the check says which one the install takes."""
-        newest = self.facts.get("python")
-        if not (newest and minor and path) or newest["version"].startswith(minor + "."):
-            return
-        self.checks = [replace(c, detail=f"{c.detail}; the install takes Python {minor} at {path}, the newest "
-                                         "the row's wheels exist for") if c.id == "python" else c
-                       for c in self.checks]
-
 
 def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, soc: Optional[str]) -> List[Check]:
     """The source build's toolchain, as preflight checks it: failures fail when this host will build
     vllm-ascend from source (by the row), and only warn otherwise."""
     why = builds_from_source(row, facts.arch, facts.glibc, device_of(soc))
-    checks = []
-    for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch):
-        if c.ok:
-            checks.append(Check(c.id, "pass", c.detail))
-        else:
-            needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
-            checks.append(Check(c.id, "fail" if why else "warn", f"{c.detail} ({needed})", c.fix))
-    return checks
+    needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
+    return [c if c.ok else replace(c, status="fail" if why else "warn", detail=f"{c.detail} ({needed})")
+            for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch)]
 
 
-def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str], workdir: Path,
-               venv: Path, settings: Optional[PipSettings] = None, python: Optional[str] = None,
-               soc: Optional[str] = None, index: str = "") -> DoctorReport:
-    installs = detect_cann(cann_home)
-    row = row_for(matrix, cann, installs[0] if installs else None).for_arch(platform.machine())
+def run_doctor(row: Row, installs: List[CannInstall], interpreters: List[Interpreter], *, cann_home: Optional[str],
+               workdir: Path, venv: Path, indexes: Mapping[str, str], settings: Optional[PipSettings] = None,
+               install_python: Optional[Interpreter] = None, soc: Optional[str] = None) -> DoctorReport:
+    """`row` as this host takes it; `installs` the CANN toolkits found (the first is the one used);
+    `interpreters` those to check (interpreters_to_check); `indexes` the install's, by name (IndexSources);
+    `install_python` the interpreter the install takes here (decide_python, asked by the command)."""
     facts = machine_facts(workdir)
     driver = installs[0].driver if installs else find_driver(Path(cann_home) if cann_home else None)
     npu = npu_facts(driver.root if driver else None)
     captured = capture_cann_env(installs)
-    looked = ", ".join(str(p) for p in candidate_roots(cann_home))
     checks = [Check("row", "pass", f"checking against CANN {row.cann} (vllm-ascend {row.packages['vllm-ascend']})")]
-    checks.append(check_cann(row, installs, looked))
+    checks.append(check_cann(row, installs[0] if installs else None, cann_home))
     checks.append(check_glibc(row, facts))
-    interpreters = interpreters_to_check(python)
     newest = newest_usable(row, interpreters)
-    checks.append(check_python(row, interpreters))
+    checks.append(check_python(row, interpreters, install_python))
     checks += check_driver_and_npu(driver, npu)
     checks += check_toolchain(row, installs, facts, soc or npu.soc_version)
     checks.append(check_nnal(installs))
@@ -307,7 +260,7 @@ def run_doctor(matrix: Matrix, *, cann: Optional[str], cann_home: Optional[str],
     checks.append(check_last_failure(workdir))
     checks.append(check_venv(venv))
     checks.append(check_pip_config(settings))
-    index_check, answers = check_indexes(matrix, row, index)
+    index_check, answers = check_indexes(row, indexes)
     checks.append(index_check)
     return DoctorReport(checks=checks, facts={"indexes": [a.to_json() for a in answers],
         "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from ascend_setup.index.tags import Target
+from ascend_setup.osrelease import os_release
 from ascend_setup.paths import is_persistent
 
 
@@ -32,20 +33,6 @@ GLIBC_FLOOR = "2.17"
 def this_machine(python: str) -> Target:
     """This machine as a wheel target, with the Python (X.Y) the install uses; GLIBC_FLOOR where none is known."""
     return Target(glibc=glibc_version() or GLIBC_FLOOR, arch=platform.machine(), python=python)
-
-
-def os_release(path: Path = Path("/etc/os-release")) -> Dict[str, str]:
-    """The key=value pairs of os-release, quotes removed."""
-    result: Dict[str, str] = {}
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return result
-    for line in lines:
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and not key.startswith("#"):
-            result[key.strip()] = value.strip().strip('"').strip("'")
-    return result
 
 
 def usable_cpus() -> int:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-from ascend_setup.host.machine import os_release
+from ascend_setup.host.checks import Check
+from ascend_setup.osrelease import os_release
 from ascend_setup.soc import label
 from ascend_setup.matrix.models import Row
 
@@ -35,16 +35,10 @@ CXX17_PROBE = "#include <optional>\n#include <utility>\nint main(){auto [a,b]=st
               "if constexpr (sizeof(int)>0){std::optional<int> o=a+b;return *o-3;}return 0;}\n"
 
 
-@dataclass
-class ToolCheck:
-    id: str
-    ok: bool
-    detail: str
-    fix: Optional[str] = None
-
-    def line(self) -> str:
-        """One log line: ok/FAIL, what, the evidence."""
-        return f"  {'ok  ' if self.ok else 'FAIL'} {self.id}: {self.detail}"
+def _tool(check_id: str, ok: bool, detail: str, fix: Optional[str] = None) -> Check:
+    """One piece, as the host checks' one type: it passes or it fails (doctor softens a failure to a warning
+    where no source build is coming)."""
+    return Check(check_id, "pass" if ok else "fail", detail, fix)
 
 
 def package_manager(release: Optional[Mapping[str, str]] = None) -> Optional[str]:
@@ -81,18 +75,18 @@ def _version_of(exe: str) -> Tuple[Optional[Version], str]:
         return None, text or proc.stderr.strip()[-200:]
 
 
-def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[ToolCheck]:
+def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[Check]:
     checks = []
     for check_id, var, default in (("gcc", "C_COMPILER", "gcc"), ("g++", "CXX_COMPILER", "g++")):
         name = env.get(var) or default
         exe = shutil.which(name, path=env.get("PATH"))
         if exe is None:
-            checks.append(ToolCheck(check_id, False, f"no {name} on PATH" + (f" ({var})" if env.get(var) else ""),
+            checks.append(_tool(check_id, False, f"no {name} on PATH" + (f" ({var})" if env.get(var) else ""),
                                     _compiler_fix(manager)))
             continue
         version, text = _version_of(exe)
         if version is None or version.major < GCC_MIN_MAJOR:
-            checks.append(ToolCheck(check_id, False, f"{exe} is {text or 'of unknown version'}; the operator build "
+            checks.append(_tool(check_id, False, f"{exe} is {text or 'of unknown version'}; the operator build "
                                     f"needs GCC >= {GCC_MIN_MAJOR}", _compiler_fix(manager)))
             continue
         detail = f"{exe} {version}"
@@ -100,30 +94,30 @@ def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[ToolCheck
             proc = subprocess.run([exe, "-std=c++17", "-fsyntax-only", "-x", "c++", "-"], input=CXX17_PROBE,
                                   capture_output=True, text=True, timeout=60)
             if proc.returncode != 0:
-                checks.append(ToolCheck("c++17", False, f"{exe} {version} does not compile C++17: "
+                checks.append(_tool("c++17", False, f"{exe} {version} does not compile C++17: "
                                         f"{(proc.stderr.strip().splitlines() or ['?'])[0][:160]}", _compiler_fix(manager)))
                 continue
             detail += ", C++17"
-        checks.append(ToolCheck(check_id, True, detail))
+        checks.append(_tool(check_id, True, detail))
     return checks
 
 
-def _cann_tools(toolkit: Optional[Path], row: Row, arch: str) -> List[ToolCheck]:
+def _cann_tools(toolkit: Optional[Path], row: Row, arch: str) -> List[Check]:
     reinstall = f"install (or reinstall) the CANN {row.cann} toolkit (Ascend-cann-toolkit_{row.cann}_linux-{arch}.run --install)"
     if toolkit is None:
-        return [ToolCheck("bisheng", False, "no CANN toolkit, so no bisheng", reinstall),
-                ToolCheck("setenv.bash", False, "no CANN toolkit, so no bin/setenv.bash", reinstall)]
+        return [_tool("bisheng", False, "no CANN toolkit, so no bisheng", reinstall),
+                _tool("setenv.bash", False, "no CANN toolkit, so no bin/setenv.bash", reinstall)]
     bisheng = next((toolkit / d / "bisheng" for d in BISHENG_DIRS
                     if (toolkit / d / "bisheng").is_file() and os.access(toolkit / d / "bisheng", os.X_OK)), None)
     setenv = toolkit / "bin" / "setenv.bash"
-    return [ToolCheck("bisheng", bisheng is not None, str(bisheng) if bisheng else
+    return [_tool("bisheng", bisheng is not None, str(bisheng) if bisheng else
                       f"no bisheng (AscendC compiler) under {toolkit} ({', '.join(BISHENG_DIRS)})", None if bisheng else
                       f"{reinstall}: csrc/build.sh stops without bisheng"),
-            ToolCheck("setenv.bash", setenv.is_file(), str(setenv) if setenv.is_file() else f"no {setenv}",
+            _tool("setenv.bash", setenv.is_file(), str(setenv) if setenv.is_file() else f"no {setenv}",
                       None if setenv.is_file() else f"{reinstall}: csrc/build.sh sources it")]
 
 
-def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) -> List[ToolCheck]:
+def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) -> List[Check]:
     """The build tools the lock installs into the venv (the build runs without isolation, so they are its):
     cmake always, setuptools when it is the sdist's build backend (the real 0.23.0 sdist's is)."""
     wanted = [("cmake", CMAKE_MIN, "vllm-ascend's build requires cmake>=3.26 from the venv")]
@@ -138,7 +132,7 @@ def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) 
         except InvalidVersion:
             ok = False
         detail = f"{name} {have} in the lock" if have else f"no {name} in the lock"
-        checks.append(ToolCheck(name, ok, detail if ok else f"{detail}; the build needs {name} >= {minimum} ({why})",
+        checks.append(_tool(name, ok, detail if ok else f"{detail}; the build needs {name} >= {minimum} ({why})",
                                 None if ok else f"let the lock take {name}>={minimum}: drop the pip constraint or "
                                                 f"--lock that holds it back, and run again"))
     return checks
@@ -146,7 +140,7 @@ def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) 
 
 def toolchain_checks(row: Row, *, toolkit: Optional[Path], arch: str, pins: Optional[Mapping[str, Optional[str]]] = None,
                      backend: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                     release: Optional[Mapping[str, str]] = None) -> List[ToolCheck]:
+                     release: Optional[Mapping[str, str]] = None) -> List[Check]:
     """Every piece at once: gcc and g++ (version, C++17), CANN's bisheng and bin/setenv.bash, and, given the
     lock's pins and the sdist's build backend, its cmake and setuptools. Preflight and doctor show this list."""
     manager = package_manager(release)

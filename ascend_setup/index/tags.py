@@ -28,14 +28,8 @@ class Target:
 
     @classmethod
     def parse(cls, glibc: str, arch: str, python: str) -> "Target":
-        if not re.fullmatch(r"2\.\d{1,3}", glibc or ""):
-            raise BadInput(f"--glibc {glibc!r} is not a glibc version such as 2.31")
-        if arch not in ARCHES:
-            raise BadInput(f"--arch {arch!r} is not one of {', '.join(ARCHES)}")
-        match = re.fullmatch(r"(3)\.(\d{1,2})(?:\.\d+)?", python or "")
-        if not match:
-            raise BadInput(f"--python {python!r} is not a CPython 3 version such as 3.11")
-        return cls(glibc=glibc, arch=arch, python=f"{match.group(1)}.{match.group(2)}")
+        """Each error names the value only; the caller adds the flag it came from (BadInput.given_as)."""
+        return cls(glibc=parse_glibc(glibc), arch=parse_arch(arch), python=parse_python(python))
 
     @property
     def python_tuple(self) -> tuple:
@@ -59,6 +53,26 @@ class Target:
     def key(self) -> str:
         """A file-name-safe name of the target, e.g. 'aarch64-glibc2.31-py3.11'."""
         return f"{self.arch}-glibc{self.glibc}-py{self.python}"
+
+
+def parse_glibc(value: str) -> str:
+    if not re.fullmatch(r"2\.\d{1,3}", value or ""):
+        raise BadInput(f"{value!r} is not a glibc version such as 2.31")
+    return value
+
+
+def parse_arch(value: str) -> str:
+    if value not in ARCHES:
+        raise BadInput(f"{value!r} is not one of {', '.join(ARCHES)}")
+    return value
+
+
+def parse_python(value: str) -> str:
+    """X.Y of a CPython 3 version given as X.Y or X.Y.Z."""
+    match = re.fullmatch(r"(3)\.(\d{1,2})(?:\.\d+)?", value or "")
+    if not match:
+        raise BadInput(f"{value!r} is not a CPython 3 version such as 3.11")
+    return f"{match.group(1)}.{match.group(2)}"
 
 
 def platforms(target: Target) -> List[str]:

@@ -22,7 +22,7 @@ from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
-from ascend_setup.index.tags import Target
+from ascend_setup.index.tags import Target, parse_python
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources, gate
 
@@ -103,20 +103,19 @@ def row_minors(row: Row) -> List[str]:
 
 
 def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
-                local: bool = True, deadline: float = 5.0,
-                pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+                local: bool = True, deadline: float = 5.0, pool: Optional[Dict[str, SimpleIndex]] = None,
+                found: Optional[List[Interpreter]] = None) -> PythonChoice:
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
-    `local=False` (a target that is not this machine) chooses among the row's Python versions instead."""
+    `local=False` (a target that is not this machine) chooses among the row's Python versions instead.
+    `found`: this machine's interpreters when the caller has searched already (a search is seconds).
+    An error about `explicit` names the value only: the caller adds the flag (BadInput.given_as)."""
     if explicit:
-        try:
-            interp = choose_interpreter(row.python, explicit)
-        except BadInput as exc:
-            raise exc.given_as("--python") from None  # the explicit interpreter is --python's
+        interp = choose_interpreter(row.python, explicit)
         pages = row_pages(row, sources, deadline, pool)
         gaps = wheel_gaps(row, interp.minor, arch, glibc, pages) if pages else {}
         return PythonChoice(interp, [], list(gaps.values()))
     if local:
-        everything = find_interpreters()
+        everything = find_interpreters() if found is None else found
         found = [i for i in everything if row.python_allows(i.version) and i.has_venv]
         if not found:
             choose_interpreter(row.python, found=everything)  # raises the error with the install hint
@@ -130,10 +129,11 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
 
 
 def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
-                  pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+                  pool: Optional[Dict[str, SimpleIndex]] = None, found: Optional[List[Interpreter]] = None) -> PythonChoice:
     """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
-    `plan` (for this machine) and the fleet report follow, so their answers cannot drift apart."""
-    return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool)
+    `plan` (for this machine), doctor and the fleet report follow, so their answers cannot drift apart."""
+    return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool,
+                       found=found)
 
 
 def names_interpreter(value: str) -> bool:
@@ -142,16 +142,17 @@ def names_interpreter(value: str) -> bool:
 
 
 def explicit_python(value: str, row: Row) -> str:
-    """X.Y of a --python given as a version (3.11) or as an interpreter's path, inside the row's range."""
+    """X.Y of a --python given as a version (3.11) or as an interpreter's path, inside the row's range (its
+    errors name the value; the caller adds where it was given)."""
     if names_interpreter(value):
         interp = probe(value)
         if interp is None:
-            raise BadInput(f"--python {value} is not a working Python interpreter")
+            raise BadInput(f"{value} is not a working Python interpreter")
         minor = interp.minor
     else:
-        minor = Target.parse(GLIBC_FLOOR, "x86_64", value).python
+        minor = parse_python(value)
     if not row.python_allows(f"{minor}.0"):
-        raise BadInput(f"--python {value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
+        raise BadInput(f"{value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
                        hint=f"use one of {', '.join(row_minors(row))}")
     return minor
 

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import platform
+from dataclasses import replace
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.cann import CannInstall, candidate_roots, primary_cann, same_cann
+from ascend_setup.host.cann import CannInstall, primary_cann, same_cann
+from ascend_setup.host.checks import Check, check_cann, check_disk
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
 from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import Row
-from ascend_setup.options import named_index
+from ascend_setup.options import which_index
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, decide_python
@@ -25,56 +26,39 @@ from ascend_setup.steps.outputs import HostFacts
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.fsutil import open_append
 
-GIB = 1024 ** 3
+
+def _cann_problem(row: Row, found: Optional[CannInstall], force: bool, cann_home: Optional[str]) -> Optional[Check]:
+    """Doctor's CANN check as the install takes it: --force passes a CANN that differs from the row (or whose
+    version cannot be read), never a missing one."""
+    check = check_cann(row, found, cann_home)
+    if check.status == "pass" or (force and found is not None):
+        return None
+    more = ("'ascend-setup doctor' checks the whole host, and 'ascend-setup plan' forecasts an install from any "
+            "machine") if found is None else "or --force"
+    return replace(check, status="fail", fix=f"{check.fix}; {more}")
 
 
-def _cann_problem(row: Row, found: Optional[CannInstall], force: bool, cann_home: Optional[str]) -> Optional[Problem]:
-    if found is None:
-        looked = ", ".join(str(p) for p in candidate_roots(cann_home))
-        installer = f"Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run"
-        return Problem(f"no CANN toolkit found (looked in {looked})",
-                       f"install CANN {row.cann} ({installer}) or pass --cann-home DIR; 'ascend-setup doctor' checks "
-                       "the whole host, and 'ascend-setup plan' forecasts an install from any machine")
-    if not same_cann(found.version, row.cann) and not force:
-        return Problem(f"CANN {found.version} is installed at {found.toolkit}, but the row needs CANN {row.cann}",
-                       f"install CANN {row.cann}, use --cann {found.version} if the matrix knows it, or --force")
-    return None
-
-
-@dataclass
-class Problem:
-    what: str
-    fix: str
-
-
-def _fail(problems: List[Problem], log: Path) -> None:
+def _fail(problems: List[Check], log: Path) -> None:
     """Every blocking problem at once, in the log too, so one fix round is enough."""
     with open_append(log) as handle:
         for problem in problems:
-            handle.write(f"problem: {problem.what}\n  fix: {problem.fix}\n")
+            handle.write(f"problem: {problem.detail}\n  fix: {problem.fix or ''}\n")
     first = problems[0]
     if len(problems) == 1:
-        raise AscendSetupError(first.what, hint=first.fix)
-    details = "\n".join(f"  - {p.what} (fix: {p.fix})" for p in problems)
-    raise AscendSetupError(f"{len(problems)} problems: " + "; ".join(p.what for p in problems),
+        raise AscendSetupError(first.detail, hint=first.fix)
+    details = "\n".join(f"  - {p.detail} (fix: {p.fix or ''})" for p in problems)
+    raise AscendSetupError(f"{len(problems)} problems: " + "; ".join(p.detail for p in problems),
                            hint="fix each as listed above", details=details)
 
 
-def host_problems(ctx: InstallSession) -> List[Problem]:
-    """What preflight refuses for certain from the host's facts alone (CANN, disk); the dry run predicts its
-    verdict with the same function (it once said every step would run, on a host without CANN)."""
+def host_problems(ctx: InstallSession) -> List[Check]:
+    """What preflight refuses for certain from the host's facts alone (CANN, disk): the failing checks. The dry
+    run predicts its verdict with the same function (it once said every step would run, on a host without CANN)."""
     row: Row = ctx.row
     options = ctx.options
-    problems: List[Problem] = []
-    cann = _cann_problem(row, primary_cann(options.cann_home), bool(options.force),
-                         options.cann_home)
-    if cann:
-        problems.append(cann)
-    free = free_disk_bytes(ctx.root)
-    if free < row.disk_gib * GIB:
-        problems.append(Problem(f"{free / GIB:.1f} GiB free at {ctx.root}; the row needs {row.disk_gib:g} GiB",
-                                "free space or pass another --workdir"))
-    return problems
+    cann = _cann_problem(row, primary_cann(options.cann_home), bool(options.force), options.cann_home)
+    disk = check_disk(row, ctx.root, free_disk_bytes(ctx.root))
+    return [c for c in (cann, disk) if c is not None and c.status == "fail"]
 
 
 class Preflight(Step[HostFacts]):
@@ -109,10 +93,10 @@ class Preflight(Step[HostFacts]):
             choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.index.pool())
             interp = choice.interpreter
             _log_python_choice(ctx, log, choice, bool(options.python))
-        except BadInput:
-            raise
+        except BadInput as exc:  # about the recorded --python
+            raise exc.given_as("--python") from None
         except AscendSetupError as exc:
-            problems.append(Problem(exc.message, exc.hint or ""))
+            problems.append(Check("python", "fail", exc.message, exc.hint))
         soc = options.soc
         npu = None
         if not soc:
@@ -143,7 +127,7 @@ class Preflight(Step[HostFacts]):
 
 
 def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str,
-                        log: Path) -> List[Problem]:
+                        log: Path) -> List[Check]:
     """vllm-ascend will be built from source (`why`): every missing piece of its toolchain, at once, with the
     lock's cmake and setuptools when a lock was given. A missing CANN is reported once, by its own check."""
     given = ctx.options.lock
@@ -156,11 +140,11 @@ def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInsta
     with open_append(log) as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
-    problems = [Problem(f"{c.id}: {c.detail}", c.fix or "") for c in checks
+    problems = [replace(c, detail=f"{c.id}: {c.detail}") for c in checks
                 if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
     if soc and device_of(soc) is None:
-        problems.append(Problem(f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
-                                "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
+        problems.append(Check("soc", "fail", f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
+                              "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
     return problems
 
 
@@ -168,8 +152,7 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
     """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
     pip's (any fresh mirror has the same files)."""
     options = ctx.options
-    named = named_index(options.index_url, options.mirror)
-    mirror = named[0] if named else (ctx.pip_settings.index if ctx.pip_settings else "")
+    mirror = which_index(options.index_url, options.mirror, lambda: ctx.pip_settings.index if ctx.pip_settings else "")
     return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
 
 
