@@ -139,6 +139,35 @@ def build_parser() -> argparse.ArgumentParser:
                    "vllm-ascend release's metadata on the index")
     p.set_defaults(func=_lazy("plan:run"))
 
+    p = sub.add_parser("bundle", parents=[common], help="every file an offline install of a target needs, in one "
+                       "directory or tar (made on any connected machine); 'bundle verify PATH' checks one")
+    p.add_argument("--cann", help="CANN version: selects a whole matrix row")
+    p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
+    p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
+    p.add_argument("--python", metavar="X.Y", help="target Python, e.g. 3.11 (default: as plan picks it)")
+    p.add_argument("--soc", metavar="DEVICE|SOC_VERSION", default="A2", help="the target's NPUs: A2, A3, 310P, A5 or "
+                   "a SOC_VERSION such as ascend910b3 (default A2); install refuses the bundle on other NPUs")
+    p.add_argument("--lock", metavar="FILE", help="bundle this lock (from 'plan --lock') instead of resolving")
+    p.add_argument("--wheelhouse", metavar="DIR", help="take a built vllm-ascend wheel from DIR/<key>/ (an install's "
+                   "<workdir>/wheelhouse) whose key matches the target; needs --soc SOC_VERSION")
+    p.add_argument("--index-url", metavar="URL", help="primary index (default: pip's configuration)")
+    p.add_argument("--extra-index-url", metavar="URL", action="append",
+                   help="another index beside the primary one, for anything the row does not assign (repeatable)")
+    _index_flags(p)
+    p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
+                   "vllm-ascend release's metadata on the index")
+    p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives from "
+                   "URL/<file name> instead of the URLs its CMake files name")
+    p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
+                   "--format tar the tar file")
+    p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")
+    p.set_defaults(func=_lazy("bundle:run"))
+    bsub = p.add_subparsers(dest="bundle_command", metavar="verify")
+    b = bsub.add_parser("verify", parents=[common], help="check a bundle's manifest and every file's sha256; exit 1 "
+                        "names each missing or corrupt file")
+    b.add_argument("path", metavar="PATH", help="the bundle directory or tar file")
+    b.set_defaults(func=_lazy("bundle:run_verify"))
+
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
     p.add_argument("--venv", required=True, metavar="DIR", help="the venv to audit")
     p.add_argument("--deep", action="store_true", help="also check every installed file against its "

@@ -49,8 +49,10 @@ class SimulatedHost:
 
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
-                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0") -> SimulatedHost:
-    """Build the world under `root` and start its indexes on 127.0.0.1."""
+                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
+                         tool_dependencies: bool = False) -> SimulatedHost:
+    """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: the main index
+    serves the tool's own dependencies too, for `bundle`)."""
     archives = ArchiveServer(root / "third-party")
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING,
@@ -58,6 +60,10 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
                           triton_pythons=triton_pythons)
+    if tool_dependencies:
+        from ascend_setup.simulate.tool_deps import build_tool_dependencies
+
+        build_tool_dependencies(eco.main)
     main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)
