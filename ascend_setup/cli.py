@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another index beside the mirror, for anything the row does not assign (repeatable)")
     _index_flags(p)
     p.add_argument("--lock", metavar="FILE", help="install this lock (from 'plan --lock') instead of resolving here")
+    p.add_argument("--bundle", metavar="PATH", help="install from this offline bundle (a directory or tar from "
+                   "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused")
     p.add_argument("--vllm-ascend", metavar="VERSION", help="for a CANN without a row: derive the row from this "
                    "vllm-ascend release's metadata on the index")
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")

@@ -168,6 +168,10 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
     """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
     pip's (any fresh mirror has the same files)."""
     options = ctx.options
+    if ctx.bundle is not None:  # the bundle's lock names the indexes, and the bundle answers for them
+        lock = read_lock(ctx.bundle.lock_path)
+        return IndexSources(lock.indexes["mirror"], tuple(lock.extra_index_urls),
+                            {n: u for n, u in lock.indexes.items() if n != "mirror"})
     named = named_index(options.index_url, options.mirror)
     mirror = named[0] if named else (ctx.pip_settings.index if ctx.pip_settings else "")
     return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
