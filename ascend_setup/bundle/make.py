@@ -185,7 +185,12 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
     missing += [Missing(package=k, reason=v) for k, v in tool_lock.missing.items()]
     everything = jobs + tool_jobs
     with TransferProgress(console, "bundle", len(everything), sum(j.size or 0 for j in everything)) as progress:
-        missing += fetch_all(everything, progress)
+        missing += fetch_all(jobs, progress)
+        have = {j.sha256: j.dest for j in jobs if j.sha256 and j.dest.is_file()}
+        for j in tool_jobs:  # a tool dependency the lock holds too is copied, not fetched again
+            if j.sha256 in have and not j.dest.is_file():
+                copy_into(have[j.sha256], j.dest)
+        missing += fetch_all(tool_jobs, progress)
     archives: List[thirdparty.Archive] = []
     sdist = out / FILES / plugin.file if plugin is not None and plugin.outcome == "sdist" and plugin.file else None
     if sdist is not None and sdist.is_file():
