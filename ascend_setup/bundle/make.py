@@ -148,17 +148,15 @@ def third_party_archives(sdist: Path, out: Path) -> List[thirdparty.Archive]:
     return thirdparty.read_archives(tree)
 
 
-def wheelhouse_file(req: BundleRequest, version: str) -> Optional[Path]:
-    """A built vllm-ascend wheel from --wheelhouse whose key is the target's; None without --wheelhouse."""
-    if req.wheelhouse is None:
-        return None
-    if not req.soc:
+def built_wheel(wheelhouse: Path, row: Row, target: Target, soc: Optional[str]) -> Path:
+    """The built vllm-ascend wheel in `wheelhouse` whose key is the target's (an install's wheelhouse layout)."""
+    if not soc:
         raise BadInput("--wheelhouse needs --soc SOC_VERSION (e.g. ascend910b3): a built wheel is for one SOC only")
-    key = wheelhouse_key(version=version, cann=req.row.cann, arch=req.target.arch, python=req.target.python,
-                         glibc=req.target.glibc, soc=req.soc)
-    wheel = cached_wheel(req.wheelhouse, key)
+    key = wheelhouse_key(version=row.packages["vllm-ascend"], cann=row.cann, arch=target.arch, python=target.python,
+                         glibc=target.glibc, soc=soc)
+    wheel = cached_wheel(wheelhouse, key)
     if wheel is None:
-        raise BadInput(f"--wheelhouse {req.wheelhouse} has no wheel for {key} (it looks in {req.wheelhouse}/{key}/)",
+        raise BadInput(f"--wheelhouse {wheelhouse} has no wheel for {key} (it looks in {wheelhouse}/{key}/)",
                        hint="build one on a host of the target (install keeps it in <workdir>/wheelhouse)")
     return wheel
 
@@ -177,7 +175,8 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
     out = req.out
     lock = take_lock(req, index, say)
     plugin = lock.get("vllm-ascend")
-    built = wheelhouse_file(req, plugin.version or "") if plugin is not None and plugin.outcome == "sdist" else None
+    built = built_wheel(req.wheelhouse, req.row, req.target, req.soc) \
+        if req.wheelhouse is not None and plugin is not None and plugin.outcome == "sdist" else None
     jobs, missing = package_jobs(lock, out)
     tool_lock = take_tool_lock(req, index, say)
     tool_jobs = [Job([f.url], out / TOOL / f.file, f.sha256, f.size, f.name, f.version, tool_lock.index)

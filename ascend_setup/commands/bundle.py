@@ -8,7 +8,7 @@ import platform
 import shutil
 from pathlib import Path
 
-from ascend_setup.bundle.make import (BundleRequest, make_bundle, open_out_dir, staging_dir, write_tar)
+from ascend_setup.bundle.make import (BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar)
 from ascend_setup.bundle.manifest import Manifest, verify_bundle
 from ascend_setup.commands.plan import target_python
 from ascend_setup.errors import BadInput
@@ -18,10 +18,11 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.options import check_build_deps_url, check_device, check_index_url, check_soc, parse_index_overrides
-from ascend_setup.paths import check_path_length
+from ascend_setup.paths import check_dir_path, check_output_file
 from ascend_setup.progress import size_text
 from ascend_setup.render import print_field, print_json, print_prose, stderr_console, stdout_console
 from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import build_interpreter
 from ascend_setup.resolve.session import IndexSession
 from ascend_setup.soc import device_of
@@ -80,13 +81,17 @@ def run(args: argparse.Namespace) -> int:
     Target.parse(glibc, arch, args.python or "3.11")
     device, soc = _soc(args.soc)
     out = Path(args.out).expanduser().absolute()
-    check_path_length(out, "-o")
+    if args.format == "tar":
+        check_output_file(out, "-o")
+        check_dir_path(staging_dir(out), "-o")
+    else:
+        check_dir_path(out, "-o")
     lock_file = Path(args.lock).expanduser().absolute() if args.lock else None
+    if lock_file is not None:
+        read_lock(lock_file)  # a bad --lock is refused before the bundle directory is made
     wheelhouse = Path(args.wheelhouse).expanduser().absolute() if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse} is not a directory")
-    if args.format == "tar" and out.exists() and not out.is_file():
-        raise BadInput(f"-o {out} exists and is not a file (with --format tar, -o names the tar file)")
     build_deps = check_build_deps_url(args.build_deps_url)
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
@@ -103,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if note:
         err.print(f"note: {note}", soft_wrap=True, markup=False)
     target = Target.parse(glibc, arch, python)
+    if wheelhouse is not None:
+        built_wheel(wheelhouse, row, target, soc)  # a --wheelhouse without the target's wheel: refused now
+    if args.format == "tar" and out.is_file() and not staging_dir(out).exists():
+        return finished_tar(out, row, target, args.json)
     directory = open_out_dir(staging_dir(out) if args.format == "tar" else out)
     log = directory / "bundle.log"
     req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
@@ -122,6 +131,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_summary(manifest, path)
     return 1 if manifest.missing else 0
+
+
+def finished_tar(out: Path, row, target: Target, as_json: bool) -> int:
+    """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
+    manifest, problems = verify_bundle(out, "-o")
+    t = manifest.target
+    if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
+        raise BadInput(f"-o {out} is a bundle of CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python "
+                       f"{t.python} already", hint="give another -o for this target")
+    if as_json:
+        print_json(manifest_json(manifest, out, problems))
+    else:
+        render_summary(manifest, out)
+        for line in problems:
+            print_prose(stdout_console(), line, "    ", first="  ")
+    return 1 if problems or manifest.missing else 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
