@@ -195,11 +195,13 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
     if sdist is not None and sdist.is_file():
         archives = third_party_archives(sdist, out)
         cache = make_dir(out / THIRD_PARTY)
-        try:
-            for line in thirdparty.fetch(archives, cache, req.build_deps_url):
-                say(line)
-        except AscendSetupError as exc:
-            missing.append(Missing(package="third-party archives", reason=exc.message))
+        for archive in archives:  # each on its own: one host that cannot be reached does not cost the others
+            try:
+                for line in thirdparty.fetch([archive], cache, req.build_deps_url):
+                    say(line)
+            except AscendSetupError as exc:
+                missing.append(Missing(package=archive.name, index=thirdparty.source_url(archive, req.build_deps_url),
+                                       reason=exc.message))
     if built is not None:
         key = built.parent.name
         copy_into(built, out / WHEELHOUSE / key / built.name)

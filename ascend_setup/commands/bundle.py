@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from ascend_setup.bundle.make import (BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar)
-from ascend_setup.bundle.manifest import Manifest, verify_bundle
+from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
 from ascend_setup.commands.plan import target_python
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
@@ -50,6 +50,10 @@ def manifest_json(manifest: Manifest, path: Path, problems=None) -> dict:
     return data
 
 
+def missing_text(m: Missing) -> str:
+    return f"{m.package}{' ' + m.version if m.version else ''}: {m.reason}"
+
+
 def render_summary(manifest: Manifest, path: Path) -> None:
     """The size and what the bundle holds, one role a line, then each file it could not get."""
     out = stdout_console()
@@ -60,8 +64,7 @@ def render_summary(manifest: Manifest, path: Path) -> None:
     for role, info in manifest_json(manifest, path)["roles"].items():
         print_field(out, role, f"{info['files']} files, {size_text(info['bytes'])}")
     for m in manifest.missing:
-        print_prose(out, f"{m.package} {m.version or ''}: {m.reason}".replace("  ", " "), "    ",
-                    first="  not in the bundle: ")
+        print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
     if not manifest.missing:
         print_prose(out, f"install it offline: copy {path.name} to the host, then run sh "
                          f"{path.name}/bootstrap.sh" if path.is_dir() else
@@ -163,5 +166,5 @@ def run_verify(args: argparse.Namespace) -> int:
         for line in problems:
             print_prose(out, line, "    ", first="  ")
         for m in manifest.missing:
-            print_prose(out, f"{m.package} {m.version or ''}: {m.reason}", "    ", first="  not in the bundle: ")
+            print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
     return 1 if problems or manifest.missing else 0
