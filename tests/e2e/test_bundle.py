@@ -230,3 +230,42 @@ def test_offline_install_from_a_tar(world, made, tmp_path):
     venv = installed(workdir / "venv")
     assert {n: v for n, v in venv.items() if n in lock} == lock
     assert (workdir / "bundle" / "manifest.json").is_file()
+
+
+def _play(world: World, inventory: Path, *extra: str, offline: bool = True) -> subprocess.CompletedProcess:
+    tmp = world.root / "ansible-tmp"
+    env = {**world.env(), "ANSIBLE_LOCAL_TEMP": str(tmp / "local"), "ANSIBLE_REMOTE_TEMP": str(tmp / "remote"),
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    ansible = Path(__file__).resolve().parents[2] / "ansible"
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(ansible / "install.yml"),
+            *extra]
+    return subprocess.run(["unshare", "-n", *argv] if offline else argv, capture_output=True, text=True, env=env,
+                          timeout=1800)
+
+
+@needs_netns
+def test_a_fleet_installs_from_one_bundle_with_no_network(world, made, tmp_path):
+    import yaml
+
+    from e2e.test_fleet import recap
+
+    hosts = ("node1", "node2")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"ascend": {
+        "hosts": {h: {"ascend_workdir": str(tmp_path / h / "ascend-setup")} for h in hosts},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "ascend_setup_command": [sys.executable, "-m", "ascend_setup"],
+                 "ascend_cann_home": str(world.host.cann.root), "ascend_python": sys.executable}}}))
+    before = world.requests()
+    first = _play(world, inventory, "-e", f"ascend_bundle={made}")
+    assert first.returncode == 0, first.stdout[-4000:]
+    assert world.requests() == before
+    for h in hosts:
+        workdir = tmp_path / h / "ascend-setup"
+        assert (workdir / "fleet" / "bundle" / "manifest.json").is_file()
+        lock = lock_versions(workdir)
+        venv = installed(workdir / "venv")
+        assert {n: v for n, v in venv.items() if n in lock} == lock
+    second = _play(world, inventory, "-e", f"ascend_bundle={made}")
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert all(r["changed"] == 0 for r in recap(second).values()), second.stdout[-3000:]
