@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "vllm-ascend release's metadata on the index")
     p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives from "
                    "URL/<file name> instead of the URLs its CMake files name")
+    p.add_argument("--tool-index-url", metavar="URL", help="the index the tool's own dependencies come from "
+                   "(default: the primary index)")
     p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
                    "--format tar the tar file")
     p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")

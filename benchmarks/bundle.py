@@ -48,7 +48,8 @@ def main() -> None:
         raise SystemExit(proc.stderr[-3000:])
     bundle = tmp / "bundle"
     start = time.perf_counter()
-    proc = subprocess.run([*cli, "bundle", "--cann", "9.1.0", "--python", python, *host.index_args(), "--lock",
+    proc = subprocess.run([*cli, "bundle", "--cann", "9.1.0", "--python", python, *host.index_args(),
+                           "--tool-index-url", host.tools.url, "--lock",
                            str(lock), "-o", str(bundle)], capture_output=True, text=True, env=env("bundle"))
     made = time.perf_counter() - start
     if proc.returncode != 0:

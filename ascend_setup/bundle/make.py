@@ -49,6 +49,7 @@ class BundleRequest:
     wheelhouse: Optional[Path] = None
     build_deps_url: Optional[str] = None
     build_python: Optional[str] = None
+    tool_index: str = ""  # where the tool's own dependencies come from ("": the primary index)
     log: Path = field(default_factory=lambda: Path("/dev/null"))
 
 
@@ -234,7 +235,7 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
 def take_tool_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None]) -> tool.ToolLock:
     """The tool's dependency wheels for the target: kept in the bundle, so a rerun asks no index again."""
     path = req.out / TOOL / "tool-lock.json"
-    mirror = req.sources.mirror
+    mirror = req.tool_index or req.sources.mirror
     if path.is_file():
         try:
             kept = tool.ToolLock.model_validate_json(path.read_text())

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(derived_line, soft_wrap=True, markup=False)
     row = select_row(matrix, args.cann, arch)
     extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
+    tool_index = check_index_url(args.tool_index_url, "--tool-index-url") if args.tool_index_url else mirror
     sources = IndexSources.for_row(matrix, row, mirror, extras)
     index = IndexSession(settings)
     python, note = target_python(args.python, row, sources, arch, glibc, index)
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     log = directory / "bundle.log"
     req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
                         derived=derived_line, lock_file=lock_file, wheelhouse=wheelhouse, build_deps_url=build_deps,
-                        build_python=build_interpreter(python), log=log)
+                        build_python=build_interpreter(python), tool_index=tool_index, log=log)
 
     def say(line: str) -> None:
         err.print(line, soft_wrap=True, markup=False, highlight=False)

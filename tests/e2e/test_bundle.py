@@ -47,7 +47,8 @@ class World:
     def bundle_argv(self, out: Path, *extra: str, arch: str = platform.machine(),
                     glibc: str = glibc_version() or "") -> List[str]:
         return [sys.executable, "-m", "ascend_setup", "bundle", "--cann", "9.1.0", "--arch", arch, "--glibc", glibc,
-                "--python", PYTHON, *self.host.index_args(), "-o", str(out), *extra]
+                "--python", PYTHON, *self.host.index_args(), "--tool-index-url", self.host.tools.url, "-o", str(out),
+                *extra]
 
     def bundle(self, out: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(self.bundle_argv(out, *extra, **kw), capture_output=True, text=True, env=self.env(),
@@ -64,7 +65,7 @@ class World:
 
     def requests(self) -> int:
         h = self.host
-        return sum(len(i.requests) for i in (h.main, h.ascend, h.pytorch_cpu)) + len(h.archives.requests)
+        return sum(len(i.requests) for i in (h.main, h.ascend, h.pytorch_cpu, h.tools)) + len(h.archives.requests)
 
 
 @pytest.fixture(scope="module")
@@ -269,3 +270,30 @@ def test_a_fleet_installs_from_one_bundle_with_no_network(world, made, tmp_path)
     second = _play(world, inventory, "-e", f"ascend_bundle={made}")
     assert second.returncode == 0, second.stdout[-4000:]
     assert all(r["changed"] == 0 for r in recap(second).values()), second.stdout[-3000:]
+
+
+@needs_netns
+def test_bootstrap_installs_the_tool_from_the_bundle_then_the_stack_with_no_network(world, made, tmp_path):
+    work = tmp_path / "work"
+    env = {k: v for k, v in world.env().items() if k != "PYTHONPATH"}  # the tool must come from the bundle
+    env.update({"ASCEND_SETUP_WORKDIR": str(work), "PYTHON": sys.executable})
+    argv = ["unshare", "-n", "sh", str(made / "bootstrap.sh"), "--cann-home", str(world.host.cann.root),
+            "--python", sys.executable, "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["ok"] is True
+    tool = work / "tool-venv"
+    shown = subprocess.run([str(tool / "bin" / "python"), "-m", "pip", "show", "-f", "ascend-setup"],
+                           capture_output=True, text=True, env=env).stdout
+    assert "Location: " + str(tool) in shown and "__editable__" not in shown  # the bundle's wheel, not this checkout
+    lock = lock_versions(work)
+    assert {n: v for n, v in installed(work / "venv").items() if n in lock} == lock
+    broken = tmp_path / "broken"
+    shutil.copytree(made, broken)
+    victim = next((broken / "tool").glob("ascend_setup-*.whl"))
+    victim.write_bytes(victim.read_bytes()[:-1] + bytes([victim.read_bytes()[-1] ^ 1]))
+    env["ASCEND_SETUP_WORKDIR"] = str(tmp_path / "work2")
+    refused = subprocess.run(["unshare", "-n", "sh", str(broken / "bootstrap.sh")], capture_output=True, text=True,
+                             env=env, timeout=300)
+    assert refused.returncode == 1 and "do not match their sha256" in refused.stderr
+    assert not (tmp_path / "work2" / "tool-venv").exists()
