@@ -74,9 +74,6 @@ class Manifest(BaseModel):
     def size(self) -> int:
         return sum(f.size for f in self.files)
 
-    def by_role(self, role: str) -> List[BundleFile]:
-        return [f for f in self.files if f.role == role]
-
 
 def entry(root: Path, path: Path, role: str, package: Optional[str] = None,
           version: Optional[str] = None) -> BundleFile:

@@ -14,12 +14,12 @@ from typing import Dict, List, Optional
 
 from packaging.utils import canonicalize_name
 
-from ascend_setup.bundle.manifest import FILES, LOCK, MANIFEST, THIRD_PARTY, WHEELHOUSE, Manifest, is_tar, read_manifest
+from ascend_setup.bundle.manifest import FILES, LOCK, MANIFEST, THIRD_PARTY, WHEELHOUSE, Manifest, is_tar
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.simple import IndexFile, ProjectPage, SharedPages, make_file
 from ascend_setup.matrix.models import Row
-from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.soc import device_of, label
 from ascend_setup.sourcebuild.source import extract_tar
 
@@ -32,10 +32,6 @@ class Bundle:
     """An unpacked bundle (a directory), read only."""
 
     root: Path
-
-    @property
-    def manifest(self) -> Manifest:
-        return read_manifest(self.root, FLAG)
 
     @property
     def lock_path(self) -> Path:
@@ -96,13 +92,23 @@ def check_bundle(manifest: Manifest, path: Path, *, cann: str, row: Row, arch: s
                        hint="make it again where every index of the row can be reached (a rerun fetches only those)")
 
 
+def _tar_manifest_sha(tar: Path) -> str:
+    import hashlib
+
+    with tarfile.open(tar) as archive:
+        member = archive.extractfile(MANIFEST)
+        return hashlib.sha256(member.read()).hexdigest() if member is not None else ""
+
+
 def unpack(tar: Path, dest: Path) -> Path:
-    """The tar unpacked into `dest` once (a staging dir renamed when whole); reused while its manifest is the
-    tar's. An unpacked bundle of another manifest is ours and replaced."""
-    if (dest / UNPACKED_MARK).is_file() and (dest / MANIFEST).is_file() and \
-            (dest / UNPACKED_MARK).read_text().strip() == str(tar.stat().st_size):
+    """The tar unpacked into `dest` once (a staging dir renamed when whole); reused while it holds the tar's
+    manifest. An unpacked bundle of another manifest is ours, and replaced."""
+    wanted = _tar_manifest_sha(tar)
+    mark = dest / UNPACKED_MARK
+    if mark.is_file() and (dest / MANIFEST).is_file() and mark.read_text().strip() == wanted == \
+            sha256_of(dest / MANIFEST):
         return dest
-    if dest.exists() and not (dest / UNPACKED_MARK).is_file():
+    if dest.exists() and not mark.is_file():
         raise BadInput(f"{dest} exists and was not unpacked by ascend-setup",
                        hint="move it away; ascend-setup never deletes what it did not create")
     staging = dest.with_name(f".unpacking-{dest.name}")
@@ -110,7 +116,7 @@ def unpack(tar: Path, dest: Path) -> Path:
         shutil.rmtree(staging)  # ours: a kill stopped the last unpacking
     staging.mkdir(parents=True)
     extract_tar(tar, staging)
-    (staging / UNPACKED_MARK).write_text(f"{tar.stat().st_size}\n")
+    (staging / UNPACKED_MARK).write_text(wanted + "\n")
     if dest.exists():
         shutil.rmtree(dest)
     os.replace(staging, dest)
@@ -164,7 +170,3 @@ def open_bundle(path: str, workdir: Path, *, dry_run: bool) -> tuple:
         return None, read_tar_lock(given, Path(tempfile.mkdtemp(prefix="ascend-setup-bundle-")) / LOCK)
     root = unpack(given, workdir / "bundle")
     return root, root / LOCK
-
-
-def read_bundle_lock(root: Path) -> Lock:
-    return read_lock(root / LOCK, FLAG)

@@ -6,7 +6,6 @@ a rerun that fetches nothing; a SIGKILL mid-bundle that resumes without fetching
 from __future__ import annotations
 
 import json
-import os
 import platform
 import shutil
 import subprocess
