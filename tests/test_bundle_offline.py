@@ -114,3 +114,19 @@ def test_a_tar_is_verified_member_by_member_and_unpacked_once(tmp_path: Path) ->
     with pytest.raises(BadInput, match="was not unpacked by ascend-setup"):
         unpack(tar, foreign)
     assert (foreign / "x").read_text() == "mine"
+
+
+def test_transfer_progress_off_a_terminal_is_a_heartbeat_of_bytes_and_files() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from ascend_setup.progress import TransferProgress
+
+    out = io.StringIO()
+    with TransferProgress(Console(file=out, width=80), "bundle", 2, 3_000_000, heartbeat=0.05) as progress:
+        progress.update("a", 1_000_000)
+        progress.finished("b", 500_000)
+        time.sleep(0.3)
+    assert "… bundle: 1 of 2 files, 1.5 MB of 3.0 MB" in out.getvalue()
