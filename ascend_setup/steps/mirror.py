@@ -10,6 +10,7 @@ from ascend_setup.options import named_index
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.steps.outputs import MirrorChoice
 from ascend_setup.fsutil import open_append
+from ascend_setup.matrix.models import MIRROR
 from ascend_setup.resolve.lockfile import read_lock
 
 
@@ -39,7 +40,7 @@ class ChooseMirror(Step[MirrorChoice]):
         fallbacks: list = []
         named = named_index(o.index_url, o.mirror)
         if ctx.bundle is not None:  # nothing to choose: every file comes from the bundle
-            chosen, source = read_lock(ctx.bundle.lock_path).indexes["mirror"], f"skipped: the bundle {ctx.bundle.root}"
+            chosen, source = read_lock(ctx.bundle.lock_path).indexes[MIRROR], f"skipped: the bundle {ctx.bundle.root}"
         elif named:
             chosen, source = named
         elif o.mirror == "none":
