@@ -87,14 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")
     _index_flags(p)
     flags.lock(p, "install this lock (from 'plan --lock') instead of resolving here")
+    p.add_argument("--bundle", metavar="PATH", help="install from this offline bundle (a directory or tar from "
+                   "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused")
     flags.vllm_ascend(p)
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     flags.installer(p)
     flags.soc(p, "build target, e.g. ascend910b3 (default: from npu-smi)")
     p.add_argument("--jobs", type=int, metavar="N", help="MAX_JOBS for a vllm-ascend source build (default: from the "
                    "memory the build can use, 4 GiB a job)")
-    p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
-                   "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name")
+    flags.build_deps_url(p)
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
     p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
                    "make (it says what it will change; it never deletes it)")
@@ -117,8 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", parents=[common], help="forecast wheel / source build / unavailable for a target")
     flags.cann(p, required=True)
-    p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
-    p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
+    flags.target(p)
     flags.python(p, "target Python, e.g. 3.11, or an interpreter (default: the one install would pick, by the wheels "
                  "the row publishes)", metavar="X.Y|EXE")
     flags.index_url(p, "primary index (default: pip's configuration)")
@@ -130,6 +130,33 @@ def build_parser() -> argparse.ArgumentParser:
               "type)", metavar="DEVICE|SOC_VERSION", default="A2")
     flags.vllm_ascend(p)
     p.set_defaults(func=_lazy("plan:run"))
+
+    p = sub.add_parser("bundle", parents=[common], help="every file an offline install of a target needs, in one "
+                       "directory or tar (made on any connected machine); 'bundle verify PATH' checks one")
+    flags.cann(p)
+    flags.target(p)
+    p.add_argument("--python", metavar="X.Y", help="target Python, e.g. 3.11 (default: as plan picks it)")
+    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910b3 (default A2); install "
+              "refuses the bundle on other NPUs", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.lock(p, "bundle this lock (from 'plan --lock') instead of resolving")
+    p.add_argument("--wheelhouse", metavar="DIR", help="take a built vllm-ascend wheel from DIR/<key>/ (an install's "
+                   "<workdir>/wheelhouse) whose key matches the target; needs --soc SOC_VERSION")
+    flags.index_url(p, "primary index (default: pip's configuration)")
+    flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
+    _index_flags(p)
+    flags.vllm_ascend(p)
+    flags.build_deps_url(p)
+    p.add_argument("--tool-index-url", metavar="URL", help="the index the tool's own dependencies come from "
+                   "(default: the primary index)")
+    p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
+                   "--format tar the tar file")
+    p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")
+    p.set_defaults(func=_lazy("bundle:run"))
+    bsub = p.add_subparsers(dest="bundle_command", metavar="verify")
+    b = bsub.add_parser("verify", parents=[common], help="check a bundle's manifest and every file's sha256; exit 1 "
+                        "names each missing or corrupt file")
+    b.add_argument("path", metavar="PATH", help="the bundle directory or tar file")
+    b.set_defaults(func=_lazy("bundle:run_verify"))
 
     p = sub.add_parser("audit", parents=[common], help="read-only check of a venv against a row")
     flags.venv(p, "the venv to audit", env=False, required=True)

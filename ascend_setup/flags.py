@@ -44,6 +44,12 @@ def cann(p: Parser, help: str = "CANN version: selects a whole matrix row", *, r
     p.add_argument("--cann", required=required, help=help)
 
 
+def target(p: Parser) -> None:
+    """The architecture and glibc of a machine other than this one (`plan`, `bundle`)."""
+    p.add_argument("--glibc", help="target glibc, e.g. 2.31 (default: this machine's)")
+    p.add_argument("--arch", help="target architecture, e.g. aarch64 (default: this machine's)")
+
+
 def index_url(p: Parser, help: str = "primary package index (default: pip's configuration)") -> None:
     p.add_argument("--index-url", metavar="URL", help=help)
 
@@ -67,6 +73,11 @@ def soc(p: Parser, help: str, *, metavar: str = "SOC_VERSION", default: Optional
 
 def lock(p: Parser, help: str) -> None:
     p.add_argument("--lock", metavar="FILE", help=help)
+
+
+def build_deps_url(p: Parser) -> None:
+    p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
+                   "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name")
 
 
 def installer(p: Parser) -> None:

@@ -90,6 +90,7 @@ class InstallOptions:
     jobs: Optional[int] = None  # --jobs N: MAX_JOBS for the vllm-ascend build
     build_deps_url: Optional[str] = None  # --build-deps-url URL: a mirror of the build's third-party archives
     adopt_venv: bool = False  # --adopt-venv: install into a venv ascend-setup did not make
+    bundle: Optional[str] = None  # --bundle PATH: the (unpacked) offline bundle every file comes from
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -210,7 +211,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           respect_pip_config: bool = False, dry_run: bool = False,
                           resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
                           jobs: Optional[int] = None, build_deps_url: Optional[str] = None,
-                          adopt_venv: bool = False) -> Tuple[InstallOptions, InstallRow]:
+                          adopt_venv: bool = False, bundle: Optional[str] = None) -> Tuple[InstallOptions, InstallRow]:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it.
     The matrix and row the checks need are returned with the options, for the run to use."""
@@ -222,6 +223,10 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     loaded = load_install_row(cann=cann, matrix=flag_matrix, indexes=overrides, vllm_ascend=vllm_ascend,
                               index_url=index_url, mirror=mirror, respect_pip_config=respect_pip_config)
     row = loaded.row
+    if bundle is not None:  # before anything is touched: a bundle for another host, row or SOC is refused
+        if lock:
+            raise BadInput("--bundle and --lock both give the lock: give one (a bundle holds its own)")
+        check_bundle_for_host(bundle, cann, row, soc, cann_home)
     work = resolve_workdir(workdir, mode="plan" if dry_run else "write")
     venv_path, venv_source = VENV.path(venv)
     venv_path = venv_path or Workdir(work).venv
@@ -238,6 +243,11 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     mirror = mirror or "auto"
     if mirror not in ("auto", "none"):
         mirror = check_index_url(mirror, "--mirror")
+    if bundle is not None:
+        from ascend_setup.bundle.offline import open_bundle
+
+        root, bundle_lock = open_bundle(bundle, work, dry_run=dry_run)
+        bundle, lock = (str(root) if root else None), str(bundle_lock)
     lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
         cann=cann, workdir=str(work), venv=str(venv_path), python=python,
@@ -248,7 +258,24 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
         jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url),
-        adopt_venv=adopt_venv), loaded
+        adopt_venv=adopt_venv, bundle=bundle), loaded
+
+
+def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], cann_home: Optional[str]) -> None:
+    """`--bundle PATH` must be a whole bundle made for this host (arch, glibc), this row and this host's NPUs
+    (--soc, else npu-smi's); else exit 2 now."""
+    from ascend_setup.bundle.manifest import read_manifest
+    from ascend_setup.bundle.offline import check_bundle
+    from ascend_setup.host.machine import glibc_version
+
+    given = Path(path).expanduser().absolute()
+    manifest = read_manifest(given, "--bundle")
+    if soc is None:
+        from ascend_setup.host.npu import host_npu
+
+        soc = host_npu(cann_home).soc_version
+    check_bundle(manifest, given, cann=cann, row=row, arch=platform.machine(), glibc=glibc_version() or "unknown",
+                 soc=check_soc(soc) if soc and device_of(soc) else soc)
 
 
 def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tuple[str, str]]:

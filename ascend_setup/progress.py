@@ -113,3 +113,79 @@ class ConsoleReporter:
         self._stop()
         self.console.print(f"[red]✗ {name}[/red] failed" + (f" [dim](log: {escape(str(self.log))})[/dim]"
                                                             if self.log else ""))
+
+
+def size_text(n: float) -> str:
+    """Bytes for people: kB, MB or GB, one decimal."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class TransferProgress:
+    """Bytes and files of a batch of downloads: in a terminal a rich bar (bytes, files, speed); off one a
+    line every `heartbeat` seconds, so a long download in a CI log never looks hung."""
+
+    def __init__(self, console: Console, what: str, files: int, total_bytes: int,
+                 heartbeat: float = HEARTBEAT) -> None:
+        self.console, self.what, self.files, self.total = console, what, files, total_bytes
+        self.heartbeat = heartbeat
+        self.done_files = 0
+        self._bytes: dict = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._bar = None
+        self._task = None
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def done_bytes(self) -> int:
+        return sum(self._bytes.values())
+
+    def line(self) -> str:
+        return (f"{self.what}: {self.done_files} of {self.files} files, {size_text(self.done_bytes)} of "
+                f"{size_text(self.total)}")
+
+    def __enter__(self) -> "TransferProgress":
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                 TransferSpeedColumn(), console=self.console, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._files_text(), total=self.total or None)
+        else:
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def _files_text(self) -> str:
+        return f"{self.what} {self.done_files}/{self.files} files"
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(self.heartbeat):
+            self.console.print(f"… {self.line()}", soft_wrap=True, markup=False, highlight=False)
+
+    def update(self, key: str, done: int) -> None:
+        """`key` has `done` bytes on disk now."""
+        with self._lock:
+            self._bytes[key] = done
+        self._refresh()
+
+    def finished(self, key: str, size: int) -> None:
+        with self._lock:
+            self._bytes[key] = size
+            self.done_files += 1
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done_bytes, description=self._files_text())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.stop()

@@ -52,7 +52,7 @@ KINDS: Dict[str, List[Tuple[str, str]]] = {
                 ("no-results", "{t}/a-dir"), ("garbage", "{t}/bad-results"), ("not-a-result", "{t}/odd-results")],
 }
 #: Positional arguments that the "" flag of a command replaces.
-POSITIONALS = ("{t}/model", "{t}/fleet-results")
+POSITIONALS = ("{t}/model", "{t}/fleet-results", "{t}/bundle")
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]
 #: command -> (base arguments, {flag: kind}, {ASCEND_SETUP_* variable: kind})
 COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
@@ -98,6 +98,16 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
     "matrix check": (["matrix", "check"], {"--matrix": "infile", "--index": "index"}, {}),
     "fleet report": (["fleet", "report", "{t}/fleet-results", "--out", "{c}/report.json"],
                      {"--out": "outfile", "": "results"}, {}),
+    "bundle": (["bundle", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11", *ISOLATED,
+                "-o", "{c}/bundle"],
+               {"--cann": "cann", "--glibc": "glibc", "--arch": "arch", "--python": "pyversion", "--index-url": "url",
+                "--index": "index", "--lock": "infile", "--matrix": "infile", "--soc": "cann",
+                "--wheelhouse": "existingdir", "-o": "newdir"}, {"ASCEND_SETUP_MATRIX": "infile"}),
+    "bundle --format tar": (["bundle", "--cann", "9.1.0", "--glibc", "2.31", "--arch", "aarch64", "--python", "3.11",
+                             *ISOLATED, "--format", "tar", "-o", "{c}/bundle.tar"], {"-o": "outfile"}, {}),
+    "bundle verify": (["bundle", "verify", "{t}/bundle"], {"": "infile"}, {}),
+    "install --bundle": (["install", "--cann", "9.1.0", "--yes", "--workdir", "{c}/wd", *ISOLATED, "--mirror", "none"],
+                         {"--bundle": "infile"}, {}),
 }
 #: combinations that are refused for what they say, not for a value
 CONFLICTS = [

@@ -142,7 +142,7 @@ def run_install(args: argparse.Namespace) -> int:
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
         lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
         resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend, jobs=args.jobs,
-        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv)
+        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv, bundle=args.bundle)
     if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):

@@ -31,8 +31,15 @@ class StubArchive:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
+    requests: Optional[list] = None  # the server's record of the paths asked for (a test counts them)
+
     def log_message(self, *args) -> None:
         pass
+
+    def send_head(self):  # type: ignore[override]
+        if self.requests is not None:
+            self.requests.append(self.path)
+        return super().send_head()
 
 
 class ArchiveServer:
@@ -40,7 +47,9 @@ class ArchiveServer:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(directory)))
+        self.requests: list = []
+        handler = type("Handler", (_Quiet,), {"requests": self.requests})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

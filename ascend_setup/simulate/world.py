@@ -31,14 +31,16 @@ class SimulatedHost:
     cann: FakeCann
     eco: Ecosystem  # the files each index serves
     archives: ArchiveServer  # the operator build's third-party archives (their origin, as the sdist names it)
+    tools: Optional[LocalIndex] = None  # the tool's own dependencies (`bundle --tool-index-url`), when asked for
 
     def index_args(self) -> List[str]:
         return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
                 f"pytorch-cpu={self.pytorch_cpu.url}"]
 
     def close(self) -> None:
-        for index in (self.main, self.ascend, self.pytorch_cpu, self.archives):
-            index.close()
+        for index in (self.main, self.ascend, self.pytorch_cpu, self.archives, self.tools):
+            if index is not None:
+                index.close()
 
     def __enter__(self) -> "SimulatedHost":
         return self
@@ -49,8 +51,10 @@ class SimulatedHost:
 
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
-                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0") -> SimulatedHost:
-    """Build the world under `root` and start its indexes on 127.0.0.1."""
+                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
+                         tool_dependencies: bool = False) -> SimulatedHost:
+    """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: a fourth index
+    serves the tool's own dependencies, for `bundle --tool-index-url`)."""
     archives = ArchiveServer(root / "third-party")
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING,
@@ -59,9 +63,16 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
                           triton_pythons=triton_pythons)
     main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
+    tools = None
+    if tool_dependencies:
+        from ascend_setup.simulate.tool_deps import build_tool_index
+
+        tools = LocalIndex()
+        for wheel in build_tool_index(root / "tools"):
+            tools.add(wheel)
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)
     pytorch_cpu.add_dir(eco.pytorch_cpu)
     cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile")
     return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco,
-                         archives=archives)
+                         archives=archives, tools=tools)

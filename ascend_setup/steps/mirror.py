@@ -10,6 +10,8 @@ from ascend_setup.options import named_index
 from ascend_setup.steps.session import InstallSession
 from ascend_setup.steps.outputs import MirrorChoice
 from ascend_setup.fsutil import open_append
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.resolve.lockfile import read_lock
 
 
 def user_extra_indexes(ctx: InstallSession) -> list:
@@ -37,7 +39,9 @@ class ChooseMirror(Step[MirrorChoice]):
         extras = user_extra_indexes(ctx)
         fallbacks: list = []
         named = named_index(o.index_url, o.mirror)
-        if named:
+        if ctx.bundle is not None:  # nothing to choose: every file comes from the bundle
+            chosen, source = read_lock(ctx.bundle.lock_path).indexes[MIRROR], f"skipped: the bundle {ctx.bundle.root}"
+        elif named:
             chosen, source = named
         elif o.mirror == "none":
             chosen, source = ctx.pip_settings.index, "pip's configuration"

@@ -107,9 +107,10 @@ def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage]
         # `==2.10.0` is met by an installed 2.10.0+cpu (PEP 440): a local-version mismatch needs a reinstall
         local_mismatch = any(local_only_differs(installed.get(p.name), p.version) for p in group)
         extras = lock.extra_index_urls if index == MIRROR else []
+        bundle = ctx.bundle  # offline: --no-index, the bundle's files (hash-checked by the installer)
         (installer or ctx.installer()).install(ctx.python, InstallRequest(
-            requirement_file=requirements, indexes=Indexes(lock.indexes[index], tuple(extras)),
-            force_reinstall=force or local_mismatch), log=log)
+            requirement_file=requirements, indexes=None if bundle else Indexes(lock.indexes[index], tuple(extras)),
+            find_links=bundle.files if bundle else None, force_reinstall=force or local_mismatch), log=log)
 
 
 class LockSliceStep(Step[SliceInstalled]):

@@ -91,7 +91,7 @@ class VllmAscend(Step[PluginInstalled]):
         key = wheelhouse_key(version=plugin.version or "", cann=pre.cann_version, arch=pre.arch,
                              python=pre.python_minor, glibc=pre.glibc or "unknown", soc=soc)
         wheelhouse = ctx.workdir.wheelhouse
-        cached = cached_wheel(wheelhouse, key)
+        cached = cached_wheel(wheelhouse, key) or (cached_wheel(ctx.bundle.wheelhouse, key) if ctx.bundle else None)
         if cached is not None and not wheel_lacks_kernels(cached, soc):
             _note(log, f"reusing {cached} (key {key})")
             return cached
@@ -145,7 +145,7 @@ class VllmAscend(Step[PluginInstalled]):
     def _prefetch(self, ctx: InstallSession, tree: Path, log: Path) -> None:
         """The archives csrc's CMake would download, fetched now so that the build needs no network."""
         archives = thirdparty.read_archives(tree)
-        cache = ctx.workdir.third_party
+        cache = ctx.bundle.third_party if ctx.bundle else ctx.workdir.third_party  # a bundle's are verified here
         mirror = ctx.options.build_deps_url
         thirdparty.gate(archives, cache, mirror)
         with Progress(TextColumn("downloading {task.description}"), BarColumn(), DownloadColumn(),
@@ -163,6 +163,8 @@ class VllmAscend(Step[PluginInstalled]):
 
     def _download(self, ctx: InstallSession, plugin: LockedPackage, log: Path) -> Path:
         assert plugin.url and plugin.file
+        if ctx.bundle is not None:
+            return ctx.bundle.file(plugin.file, plugin.sha256)
         with Progress(TextColumn(f"downloading {plugin.file}"), BarColumn(), DownloadColumn(),
                       console=ctx.console, transient=True) as progress:
             task = progress.add_task("download", total=plugin.size)

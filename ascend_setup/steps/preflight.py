@@ -15,7 +15,7 @@ from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpu
 from ascend_setup.host.npu import host_npu
 from ascend_setup.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
-from ascend_setup.matrix.models import Row
+from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.options import which_index
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
@@ -152,6 +152,10 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
     """Where the row's wheels are looked up before the mirror step has chosen: the explicit index, else
     pip's (any fresh mirror has the same files)."""
     options = ctx.options
+    if ctx.bundle is not None:  # the bundle's lock names the indexes, and the bundle answers for them
+        lock = read_lock(ctx.bundle.lock_path)
+        return IndexSources(lock.indexes[MIRROR], tuple(lock.extra_index_urls),
+                            {n: u for n, u in lock.indexes.items() if n != MIRROR})
     mirror = which_index(options.index_url, options.mirror, lambda: ctx.pip_settings.index if ctx.pip_settings else "")
     return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
 

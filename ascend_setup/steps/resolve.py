@@ -57,14 +57,15 @@ def _log_derived(log: Path, derived: List[Derived]) -> None:
             handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n")
 
 
-def gate_lock(lock: Lock, row_names: List[str]) -> None:
-    """A lock made elsewhere: its indexes must answer here and serve its row packages, in seconds."""
+def gate_lock(lock: Lock, row_names: List[str], pool: Optional[Dict[str, Any]] = None) -> None:
+    """A lock made elsewhere: its indexes must answer here and serve its row packages, in seconds (`pool`: the
+    session's, whose pages a bundle answers)."""
     needs = []
     for index, url in lock.indexes.items():
         pins = {p.name: p.version or "" for p in lock.packages if p.index == index and p.name in row_names}
         if pins:
             needs.append(IndexNeed(index, [url, *(lock.extra_index_urls if index == MIRROR else [])], pins))
-    problems = [c for c in check_indexes(needs) if not c.ok]
+    problems = [c for c in check_indexes(needs, indexes=pool) if not c.ok]
     if problems:
         raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
 
@@ -105,7 +106,7 @@ class Resolve(Step[LockRef]):
         if given:
             lock = read_lock(Path(given))
             check_lock_device(lock, ctx.device)
-            gate_lock(lock, list(row.packages))
+            gate_lock(lock, list(row.packages), ctx.index.pool() if ctx.index else None)
             atomic_write_text(path, read_input_text(given, "lock"))  # never through a link at `path`
             with open_append(log) as handle:
                 handle.write(f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "

@@ -11,6 +11,7 @@ from typing import Dict, Optional, Type, TypeVar
 
 from pydantic import BaseModel
 
+from ascend_setup.bundle.offline import Bundle, bundle_pages
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
 from ascend_setup.host.setenv import capture_env
@@ -54,7 +55,16 @@ class InstallSession(Session):
 
     def __post_init__(self) -> None:
         if self.index is None and self.pip_settings is not None:
-            self.index = IndexSession(self.pip_settings)
+            bundle = self.bundle
+            if bundle is None:
+                self.index = IndexSession(self.pip_settings)
+            else:  # every index URL of the bundle's lock is answered by the bundle, never by the network
+                self.index = IndexSession(self.pip_settings, pages=bundle_pages(bundle, read_lock(bundle.lock_path)))
+
+    @property
+    def bundle(self) -> Optional[Bundle]:
+        """The offline bundle this install takes every file from (--bundle), or None."""
+        return Bundle(Path(self.options.bundle)) if self.options.bundle else None
 
     @property
     def workdir(self) -> Workdir:

@@ -15,7 +15,7 @@ from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import download
 from ascend_setup.installers import InstallRequest
 from ascend_setup.procs import capture
-from ascend_setup.fsutil import atomic_write_text, open_append
+from ascend_setup.fsutil import atomic_write_text, make_dir, open_append
 from ascend_setup.resolve.lockfile import LockedPackage, render_requirements
 from ascend_setup.engine.step import Step
 from ascend_setup.steps.session import InstallSession
@@ -61,6 +61,8 @@ def fetch_verified(ctx: InstallSession, package: LockedPackage) -> Path:
     if package.outcome == "unavailable" or not package.url or not package.file:
         raise StepFailed(f"triton-ascend {package.version or ''} has no file for this host: {package.reason}",
                          hint=untouched)
+    if ctx.bundle is not None:
+        return ctx.bundle.file(package.file, package.sha256)
     try:
         return download([package.url], ctx.workdir.downloads / package.file, sha256=package.sha256,
                         size=package.size, stall_seconds=20)
@@ -103,7 +105,7 @@ class Triton(Step[TritonSwapped]):
             installer.uninstall(python, ["triton"], log=log)
         # By name from the verified file's directory (an ordinary install, not a direct URL), hash-pinned.
         # --force-reinstall: removing triton deleted files under triton/ that triton-ascend also owns.
-        requirements = local.parent / f"{local.name}.requirements.txt"
+        requirements = make_dir(ctx.workdir.downloads) / f"{local.name}.requirements.txt"  # not into a bundle
         atomic_write_text(requirements, render_requirements(locked))
         installer.install(python, InstallRequest(requirement_file=requirements, find_links=local.parent,
                                                  force_reinstall=True), log=log)

@@ -1,0 +1,171 @@
+"""`ascend-setup bundle` and `bundle verify`: an offline bundle for a target, made on any connected machine;
+its check against its manifest."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+from pathlib import Path
+
+from ascend_setup.bundle.make import (BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar)
+from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
+from ascend_setup.commands.plan import target_python
+from ascend_setup.errors import BadInput
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+from ascend_setup.options import check_build_deps_url, check_device, check_index_url, check_soc, parse_index_overrides
+from ascend_setup.paths import check_dir_path, check_output_file
+from ascend_setup.progress import size_text
+from ascend_setup.render import print_field, print_json, print_prose, stderr_console, stdout_console
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.resolve.pythons import build_interpreter
+from ascend_setup.resolve.session import IndexSession
+from ascend_setup.soc import device_of
+
+
+def _soc(value: str):
+    """(device type, SOC_VERSION or None): --soc names a device type (A2) or one SOC_VERSION (ascend910b3)."""
+    if device_of(value) is not None and value.strip().lower().startswith("ascend"):
+        return device_of(value), check_soc(value)
+    return check_device(value), None
+
+
+def manifest_json(manifest: Manifest, path: Path, problems=None) -> dict:
+    roles: dict = {}
+    for f in manifest.files:
+        roles.setdefault(f.role, {"files": 0, "bytes": 0})
+        roles[f.role]["files"] += 1
+        roles[f.role]["bytes"] += f.size
+    data = {"bundle": str(path), "ok": not manifest.missing and not problems, "cann": manifest.cann,
+            "target": manifest.target.model_dump(), "tool_version": manifest.tool_version,
+            "created": manifest.created, "size": manifest.size, "files": len(manifest.files), "roles": roles,
+            "missing": [m.model_dump() for m in manifest.missing]}
+    if problems is not None:
+        data["problems"] = problems
+    return data
+
+
+def missing_text(m: Missing) -> str:
+    return f"{m.package}{' ' + m.version if m.version else ''}: {m.reason}"
+
+
+def render_summary(manifest: Manifest, path: Path) -> None:
+    """The size and what the bundle holds, one role a line, then each file it could not get."""
+    out = stdout_console()
+    t = manifest.target
+    print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}"
+                     f"{' / ' + (t.soc or t.device) if (t.soc or t.device) else ''}, {len(manifest.files)} files, "
+                     f"{size_text(manifest.size)}")
+    for role, info in manifest_json(manifest, path)["roles"].items():
+        print_field(out, role, f"{info['files']} files, {size_text(info['bytes'])}")
+    for m in manifest.missing:
+        print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
+    if not manifest.missing:
+        print_prose(out, f"install it offline: copy {path.name} to the host, then run sh "
+                         f"{path.name}/bootstrap.sh" if path.is_dir() else
+                         f"install it offline: copy {path.name} to the host, unpack it (tar xf), then run sh "
+                         "bootstrap.sh in it, or run 'ascend-setup install --bundle' on the tar")
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "bundle_command", None) == "verify":
+        return run_verify(args)
+    if not args.cann or not args.out:
+        raise BadInput("bundle needs --cann VERSION and -o PATH (or: ascend-setup bundle verify PATH)")
+    overrides = parse_index_overrides(args.index or [])
+    matrix = load_matrix(args.matrix).with_indexes(overrides)
+    arch = args.arch or platform.machine()
+    glibc = args.glibc or glibc_version() or ""
+    Target.parse(glibc, arch, args.python or "3.11")
+    device, soc = _soc(args.soc)
+    out = Path(args.out).expanduser().absolute()
+    if args.format == "tar":
+        check_output_file(out, "-o")
+        check_dir_path(staging_dir(out), "-o")
+    else:
+        check_dir_path(out, "-o")
+    lock_file = Path(args.lock).expanduser().absolute() if args.lock else None
+    if lock_file is not None:
+        read_lock(lock_file)  # a bad --lock is refused before the bundle directory is made
+    wheelhouse = Path(args.wheelhouse).expanduser().absolute() if args.wheelhouse else None
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise BadInput(f"--wheelhouse {wheelhouse} is not a directory")
+    build_deps = check_build_deps_url(args.build_deps_url)
+    settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
+    mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
+    matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
+    err = stderr_console()
+    derived_line = provenance_line(derived, matrix) if derived is not None else None
+    if derived_line:
+        err.print(derived_line, soft_wrap=True, markup=False)
+    row = select_row(matrix, args.cann, arch)
+    extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
+    tool_index = check_index_url(args.tool_index_url, "--tool-index-url") if args.tool_index_url else mirror
+    sources = IndexSources.for_row(matrix, row, mirror, extras)
+    index = IndexSession(settings)
+    python, note = target_python(args.python, row, sources, arch, glibc, index)
+    if note:
+        err.print(f"note: {note}", soft_wrap=True, markup=False)
+    target = Target.parse(glibc, arch, python)
+    if wheelhouse is not None:
+        built_wheel(wheelhouse, row, target, soc)  # a --wheelhouse without the target's wheel: refused now
+    if args.format == "tar" and out.is_file() and not staging_dir(out).exists():
+        return finished_tar(out, row, target, args.json)
+    directory = open_out_dir(staging_dir(out) if args.format == "tar" else out)
+    log = directory / "bundle.log"
+    req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
+                        derived=derived_line, lock_file=lock_file, wheelhouse=wheelhouse, build_deps_url=build_deps,
+                        build_python=build_interpreter(python), tool_index=tool_index, log=log)
+
+    def say(line: str) -> None:
+        err.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    manifest = make_bundle(req, index, err, say)
+    path = directory
+    if args.format == "tar" and not manifest.missing:
+        path = write_tar(directory, out)
+        shutil.rmtree(directory)  # ours: the tar holds it all now
+    if args.json:
+        print_json(manifest_json(manifest, path))
+    else:
+        render_summary(manifest, path)
+    return 1 if manifest.missing else 0
+
+
+def finished_tar(out: Path, row, target: Target, as_json: bool) -> int:
+    """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
+    manifest, problems = verify_bundle(out, "-o")
+    t = manifest.target
+    if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
+        raise BadInput(f"-o {out} is a bundle of CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python "
+                       f"{t.python} already", hint="give another -o for this target")
+    if as_json:
+        print_json(manifest_json(manifest, out, problems))
+    else:
+        render_summary(manifest, out)
+        for line in problems:
+            print_prose(stdout_console(), line, "    ", first="  ")
+    return 1 if problems or manifest.missing else 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser().absolute()
+    manifest, problems = verify_bundle(path)
+    if args.json:
+        print_json(manifest_json(manifest, path, problems))
+    else:
+        out = stdout_console()
+        t = manifest.target
+        print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}, "
+                         f"{len(manifest.files)} files, {size_text(manifest.size)}: "
+                         + ("every file matches its sha256" if not problems else f"{len(problems)} problem(s)"))
+        for line in problems:
+            print_prose(out, line, "    ", first="  ")
+        for m in manifest.missing:
+            print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
+    return 1 if problems or manifest.missing else 0
