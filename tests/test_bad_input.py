@@ -292,6 +292,12 @@ def test_each_later_write_of_the_install_refuses_a_link(tmp_path: Path, planted:
 
 # -- clean exits, the demo's lock, terminal escapes, the models' values ------------------------------------------
 
+def _pip_temp_dirs(tmp: Path) -> List[Path]:
+    """pip's `pip-*` temp dirs under `tmp`, looked for while pip and uv make and remove directories there
+    (a directory that goes mid-walk is skipped, not an error)."""
+    return [Path(top) / d for top, dirs, _ in os.walk(tmp) for d in dirs if d.startswith("pip-")]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_pip_leaves_nothing_in_tmpdir(tmp_path: Path, sig: signal.Signals) -> None:
     """The demo runs real pip; once pip has made its `pip-*` temp dirs, a signal; afterwards TMPDIR is empty."""
@@ -304,7 +310,7 @@ def test_a_signal_during_pip_leaves_nothing_in_tmpdir(tmp_path: Path, sig: signa
         deadline = time.monotonic() + 300
         seen: List[Path] = []
         while not seen and time.monotonic() < deadline and proc.poll() is None:
-            seen = [p for p in tmp.rglob("pip-*") if p.is_dir()]
+            seen = _pip_temp_dirs(tmp)
             time.sleep(0.1)
         assert seen, "pip never made a temp dir under this run's TMPDIR"
         assert seen[0].relative_to(tmp).parts[0].startswith("ascend-setup-run-")  # inside the run's one root

@@ -206,8 +206,8 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
     if built is not None:
         key = built.parent.name
         copy_into(built, out / WHEELHOUSE / key / built.name)
-    say("building the tool's own wheel (SOURCE_DATE_EPOCH set: reproducible)")
-    tool_wheel = tool.build_tool_wheel(make_dir(out / TOOL), req.log)
+    say("the tool's own wheel (reproducible: from its tree with SOURCE_DATE_EPOCH, or its installed files)")
+    tool_wheel = tool.tool_wheel(make_dir(out / TOOL), req.log)
     manifest = Manifest(tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         cann=req.row.cann, row=req.row.to_json(), derived=req.derived,
                         target=BundleTarget(arch=req.target.arch, glibc=req.target.glibc, python=req.target.python,

@@ -15,10 +15,11 @@ from typing import Dict, List, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field
 
-from ascend_setup import __version__
-from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.bundle.repack import repack
+from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.choose import choose
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.simple import IndexPool, IndexSet
@@ -84,13 +85,10 @@ def resolve_tool(arch: str, glibc: str, index: str, *, settings: PipSettings, uv
     return lock
 
 
-def source_tree() -> Path:
-    """This package's source tree (its wheel is built from it)."""
+def source_tree() -> Optional[Path]:
+    """This package's source tree when it runs from a checkout (pip install -e .), else None (installed)."""
     root = Path(__file__).resolve().parents[2]
-    if not (root / "pyproject.toml").is_file() or not (root / "ascend_setup").is_dir():
-        raise BadInput(f"ascend-setup {__version__} is not run from its source tree here, so its wheel cannot be "
-                       "built for the bundle", hint="run 'ascend-setup bundle' from a checkout (pip install -e .)")
-    return root
+    return root if (root / "pyproject.toml").is_file() and (root / "ascend_setup").is_dir() else None
 
 
 def source_epoch(root: Path) -> str:
@@ -105,10 +103,30 @@ def source_epoch(root: Path) -> str:
     return str(int((root / "pyproject.toml").stat().st_mtime))
 
 
-def build_tool_wheel(dest: Path, log: Path) -> Path:
-    """This package's wheel in `dest`, built with no index and no build isolation (setuptools from this
-    interpreter) and SOURCE_DATE_EPOCH set: the same tree gives the same bytes."""
+def tool_wheel(dest: Path, log: Path) -> Path:
+    """This package's wheel in `dest`: built from its tree when it runs from a checkout, else its installed
+    files packed back into the wheel they came from (the README's `pip install .` leaves no tree)."""
     root = source_tree()
+    if root is None:
+        dest.mkdir(parents=True, exist_ok=True)
+        return repack(installed_tool(), dest)
+    return build_tool_wheel(root, dest, log)
+
+
+def installed_tool() -> metadata.Distribution:
+    """The distribution whose files are running: the dist-info beside this package, not the first one of the
+    name on sys.path (a PYTHONPATH can put another install's metadata first)."""
+    site = Path(__file__).resolve().parents[2]
+    for dist in metadata.distributions(path=[str(site)]):
+        if canonicalize_name(dist.metadata["Name"] or "") == DIST:
+            return dist
+    raise AscendSetupError(f"no {DIST} metadata beside {site / 'ascend_setup'}, so the tool's wheel cannot be made",
+                           hint="install the tool with 'pip install .', or run bundle from a checkout")
+
+
+def build_tool_wheel(root: Path, dest: Path, log: Path) -> Path:
+    """The wheel of the tree `root` in `dest`, built with no index and no build isolation (setuptools from this
+    interpreter) and SOURCE_DATE_EPOCH set: the same tree gives the same bytes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update({"SOURCE_DATE_EPOCH": source_epoch(root), "PIP_CONFIG_FILE": os.devnull, "PYTHONHASHSEED": "0"})
     with tempfile.TemporaryDirectory(prefix="ascend-setup-wheel-") as tmp:

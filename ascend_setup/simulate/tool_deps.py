@@ -7,11 +7,6 @@ each project is served, for every Python 3.9-3.13: the repacked METADATA leaves 
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
-import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Dict, Iterable, List
@@ -20,11 +15,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascend_setup.bundle.repack import repack
 from ascend_setup.bundle.tool import DIST, TOOL_PYTHONS, tool_requirements
 from ascend_setup.simulate.dists import build_wheel
 
 ARCHES = ("x86_64", "aarch64")
-SKIPPED = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json")
 
 
 def _env(python: str) -> Dict[str, str]:
@@ -60,64 +55,6 @@ def closure() -> tuple:
     return found, absent
 
 
-def _tags(wheel_text: str) -> str:
-    pys: List[str] = []
-    abis: List[str] = []
-    plats: List[str] = []
-    for line in wheel_text.splitlines():
-        if line.startswith("Tag:"):
-            py, abi, plat = line.split(":", 1)[1].strip().split("-")
-            for part, into in ((py, pys), (abi, abis), (plat, plats)):
-                if part not in into:
-                    into.append(part)
-    return "-".join(".".join(x) for x in (pys, abis, plats))
-
-
-def _hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def repack(dist: metadata.Distribution, out: Path) -> Path:
-    """An installed distribution as the wheel it came from (console-script launchers left out: pip writes them)."""
-    name, version = dist.metadata["Name"], dist.version
-    scripts = {e.name for e in dist.entry_points if e.group in ("console_scripts", "gui_scripts")}
-    info_dir = next(str(f).split("/")[0] for f in dist.files or [] if str(f).split("/")[0].endswith(".dist-info"))
-    stem = canonicalize_name(name).replace("-", "_")
-    members: Dict[str, bytes] = {}
-    for f in dist.files or []:
-        text = str(f)
-        if "__pycache__" in text or text.endswith(".pyc") or text.split("/")[-1] in SKIPPED:
-            continue
-        if text.startswith(".."):
-            if Path(text).name in scripts:
-                continue
-            member = f"{stem}-{version}.data/scripts/{Path(text).name}"
-        else:
-            member = text
-        path = Path(str(dist.locate_file(f)))
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
-        if member == f"{info_dir}/METADATA":
-            data = b"".join(l for l in data.splitlines(keepends=True) if not l.startswith(b"Requires-Python:"))
-        members[member] = data
-    tag = _tags(members[f"{info_dir}/WHEEL"].decode())
-    record = io.StringIO()
-    writer = csv.writer(record, lineterminator="\n")
-    for member, data in members.items():
-        writer.writerow([member, _hash(data), len(data)])
-    writer.writerow([f"{info_dir}/RECORD", "", ""])
-    members[f"{info_dir}/RECORD"] = record.getvalue().encode()
-    wheel = out / f"{stem}-{version}-{tag}.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
-        for member, data in members.items():
-            info = zipfile.ZipInfo(member)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (0o100755 if ".data/scripts/" in member else 0o100644) << 16
-            archive.writestr(info, data)
-    return wheel
-
-
 def _other_platforms(tag: str) -> List[str]:
     """The tags of the same wheel for the other architecture and, for a CPython-specific one, the other Pythons."""
     py, abi, plat = tag.split("-")
@@ -142,7 +79,7 @@ def build_tool_index(out: Path) -> List[Path]:
     found, absent = closure()
     made = []
     for dist in found.values():
-        wheel = repack(dist, out)
+        wheel = repack(dist, out, keep_requires_python=False)
         made.append(wheel)
         requires = list(dist.requires or [])
         for tag in _other_platforms(wheel.name[:-4].split("-", 2)[2]):
