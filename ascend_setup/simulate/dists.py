@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import tarfile
 import zipfile
@@ -12,9 +10,7 @@ from typing import Dict, Iterable, Optional, Union
 
 from packaging.utils import canonicalize_name
 
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+from ascend_setup.bundle.repack import record_hash
 
 
 def metadata_text(name: str, version: str, requires: Iterable[str] = (), requires_python: Optional[str] = None,
@@ -46,7 +42,7 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in files.items()}
     contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python, description=description).encode()
     contents[f"{info}/WHEEL"] = ("\n".join(wheel_lines) + "\n").encode()
-    record = [f"{p},{_record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
+    record = [f"{p},{record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     filename = f"{dist}-{version}{'-' + build if build else ''}-{tag}.whl"
     path = out_dir / filename
