@@ -10,7 +10,7 @@ def _process_start() -> float:
     """time.monotonic() when this process began, by the kernel's start time: the interpreter's own start-up
     (0.1-0.3 s on a loaded host) is part of a command's wall time too. A process that imports the package
     long after it began (a test run, a program using the library) counts from the import."""
-    from ascend_setup.procstat import start_ticks
+    from ascend_setup.utils.procstat import start_ticks
 
     now = time.monotonic()
     ticks = start_ticks()

@@ -1,3 +1,3 @@
-from ascend_setup.cli import main
+from ascend_setup.cli.main import main
 
 raise SystemExit(main())

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 
 from ascend_setup.host.machine import glibc_version  # noqa: E402
 from ascend_setup.index.tags import Target  # noqa: E402
-from ascend_setup.installers import uv_command  # noqa: E402
+from ascend_setup.dists.installers import uv_command  # noqa: E402
 from ascend_setup.matrix import select_row  # noqa: E402
 from ascend_setup.resolve.closure import IndexSources, prepare_closure  # noqa: E402
 from ascend_setup.resolve.pythons import build_interpreter  # noqa: E402

@@ -253,7 +253,7 @@ def test_audit_start_up_loads_no_http_or_triage_stack(tmp_path: Path) -> None:
     import sys
 
     venv = clean_venv(tmp_path / "v")
-    probe = ("import sys\nfrom ascend_setup.cli import main\n"
+    probe = ("import sys\nfrom ascend_setup.cli.main import main\n"
              "try:\n    main(['audit', '--venv', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
              "heavy = ['requests', 'tenacity', 'ascend_setup.index.http', 'ascend_setup.knowledge.scan']\n"
              "sys.stderr.write(repr([m for m in heavy if m in sys.modules]))\n")

@@ -249,12 +249,12 @@ def test_install_refuses_a_link_at_each_file_it_writes_first(tmp_path: Path, pla
 
 def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[], object]]]:
     """What the install's later steps write, each through the function the step calls."""
-    from ascend_setup.fsutil import atomic_write_text
+    from ascend_setup.utils.files import atomic_write_text
     from ascend_setup.index.download import download
     from ascend_setup.mirrors.apply import write_venv_config
     from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
     from ascend_setup.resolve.lockfile import Lock, LockTarget, write_lock
-    from ascend_setup.venvinfo import RECORD_NAME, VenvRecord, write_venv_record
+    from ascend_setup.dists.venv import RECORD_NAME, VenvRecord, write_venv_record
 
     lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
                 inputs="0", packages=[])

@@ -122,7 +122,7 @@ def test_transfer_progress_off_a_terminal_is_a_heartbeat_of_bytes_and_files() ->
 
     from rich.console import Console
 
-    from ascend_setup.progress import TransferProgress
+    from ascend_setup.cli.progress import TransferProgress
 
     out = io.StringIO()
     with TransferProgress(Console(file=out, width=80), "bundle", 2, 3_000_000, heartbeat=0.05) as progress:

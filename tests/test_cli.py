@@ -106,8 +106,8 @@ def test_version_and_module_entry(cli) -> None:
 
 def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
     from ascend_setup.engine.state import StepRecord
-    from ascend_setup.steps.session import install_store
-    from ascend_setup.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.engine.workdir import Workdir
 
     workdir = tmp_path / "wd"
     workdir.mkdir()
@@ -168,7 +168,7 @@ def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -
 def test_every_option_has_help_text() -> None:
     import argparse
 
-    from ascend_setup.cli import build_parser
+    from ascend_setup.cli.main import build_parser
 
     missing = []
 

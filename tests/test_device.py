@@ -18,7 +18,7 @@ from helpers.fake_dists import fake_install, make_venv
 from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
 from ascend_setup.audit.report import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
-from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.host.toolchain import builds_from_source, lock_tool_checks, package_manager, toolchain_checks
 from ascend_setup.index.metadata import wheel_member
 from ascend_setup.index.simple import SimpleIndex

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error
-from ascend_setup.distcheck import HASH_LIMIT, check_dist
-from ascend_setup.venvinfo import VenvRecord, venv_target_kind, write_venv_record
+from ascend_setup.dists.record import HASH_LIMIT, check_dist
+from ascend_setup.dists.venv import VenvRecord, venv_target_kind, write_venv_record
 
 
 def _record_line(site: Path, rel: str) -> str:
@@ -131,7 +131,7 @@ def test_a_short_written_bytecode_cache_is_dropped_and_the_module_imports_again(
     import py_compile
     import subprocess
 
-    from ascend_setup.distcheck import drop_bytecode
+    from ascend_setup.dists.record import drop_bytecode
 
     site = tmp_path / "site"
     info = _dist(site, {"demo/__init__.py": b"", "demo/mod.py": b"VALUE = 42\n" + b"# padding\n" * 400})

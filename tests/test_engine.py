@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, clean_env
 from ascend_setup.errors import BadInput, LockHeld, StepFailed
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
 from ascend_setup.engine.files import RunFiles
@@ -250,8 +250,8 @@ def test_the_engine_imports_nothing_of_the_domain() -> None:
     """engine/ runs any steps: it may use the ground floor (errors, files, the disk-full check) and itself only."""
     import ast
 
-    allowed = {"ascend_setup.engine", "ascend_setup.errors", "ascend_setup.fsutil", "ascend_setup.diskfull",
-               "ascend_setup.inputs"}
+    allowed = {"ascend_setup.engine", "ascend_setup.errors", "ascend_setup.utils.files", "ascend_setup.utils.diskfull",
+               "ascend_setup.utils.inputs"}
     for path in (REPO / "ascend_setup" / "engine").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \

@@ -25,7 +25,7 @@ from ascend_setup.simulate.fake_cann import build_fake_cann
     (["demo"], "ASCEND_SETUP_WORKDIR", False),  # the demo never runs in a real workdir: it reads no variable
     (["audit"], "ASCEND_SETUP_VENV", False), (["mirrors"], "ASCEND_SETUP_VENV", False)])
 def test_a_path_flag_names_its_variable_where_the_command_reads_it(command, variable, named) -> None:
-    from ascend_setup.cli import build_parser
+    from ascend_setup.cli.main import build_parser
 
     sub = build_parser()._subparsers._group_actions[0].choices[command[0]]  # type: ignore[union-attr]
     flag = "--workdir" if variable.endswith("WORKDIR") else "--venv"
@@ -73,7 +73,7 @@ def test_preflight_and_doctor_say_the_same_of_a_cann_that_differs(cli, tmp_path:
 
 def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, capsys) -> None:
     """The python check and the install's choice (decide_python) read one search: a search is seconds."""
-    from ascend_setup import cli
+    from ascend_setup.cli import main as cli
     from ascend_setup.host import doctor
     from ascend_setup.resolve import pythons
 
@@ -97,7 +97,7 @@ def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, caps
 @pytest.mark.parametrize("installed, row", [("9.0.1", "9.0.1"), (None, None)])
 def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkeypatch, installed, row) -> None:
     """As doctor and mirrors: no fixed default row (it was 9.1.0, which a newer row would have left stale)."""
-    from ascend_setup.cli import build_parser
+    from ascend_setup.cli.main import build_parser
     from ascend_setup.commands import fit
 
     monkeypatch.delenv("ASCEND_SETUP_CANN_HOME", raising=False)

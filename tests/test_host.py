@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
+from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import detect_cann, primary_cann, same_cann
 from ascend_setup.host.interpreters import choose_interpreter, find_interpreters, probe

@@ -372,7 +372,7 @@ def test_the_sweep_would_catch_a_reader_that_trusts_its_input(tmp_path: Path, ho
     path = tmp_path / "state.json"
     plant(path, how, "state", GOOD["state"], tmp_path / "victim")
     from ascend_setup.errors import BadInput
-    from ascend_setup.inputs import load_json
+    from ascend_setup.utils.inputs import load_json
 
     with pytest.raises(BadInput):
         load_json(path, "state")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ascend_setup.errors import BadInput
-from ascend_setup.inputs import MAX_DEPTH, check_yaml_shape, load_json, parse_json, read_input_text
+from ascend_setup.utils.inputs import MAX_DEPTH, check_yaml_shape, load_json, parse_json, read_input_text
 
 
 def test_depth_is_bounded_but_strings_with_brackets_are_not_nesting() -> None:

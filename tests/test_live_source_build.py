@@ -22,7 +22,7 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.download import download
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.simple import SimpleIndex
-from ascend_setup.procs import run_logged
+from ascend_setup.utils.procs import run_logged
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.third_party import build_stub_archives
 from ascend_setup.sourcebuild import thirdparty

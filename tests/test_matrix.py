@@ -146,7 +146,7 @@ def test_a_row_as_each_architecture_takes_it() -> None:
 
 
 def test_additional_config_flags_become_one_json_object() -> None:
-    from ascend_setup.matrix.hints import merged_serve_args
+    from ascend_setup.matrix.serve_hints import merged_serve_args
 
     merged = merged_serve_args(["--additional-config", '{"ascend_fusion_config": {"fuse_qknorm_rope": false}}',
                                 "--default-chat-template-kwargs", '{"enable_thinking": false}',
@@ -159,7 +159,7 @@ def test_additional_config_flags_become_one_json_object() -> None:
 
 
 def test_hints_follow_the_rows_plugin_version() -> None:
-    from ascend_setup.matrix.hints import hint_lines
+    from ascend_setup.matrix.serve_hints import hint_lines
 
     matrix = load_matrix()
     flashcomm = [h for h in matrix.rows["9.1.0"].hints() if h.id == "vision-flashcomm"]
@@ -178,7 +178,7 @@ def test_a_hint_the_plugin_source_no_longer_reads_is_flagged(tmp_path: Path) -> 
     import io
     import tarfile
 
-    from ascend_setup.matrix.hints import unread_variables
+    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.models import RuntimeHint
 
     sdist = tmp_path / "vllm_ascend-0.23.0.tar.gz"

@@ -225,7 +225,7 @@ def test_uv_is_handed_the_build_interpreter_and_asks_no_shim(indexes, tmp_path: 
     """An interpreter of the target's Python at hand is given to uv: it no longer runs the python3.X it finds
     on PATH (behind pyenv's shims that cost 0.13 s of every uv run). Without one, uv looks as before."""
     from ascend_setup.index.tags import Target
-    from ascend_setup.installers import uv_command
+    from ascend_setup.dists.installers import uv_command
     from ascend_setup.resolve.pythons import build_interpreter
     from ascend_setup.resolve.uvcompile import ClosureRequest, compile_closure
 

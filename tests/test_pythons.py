@@ -16,7 +16,7 @@ from ascend_setup.simulate.ecosystem import build_ecosystem
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.commands.plan import target_python
-from ascend_setup.host.hints import python_install_hint
+from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.interpreters import Interpreter, candidate_paths, find_interpreters
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
@@ -111,7 +111,7 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
 def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeypatch, capsys) -> None:
     """3.12 fits the row's range and passes the python check; the install takes 3.11 (triton-ascend has no
     cp312 wheel), and doctor says so instead of leaving the newest one standing as the answer."""
-    from ascend_setup import cli
+    from ascend_setup.cli import main as cli
     from ascend_setup.host import doctor
 
     matrix, mirror = stub

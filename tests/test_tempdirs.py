@@ -12,7 +12,7 @@ from conftest import REPO
 
 HOLD = """
 import sys, time
-from ascend_setup import tempdirs
+from ascend_setup.utils import tempdirs
 print(tempdirs.enter(), flush=True)
 time.sleep(float(sys.argv[1]))
 """

@@ -27,7 +27,7 @@ from ascend_setup.resolve.closure import _locked
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, write_lock
 from helpers.session import session_for
 from ascend_setup.steps.outputs import LockRef
-from ascend_setup.steps.session import InstallSession
+from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.common import installed_versions
 from ascend_setup.steps.triton import Triton
 

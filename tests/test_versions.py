@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from ascend_setup.versions import local_only_differs, same_release, same_version
+from ascend_setup.dists.versions import local_only_differs, same_release, same_version
 
 
 def test_the_local_part_counts() -> None:

@@ -13,7 +13,7 @@ from ascend_setup.audit.venv import VenvContents, read_venv
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.versions import same_release
+from ascend_setup.dists.versions import same_release
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 

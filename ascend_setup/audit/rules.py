@@ -20,15 +20,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
-from ascend_setup.requirement_set import SUBSTITUTES, target_environment
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.resolve.requirement_set import SUBSTITUTES, target_environment
+from ascend_setup.utils.files import read_regular_text
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
-from ascend_setup.soc import BUILD_INFO, build_info_device, device_of, label
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label
 from ascend_setup.index.tags import Target, tag_priorities
-from ascend_setup.markers import applicable
+from ascend_setup.dists.markers import applicable
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.versions import same_version
+from ascend_setup.dists.versions import same_version
 
 
 #: Order of the fix plan, chosen so that every intermediate state still imports: the venv's shape
@@ -425,7 +425,7 @@ def rule_device_type(ctx: AuditContext) -> List[Finding]:
 
 def rule_damaged_files(ctx: AuditContext) -> List[Finding]:
     """`audit --deep` only: every distribution's files against its RECORD (see distcheck for the cost)."""
-    from ascend_setup.distcheck import check_dist
+    from ascend_setup.dists.record import check_dist
 
     found = []
     for name, dists in sorted(ctx.installed.items()):

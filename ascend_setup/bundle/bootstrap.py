@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List
 
 from ascend_setup.bundle.manifest import BundleFile, Manifest
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.utils.files import atomic_write_text
 
 SUMS = "SHA256SUMS"
 

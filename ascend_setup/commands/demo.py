@@ -10,13 +10,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import open_append
-from ascend_setup.interrupts import at_interrupt
-from ascend_setup.paths import resolve_workdir
+from ascend_setup.utils.files import open_append
+from ascend_setup.utils.interrupts import at_interrupt
+from ascend_setup.utils.paths import resolve_workdir
 from ascend_setup.steps.pipeline import run_lock
-from ascend_setup.workdir import Workdir
-from ascend_setup.tempdirs import kept_tempdir
-from ascend_setup.render import print_json, stderr_console, stdout_console
+from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.tempdirs import kept_tempdir
+from ascend_setup.cli.render import print_json, stderr_console, stdout_console
 from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
 
 

@@ -15,10 +15,10 @@ from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.options import check_soc, parse_index_overrides, which_index
-from ascend_setup.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
-from ascend_setup.workdir import Workdir
-from ascend_setup.render import print_items, print_json, stderr_console, stdout_console
+from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
+from ascend_setup.engine.workdir import Workdir
+from ascend_setup.cli.render import print_items, print_json, stderr_console, stdout_console
 
 
 def target_line(t: FleetTarget) -> str:

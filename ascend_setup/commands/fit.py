@@ -14,10 +14,10 @@ from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix
-from ascend_setup.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
-from ascend_setup.render import print_field, print_json, print_prose, stdout_console
-from ascend_setup.workdir import Workdir
-from ascend_setup.venvinfo import read_pyvenv_cfg, venv_python
+from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
+from ascend_setup.cli.render import print_field, print_json, print_prose, stdout_console
+from ascend_setup.engine.workdir import Workdir
+from ascend_setup.dists.venv import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
+from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -68,7 +68,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def _mirror(args: argparse.Namespace) -> list:
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-    from ascend_setup.options import check_index_url
+    from ascend_setup.steps.options import check_index_url
 
     settings = network_settings_for_this_run(pip_settings())
     return [check_index_url(args.index_url, "--index-url") if args.index_url else settings.index]
@@ -77,10 +77,10 @@ def _mirror(args: argparse.Namespace) -> list:
 def run_derive(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion, Version
 
-    from ascend_setup.fsutil import atomic_write_text, read_regular_text
+    from ascend_setup.utils.files import atomic_write_text, read_regular_text
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
-    from ascend_setup.options import parse_index_overrides
+    from ascend_setup.steps.options import parse_index_overrides
 
     for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
         try:
@@ -136,9 +136,9 @@ def run_check(args: argparse.Namespace) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
-    from ascend_setup.matrix.hints import unread_variables
+    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.releases import newer_releases
-    from ascend_setup.options import parse_index_overrides
+    from ascend_setup.steps.options import parse_index_overrides
 
     if args.file and args.matrix:
         raise BadInput(f"matrix check takes one file: {args.file} or --matrix {args.matrix}, not both")

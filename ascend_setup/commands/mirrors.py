@@ -19,10 +19,10 @@ from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import write_user_config, write_venv_config
 from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
-from ascend_setup.options import check_index_url, parse_index_overrides
-from ascend_setup.paths import CANN_HOME, PYTHON, resolve_workdir
-from ascend_setup.render import print_json, stderr_console, stdout_console, print_table
-from ascend_setup.venvinfo import read_pyvenv_cfg
+from ascend_setup.steps.options import check_index_url, parse_index_overrides
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
+from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
+from ascend_setup.dists.venv import read_pyvenv_cfg
 
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.

@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from ascend_setup import login
-from ascend_setup.fsutil import open_append
+from ascend_setup.engine import login
+from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.paths import check_dir_path, default_workdir
-from ascend_setup.render import print_json, stderr_console
+from ascend_setup.utils.paths import check_dir_path, default_workdir
+from ascend_setup.cli.render import print_json, stderr_console
 
 MODELS_ROOT = Path("/mnt/workspace/models")
 
@@ -54,7 +54,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, fetch_files, selected
     from ascend_setup.hub.remote import client, remote_files
-    from ascend_setup.paths import cache_dir
+    from ascend_setup.utils.paths import cache_dir
 
     check_model_id(args.model)
     dest = Path(args.to).expanduser().absolute() if args.to else default_dest(args.model)

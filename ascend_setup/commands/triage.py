@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ascend_setup.inputs import open_input
+from ascend_setup.utils.inputs import open_input
 from ascend_setup.knowledge.scan import Diagnosis, triage_stream
-from ascend_setup.render import print_json, stdout_console
+from ascend_setup.cli.render import print_json, stdout_console
 
 
 def read_diagnosis(source: str) -> Optional[Diagnosis]:

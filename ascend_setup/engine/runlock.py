@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup.errors import LockHeld
-from ascend_setup.fsutil import open_nofollow
+from ascend_setup.utils.files import open_nofollow
 
 
 class RunLock:

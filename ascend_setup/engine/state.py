@@ -11,8 +11,8 @@ from typing import Any, Callable, Dict, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.inputs import load_json
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.inputs import load_json
 
 STATE_VERSION = 1
 StepStatus = Literal["started", "done", "failed"]

@@ -18,9 +18,9 @@ import yaml
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.model import ModelFiles, kv_layout, weights
-from ascend_setup.inputs import load_json
+from ascend_setup.utils.inputs import load_json
 from ascend_setup.matrix.models import Row
-from ascend_setup.matrix.hints import merged_serve_args
+from ascend_setup.matrix.serve_hints import merged_serve_args
 
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
 EFFICIENCY = 0.65

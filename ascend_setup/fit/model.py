@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import check_config, text_config
 from ascend_setup.fit.safetensors import MAX_HEADER, header_length, parse_header
-from ascend_setup.inputs import load_json, open_input
+from ascend_setup.utils.inputs import load_json, open_input
 
 CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "quant_model_description.json"
 #: The small files fit reads from a model (locally, or from a hub by name).

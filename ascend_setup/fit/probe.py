@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fsutil import atomic_write_text
-from ascend_setup.procs import capture
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.procs import capture
 
 WARMUP, TIMED = 3, 20
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ascend_setup.errors import BadInput
-from ascend_setup.inputs import load_json
+from ascend_setup.utils.inputs import load_json
 
 SUFFIX = ".audit.json"
 KNOWN_SEVERITIES = ("error", "warning", "info")

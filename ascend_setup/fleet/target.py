@@ -14,7 +14,7 @@ from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.interpreters import Interpreter
 from ascend_setup.host.machine import glibc_version, this_machine
 from ascend_setup.matrix.models import Row
-from ascend_setup.soc import device_of
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import lock_file_name
 from ascend_setup.resolve.pythons import decide_python

@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.host.hints import python_install_hint
+from ascend_setup.host.os_hints import python_install_hint
 
 _PROBE = (
     "import json, sys\n"

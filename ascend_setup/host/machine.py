@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from ascend_setup.index.tags import Target
-from ascend_setup.osrelease import os_release
-from ascend_setup.paths import is_persistent
+from ascend_setup.utils.osrelease import os_release
+from ascend_setup.utils.paths import is_persistent
 
 
 def glibc_version() -> Optional[str]:

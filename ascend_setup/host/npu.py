@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ascend_setup.host.cann import find_driver, primary_cann
-from ascend_setup.soc import board_alias, device_of
+from ascend_setup.matrix.soc import board_alias, device_of
 
 DRIVER_LIB_DIRS = ("lib64", "lib64/common", "lib64/driver")
 #: A chip row of `npu-smi info`: NPU id and name (910B3, 310P3, Ascend910, and suffixed ones: 910B4-1).
@@ -26,7 +26,7 @@ class NpuFacts:
     chips: List[Dict[str, str]] = field(default_factory=list)
     soc_version: Optional[str] = None
     error: Optional[str] = None
-    device_type: Optional[str] = None  # what a build for soc_version is made for (ascend_setup.soc)
+    device_type: Optional[str] = None  # what a build for soc_version is made for (ascend_setup.matrix.soc)
 
     def to_json(self) -> dict:
         return asdict(self)

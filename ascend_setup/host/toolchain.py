@@ -17,8 +17,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.host.checks import Check
-from ascend_setup.osrelease import os_release
-from ascend_setup.soc import label
+from ascend_setup.utils.osrelease import os_release
+from ascend_setup.matrix.soc import label
 from ascend_setup.matrix.models import Row
 
 #: vllm-ascend's install guide: "gcc/g++ higher than 8 and C++17 or higher are required".

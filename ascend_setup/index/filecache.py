@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.utils.files import atomic_write_text
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

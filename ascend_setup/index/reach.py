@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from ascend_setup.deadline import failure_text, run_until
+from ascend_setup.utils.deadline import failure_text, run_until
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
 
 GATE_SECONDS = 10.0

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from ascend_setup.osrelease import os_release
+from ascend_setup.utils.osrelease import os_release
 
 #: SOC names as setup.py and npu-smi spell them: A2 is ascend910b*, A3 is ascend910_93*, 310P ascend310p*.
 _SOC_DEVICE = ((re.compile(r"ascend910b", re.I), "A2"), (re.compile(r"ascend910_93", re.I), "A3"),

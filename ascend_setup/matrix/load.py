@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.inputs import check_yaml_shape, read_input_text
+from ascend_setup.utils.inputs import check_yaml_shape, read_input_text
 from ascend_setup.matrix.models import Matrix, Row
 
 #: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.

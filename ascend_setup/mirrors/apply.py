@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text, make_dir
-from ascend_setup.inputs import read_input_text
+from ascend_setup.utils.files import atomic_write_text, make_dir
+from ascend_setup.utils.inputs import read_input_text
 
 if sys.version_info >= (3, 11):
     import tomllib

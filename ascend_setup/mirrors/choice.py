@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.fsutil import atomic_write_text, open_append, refuse_link
-from ascend_setup.inputs import load_json
+from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
+from ascend_setup.utils.inputs import load_json
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target

@@ -20,7 +20,7 @@ import requests
 from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.deadline import Calls, failure_text, run_until
+from ascend_setup.utils.deadline import Calls, failure_text, run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.dnscache import keep_answers
 from ascend_setup.index.http import session

@@ -19,8 +19,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
-from ascend_setup.soc import label
+from ascend_setup.resolve.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
+from ascend_setup.matrix.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
@@ -31,7 +31,7 @@ from ascend_setup.index.simple import IndexFile, IndexSet, ProjectPage, SimpleIn
 from ascend_setup.index.tags import Target
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.paths import files_cache
+from ascend_setup.utils.paths import files_cache
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, LockWarning
 from ascend_setup.resolve.uvcompile import ROOT_PROJECT, ClosureRequest, Resolved, compile_closure
 

@@ -18,8 +18,8 @@ from typing import Annotated, Dict, Iterable, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text, make_dir
-from ascend_setup.inputs import parse_json, read_input_text
+from ascend_setup.utils.files import atomic_write_text, make_dir
+from ascend_setup.utils.inputs import parse_json, read_input_text
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
 

@@ -35,7 +35,7 @@ from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.simple import IndexFile, make_file
 from ascend_setup.index.tags import Target
-from ascend_setup.procs import capture
+from ascend_setup.utils.procs import capture
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Union
 
-from ascend_setup.fsutil import open_append
+from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
-from ascend_setup.interrupts import descendants
+from ascend_setup.utils.interrupts import descendants
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour

@@ -1,1 +1,1 @@
-"""The vllm-ascend source build: environment, progress, log triage (its kernel_meta locks: kernel_meta.py)."""
+"""The vllm-ascend source build: the tree per build key, third-party archives, MAX_JOBS, kernels, kernel_meta locks."""

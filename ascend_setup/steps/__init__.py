@@ -1,1 +1,1 @@
-"""The resumable engine (state, lock, runner) and one module per pipeline step."""
+"""The install pipeline: the install session, its options, and one module per step (preflight to verify)."""

@@ -14,7 +14,7 @@ from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.triton import Triton
 from ascend_setup.steps.venv import CreateVenv
 from ascend_setup.steps.verify import Verify
-from ascend_setup.workdir import Workdir
+from ascend_setup.engine.workdir import Workdir
 
 
 def build_pipeline() -> List[Step]:

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ascend_setup.fsutil import atomic_write_text
+from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
 from ascend_setup.engine.files import RunFiles

@@ -15,9 +15,9 @@ from typing import Dict, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.utils.files import read_regular_text
 
-SOC_TABLE = Path(__file__).resolve().parent / "data" / "soc_versions.yaml"
+SOC_TABLE = Path(__file__).resolve().parent.parent / "data" / "soc_versions.yaml"
 #: Where a vllm-ascend build records the device type it was made for (its setup.py writes it).
 BUILD_INFO = "vllm_ascend/_build_info.py"
 

@@ -19,7 +19,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ascend_setup.index.tags import Target
-from ascend_setup.markers import applicable
+from ascend_setup.dists.markers import applicable
 from ascend_setup.matrix.models import Row
 
 #: Requirements another package of the row stands in for: triton-ascend installs the `triton` package itself,

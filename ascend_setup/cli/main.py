@@ -9,8 +9,9 @@ from typing import Callable, List, NoReturn, Optional
 
 from ascend_setup import __version__
 from ascend_setup.errors import EXIT_BAD_INPUT, AscendSetupError
-from ascend_setup import flags, tempdirs
-from ascend_setup.interrupts import at_interrupt, install_handlers
+from ascend_setup.cli import flags
+from ascend_setup.utils import tempdirs
+from ascend_setup.utils.interrupts import at_interrupt, install_handlers
 
 
 #: Set from the command line before parsing: a --json run gets its errors as JSON on stdout too.
@@ -317,7 +318,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if exc.details:
             sys.stderr.write(exc.details.rstrip() + "\n")
         sys.stderr.write(exc.one_line() + "\n")
-        render = sys.modules.get("ascend_setup.render")
+        render = sys.modules.get("ascend_setup.cli.render")
         if getattr(args, "json", False) and not getattr(render, "json_printed", False):
             error_json(exc.message, exc.hint, exc.exit_code)
         return exc.exit_code

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fsutil import atomic_write_text, read_regular_text
-from ascend_setup.inputs import load_json
+from ascend_setup.utils.files import atomic_write_text, read_regular_text
+from ascend_setup.utils.inputs import load_json
 
 RECORD_NAME = "ascend-setup.json"
 

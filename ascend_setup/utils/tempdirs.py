@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Tuple
 
-from ascend_setup.procstat import start_ticks
+from ascend_setup.utils.procstat import start_ticks
 
 _run: Optional[Tuple[Path, Optional[str], Optional[str], str]] = None  # root, old TMPDIR, old tempdir, system
 PREFIX = "ascend-setup-run-"

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from ascend_setup.procs import pid_alive
+from ascend_setup.utils.procs import pid_alive
 
 GRACE_SECONDS = 1.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

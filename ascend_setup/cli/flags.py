@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Optional
 
-from ascend_setup.paths import CANN_HOME, PYTHON, VENV, WORKDIR, Flag
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser
 

@@ -8,9 +8,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from ascend_setup.diskfull import disk_full, in_output, path_in
+from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
-from ascend_setup.fsutil import open_append
+from ascend_setup.utils.files import open_append
 
 LineHook = Callable[[str], None]
 #: Who is shown each output line as it arrives (the terminal's live progress), besides the step log.

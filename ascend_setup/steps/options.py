@@ -14,13 +14,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ascend_setup.errors import BadInput, named_by
 from ascend_setup.index.urls import is_index_url
-from ascend_setup.soc import device_of, label, parse_device, soc_table
+from ascend_setup.matrix.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import ExactVersion, IndexUrl, Matrix, Row, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
-from ascend_setup.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
-from ascend_setup.venvinfo import check_venv_target
-from ascend_setup.workdir import Workdir
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
+from ascend_setup.dists.venv import check_venv_target
+from ascend_setup.engine.workdir import Workdir
 
 if TYPE_CHECKING:
     from ascend_setup.matrix.derive import DerivedRow

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ascend_setup.procs import set_activity
+from ascend_setup.utils.procs import set_activity
 from ascend_setup.engine.runner import FIRST_RUN
 
 #: Seconds between two heartbeat lines off a terminal.

@@ -17,16 +17,16 @@ from ascend_setup.engine.state import StateStore
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
-from ascend_setup.installers import Indexes, Installer, get_installer
+from ascend_setup.dists.installers import Indexes, Installer, get_installer
 from ascend_setup.matrix.models import Matrix, Row
-from ascend_setup.options import InstallOptions, check_recorded_options
-from ascend_setup.paths import cache_dir
+from ascend_setup.steps.options import InstallOptions, check_recorded_options
+from ascend_setup.utils.paths import cache_dir
 from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.resolve.session import IndexSession
-from ascend_setup.soc import device_of
+from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
-from ascend_setup.venvinfo import venv_python
-from ascend_setup.workdir import Workdir
+from ascend_setup.dists.venv import venv_python
+from ascend_setup.engine.workdir import Workdir
 
 M = TypeVar("M", bound=BaseModel)
 

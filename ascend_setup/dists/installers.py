@@ -15,7 +15,7 @@ from typing import List, Mapping, Optional, Sequence
 
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
-from ascend_setup.procs import LineHook, run_logged
+from ascend_setup.utils.procs import LineHook, run_logged
 
 
 @dataclass(frozen=True)

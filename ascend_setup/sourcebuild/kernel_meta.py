@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-from ascend_setup.procs import pid_alive
+from ascend_setup.utils.procs import pid_alive
 
 LOCK_NAME = "kernel_meta.lock"
 

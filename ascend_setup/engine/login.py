@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from ascend_setup.fsutil import atomic_write_text, open_append
+from ascend_setup.utils.files import atomic_write_text, open_append
 
 GUARD = "ASCEND_SETUP_LOGIN_CHECKED"
 LOG_NAME = "resume-on-login.log"

@@ -11,9 +11,9 @@ from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import GATE_SECONDS, IndexCheck
 from ascend_setup.index.simple import IndexPool, SharedPages
 from ascend_setup.index.tags import Target
-from ascend_setup.installers import uv_command
+from ascend_setup.dists.installers import uv_command
 from ascend_setup.matrix.models import Row
-from ascend_setup.paths import cache_dir
+from ascend_setup.utils.paths import cache_dir
 from ascend_setup.resolve.closure import IndexSources, gate, resolve_closure
 from ascend_setup.resolve.lockfile import Lock
 

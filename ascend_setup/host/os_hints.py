@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from ascend_setup.osrelease import os_release
+from ascend_setup.utils.osrelease import os_release
 
 PORTABLE = ("pyenv install {v} (then --python ~/.pyenv/versions/{v}.*/bin/python{v}), or uv python install {v} "
             "(where its download source cannot be reached, set UV_PYTHON_INSTALL_MIRROR to a mirror of "

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from ascend_setup.fsutil import read_regular_text
+from ascend_setup.utils.files import read_regular_text
 
 HASH_LIMIT = 256 * 1024
 
