@@ -27,7 +27,7 @@ from ascend_setup.simulate.fake_cann import build_fake_cann
 def test_a_path_flag_names_its_variable_where_the_command_reads_it(command, variable, named) -> None:
     from ascend_setup.cli.main import build_parser
 
-    sub = build_parser()._subparsers._group_actions[0].choices[command[0]]  # type: ignore[union-attr]
+    sub = build_parser(full=True)._subparsers._group_actions[0].choices[command[0]]  # type: ignore[union-attr]
     flag = "--workdir" if variable.endswith("WORKDIR") else "--venv"
     (action,) = [a for a in sub._actions if flag in a.option_strings]
     assert (variable in action.help) is named, action.help
@@ -106,7 +106,7 @@ def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkey
     else:
         monkeypatch.setattr(fit, "primary_cann", lambda home: None)
     monkeypatch.setattr(fit, "estimate", lambda files, card, row, **_: row)
-    args = build_parser().parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
+    args = build_parser(full=True).parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
     chosen = fit.fit_model(args, None, None)  # type: ignore[arg-type]
     assert chosen.cann == (row or load_matrix().newest().cann)
 

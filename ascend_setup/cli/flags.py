@@ -8,11 +8,57 @@ variable, `~` expanded); `env=False` where the command reads no variable, so the
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional
+import math
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser
+Number = Union[int, float]
+
+
+def common(p: Parser, *, json: bool = True) -> None:
+    """What every command takes: the matrix in use, and (for every command that reads or reports) --json."""
+    p.add_argument("--matrix", metavar="FILE", help="compatibility matrix to use (env ASCEND_SETUP_MATRIX)")
+    if json:
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def ranged(kind: Callable[[str], Number], low: Number, high: Number, what: str) -> Callable[[str], Number]:
+    """A numeric flag's type: a finite number in [low, high], or bad input at parse time with what it measures.
+
+    Every numeric flag declares its range here, so `probe --gib 1e-12` (which measures nothing) or `--tp nan`
+    is one line and exit 2 before anything runs, and a test can walk every numeric flag of the parser."""
+
+    def parse(text: str) -> Number:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number ({what})") from None
+        if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not {what}: between {low:g} and {high:g}")
+        return value
+
+    parse.range = (low, high)  # type: ignore[attr-defined]  # read by the test that walks every numeric flag
+    return parse
+
+
+class Once(argparse.Action):
+    """A flag that a command line may give only one value: `--resume-on-login --no-resume-on-login` contradicts
+    itself, and argparse would silently keep the last."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: Any) -> None:
+        self.positive = [o for o in option_strings if not o.startswith("--no-")]
+        negatives = ["--no-" + o[2:] for o in self.positive if o.startswith("--")]
+        super().__init__([*self.positive, *negatives], dest, nargs=0, **kw)
+
+    def __call__(self, parser: Parser, namespace: argparse.Namespace, values: Any, option: Optional[str] = None) -> None:
+        value = option in self.positive
+        given = getattr(namespace, f"_{self.dest}_given", None)
+        if given is not None and given != option:
+            parser.error(f"{given} and {option} contradict each other: give one")
+        setattr(namespace, f"_{self.dest}_given", option)
+        setattr(namespace, self.dest, value)
 
 
 def _path(p: Parser, flag: Flag, help: str, *, env: bool = True, metavar: str = "DIR", **kw: Any) -> None:
@@ -89,19 +135,40 @@ def dry_run(p: Parser, help: str) -> None:
 
 
 def resume_on_login(p: Parser, help: str) -> None:
-    p.add_argument("--resume-on-login", action=argparse.BooleanOptionalAction, default=None, help=help)
+    p.add_argument("--resume-on-login", action=Once, default=None, help=help)
 
 
 def fit_flags(p: Parser) -> None:
     """The card and the serving settings a fit is made for (`fit`, and `model fetch`, which fits first)."""
     p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "
                    "other name (310P, 910C) with --hbm-gib and --bandwidth")
-    p.add_argument("--hbm-gib", type=float, metavar="N", help="the card's HBM in GiB (default: the card table's)")
-    p.add_argument("--bandwidth", type=float, metavar="GBPS",
+    p.add_argument("--hbm-gib", type=ranged(float, 1, 4096, "an HBM size in GiB (a 910B3 has 64)"), metavar="N",
+                   help="the card's HBM in GiB (default: the card table's)")
+    p.add_argument("--bandwidth", type=ranged(float, 1, 100_000, "a bandwidth in GB/s (a 910B3 peaks near 1490)"),
+                   metavar="GBPS",
                    help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
-    p.add_argument("--context", type=int, default=32768, help="tokens per sequence for the concurrency (default 32768)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument("--context", type=ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"), default=32768, help="tokens per sequence for the concurrency (default 32768)")
+    p.add_argument("--gpu-memory-utilization", type=ranged(float, 0.01, 1, "a share of HBM"), default=0.9, help="share of HBM vLLM may use (default 0.9)")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
-    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
+    p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
+
+
+def index_overrides(p: Parser) -> None:
+    """A named index replaced, and whether the user's whole pip configuration applies (plan, install, bundle,
+    mirrors, doctor)."""
+    index(p, "replace a named index of the row (ascend, pytorch-cpu), e.g. with a mirror of it; repeatable")
+    p.add_argument("--respect-pip-config", action="store_true",
+                   help="let your pip configuration (constraint, find-links, extra-index-url, ...) apply; by default "
+                        "only its index and network settings do")
+
+
+def hub(p: Parser) -> None:
+    """Which model hub a model id is read from (fit, model fetch)."""
+    p.add_argument("--source", choices=["modelscope", "huggingface"],
+                   help="the hub for a model id (default: ModelScope, then Hugging Face)")
+    p.add_argument("--revision", metavar="R", help="branch, tag or commit (default: master on ModelScope, main on HF)")
+    p.add_argument("--endpoint", metavar="URL", help="the hub's address, e.g. a mirror (default: MODELSCOPE_DOMAIN "
+                   "or HF_ENDPOINT, else the hub's own); needs --source")
+    p.add_argument("--refresh", action="store_true", help="ask the hub again even when this revision is cached")

@@ -56,14 +56,27 @@ def stderr_console() -> "Console":
     return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
-#: Whether this run printed its JSON document already (a failure then adds no second one).
-json_printed = False
+class Output:
+    """One run's stdout contract, handed to every command: under --json, exactly one JSON document, whatever
+    happens (success, findings, bad input, an interrupt, a defect). It is decided from the command line before
+    parsing, so a flag the parser refuses is answered in JSON too; nothing else writes JSON to stdout."""
 
+    def __init__(self, json_mode: bool) -> None:
+        self.json = json_mode
+        self.printed = False
 
-def print_json(data: Any) -> None:
-    global json_printed
-    json_printed = True
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    def print_json(self, data: Any) -> None:
+        """The document, serialised before anything is written and flushed at once: a value that cannot be
+        serialised leaves stdout empty for the error document, and a later exit cannot drop what is buffered."""
+        text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.printed = True
+
+    def error(self, message: str, hint: Optional[str], code: int) -> None:
+        """`{"error", "hint", "exit"}` when the run ends without its document: what a --json caller reads."""
+        if self.json and not self.printed:
+            self.print_json({"error": message, "hint": hint, "exit": code})
 
 
 def terminal_safe(text: str) -> str:

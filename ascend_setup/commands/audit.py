@@ -13,7 +13,8 @@ from ascend_setup.matrix.models import MIRROR
 from ascend_setup.host.npu import host_npu
 from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.steps.options import check_soc, parse_index_overrides
-from ascend_setup.cli.render import print_field, print_items, print_json, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.utils.paths import check_path_length
 from ascend_setup.dists.venv import read_venv_record
@@ -33,7 +34,7 @@ def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, 
     return lock, record.lock if lock else None, record.indexes
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     venv = Path(args.venv).expanduser().absolute()
     check_path_length(venv, "--venv")
     lock, source, indexes = recorded_lock(venv)
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc,
                        deep=args.deep)
     if args.json:
-        print_json(report.to_json())
+        output.print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
     console.print(f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
@@ -65,3 +66,20 @@ def run(args: argparse.Namespace) -> int:
         for step, command in enumerate(report.plan, 1):
             console.print(f"  {step}. {command}", soft_wrap=True, markup=False)
     return 1 if report.failed else 0
+
+
+def audit_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.venv(p, "the venv to audit", env=False, required=True)
+    p.add_argument("--deep", action="store_true", help="also check every installed file against its "
+                   "distribution's RECORD (size; sha256 for small files): what an interrupted install left")
+    flags.cann(p, "row to check against (default: inferred from vllm-ascend / torch-npu)")
+    flags.lock(p, "also report drift against this lock (default: the lock ascend-setup installed this venv from, "
+               "when it built it)")
+    flags.index(p, "the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
+    flags.soc(p, "this host's NPUs, checked against the device type vllm_ascend was built for (default: from npu-smi)")
+    p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"audit": audit_arguments}

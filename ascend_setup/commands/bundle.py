@@ -20,7 +20,8 @@ from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.steps.options import check_build_deps_url, check_device, check_index_url, check_soc, parse_index_overrides
 from ascend_setup.utils.paths import check_dir_path, check_output_file
 from ascend_setup.cli.progress import size_text
-from ascend_setup.cli.render import print_field, print_json, print_prose, stderr_console, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console, stdout_console
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import build_interpreter
@@ -72,7 +73,7 @@ def render_summary(manifest: Manifest, path: Path) -> None:
                          "bootstrap.sh in it, or run 'ascend-setup install --bundle' on the tar")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     if getattr(args, "bundle_command", None) == "verify":
         return run_verify(args)
     if not args.cann or not args.out:
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if wheelhouse is not None:
         built_wheel(wheelhouse, row, target, soc)  # a --wheelhouse without the target's wheel: refused now
     if args.format == "tar" and out.is_file() and not staging_dir(out).exists():
-        return finished_tar(out, row, target, args.json)
+        return finished_tar(out, row, target, output)
     directory = open_out_dir(staging_dir(out) if args.format == "tar" else out)
     log = directory / "bundle.log"
     req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
@@ -131,21 +132,21 @@ def run(args: argparse.Namespace) -> int:
         path = write_tar(directory, out)
         shutil.rmtree(directory)  # ours: the tar holds it all now
     if args.json:
-        print_json(manifest_json(manifest, path))
+        output.print_json(manifest_json(manifest, path))
     else:
         render_summary(manifest, path)
     return 1 if manifest.missing else 0
 
 
-def finished_tar(out: Path, row, target: Target, as_json: bool) -> int:
+def finished_tar(out: Path, row, target: Target, output: Output) -> int:
     """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
     manifest, problems = verify_bundle(out, "-o")
     t = manifest.target
     if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
         raise BadInput(f"-o {out} is a bundle of CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python "
                        f"{t.python} already", hint="give another -o for this target")
-    if as_json:
-        print_json(manifest_json(manifest, out, problems))
+    if output.json:
+        output.print_json(manifest_json(manifest, out, problems))
     else:
         render_summary(manifest, out)
         for line in problems:
@@ -153,11 +154,11 @@ def finished_tar(out: Path, row, target: Target, as_json: bool) -> int:
     return 1 if problems or manifest.missing else 0
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def run_verify(args: argparse.Namespace, output: Output) -> int:
     path = Path(args.path).expanduser().absolute()
     manifest, problems = verify_bundle(path)
     if args.json:
-        print_json(manifest_json(manifest, path, problems))
+        output.print_json(manifest_json(manifest, path, problems))
     else:
         out = stdout_console()
         t = manifest.target
@@ -169,3 +170,35 @@ def run_verify(args: argparse.Namespace) -> int:
         for m in manifest.missing:
             print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
     return 1 if problems or manifest.missing else 0
+
+
+def bundle_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.cann(p)
+    flags.target(p)
+    p.add_argument("--python", metavar="X.Y", help="target Python, e.g. 3.11 (default: as plan picks it)")
+    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910b3 (default A2); install "
+              "refuses the bundle on other NPUs", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.lock(p, "bundle this lock (from 'plan --lock') instead of resolving")
+    p.add_argument("--wheelhouse", metavar="DIR", help="take a built vllm-ascend wheel from DIR/<key>/ (an install's "
+                   "<workdir>/wheelhouse) whose key matches the target; needs --soc SOC_VERSION")
+    flags.index_url(p, "primary index (default: pip's configuration)")
+    flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
+    flags.index_overrides(p)
+    flags.vllm_ascend(p)
+    flags.build_deps_url(p)
+    p.add_argument("--tool-index-url", metavar="URL", help="the index the tool's own dependencies come from "
+                   "(default: the primary index)")
+    p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
+                   "--format tar the tar file")
+    p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")
+    p.set_defaults(func=run)
+    sub = p.add_subparsers(dest="bundle_command", metavar="verify")
+    b = sub.add_parser("verify", help="check a bundle's manifest and every file's sha256; exit 1 names each "
+                       "missing or corrupt file")
+    flags.common(b)
+    b.add_argument("path", metavar="PATH", help="the bundle directory or tar file")
+    b.set_defaults(func=run_verify)
+
+
+ARGUMENTS = {"bundle": bundle_arguments}

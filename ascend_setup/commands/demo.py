@@ -16,7 +16,8 @@ from ascend_setup.utils.paths import resolve_workdir
 from ascend_setup.steps.pipeline import run_lock
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.utils.tempdirs import kept_tempdir
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stderr_console, stdout_console
 from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
 
 
@@ -37,7 +38,7 @@ def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":
     return path, not args.keep
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     if args.interrupt_at in QUICK:
         raise BadInput(f"--interrupt-at {args.interrupt_at}: that step is over too soon for a SIGKILL to land in it",
                        hint=f"pick one of {', '.join(interrupt_points())}")
@@ -70,7 +71,7 @@ def _run(args: argparse.Namespace, workdir: Path, ours: bool) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     summary["workdir_kept"] = not ours
     if args.json:
-        print_json(summary)
+        output.print_json(summary)
         return 0 if summary["audit"]["ok"] else 1
     out = stdout_console()
     out.print(f"{LABEL} the main job, end to end, against a simulated Atlas A2 host (no NPU, no real CANN):",
@@ -99,3 +100,18 @@ def _run(args: argparse.Namespace, workdir: Path, ours: bool) -> int:
     out.print(f"{LABEL} {summary['seconds']:.0f} s; the demo's workdir was {where}. On an Ascend host: "
               "ascend-setup install --cann 9.1.0", soft_wrap=True, markup=False)
     return 0 if audit["ok"] else 1
+
+
+def demo_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.workdir(p, "a new or empty directory to run in, kept afterwards (default: a temporary one, removed)",
+                  env=False)
+    p.add_argument("--keep", action="store_true", help="keep the temporary workdir (its logs, venv and lock)")
+    p.add_argument("--interrupt-at", metavar="STEP", default="download",
+                   help="where to SIGKILL the install before resuming it: 'download' (the middle of the vllm-ascend "
+                        "sdist download, the default), a step name (not mirror or verify: over too soon), or 'none'")
+    flags.installer(p)
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"demo": demo_arguments}

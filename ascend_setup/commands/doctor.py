@@ -18,7 +18,8 @@ from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
 from ascend_setup.engine.workdir import Workdir
-from ascend_setup.cli.render import print_items, print_json, stderr_console, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
 
 
 def target_line(t: FleetTarget) -> str:
@@ -28,7 +29,7 @@ def target_line(t: FleetTarget) -> str:
     return f"{where}: lock {t.lock_name}, wheelhouse key {t.wheelhouse_key}"
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     workdir = resolve_workdir(args.workdir, mode="read")  # doctor only reads: a missing one is no problem
 
     venv, venv_source = VENV.path(args.venv)
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                           cann_installed=installs[0].version if installs else None)
     report.facts["target"] = target.to_json()
     if args.json:
-        print_json(report.to_json())
+        output.print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
     print_items(console, [(c.status, c.id) for c in report.checks],
@@ -75,3 +76,21 @@ def run(args: argparse.Namespace) -> int:
     console.print(target_line(target), markup=False)
     console.print("[red]some checks failed[/red]" if report.failed else "[green]no check failed[/green]")
     return 1 if report.failed else 0
+
+
+def doctor_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.cann(p, "row to check against (default: the installed CANN's, else the newest)")
+    flags.cann_home(p, "CANN root to check")
+    flags.workdir(p, "workdir whose disk and locks to check")
+    flags.venv(p, "venv to check for system site-packages")
+    flags.python(p, "check this interpreter instead of searching")
+    flags.soc(p, "the build target install would get (default: from npu-smi)")
+    flags.vllm_ascend(p)
+    flags.index_url(p, "primary index the install would use, asked which Pythons the row's wheels exist for "
+                    "(default: pip's configuration)")
+    flags.index_overrides(p)
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"doctor": doctor_arguments}

@@ -15,7 +15,8 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix
 from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
-from ascend_setup.cli.render import print_field, print_json, print_prose, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.dists.venv import read_pyvenv_cfg, venv_python
 
@@ -81,18 +82,18 @@ def print_fit(fit: Fit) -> None:
                   soft_wrap=True, markup=False)
 
 
-def run_fit(args: argparse.Namespace) -> int:
+def run_fit(args: argparse.Namespace, output: Output) -> int:
     card = check_flags(args)
     files, _ = model_files(args)
     fit = fit_model(args, files, card)
     if args.json:
-        print_json(fit.to_json())
+        output.print_json(fit.to_json())
     else:
         print_fit(fit)
     return 1 if fit.blockers else 0
 
 
-def run_probe_command(args: argparse.Namespace) -> int:
+def run_probe_command(args: argparse.Namespace, output: Output) -> int:
     if not 0 < args.gib <= 64:
         raise BadInput(f"--gib {args.gib:g} must be a tensor size between 0 and 64 GiB (the report used 2)")
     workdir = resolve_workdir(args.workdir)
@@ -106,7 +107,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
     result = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)
     path = save_probe(workdir, result)
     if args.json:
-        print_json({**result, "saved": str(path)})
+        output.print_json({**result, "saved": str(path)})
         return 0
     stdout_console().print(f"{args.device} ({result['backend']}): {result['gbps']:.0f} GB/s copy bandwidth "
                            f"(2 x {int(result['bytes']) / GIB:.2f} GiB x {result['copies']} copies in "
@@ -114,3 +115,26 @@ def run_probe_command(args: argparse.Namespace) -> int:
                            ("; 'ascend-setup fit' uses it" if args.device.startswith("npu") else ""),
                            soft_wrap=True, markup=False)
     return 0
+
+
+def fit_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors), its config.json, "
+                   "or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its weights)")
+    flags.fit_flags(p)
+    flags.hub(p)
+    p.set_defaults(func=run_fit)
+
+
+def probe_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.venv(p, "the installed venv (default <workdir>/venv)")
+    p.add_argument("--device", default="npu:0", help="npu:N, or cpu to run the same code path without an NPU")
+    p.add_argument("--gib", type=flags.ranged(float, 0.125, 64, "a tensor size in GiB that a copy can time (the "
+                   "report used 2)"), default=2.0, help="tensor size in GiB (default 2)")
+    flags.cann_home(p, "CANN root for the NPU's environment")
+    flags.workdir(p, "where probe.json is written")
+    p.set_defaults(func=run_probe_command)
+
+
+ARGUMENTS = {"fit": fit_arguments, "probe": probe_arguments}

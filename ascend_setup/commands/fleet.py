@@ -9,10 +9,11 @@ from pathlib import Path
 from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.paths import check_output_file, check_path_length
-from ascend_setup.cli.render import print_json, print_table, stdout_console, terminal_safe
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_table, stdout_console, terminal_safe
 
 
-def run_report(args: argparse.Namespace) -> int:
+def run_report(args: argparse.Namespace, output: Output) -> int:
     directory = Path(args.results).expanduser().absolute()
     check_path_length(directory, "DIR")
     hosts = read_fleet(directory)
@@ -21,7 +22,7 @@ def run_report(args: argparse.Namespace) -> int:
     data = fleet_json(hosts)
     atomic_write_text(out, json.dumps(data, indent=2) + "\n")
     if args.json:
-        print_json({**data, "report": str(out)})
+        output.print_json({**data, "report": str(out)})
         return 0 if data["ok"] else 1
     console = stdout_console()
     print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts))
@@ -37,3 +38,17 @@ def run_report(args: argparse.Namespace) -> int:
                                 (f"; not clean: {', '.join(bad)}" if bad else "") + f"; report {out}"),
                   soft_wrap=True, markup=False)
     return 0 if data["ok"] else 1
+
+
+def fleet_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="fleet_command", metavar="report")
+    sub.required = True
+    f = sub.add_parser("report", help="one hosts x findings table of the audit play's per-host results; exit 1 "
+                       "when a host is not clean")
+    flags.common(f)
+    f.add_argument("results", metavar="DIR", help="the directory of <host>.audit.json files the audit play wrote")
+    f.add_argument("--out", metavar="FILE", help="where the merged JSON report goes (default DIR/report.json)")
+    f.set_defaults(func=run_report)
+
+
+ARGUMENTS = {"fleet": fleet_arguments}

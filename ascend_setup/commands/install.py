@@ -16,7 +16,8 @@ from ascend_setup.matrix.newcann import provenance_line, record
 from ascend_setup.steps.options import InstallOptions, InstallRow, build_install_options
 from ascend_setup.cli.progress import ConsoleReporter
 from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.engine.runner import Runner, status_rows
 from ascend_setup.steps.pipeline import build_pipeline, run_lock
 from ascend_setup.steps.preflight import host_problems
@@ -76,15 +77,15 @@ def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
     return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
 
 
-def execute(options: InstallOptions, loaded: InstallRow, *, dry_run: bool, assume_yes: bool, as_json: bool) -> int:
+def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_run: bool, assume_yes: bool) -> int:
     console = stderr_console()
     runner = _runner(options, loaded, console, dry_run=dry_run)
     if dry_run:
         decisions = runner.plan()
         refused = host_problems(runner.session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
         closure = preview_closure(runner.session)
-        if as_json:
-            print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
+        if output.json:
+            output.print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
                         "preflight": {"will_fail": bool(refused),
                                       "problems": [{"what": p.detail, "fix": p.fix or ""} for p in refused]},
                         "closure": closure, "steps": [
@@ -112,13 +113,13 @@ def execute(options: InstallOptions, loaded: InstallRow, *, dry_run: bool, assum
         if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(Path(options.workdir)):
             console.print("resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
                           "run the install again", soft_wrap=True, markup=False)
-        if as_json:
-            print_json(failure_json(runner, options, exc))
+        if output.json:
+            output.print_json(failure_json(runner, options, exc))
         raise
     remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
     shell, hints = shell_lines(runner.session), serving_hints(runner.session)
-    if as_json:
-        print_json({"ok": True, "workdir": options.workdir, "changed": bool(runner.ran), "ran": runner.ran,
+    if output.json:
+        output.print_json({"ok": True, "workdir": options.workdir, "changed": bool(runner.ran), "ran": runner.ran,
                     "steps": status_rows(runner.steps, state), "shell": shell, "hints": hints})
         return 0
     out = stdout_console()
@@ -135,7 +136,7 @@ def execute(options: InstallOptions, loaded: InstallRow, *, dry_run: bool, assum
     return 0
 
 
-def run_install(args: argparse.Namespace) -> int:
+def run_install(args: argparse.Namespace, output: Output) -> int:
     options, loaded = build_install_options(
         cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
         index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
@@ -147,7 +148,7 @@ def run_install(args: argparse.Namespace) -> int:
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
         stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
-    return execute(options, loaded, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
+    return execute(options, loaded, output, dry_run=args.dry_run, assume_yes=args.yes)
 
 
 def on_login(workdir: Path) -> int:
@@ -169,7 +170,7 @@ def on_login(workdir: Path) -> int:
     return 0
 
 
-def run_resume(args: argparse.Namespace) -> int:
+def run_resume(args: argparse.Namespace, output: Output) -> int:
     if args.on_login:
         return on_login(resolve_workdir(args.workdir, mode="read", exist=True))
     workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
@@ -178,18 +179,67 @@ def run_resume(args: argparse.Namespace) -> int:
         raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
                        hint="start one with 'ascend-setup install --cann VERSION'")
     options = InstallOptions.from_record(state.options).moved_to(workdir)
-    return execute(options, options.load_row(), dry_run=args.dry_run, assume_yes=True, as_json=args.json)
+    return execute(options, options.load_row(), output, dry_run=args.dry_run, assume_yes=True)
 
 
-def run_status(args: argparse.Namespace) -> int:
+def run_status(args: argparse.Namespace, output: Output) -> int:
     workdir = resolve_workdir(args.workdir, mode="read", exist=True)
     state = install_store(Workdir(workdir)).load()
     rows = status_rows(build_pipeline(), state, run_lock(Workdir(workdir)).running())
     if args.json:
-        print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
+        output.print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0
     title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
     print_table(stdout_console(), title, ["step", "state", "seconds", "log", "error"],
                 [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
                  for r in rows], status_column=1)
     return 0
+
+
+def install_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.cann(p, required=True)
+    flags.venv(p, "venv to build (default <workdir>/venv)")
+    flags.workdir(p, "state, logs, downloads, build tree")
+    flags.python(p, "interpreter for the venv")
+    flags.cann_home(p, "CANN root, e.g. /usr/local/Ascend")
+    flags.index_url(p)
+    flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")
+    flags.index_overrides(p)
+    flags.lock(p, "install this lock (from 'plan --lock') instead of resolving here")
+    p.add_argument("--bundle", metavar="PATH", help="install from this offline bundle (a directory or tar from "
+                   "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused")
+    flags.vllm_ascend(p)
+    p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
+    flags.installer(p)
+    flags.soc(p, "build target, e.g. ascend910b3 (default: from npu-smi)")
+    p.add_argument("--jobs", type=flags.ranged(int, 1, 1024, "a number of parallel compile jobs"), metavar="N",
+                   help="MAX_JOBS for a vllm-ascend source build (default: from the memory the build can use, "
+                        "4 GiB a job)")
+    flags.build_deps_url(p)
+    p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
+    p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
+                   "make (it says what it will change; it never deletes it)")
+    flags.dry_run(p, "print the plan of steps; touch nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    flags.resume_on_login(p, "add a block to ~/.bashrc that resumes this install at the next login after a stop "
+                          "(removed when the install completes); --no-resume-on-login removes it")
+    p.set_defaults(func=run_install)
+
+
+def resume_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.workdir(p, "the workdir whose install to resume; a copied one resumes in place")
+    flags.dry_run(p, "print what the resumed run would do; touch nothing")
+    p.add_argument("--on-login", action="store_true", help="what the ~/.bashrc block runs: if the install is not "
+                   "done and not running, say so and resume it in the background")
+    p.set_defaults(func=run_resume)
+
+
+def status_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.workdir(p, "the workdir to report on, read only")
+    p.set_defaults(func=run_status)
+
+
+ARGUMENTS = {"install": install_arguments, "resume": resume_arguments, "status": status_arguments}

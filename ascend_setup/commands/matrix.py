@@ -9,14 +9,15 @@ from pathlib import Path
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 
 
-def run_list(args: argparse.Namespace) -> int:
+def run_list(args: argparse.Namespace, output: Output) -> int:
     matrix = load_matrix(args.matrix)
     rows = [matrix.rows[v] for v in matrix.versions()]
     if args.json:
-        print_json({"matrix": matrix.source, "rows": [
+        output.print_json({"matrix": matrix.source, "rows": [
             {"cann": r.cann, "python": r.python, "vllm-ascend": r.packages["vllm-ascend"], "vllm": r.packages["vllm"],
              "torch": r.packages["torch"], "torch-npu": r.packages["torch-npu"]} for r in rows]})
         return 0
@@ -27,13 +28,13 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_show(args: argparse.Namespace) -> int:
+def run_show(args: argparse.Namespace, output: Output) -> int:
     matrix = load_matrix(args.matrix)
     row = select_row(matrix, args.cann)
     data = row.to_json()
     data["indexes"] = dict(matrix.indexes)
     if args.json:
-        print_json(data)
+        output.print_json(data)
         return 0
     console = stdout_console()
     print_table(console, f"CANN {row.cann}  (Python {row.python})", ["package", "version", "index"],
@@ -55,12 +56,12 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_validate(args: argparse.Namespace) -> int:
+def run_validate(args: argparse.Namespace, output: Output) -> int:
     if args.file and args.matrix:
         raise BadInput(f"matrix validate takes one file: {args.file} or --matrix {args.matrix}, not both")
     matrix = load_matrix(args.file or args.matrix)
     if args.json:
-        print_json({"matrix": matrix.source, "valid": True, "rows": matrix.versions()})
+        output.print_json({"matrix": matrix.source, "valid": True, "rows": matrix.versions()})
     else:
         stdout_console().print(f"{matrix.source}: valid, {len(matrix.rows)} rows ({', '.join(matrix.versions())})")
     return 0
@@ -74,7 +75,7 @@ def _mirror(args: argparse.Namespace) -> list:
     return [check_index_url(args.index_url, "--index-url") if args.index_url else settings.index]
 
 
-def run_derive(args: argparse.Namespace) -> int:
+def run_derive(args: argparse.Namespace, output: Output) -> int:
     from packaging.version import InvalidVersion, Version
 
     from ascend_setup.utils.files import atomic_write_text, read_regular_text
@@ -96,7 +97,7 @@ def run_derive(args: argparse.Namespace) -> int:
             raise BadInput(f"--into {target} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     derived = derive_row(matrix, args.vllm_ascend, args.cann, _mirror(args))
     if args.json:
-        print_json({"cann": derived.cann, "row": derived.row, "provenance": derived.provenance,
+        output.print_json({"cann": derived.cann, "row": derived.row, "provenance": derived.provenance,
                     "problems": derived.problems, "notes": derived.notes})
     else:
         stdout_console().print(row_yaml(derived), soft_wrap=True, markup=False, highlight=False)
@@ -132,7 +133,7 @@ def _sdists(paths: list) -> dict:
     return found
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
@@ -169,7 +170,7 @@ def run_check(args: argparse.Namespace) -> int:
     bad = any(e["inconsistent"] or e["drift"] or e["stale_hints"] or (args.strict and e["newer"])
               for e in report.values())
     if args.json:
-        print_json({"matrix": matrix.source, "live": args.live, "pre": args.pre, "strict": args.strict,
+        output.print_json({"matrix": matrix.source, "live": args.live, "pre": args.pre, "strict": args.strict,
                     "rows": report, "ok": not bad})
         return 1 if bad else 0
     console = stdout_console()
@@ -188,3 +189,46 @@ def run_check(args: argparse.Namespace) -> int:
             for line in release["differs"] or ["no pin differs"]:
                 console.print(f"      {line}", soft_wrap=True, markup=False)
     return 1 if bad else 0
+
+
+def matrix_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate|derive|check")
+    sub.required = True
+    m = sub.add_parser("list", help="known rows")
+    flags.common(m)
+    m.set_defaults(func=run_list)
+    m = sub.add_parser("show", help="one whole row")
+    flags.common(m)
+    m.add_argument("cann", metavar="CANN", help="the row's CANN version, e.g. 9.1.0")
+    m.set_defaults(func=run_show)
+    m = sub.add_parser("validate", help="check a matrix file")
+    flags.common(m)
+    m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
+    m.set_defaults(func=run_validate)
+    m = sub.add_parser("derive", help="a row read from vllm-ascend's, torch-npu's and vllm's own metadata on the "
+                       "indexes")
+    flags.common(m)
+    flags.vllm_ascend(m, "the vllm-ascend release, e.g. 0.23.0", required=True)
+    flags.cann(m, "the CANN version it pairs with (no metadata says it)", required=True)
+    flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
+    flags.index(m)
+    m.add_argument("--into", metavar="FILE", help="add the row to this matrix file, or replace that CANN's row in it")
+    m.set_defaults(func=run_derive)
+    m = sub.add_parser("check", help="each row's internal consistency; with --live, against the packages' real "
+                       "metadata")
+    flags.common(m)
+    m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
+    m.add_argument("--live", action="store_true", help="compare every row's pins, indexes and wheel_glibc with the "
+                   "indexes")
+    m.add_argument("--pre", action="store_true", help="with --live: list newer pre-releases too (default: finals, "
+                   "posts)")
+    m.add_argument("--strict", action="store_true", help="exit 1 when a newer release exists (default: it is "
+                   "information)")
+    m.add_argument("--sdist", metavar="FILE", action="append", help="a vllm-ascend sdist a row pins: flag hints "
+                   "whose environment variables its source no longer reads (repeatable)")
+    flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
+    flags.index(m)
+    m.set_defaults(func=run_check)
+
+
+ARGUMENTS = {"matrix": matrix_arguments}

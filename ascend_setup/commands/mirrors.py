@@ -21,7 +21,8 @@ from ascend_setup.host.machine import this_machine
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.dists.venv import read_pyvenv_cfg
 
 
@@ -41,7 +42,7 @@ def sample_python(value: Optional[str], row: Row) -> str:
     return here if row.python_allows(here + ".0") else PREFERRED
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     if args.apply and not args.venv and not args.global_:
         raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
     if args.global_ and not args.apply:
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         if args.global_:
             write_user_config(result["chosen"])
     if args.json:
-        print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
+        output.print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
                     "sample": result["sample"], "seconds": result["seconds"]})
     else:
         console = stdout_console()
@@ -100,3 +101,23 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"chosen: {result['chosen'] or 'none usable'}" +
                       (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
     return 0 if result["chosen"] else 1
+
+
+def mirrors_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.cann(p, "row whose pins gate freshness (default: the installed CANN's, else the newest)")
+    p.add_argument("--candidate", metavar="URL", action="append", help="another index to rank (repeatable)")
+    p.add_argument("--only", action="store_true", help="rank just the --candidate URLs")
+    p.add_argument("--budget", type=flags.ranged(float, 0.5, 120, "a time budget in seconds"), default=5.0,
+                   metavar="SECONDS", help="overall time budget (default 5)")
+    p.add_argument("--apply", action="store_true", help="write the choice into --venv (or --global)")
+    flags.venv(p, "the venv whose pip.conf/uv.toml --apply writes", env=False)
+    p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
+    flags.workdir(p, "where the ranking is cached for install")
+    flags.python(p, "the Python the install will use: the sample is the row's largest wheel for it (default: this "
+                 "interpreter when the row takes it, else 3.11)", metavar="X.Y|EXE")
+    flags.index_overrides(p)
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"mirrors": mirrors_arguments}

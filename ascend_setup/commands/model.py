@@ -13,7 +13,8 @@ from ascend_setup.engine import login
 from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.paths import check_dir_path, default_workdir
-from ascend_setup.cli.render import print_json, stderr_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stderr_console
 
 MODELS_ROOT = Path("/mnt/workspace/models")
 
@@ -49,7 +50,7 @@ def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
     return 0
 
 
-def run_fetch(args: argparse.Namespace) -> int:
+def run_fetch(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.commands.fit import check_flags, fit_model
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, fetch_files, selected
@@ -91,7 +92,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     result = {"model": args.model, "source": listing.source, "commit": listing.commit, "dir": str(dest),
               "files": len(wanted), "bytes": total, "fit": fit.headline}
     if args.json:
-        print_json(result)
+        output.print_json(result)
     else:
         err.print(f"fetched {args.model} to {dest}: {len(wanted)} files, sha256 checked where the hub publishes it",
                   markup=False, soft_wrap=True)
@@ -132,3 +133,26 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def model_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="model_command", metavar="fetch")
+    sub.required = True
+    f = sub.add_parser("fetch", help="download MODEL_ID (after fit says it fits), resumable after a stop, each file "
+                       "checked against the hub's sha256")
+    flags.common(f)
+    f.add_argument("model", metavar="MODEL_ID", help="a hub id, e.g. Qwen/Qwen3-8B")
+    f.add_argument("--to", metavar="DIR", help="where (default /mnt/workspace/models/<id>, else models/<id> beside "
+                   "the workdir)")
+    f.add_argument("--include", metavar="GLOB", action="append", help="only files matching GLOB (repeatable; the "
+                   "fit's small files are always fetched)")
+    f.add_argument("--force", action="store_true", help="download even when fit refuses (does not fit, or a blocker)")
+    flags.fit_flags(f)
+    flags.resume_on_login(f, "if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when "
+                          "done)")
+    f.add_argument("--on-login", action="store_true", help=argparse.SUPPRESS)
+    flags.hub(f)
+    f.set_defaults(func=run_fetch)
+
+
+ARGUMENTS = {"model": model_arguments}

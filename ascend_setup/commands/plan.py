@@ -18,7 +18,8 @@ from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
 from ascend_setup.steps.options import check_device, check_index_url, parse_index_overrides, which_index
 from ascend_setup.utils.paths import PYTHON, check_output_file
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, table
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
 from ascend_setup.resolve.pythons import (build_interpreter, decide_python, explicit_python, names_interpreter,
@@ -95,7 +96,7 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
         console.print(f"lock written to {lock_path}", soft_wrap=True, markup=False)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     overrides = parse_index_overrides(args.index or [])
     matrix = load_matrix(args.matrix).with_indexes(overrides)
     with named_by("--glibc"):  # the flags' shapes, before anything is asked of the network
@@ -124,7 +125,27 @@ def run(args: argparse.Namespace) -> int:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
     written = str(write_lock(lock, lock_path)) if lock_path else ""
     if args.json:
-        print_json(plan_json(lock, written))
+        output.print_json(plan_json(lock, written))
     else:
         render_plan(lock, written)
     return 1 if lock.unavailable else 0
+
+
+def plan_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    flags.cann(p, required=True)
+    flags.target(p)
+    flags.python(p, "target Python, e.g. 3.11, or an interpreter (default: the one install would pick, by the wheels "
+                 "the row publishes)", metavar="X.Y|EXE")
+    flags.index_url(p, "primary index (default: pip's configuration)")
+    flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
+    flags.index_overrides(p)
+    flags.lock(p, "write the resolved lock for this target to FILE")
+    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
+              "vllm-ascend wheel is taken only for the device type it was built for (default A2, the public wheels' "
+              "type)", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.vllm_ascend(p)
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"plan": plan_arguments}

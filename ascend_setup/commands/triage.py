@@ -10,7 +10,8 @@ from typing import Optional
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ascend_setup.utils.inputs import open_input
 from ascend_setup.knowledge.scan import Diagnosis, triage_stream
-from ascend_setup.cli.render import print_json, stdout_console
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stdout_console
 
 
 def read_diagnosis(source: str) -> Optional[Diagnosis]:
@@ -27,11 +28,11 @@ def read_diagnosis(source: str) -> Optional[Diagnosis]:
                        hint=exc.hint) from None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     diagnosis = read_diagnosis(args.file)
     found = diagnosis is not None and diagnosis.id is not None
     if args.json:
-        print_json(diagnosis.to_json() if diagnosis else
+        output.print_json(diagnosis.to_json() if diagnosis else
                    {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": []})
         return EXIT_OK if found else EXIT_FINDINGS
     console = stdout_console()
@@ -47,3 +48,12 @@ def run(args: argparse.Namespace) -> int:
     for line in diagnosis.context:
         console.print(f"  {'>' if line == diagnosis.line else ' '} {line}", soft_wrap=True, markup=False)
     return EXIT_OK if found else EXIT_FINDINGS
+
+
+def triage_arguments(p: argparse.ArgumentParser) -> None:
+    flags.common(p)
+    p.add_argument("file", metavar="FILE", help="the log to read, or - for standard input")
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"triage": triage_arguments}

@@ -72,8 +72,10 @@ def stop_tree(grace: float = GRACE_SECONDS) -> None:
         time.sleep(0.02)
 
 
-def install_handlers(resume_hint: Optional[str] = None) -> None:
-    """On SIGINT, SIGTERM or SIGHUP: stop the process tree, say so on stderr, exit 128 + the signal."""
+def install_handlers(resume_hint: Optional[str] = None,
+                     on_interrupt: Optional[Callable[[str, int], None]] = None) -> None:
+    """On SIGINT, SIGTERM or SIGHUP: stop the process tree, say so on stderr, exit 128 + the signal.
+    `on_interrupt(message, exit_code)` runs last: a --json run's error document on stdout, say."""
 
     def handle(signum: int, _frame: object) -> None:
         for sig in SIGNALS:
@@ -84,11 +86,13 @@ def install_handlers(resume_hint: Optional[str] = None) -> None:
                 callback()
             except Exception:  # a cleanup that fails must not keep the process from exiting
                 pass
-        name = signal.Signals(signum).name
+        message = f"interrupted by {signal.Signals(signum).name}; every process it started has stopped"
         hint = f"; {resume_hint}" if resume_hint else ""
         try:
-            sys.stderr.write(f"ascend-setup: interrupted by {name}; every process it started has stopped{hint}\n")
+            sys.stderr.write(f"ascend-setup: {message}{hint}\n")
             sys.stderr.flush()
+            if on_interrupt is not None:
+                on_interrupt(message, 128 + signum)
             sys.stdout.flush()
         finally:
             os._exit(128 + signum)
