@@ -210,9 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fit", parents=[common], help="will MODEL fit a card, and how fast will it decode (reads "
                        "config.json and safetensors headers only)")
-    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors), its config.json, "
-                   "or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its weights)")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="a model directory (config.json, *.safetensors), its "
+                   "config.json, or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its "
+                   "weights); not with --calibration")
     flags.fit_flags(p)
+    flags.calibration_flags(p)
     _hub_flags(p)
     p.set_defaults(func=_lazy("fit:run_fit"))
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
+from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
+from ascend_setup.fit.cards import Card, card_for
+from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth
 from ascend_setup.fit.model import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann, row_for
@@ -51,14 +53,25 @@ def check_flags(args: argparse.Namespace) -> Card:
     return card_for(args.card, args.hbm_gib, args.bandwidth)
 
 
-def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
-    workdir = resolve_workdir(args.workdir, mode="read")
-    probed = probed_bandwidth(workdir)
-    bandwidth, source = (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else \
-        (None, "card-table")
+def host_calibration(args: argparse.Namespace, card: Card, bandwidth: float, cann: str) -> Calibration:
+    """This host's measurements on the card, judged against the card's model and fitted (the card's terms
+    when there are none)."""
+    return calibrate(load_points(card.name), card.decode, bandwidth, tp=args.tp, cann=cann)
+
+
+def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
+    """(the bandwidth a fit uses, where from): --bandwidth, else an NPU probe here, else the card table's."""
+    probed = probed_bandwidth(resolve_workdir(args.workdir, mode="read"))
+    return (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else (None, "card-table")
+
+
+def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
+    bandwidth, source = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
+    calibration = host_calibration(args, card, bandwidth or card.peak_gbps, row.cann) if use_calibration else None
     return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
-                    kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp)
+                    kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp,
+                    calibration=calibration)
 
 
 def print_fit(fit: Fit) -> None:
@@ -71,6 +84,7 @@ def print_fit(fit: Fit) -> None:
     print_prose(out, f"card: {fit.card_source}", "    ", "  ")
     print_prose(out, f"bandwidth from the {fit.bandwidth_source}" + ("" if fit.bandwidth_source != "card-table" else
                                                                     " (see card)"), "    ", "  ")
+    print_prose(out, f"speed: {fit.speed_source}", "    ", "  ")
     for label, texts in (("blocker", fit.blockers), ("warning", fit.warnings), ("note", fit.notes)):
         for text in texts:
             print_prose(out, f"{label}: {text}", "  ", "")
@@ -81,10 +95,54 @@ def print_fit(fit: Fit) -> None:
                   soft_wrap=True, markup=False)
 
 
+def run_calibration(args: argparse.Namespace, card: Card) -> int:
+    """`fit --calibration [--forget]`: this host's measurements on the card, each judged, and the terms they
+    give; --forget removes them."""
+    if args.forget:
+        gone = forget_points(card.name)
+        if args.json:
+            print_json({"card": card.name, "forgotten": gone, "file": str(points_path())})
+        else:
+            stdout_console().print(f"forgot {gone} measurement{'' if gone == 1 else 's'} on {card.name} "
+                                   f"({points_path()})", soft_wrap=True, markup=False)
+        return 0
+    bandwidth, _ = bandwidth_of(args)
+    row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))
+    calibration = host_calibration(args, card, bandwidth or card.peak_gbps, row.cann)
+    summary = {"card": card.name, "file": str(points_path()), "tp": args.tp, "cann": row.cann,
+               "method": calibration.method, "speed_source": calibration.source,
+               "eta": round(calibration.terms.eta, 4), "t_fixed_ms": round(calibration.terms.t_fixed_s * 1000, 3),
+               "points": [j.to_json() for j in calibration.points]}
+    if args.json:
+        print_json(summary)
+        return 0
+    out = stdout_console()
+    print_prose(out, f"{card.name} on this host, TP {args.tp}, CANN {row.cann} row: {len(calibration.points)} "
+                     f"measurement{'' if len(calibration.points) == 1 else 's'} in {summary['file']}", "  ", "")
+    for j in calibration.points:
+        p = j.point
+        print_prose(out, f"{p.measured_at} {p.model}: {p.tok_s:g} tok/s measured, {j.predicted.tok_s:.1f} by the "
+                         f"card's model, {p.bytes_per_token / 1e9:.2f} GB per token, TP {p.tp}, "
+                         f"{'graph' if p.graph_mode else 'eager'} mode, CANN {p.cann}, {j.bound}-bound: "
+                         + ("used" if j.used else f"not used ({j.why})"), "    ", "  ")
+    print_prose(out, f"speed: {calibration.source}; eta {calibration.terms.eta:.3f}, t_fixed "
+                     f"{calibration.terms.t_fixed_s * 1000:.2f} ms", "  ", "")
+    return 0
+
+
 def run_fit(args: argparse.Namespace) -> int:
     card = check_flags(args)
+    if args.forget and not args.calibration:
+        raise BadInput("--forget goes with --calibration (fit --calibration --forget)")
+    if args.calibration:
+        if args.model:
+            raise BadInput("--calibration lists this host's measurements on a card: it takes no MODEL")
+        return run_calibration(args, card)
+    if not args.model:
+        raise BadInput("fit needs MODEL (a model directory, its config.json or a hub id)",
+                       hint="or 'fit --calibration' to list this host's speed measurements")
     files, _ = model_files(args)
-    fit = fit_model(args, files, card)
+    fit = fit_model(args, files, card, use_calibration=not args.no_calibration)
     if args.json:
         print_json(fit.to_json())
     else:
