@@ -143,6 +143,8 @@ def run_fit(args: argparse.Namespace) -> int:
                        hint="or 'fit --calibration' to list this host's speed measurements")
     files, _ = model_files(args)
     fit = fit_model(args, files, card, use_calibration=not args.no_calibration)
+    if args.no_calibration:
+        fit.speed_source += "; this host's measurements ignored (--no-calibration)"
     if args.json:
         print_json(fit.to_json())
     else:

@@ -212,7 +212,7 @@ def calibrate(points: List[SpeedPoint], model: DecodeModel, bandwidth_gbps: floa
         return Calibration(terms, "eta", f"calibrated on this host from {n} measurement{'s' if n > 1 else ''} (eta "
                            f"adjusted, t_fixed kept from the card{'' if fallback else ': one model size'})"
                            + fallback + _set_aside(judged), judged)
-    return Calibration(base, "card", "the card's decode model" + _set_aside(judged), judged)
+    return Calibration(base, "card", f"the card's decode model ({model.source})" + _set_aside(judged), judged)
 
 
 def _set_aside(judged: List[Judged]) -> str:
