@@ -53,10 +53,10 @@ def check_flags(args: argparse.Namespace) -> Card:
     return card_for(args.card, args.hbm_gib, args.bandwidth)
 
 
-def host_calibration(args: argparse.Namespace, card: Card, bandwidth: float, cann: str) -> Calibration:
-    """This host's measurements on the card, judged against the card's model and fitted (the card's terms
-    when there are none)."""
-    return calibrate(load_points(card.name), card.decode, bandwidth, tp=args.tp, cann=cann)
+def host_calibration(args: argparse.Namespace, card: Card, bandwidth: Optional[float], cann: str) -> Calibration:
+    """This host's measurements on the card, judged against the card's model at the fit's bandwidth (the card's
+    when none is given) and fitted (the card's terms when there are none)."""
+    return calibrate(load_points(card.name), card.decode, bandwidth or card.peak_gbps, tp=args.tp, cann=cann)
 
 
 def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
@@ -68,7 +68,7 @@ def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
 def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
     bandwidth, source = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
-    calibration = host_calibration(args, card, bandwidth or card.peak_gbps, row.cann) if use_calibration else None
+    calibration = host_calibration(args, card, bandwidth, row.cann) if use_calibration else None
     return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
                     kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp,
                     calibration=calibration)
@@ -108,7 +108,7 @@ def run_calibration(args: argparse.Namespace, card: Card) -> int:
         return 0
     bandwidth, _ = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))
-    calibration = host_calibration(args, card, bandwidth or card.peak_gbps, row.cann)
+    calibration = host_calibration(args, card, bandwidth, row.cann)
     summary = {"card": card.name, "file": str(points_path()), "tp": args.tp, "cann": row.cann,
                "method": calibration.method, "speed_source": calibration.source,
                "eta": round(calibration.terms.eta, 4), "t_fixed_ms": round(calibration.terms.t_fixed_s * 1000, 3),
@@ -121,7 +121,7 @@ def run_calibration(args: argparse.Namespace, card: Card) -> int:
                      f"measurement{'' if len(calibration.points) == 1 else 's'} in {summary['file']}", "  ", "")
     for j in calibration.points:
         p = j.point
-        print_prose(out, f"{p.measured_at} {p.model}: {p.tok_s:g} tok/s measured, {j.predicted.tok_s:.1f} by the "
+        print_prose(out, f"{p.measured_at} {p.model}: {p.tok_s:.1f} tok/s measured, {j.predicted.tok_s:.1f} by the "
                          f"card's model, {p.bytes_per_token / 1e9:.2f} GB per token, TP {p.tp}, "
                          f"{'graph' if p.graph_mode else 'eager'} mode, CANN {p.cann}, {j.bound}-bound: "
                          + ("used" if j.used else f"not used ({j.why})"), "    ", "  ")

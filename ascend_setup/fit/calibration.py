@@ -168,8 +168,8 @@ def judge(point: SpeedPoint, model: DecodeModel, bandwidth_gbps: float, *, tp: O
     elif tp is not None and point.tp != tp:
         why = f"measured at TP {point.tp}; this fit is for TP {tp} (the per-token fixed cost differs)"
     elif not point.graph_mode:
-        why = (f"measured with --enforce-eager ({point.tok_s:g} tok/s, the model says {predicted.tok_s:.1f} in graph "
-               "mode)" + (": launch-bound, not bandwidth-bound" if far_below else "") + "; fit predicts graph mode")
+        why = (f"measured with --enforce-eager (the model says {predicted.tok_s:.1f} tok/s in graph mode)"
+               + (": launch-bound, not bandwidth-bound" if far_below else "") + "; fit predicts graph mode")
     elif far_below:
         why = (f"{slower:.1f}x below the model's {predicted.tok_s:.1f} tok/s: bound elsewhere than bandwidth (host or "
                "launch overhead: low AICore use in npu-smi, or an eager run recorded as graph mode)")

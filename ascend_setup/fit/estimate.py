@@ -154,12 +154,12 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
                                              else card.decode.multi_card_source))
     if fits and short.bound == "launch":
         notes.insert(0, f"launch-bound, not bandwidth-bound: the fixed {short.fixed_s * 1000:.2f} ms per token is "
-                        f"most of its {short.seconds * 1000:.2f} ms" + (f" at TP {tp}; fewer cards would lose little"
+                        f"most of its {short.seconds * 1000:.2f} ms" + (f" at TP {tp}: more cards do not make it faster"
                                                                          if tp > 1 else "")
                         + "; more bandwidth barely helps")
     for judged in (calibration.points if calibration else []):
         if not judged.used:
-            notes.append(f"host measurement not used: {judged.point.model} at {judged.point.tok_s:g} tok/s "
+            notes.append(f"host measurement not used: {judged.point.model} at {judged.point.tok_s:.1f} tok/s "
                          f"({judged.point.measured_at}): {judged.why}")
     per = " per card" if tp > 1 else ""
     arithmetic = [
