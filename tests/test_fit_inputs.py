@@ -12,7 +12,8 @@ import pytest
 
 from conftest import assert_one_line_error
 from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
-from ascend_setup.fit.estimate import card_for, estimate
+from ascend_setup.fit.cards import card_for
+from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model import ModelFiles, local_files, weights
 
 DENSE = {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
@@ -98,7 +99,10 @@ def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_p
     one, two = _fit(DENSE), _fit(DENSE, tp=2)
     assert two.weights_per_card_bytes == pytest.approx(one.weights_bytes / 2, abs=1)
     assert two.kv_bytes_per_token == one.kv_bytes_per_token / 2  # 8 KV heads over 2 cards
-    assert two.decode_tok_s == pytest.approx(one.decode_tok_s * 2, rel=0.001)
+    # half the bytes per card, but the multi-card fixed cost in place of the single card's
+    assert two.decode["bytes_per_token"] == pytest.approx(one.decode["bytes_per_token"] / 2, rel=0.01)
+    assert two.decode["t_fixed_ms"] == CARD.decode.t_fixed_ms_multi_card > one.decode["t_fixed_ms"]
+    assert two.decode["bandwidth_ms"] == pytest.approx(one.decode["bandwidth_ms"] / 2, rel=0.01)
     assert any("all-reduces" in n and "upper bound" in n and "reserve on each" in n for n in two.notes)
     assert _fit(DENSE, tp=16).kv_bytes_per_token == one.kv_bytes_per_token / 8  # fewer heads than cards: replicated
     assert _fit(MLA, tp=4).kv_bytes_per_token == _fit(MLA).kv_bytes_per_token  # an MLA latent is whole on each card

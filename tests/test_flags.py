@@ -106,6 +106,7 @@ def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkey
     else:
         monkeypatch.setattr(fit, "primary_cann", lambda home: None)
     monkeypatch.setattr(fit, "estimate", lambda files, card, row, **_: row)
+    monkeypatch.setattr(fit, "host_calibration", lambda *_: None)
     args = build_parser(full=True).parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
     chosen = fit.fit_model(args, None, None)  # type: ignore[arg-type]
     assert chosen.cann == (row or load_matrix().newest().cann)

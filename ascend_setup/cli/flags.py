@@ -138,6 +138,17 @@ def resume_on_login(p: Parser, help: str) -> None:
     p.add_argument("--resume-on-login", action=Once, default=None, help=help)
 
 
+def calibration_flags(p: Parser) -> None:
+    """This host's decode-speed measurements (recorded by serve): list, forget, or ignore them."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--calibration", action="store_true", help="list this host's speed measurements on the card "
+                       "(recorded by serve), each judged against the card's model, and the terms they give")
+    group.add_argument("--no-calibration", action="store_true", help="ignore this host's speed measurements: the "
+                       "card's decode model only")
+    p.add_argument("--forget", action="store_true", help="with --calibration: forget this host's measurements on "
+                   "the card")
+
+
 def fit_flags(p: Parser) -> None:
     """The card and the serving settings a fit is made for (`fit`, and `model fetch`, which fits first)."""
     p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "

@@ -45,10 +45,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if args.interrupt_at not in interrupt_points():
         raise BadInput(f"--interrupt-at {args.interrupt_at!r} is not one of {', '.join(interrupt_points())}")
     with ExitStack() as stack:
-        return _run(args, *_workdir(args, stack))
+        return _run(args, output, *_workdir(args, stack))
 
 
-def _run(args: argparse.Namespace, workdir: Path, ours: bool) -> int:
+def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) -> int:
     if ours:
         at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
     console = stderr_console()

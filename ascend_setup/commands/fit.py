@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
+from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
+from ascend_setup.fit.cards import Card, card_for
+from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth
 from ascend_setup.fit.model import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann, row_for
@@ -41,25 +43,29 @@ def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
 
 
 def check_flags(args: argparse.Namespace) -> Card:
-    if args.context <= 0 or not 0 < args.gpu_memory_utilization <= 1:
-        raise BadInput("--context must be positive and --gpu-memory-utilization in (0, 1]")
-    if args.bandwidth is not None and not 0 < args.bandwidth <= 100_000:
-        raise BadInput(f"--bandwidth {args.bandwidth:g} is not a bandwidth in GB/s (a 910B3 peaks near 1490)")
-    if args.hbm_gib is not None and not 0 < args.hbm_gib <= 4096:
-        raise BadInput(f"--hbm-gib {args.hbm_gib:g} is not an HBM size in GiB (a 910B3 has 64)")
-    if not 1 <= args.tp <= 64:
-        raise BadInput(f"--tp {args.tp} must be between 1 and 64 cards")
+    """The card the flags name (their ranges are the parser's: flags.fit_flags)."""
     return card_for(args.card, args.hbm_gib, args.bandwidth)
 
 
-def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card) -> Fit:
-    workdir = resolve_workdir(args.workdir, mode="read")
-    probed = probed_bandwidth(workdir)
-    bandwidth, source = (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else \
-        (None, "card-table")
+def host_calibration(args: argparse.Namespace, card: Card, bandwidth: Optional[float], cann: str) -> Calibration:
+    """This host's measurements on the card, judged against the card's model at the fit's bandwidth (the card's
+    when none is given) and fitted (the card's terms when there are none)."""
+    return calibrate(load_points(card.name), card.decode, bandwidth or card.peak_gbps, tp=args.tp, cann=cann)
+
+
+def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
+    """(the bandwidth a fit uses, where from): --bandwidth, else an NPU probe here, else the card table's."""
+    probed = probed_bandwidth(resolve_workdir(args.workdir, mode="read"))
+    return (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else (None, "card-table")
+
+
+def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
+    bandwidth, source = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
+    calibration = host_calibration(args, card, bandwidth, row.cann) if use_calibration else None
     return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
-                    kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp)
+                    kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp,
+                    calibration=calibration)
 
 
 def print_fit(fit: Fit) -> None:
@@ -72,6 +78,7 @@ def print_fit(fit: Fit) -> None:
     print_prose(out, f"card: {fit.card_source}", "    ", "  ")
     print_prose(out, f"bandwidth from the {fit.bandwidth_source}" + ("" if fit.bandwidth_source != "card-table" else
                                                                     " (see card)"), "    ", "  ")
+    print_prose(out, f"speed: {fit.speed_source}", "    ", "  ")
     for label, texts in (("blocker", fit.blockers), ("warning", fit.warnings), ("note", fit.notes)):
         for text in texts:
             print_prose(out, f"{label}: {text}", "  ", "")
@@ -82,10 +89,56 @@ def print_fit(fit: Fit) -> None:
                   soft_wrap=True, markup=False)
 
 
+def run_calibration(args: argparse.Namespace, card: Card, output: Output) -> int:
+    """`fit --calibration [--forget]`: this host's measurements on the card, each judged, and the terms they
+    give; --forget removes them."""
+    if args.forget:
+        gone = forget_points(card.name)
+        if args.json:
+            output.print_json({"card": card.name, "forgotten": gone, "file": str(points_path())})
+        else:
+            stdout_console().print(f"forgot {gone} measurement{'' if gone == 1 else 's'} on {card.name} "
+                                   f"({points_path()})", soft_wrap=True, markup=False)
+        return 0
+    bandwidth, _ = bandwidth_of(args)
+    row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))
+    calibration = host_calibration(args, card, bandwidth, row.cann)
+    summary = {"card": card.name, "file": str(points_path()), "tp": args.tp, "cann": row.cann,
+               "method": calibration.method, "speed_source": calibration.source,
+               "eta": round(calibration.terms.eta, 4), "t_fixed_ms": round(calibration.terms.t_fixed_s * 1000, 3),
+               "points": [j.to_json() for j in calibration.points]}
+    if args.json:
+        output.print_json(summary)
+        return 0
+    out = stdout_console()
+    print_prose(out, f"{card.name} on this host, TP {args.tp}, CANN {row.cann} row: {len(calibration.points)} "
+                     f"measurement{'' if len(calibration.points) == 1 else 's'} in {summary['file']}", "  ", "")
+    for j in calibration.points:
+        p = j.point
+        print_prose(out, f"{p.measured_at} {p.model}: {p.tok_s:.1f} tok/s measured, {j.predicted.tok_s:.1f} by the "
+                         f"card's model, {p.bytes_per_token / 1e9:.2f} GB per token, TP {p.tp}, "
+                         f"{'graph' if p.graph_mode else 'eager'} mode, CANN {p.cann}, {j.bound}-bound: "
+                         + ("used" if j.used else f"not used ({j.why})"), "    ", "  ")
+    print_prose(out, f"speed: {calibration.source}; eta {calibration.terms.eta:.3f}, t_fixed "
+                     f"{calibration.terms.t_fixed_s * 1000:.2f} ms", "  ", "")
+    return 0
+
+
 def run_fit(args: argparse.Namespace, output: Output) -> int:
     card = check_flags(args)
+    if args.forget and not args.calibration:
+        raise BadInput("--forget goes with --calibration (fit --calibration --forget)")
+    if args.calibration:
+        if args.model:
+            raise BadInput("--calibration lists this host's measurements on a card: it takes no MODEL")
+        return run_calibration(args, card, output)
+    if not args.model:
+        raise BadInput("fit needs MODEL (a model directory, its config.json or a hub id)",
+                       hint="or 'fit --calibration' to list this host's speed measurements")
     files, _ = model_files(args)
-    fit = fit_model(args, files, card)
+    fit = fit_model(args, files, card, use_calibration=not args.no_calibration)
+    if args.no_calibration:
+        fit.speed_source += "; this host's measurements ignored (--no-calibration)"
     if args.json:
         output.print_json(fit.to_json())
     else:
@@ -94,8 +147,6 @@ def run_fit(args: argparse.Namespace, output: Output) -> int:
 
 
 def run_probe_command(args: argparse.Namespace, output: Output) -> int:
-    if not 0 < args.gib <= 64:
-        raise BadInput(f"--gib {args.gib:g} must be a tensor size between 0 and 64 GiB (the report used 2)")
     workdir = resolve_workdir(args.workdir)
     venv = VENV.path(args.venv)[0] or Workdir(workdir).venv
     if read_pyvenv_cfg(venv) is None or not venv_python(venv).exists():
@@ -119,9 +170,11 @@ def run_probe_command(args: argparse.Namespace, output: Output) -> int:
 
 def fit_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
-    p.add_argument("model", metavar="MODEL", help="a model directory (config.json, *.safetensors), its config.json, "
-                   "or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its weights)")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="a model directory (config.json, *.safetensors), its "
+                   "config.json, or a hub id (Qwen/Qwen3-8B: reads its small files and safetensors headers, never its "
+                   "weights); not with --calibration")
     flags.fit_flags(p)
+    flags.calibration_flags(p)
     flags.hub(p)
     p.set_defaults(func=run_fit)
 
@@ -130,8 +183,9 @@ def probe_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.venv(p, "the installed venv (default <workdir>/venv)")
     p.add_argument("--device", default="npu:0", help="npu:N, or cpu to run the same code path without an NPU")
-    p.add_argument("--gib", type=flags.ranged(float, 0.125, 64, "a tensor size in GiB that a copy can time (the "
-                   "report used 2)"), default=2.0, help="tensor size in GiB (default 2)")
+    p.add_argument("--gib", type=flags.ranged(float, 0.001, 64, "a tensor size in GiB whose copy times the "
+                   "bandwidth, not the launch: 1 MiB or more (the report used 2)"), default=2.0,
+                   help="tensor size in GiB (default 2)")
     flags.cann_home(p, "CANN root for the NPU's environment")
     flags.workdir(p, "where probe.json is written")
     p.set_defaults(func=run_probe_command)

@@ -1,8 +1,8 @@
-"""Will a model fit a card, and how fast will it decode: the field report's two formulas, with the
-arithmetic kept so a person can check it.
+"""Will a model fit a card, and how fast will it decode, with the arithmetic kept so a person can check it.
 
-- Decode: tok/s ~= peak HBM bandwidth / weight bytes read per token x 0.65 (validated within 7% on a
-  910B3: Qwen3-VL-8B estimated 58, measured 58.9; Qwen3.8-27B estimated 18, measured 19.3).
+- Decode: time per token = t_fixed + bytes read per token / (eta x bandwidth) (fit/decode.py), the terms the
+  card's (fitted on the field report's two measurements) or this host's (fit/calibration.py). Given at a short
+  context (the measurements') and at the end of a --context-long sequence, whose KV every token reads.
 - KV tokens: (HBM x utilisation - weights - reserve) / KV bytes per token, per card under --tp.
 """
 
@@ -13,32 +13,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import yaml
-
 from ascend_setup.errors import BadInput
+from ascend_setup.fit.calibration import Calibration
+from ascend_setup.fit.cards import Card
 from ascend_setup.fit.config import text_config
+from ascend_setup.fit.decode import KV_DTYPE_BYTES, Prediction, bytes_per_token, kv_share, predict
 from ascend_setup.fit.model import ModelFiles, kv_layout, weights
 from ascend_setup.utils.inputs import load_json
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.serve_hints import merged_serve_args
 
-CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
-EFFICIENCY = 0.65
 GIB = 1024 ** 3
 #: Kept back on every card for activations, graph capture and the runtime: stated in every result.
 RESERVE_BYTES = 3 * GIB
-KV_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "int8": 1}
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
 TP_ASSUMPTION = ("--tp {tp}: weights and KV split over {tp} cards, a {reserve:g} GiB reserve on each; the "
-                 "all-reduces (2 per layer over HCCS) are assumed hidden, so the decode figure is an upper bound")
-
-
-@dataclass
-class Card:
-    name: str
-    hbm_gib: float
-    peak_gbps: float
-    source: str
+                 "all-reduces (2 per layer over HCCS) are counted only in the multi-card fixed cost ({fixed:g} ms: "
+                 "{source}), so the decode figure is an upper bound")
 
 
 @dataclass
@@ -61,6 +52,9 @@ class Fit:
     kv_tokens: int
     concurrency: float
     decode_tok_s: Optional[float]  # None when the model does not fit: no speed for what cannot run
+    decode_tok_s_at_context: Optional[float]  # at the end of a --context-long sequence (its KV read every token)
+    decode: Dict[str, Any]  # both terms, the bytes, and what the speed is bound by
+    speed_source: str  # the card's decode model, or this host's calibration
     bandwidth_gbps: float
     bandwidth_source: str
     blockers: List[str] = field(default_factory=list)
@@ -69,33 +63,10 @@ class Fit:
     env: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     arithmetic: List[str] = field(default_factory=list)
+    calibration: List[Dict[str, Any]] = field(default_factory=list)  # this host's points, each judged
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
-
-
-def cards() -> Dict[str, Card]:
-    data = yaml.safe_load(CARDS.read_text())["cards"]
-    return {name: Card(name, float(c["hbm_gib"]), float(c["peak_gbps"]), c["source"]) for name, c in data.items()}
-
-
-def card_for(name: str, hbm_gib: Optional[float] = None, bandwidth: Optional[float] = None) -> Card:
-    """A card of the table (its HBM overridable), or any card (310P, 910C, a custom one) given both
-    figures, labelled with what was given."""
-    known = cards()
-    key = name.upper().removeprefix("ASCEND")
-    if key in known:
-        card = known[key]
-        return Card(card.name, hbm_gib, card.peak_gbps, f"{card.source}; HBM given: --hbm-gib {hbm_gib:g}") \
-            if hbm_gib else card
-    if hbm_gib and bandwidth:
-        return Card(name, hbm_gib, bandwidth, f"given: --hbm-gib {hbm_gib:g} --bandwidth {bandwidth:g}")
-    raise BadInput(f"--card {name!r} is not a known card ({', '.join(known)})",
-                   hint="or give --hbm-gib and --bandwidth for another one (310P, 910C, ...)")
-
-
-def card_named(name: str) -> Card:
-    return card_for(name)
 
 
 def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
@@ -123,16 +94,6 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     return blockers, merged_serve_args(args), env, notes
 
 
-def _kv_share(config: Dict[str, Any], tp: int) -> float:
-    """The share of a token's KV one card holds: KV heads split over the cards (replicated when there are
-    fewer heads than cards); an MLA latent is whole on every card."""
-    cfg = text_config(config)
-    if tp == 1 or cfg.get("kv_lora_rank"):
-        return 1.0
-    heads = int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
-    return max(1.0 / tp, 1.0 / heads)
-
-
 def check_tp(config: Dict[str, Any], tp: int) -> None:
     heads = int(text_config(config)["num_attention_heads"])
     if tp < 1 or heads % tp:
@@ -140,13 +101,26 @@ def check_tp(config: Dict[str, Any], tp: int) -> None:
                        hint="vLLM needs num_attention_heads divisible by the tensor-parallel size")
 
 
+def _decode_line(at: int, per: str, p: Prediction, terms_eta: float, bw: float) -> str:
+    return (f"decode at {at:,} tokens{per}: {p.fixed_s * 1000:.2f} ms fixed + {p.bytes_per_token / 1e9:.2f} GB / "
+            f"({terms_eta:.3f} x {bw:g} GB/s) = {p.fixed_s * 1000:.2f} + {p.bandwidth_s * 1000:.2f} = "
+            f"{p.seconds * 1000:.2f} ms per token -> {p.tok_s:.1f} tok/s ({p.bound}-bound)")
+
+
+def _decode_json(p: Prediction) -> Dict[str, Any]:
+    return {"bytes_per_token": round(p.bytes_per_token), "fixed_ms": round(p.fixed_s * 1000, 3),
+            "bandwidth_ms": round(p.bandwidth_s * 1000, 3), "tok_s": round(p.tok_s, 1), "bound": p.bound}
+
+
 def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisation: float, kv_dtype: str,
-             bandwidth: Optional[float] = None, bandwidth_source: str = "card-table", tp: int = 1) -> Fit:
+             bandwidth: Optional[float] = None, bandwidth_source: str = "card-table", tp: int = 1,
+             calibration: Optional[Calibration] = None) -> Fit:
+    """The fit; `calibration` (this host's terms) replaces the card's decode terms when given."""
     config = files.config
     check_tp(config, tp)
     w = weights(files)
     kv = kv_layout(config, context, KV_DTYPE_BYTES[kv_dtype])
-    share = _kv_share(config, tp)
+    share = kv_share(config, tp)
     kv_card = kv.per_token_bytes * share
     state_card = int(kv.state_bytes_per_sequence / tp)
     bw = bandwidth if bandwidth is not None else card.peak_gbps
@@ -156,7 +130,12 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     kv_tokens = max(0, int(budget // kv_card)) if kv_card and fits else 0
     per_sequence = context * kv_card + state_card
     concurrency = max(0.0, budget / per_sequence) if per_sequence and fits else 0.0
-    decode = bw * 1e9 / (w.per_token_bytes / tp) * EFFICIENCY if w.per_token_bytes else 0.0
+    terms = calibration.terms if calibration else card.decode.terms(tp)
+    speed_source = calibration.source if calibration else (
+        f"the card's decode model ({card.decode_name}: {card.decode.source})")
+    short_context = min(context, card.decode.context)
+    short, at_context = (predict(terms, bytes_per_token(files, context=c, kv_dtype=kv_dtype, tp=tp), bw)
+                         for c in (short_context, context))
     blockers, args, env, notes = blockers_and_hints(files, row)
     warnings = []
     if not fits:
@@ -170,7 +149,18 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     if w.note:
         notes.insert(0, w.note.lstrip("; "))
     if tp > 1:
-        notes.insert(0, TP_ASSUMPTION.format(tp=tp, reserve=RESERVE_BYTES / GIB))
+        notes.insert(0, TP_ASSUMPTION.format(tp=tp, reserve=RESERVE_BYTES / GIB, fixed=terms.t_fixed_s * 1000,
+                                             source="this host's measurements" if calibration
+                                             else card.decode.multi_card_source))
+    if fits and short.bound == "launch":
+        notes.insert(0, f"launch-bound, not bandwidth-bound: the fixed {short.fixed_s * 1000:.2f} ms per token is "
+                        f"most of its {short.seconds * 1000:.2f} ms" + (f" at TP {tp}: more cards do not make it faster"
+                                                                         if tp > 1 else "")
+                        + "; more bandwidth barely helps")
+    for judged in (calibration.points if calibration else []):
+        if not judged.used:
+            notes.append(f"host measurement not used: {judged.point.model} at {judged.point.tok_s:.1f} tok/s "
+                         f"({judged.point.measured_at}): {judged.why}")
     per = " per card" if tp > 1 else ""
     arithmetic = [
         f"weights: {w.total_bytes / GIB:.2f} GiB ({w.source}, {w.dtype}"
@@ -183,17 +173,28 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
         f"KV budget{per}: {card.hbm_gib:g} GiB x {utilisation:g} - {weights_card / GIB:.2f} GiB weights - "
         f"{RESERVE_BYTES / GIB:g} GiB reserve = {budget / GIB:.2f} GiB -> {kv_tokens:,} tokens",
         f"concurrency at {context:,} tokens: {concurrency:.1f} sequences",
-        (f"decode: {bw:g} GB/s / {w.per_token_bytes / tp / 1e9:.2f} GB per token{per} x {EFFICIENCY} = "
-         f"{decode:.1f} tok/s"
-         if fits else "decode: not estimated, the model does not fit"),
     ]
+    if fits:
+        arithmetic += [f"decode: time per token = t_fixed + bytes per token / (eta x bandwidth); eta {terms.eta:.3f}, "
+                       f"t_fixed {terms.t_fixed_s * 1000:.2f} ms",
+                       _decode_line(short_context, per, short, terms.eta, bw)]
+        if context != short_context:
+            arithmetic.append(_decode_line(context, per, at_context, terms.eta, bw))
+    else:
+        arithmetic.append("decode: not estimated, the model does not fit")
+    decode = {"eta": round(terms.eta, 4), "t_fixed_ms": round(terms.t_fixed_s * 1000, 3),
+              "method": calibration.method if calibration else "card", "context": short_context,
+              **_decode_json(short), "at_context": {"context": context, **_decode_json(at_context)}}
     fit = Fit(model=files.name, origin=files.origin, card=card.name, card_source=card.source, tp=tp, fits=fits,
               headline="", weights_bytes=w.total_bytes, weights_per_card_bytes=weights_card,
               weights_read_per_token=w.per_token_bytes, weights_source=w.source, vision_bytes=w.vision_bytes,
               kv_bytes_per_token=round(kv_card, 1), kv_layers=kv.kinds, state_bytes_per_sequence=state_card,
-              kv_tokens=kv_tokens, concurrency=round(concurrency, 2), decode_tok_s=round(decode, 1) if fits else None,
-              bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers, warnings=warnings,
-              serve_args=args, env=env, notes=notes, arithmetic=arithmetic)
+              kv_tokens=kv_tokens, concurrency=round(concurrency, 2),
+              decode_tok_s=round(short.tok_s, 1) if fits else None,
+              decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None, decode=decode,
+              speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers, warnings=warnings,
+              serve_args=args, env=env, notes=notes, arithmetic=arithmetic,
+              calibration=[j.to_json() for j in calibration.points] if calibration else [])
     fit.headline = headline(fit, context)
     return fit
 

@@ -15,9 +15,12 @@ A decode step reads every weight it uses once, except the input embedding: one r
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import check_config, text_config
@@ -34,6 +37,19 @@ LINEAR = ("linear_attention", "mamba", "gated_deltanet", "deltanet", "ssm")
 VISION_PARTS = ("visual.", "vision_tower.", "vision_model.", "model.visual.", "image_newline", "multi_modal_projector.")
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "tok_embeddings.weight")
 LM_HEADS = ("lm_head.weight", "output.weight")
+#: ModelSlim's quant types name the weight width: W8A8, W8A8_DYNAMIC, W4A8_DYNAMIC, W8A16, W4A16.
+QUANT_TYPE = re.compile(r"^W(\d+)A", re.IGNORECASE)
+#: Per output row of a quantised linear layer, what ModelSlim stores beside it in fp32 (weight scale and offset,
+#: dequant scale, quant bias); below 8 bits, one bf16 scale per group of weights as well.
+ROW_SCALE_BYTES, GROUP_SCALE_BYTES, DEFAULT_GROUP = 16, 2, 128
+
+
+class QuantDescription(BaseModel):
+    """ModelSlim's quant_model_description.json: fit reads only the model's quant type."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model_quant_type: Optional[str] = None
 
 
 @dataclass
@@ -53,6 +69,7 @@ class ModelFiles:
     quant_description: bool
     origin: str  # where each figure came from, said in the report's header
     has_index: bool = False
+    quant_type: str = ""  # ModelSlim's model_quant_type (W8A8, W4A8_DYNAMIC, ...), when its description says
 
 
 @dataclass
@@ -127,7 +144,19 @@ def local_files(model: Path) -> ModelFiles:
         paths = sorted(p for p in model.glob("*.safetensors"))
     shards = [read_local_header(p) for p in paths]
     origin = f"local directory {model}: config.json" + (f", {len(shards)} safetensors headers" if shards else "")
-    return ModelFiles(str(model), config, shards, (model / QUANT).is_file(), origin, has_index=index.exists())
+    described = (model / QUANT).is_file()
+    return ModelFiles(str(model), config, shards, described, origin, has_index=index.exists(),
+                      quant_type=quant_type(model / QUANT) if described else "")
+
+
+def quant_type(path: Path) -> str:
+    """The model_quant_type of a ModelSlim description ('' when it names none)."""
+    data = read_small_json(path, "quant description")
+    try:
+        return QuantDescription.model_validate(data).model_quant_type or ""
+    except ValidationError:
+        raise BadInput(f"quant description {path}: not a JSON object with a string model_quant_type",
+                       hint="ModelSlim writes it beside the weights; fetch it again") from None
 
 
 def _dtype_bytes(config: Dict[str, Any]) -> int:
@@ -196,7 +225,7 @@ def weights(files: ModelFiles) -> Weights:
     experts, active = _experts(cfg)
     if files.shards:
         return _weights_from_headers(files.shards, experts, active)
-    w = _weights_from_config(cfg, experts, active)
+    w = _weights_from_config(cfg, experts, active, files.quant_type)
     w.vision_bytes = vision_params(files.config) * _dtype_bytes(cfg)
     w.total_bytes += w.vision_bytes
     if w.vision_bytes:
@@ -244,10 +273,24 @@ def _attention_params(cfg: Dict[str, Any]) -> int:
     return h * heads * hd * 2 + h * kv * hd * 2
 
 
-def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int) -> Weights:
+def linear_width(cfg: Dict[str, Any], quant: str) -> tuple:
+    """(bytes per weight of the linear layers, group size or 0, what said so): ModelSlim's quant type, else the
+    config's quantization_config (fp8, or GPTQ/AWQ-style bits), else the dtype."""
+    found = QUANT_TYPE.match(quant)
+    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    bits = int(found.group(1)) if found else 8 if str(q.get("quant_method", "")).lower() == "fp8" else \
+        q.get("bits") or q.get("weight_bits")
+    if not isinstance(bits, int) or not 1 <= bits <= 16:
+        return _dtype_bytes(cfg), 0, ""
+    group = int(q.get("group_size") or DEFAULT_GROUP) if bits < 8 else 0
+    return bits / 8, max(group, 0), quant or f"quantization_config {bits}-bit"
+
+
+def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int, quant: str = "") -> Weights:
     """An estimate from the architecture when only config.json is at hand (said so in the result).
     MoE: routed experts (only the active ones read), shared experts and dense first layers (DeepSeek's
-    n_shared_experts, first_k_dense_replace) always read."""
+    n_shared_experts, first_k_dense_replace) always read. Quantised: the linear layers at their width with
+    their scales, the embeddings and LM head at the dtype (ModelSlim keeps them unquantised)."""
     h, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
     attention = _attention_params(cfg)
     dense_mlp = 3 * h * int(cfg.get("intermediate_size") or 4 * h)
@@ -265,10 +308,19 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int) -> Weig
     vocab = int(cfg.get("vocab_size") or 32000) * h
     tied = bool(cfg.get("tie_word_embeddings"))
     bytes_ = _dtype_bytes(cfg)
-    return Weights(total_bytes=(body + vocab * (1 if tied else 2)) * bytes_,
-                   per_token_bytes=(body_read + vocab + h) * bytes_,  # the LM head whole, one embedding row
-                   source="config", dtype=str(cfg.get("torch_dtype") or "bfloat16"),
-                   note="estimated from config.json (no safetensors here): attention + MLP per layer + embeddings")
+    width, group, quantised = linear_width(cfg, quant)
+
+    def linear(params: int) -> int:
+        scales = params // h * ROW_SCALE_BYTES + (params // group * GROUP_SCALE_BYTES if group else 0)
+        return int(params * width) + (scales if quantised else 0)
+
+    note = "estimated from config.json (no safetensors here): attention + MLP per layer + embeddings"
+    if quantised:
+        note += (f"; {quantised}: linear layers at {width:g} byte per weight plus scales ({ROW_SCALE_BYTES} bytes per "
+                 f"row" + (f", {GROUP_SCALE_BYTES} per group of {group}" if group else "") + "), embeddings at the dtype")
+    return Weights(total_bytes=linear(body) + vocab * (1 if tied else 2) * bytes_,
+                   per_token_bytes=linear(body_read) + (vocab + h) * bytes_,  # the LM head whole, one embedding row
+                   source="config", dtype=quantised or str(cfg.get("torch_dtype") or "bfloat16"), note=note)
 
 
 def vision_params(config: Dict[str, Any]) -> int:
