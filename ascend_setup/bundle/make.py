@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, ContextManager, List, Optional, Protocol, Sequence, Tuple
 
 from ascend_setup import __version__
 from ascend_setup.bundle import tool
@@ -23,7 +23,6 @@ from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 from ascend_setup.index.download import download
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
-from ascend_setup.cli.progress import TransferProgress
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
 from ascend_setup.resolve.index_session import IndexSession
@@ -123,7 +122,19 @@ def package_jobs(lock: Lock, out: Path) -> Tuple[List[Job], List[Missing]]:
     return jobs, missing
 
 
-def fetch_all(jobs: Sequence[Job], progress: TransferProgress) -> List[Missing]:
+class Transfer(Protocol):
+    """What a person sees of the downloads (cli.progress.TransferProgress): bytes per file, files done."""
+
+    def update(self, key: str, done: int) -> None: ...
+
+    def finished(self, key: str, size: int) -> None: ...
+
+
+#: Opens the progress of `files` files and `total` bytes for the length of the downloads.
+TransferView = Callable[[int, int], ContextManager[Transfer]]
+
+
+def fetch_all(jobs: Sequence[Job], progress: Transfer) -> List[Missing]:
     """Every job's file, PARALLEL at a time; a file that cannot be had is named, the rest go on."""
 
     def one(job: Job) -> Optional[Missing]:
@@ -171,7 +182,7 @@ def copy_into(source: Path, dest: Path) -> Path:
     return dest
 
 
-def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[[str], None]) -> Manifest:
+def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say: Callable[[str], None]) -> Manifest:
     """Fill `req.out`; the manifest (written last, atomically) lists what is there and names what is not."""
     out = req.out
     lock = take_lock(req, index, say)
@@ -184,7 +195,7 @@ def make_bundle(req: BundleRequest, index: IndexSession, console, say: Callable[
                  for f in tool_lock.files]
     missing += [Missing(package=k, reason=v) for k, v in tool_lock.missing.items()]
     everything = jobs + tool_jobs
-    with TransferProgress(console, "bundle", len(everything), sum(j.size or 0 for j in everything)) as progress:
+    with view(len(everything), sum(j.size or 0 for j in everything)) as progress:
         missing += fetch_all(jobs, progress)
         have = {j.sha256: j.dest for j in jobs if j.sha256 and j.dest.is_file()}
         for j in tool_jobs:  # a tool dependency the lock holds too is copied, not fetched again

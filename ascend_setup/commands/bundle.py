@@ -21,6 +21,7 @@ from ascend_setup.steps.options import check_build_deps_url, check_device, check
 from ascend_setup.utils.paths import check_dir_path, check_output_file
 from ascend_setup.cli.progress import size_text
 from ascend_setup.cli import flags
+from ascend_setup.cli.progress import TransferProgress
 from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console, stdout_console
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     def say(line: str) -> None:
         err.print(line, soft_wrap=True, markup=False, highlight=False)
 
-    manifest = make_bundle(req, index, err, say)
+    manifest = make_bundle(req, index, lambda files, total: TransferProgress(err, "bundle", files, total), say)
     path = directory
     if args.format == "tar" and not manifest.missing:
         path = write_tar(directory, out)

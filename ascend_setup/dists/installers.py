@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.utils.procs import LineHook, run_logged
@@ -77,12 +78,12 @@ class PipInstaller(Installer):
 
     def install(self, python, request, *, log, env=None, on_line=None) -> None:
         argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
-        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install",
+        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install", explain=triage,
                    writes=Path(python).parent.parent)
 
     def uninstall(self, python, names, *, log) -> None:
         run_logged([str(python), "-m", "pip", "uninstall", "-y", *names], log, env=self.settings.pip_env(),
-                   what="pip uninstall")
+                   what="pip uninstall", explain=triage)
 
 
 def uv_command() -> List[str]:
@@ -109,12 +110,12 @@ class UvInstaller(Installer):
 
     def install(self, python, request, *, log, env=None, on_line=None) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
-        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install",
+        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install", explain=triage,
                    writes=Path(python).parent.parent)
 
     def uninstall(self, python, names, *, log) -> None:
         run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(),
-                   what="uv pip uninstall")
+                   what="uv pip uninstall", explain=triage)
 
 
 def get_installer(name: str, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:

@@ -64,7 +64,11 @@ def parse_index_overrides(values: List[str]) -> Dict[str, str]:
         name, sep, url = value.partition("=")
         if not sep or not name.strip() or not url.strip():
             raise BadInput(f"--index {value!r} is not NAME=URL (e.g. --index ascend=https://my.mirror/simple)")
-        found[name.strip()] = check_index_url(url.strip(), f"--index {name.strip()}=")
+        url = check_index_url(url.strip(), f"--index {name.strip()}=")
+        if found.get(name.strip(), url) != url:
+            raise BadInput(f"--index {name.strip()}= is given twice with different URLs ({found[name.strip()]} and "
+                           f"{url}): give one")
+        found[name.strip()] = url
     return found
 
 

@@ -10,6 +10,7 @@ from typing import Any, Dict, List
 
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.jobs import host_job_budget
 from ascend_setup.sourcebuild.kernels import missing_kernels
@@ -126,7 +127,7 @@ class VllmAscend(Step[PluginInstalled]):
                         "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log,
                        env=built_env.env,
                        on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
-                       what="vllm-ascend build")
+                       what="vllm-ascend build", explain=triage)
         built = list_wheels(building)
         if not built:
             raise StepFailed("the vllm-ascend build produced no wheel", hint=f"see {log}")

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict
 
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.utils.diskfull import DiskFull
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.host.interpreters import probe
@@ -100,7 +101,7 @@ class CreateVenv(Step[VenvMade]):
         created = record is not None and record.created
         argv = [pre.python, "-m", "venv", "--without-pip", str(venv)]
         try:
-            run_logged(argv, log, what="python -m venv")
+            run_logged(argv, log, what="python -m venv", explain=triage)
             broken = "" if probe(str(ctx.python)) is not None else f"its interpreter {ctx.python} does not run"
         except DiskFull:
             raise  # not broken: full (deleting it would lose every package already installed)
@@ -113,7 +114,7 @@ class CreateVenv(Step[VenvMade]):
             shutil.rmtree(venv)
             venv.mkdir(parents=True)
             self._record(ctx, created=True)
-            run_logged(argv, log, what="python -m venv (recreating the broken venv)")
+            run_logged(argv, log, what="python -m venv (recreating the broken venv)", explain=triage)
 
     def _record(self, ctx: InstallSession, created: bool) -> None:
         idx = ctx.indexes

@@ -1,4 +1,5 @@
-"""Subprocesses of the pipeline: argument lists only, output into the step log, failures triaged."""
+"""Subprocesses of the pipeline: argument lists only, output into the step log, failures explained by the
+caller's `explain` (knowledge's triage: this leaf imports nothing of the domain)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import subprocess
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
@@ -17,15 +18,28 @@ LineHook = Callable[[str], None]
 _activity: ContextVar[Optional[LineHook]] = ContextVar("activity", default=None)
 
 
+class Explanation(Protocol):
+    """A failure's root cause in a command's output (knowledge's Diagnosis)."""
+
+    cause: str
+    fix: Optional[str]
+
+    def render(self) -> str: ...
+
+
+#: Finds the root cause in a failed command's output lines (knowledge.scan.triage), or None.
+Explain = Callable[[List[str]], Optional[Explanation]]
+
+
 def set_activity(hook: Optional[LineHook]) -> None:
     _activity.set(hook)
 
 
 def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str]] = None,
                cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None,
-               writes: Optional[Path] = None) -> None:
+               writes: Optional[Path] = None, explain: Optional[Explain] = None) -> None:
     """Run `argv`, appending every output line to `log`; a non-zero exit raises StepFailed naming the
-    root cause found in this attempt's output (not its last line), or DiskFull when the output reports
+    root cause `explain` finds in this attempt's output (not its last line), or DiskFull when the output reports
     ENOSPC (naming the path it gives, else `writes`: where the command writes, else its cwd)."""
     what = what or Path(argv[0]).name
     merged: Dict[str, str] = dict(os.environ if env is None else env)
@@ -66,9 +80,7 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
             raise disk_full(path_in(full) or writes or cwd or log.parent, what)
         if log_full is not None:
             raise log_full
-        from ascend_setup.knowledge.scan import triage  # only a failure needs it; every command imports procs
-
-        diagnosis = triage(lines)
+        diagnosis = explain(lines) if explain is not None else None
         if diagnosis is not None:
             raise StepFailed(f"{what} failed: {diagnosis.cause}",
                              hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
