@@ -54,7 +54,8 @@ ERROR_SHAPE = re.compile(
     r"|(?:^|\W)(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: "  # qualified exceptions: packaging.version.InvalidVersion: ...
     r"|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b|^\s*E[A-Z][A-Z0-9]?\d{3,4}\b"  # CANN's error codes
     r"|: .*\bnot set\b|No such file or directory|No solution found|EI\d{4}|GLIBC_[\d.]+' not found"
-    r"|undefined symbol: |cannot open shared object file|undefined reference to")  # the loader's and linker's
+    r"|undefined symbol: |cannot open shared object file|undefined reference to"  # the loader's and linker's
+    r"|\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")  # a C library's return code
 #: Lines that name files or packages, a traceback's `raise` source lines: they never name a cause.
 NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |Copy: |"
                        r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"

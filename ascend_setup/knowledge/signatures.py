@@ -191,7 +191,9 @@ SIGNATURES: Sequence[Signature] = (
          "cannot compare with the versions it supports",
          Fix("install the row's vllm release (pip install --no-deps vllm==<row>), or build vllm from a tagged "
              "checkout with VLLM_TARGET_DEVICE=empty"),
-         ("packaging.version.InvalidVersion: Invalid version: 'dev'",)),
+         (_TB, '  File "/venv/lib/python3.11/site-packages/vllm_ascend/utils.py", line 310, in vllm_version_is',
+          "    return Version(vllm.__version__) == Version(target)",
+          "packaging.version.InvalidVersion: Invalid version: 'dev'")),
     _sig("glibc-too-old", r"GLIBC_(2\.\d+)' not found",
          "a binary was built for glibc {0}, newer than this machine's",
          Fix("use wheels built for this glibc (see 'ascend-setup plan'), or build that package from source"),
@@ -420,7 +422,8 @@ SIGNATURES: Sequence[Signature] = (
          "an NPU's network port is down (HCCL could not bring up RDMA)",
          Fix("check every card with `hccn_tool -i N -link -g` (must be UP) and `-net_health -g`; fix the cable or "
              "switch port, or restart the NIC"),
-         ("EJ0002: The network port is down.",)),
+         ("[ERROR] HCCL(3021,python3):2025-06-02-10:11:12.000.001 [network_manager.cc:210] [RaRdevInit]ra rdev "
+          "init failed, return[-1]", "EJ0002: The network port is down.")),
     _sig("hccl-notify-timeout", r"EI0002|wait execution of the Notify register times out",
          "HCCL waited past HCCL_EXEC_TIMEOUT for a remote rank: that rank died, hangs, or lost its link",
          Fix("find the first error of the other ranks (it is the cause); raise HCCL_EXEC_TIMEOUT only for slow "
