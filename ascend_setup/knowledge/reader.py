@@ -34,7 +34,6 @@ PY_LOGGING = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 TIMESTAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+")
 #: uv's and pip's diagnostic trees: `  x `, `  × `, `  |-> `, `` `-> ``, `│ `, `╰─> `
 TREE = re.compile(r"\s*(?:(?P<level>[x×])(?= )|[|│├╰`]?\s*(?:->|─▶|─>)|[|│](?=\s))\s*")
-PREFIXES = (PROCESS, RANK, VLLM_LEVEL, PLOG_LEVEL, PY_LOGGING, TIMESTAMP)
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "x", "×"})
 
 
@@ -58,11 +57,18 @@ class Line:
         return self.level in ERROR_LEVELS
 
 
+#: Which prefixes can start with a character: most lines start with none of these, and cost one dict lookup.
+_BY_FIRST = {c: tuple(p for p, starts in ((PROCESS, "("), (RANK, "["), (VLLM_LEVEL, "DIWEC"), (PLOG_LEVEL, "["),
+                                         (PY_LOGGING, "DIWEC"), (TIMESTAMP, "[0123456789")) if c in starts)
+             for c in "([DIWEC0123456789"}
+_TREE_START = " \tx×|│├╰`"
+
+
 def strip_prefixes(text: str) -> Tuple[str, str, str]:
     """(text, process, level) with every known prefix taken off the front, in any order and number."""
     process, level = "", ""
-    while True:
-        for pattern in PREFIXES:
+    while text:
+        for pattern in _BY_FIRST.get(text[0], ()):
             m = pattern.match(text)
             if m:
                 groups = m.groupdict()
@@ -72,7 +78,7 @@ def strip_prefixes(text: str) -> Tuple[str, str, str]:
                 break
         else:
             break
-    m = TREE.match(text)
+    m = TREE.match(text) if text[:1] in _TREE_START else None
     if m and m.end() > 0:
         level = m.group("level") or level
         text = text[m.end():]

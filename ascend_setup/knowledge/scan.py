@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.knowledge.fixes import Host, device_of
@@ -37,25 +37,43 @@ from ascend_setup.knowledge.reader import Line, normalise
 from ascend_setup.knowledge.signatures import FACTS, RESOLVER_BLOCKS, SIGNATURES, Signature, code_meaning
 
 #: Every line triage must read contains one of these, or lies in a window an earlier line opened. Each marker
-#: costs a full pass of bytes.find, so they are few: " not " covers "is not set" and the loader's "version
-#: `GLIBC_2.34' not found"; "fail" covers DCMI's and CANN's "failed"; "Successfully installed" and "torch-npu" are
-#: facts (installed versions); "$ " and "platform_plugins" start attempts.
-MARKERS = (b"rror", b"RROR", b" not ", b"No such file", b"Traceback", b"fail", b"EI00", b"No solution",
-           b"Successfully installed", b"torch-npu")
-ATTEMPT_MARKERS = (b"$ ", b"\n=== ", b"platform_plugins")
+#: costs a full pass of bytes.find (about 1 s/GB on a loaded 2-core host; a long needle skips faster, a single
+#: byte is a memchr and ten times faster), so they are few: " not " covers "is not set" and the loader's "version
+#: `GLIBC_2.34' not found"; "failed" covers DCMI's and CANN's return codes; "Successfully installed" and
+#: "torch-npu" are facts (installed versions); "$" (`$ command`, a shell prompt) and "platform_plugins" start
+#: attempts.
+MARKERS = (b"rror", b"RROR", b" not ", b"No such file", b"Traceback (most recent", b"failed", b"EI00",
+           b"No solution", b"Successfully installed", b"torch-npu")
+ATTEMPT_MARKERS = (b"$", b"\n=== ", b"platform_plugins")
 #: Where a new attempt starts: ascend-setup's step header, our `$ command` lines, a shell prompt.
 ATTEMPT = re.compile(r"^=== [\w.:-]+: .* ===$|^\$ \S|^(?:\([\w.-]+\) ?)?[\w.-]+@[\w.-]+:\S*[$#] \S")
 #: A vLLM (re)start: the first thing its main process prints is the platform plugins it found (its children print
 #: the same line under their own prefix, within the run).
 VLLM_START = re.compile(r"Available plugins for group vllm\.platform_plugins")
 
-ERROR_SHAPE = re.compile(
-    r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|\(|$)"  # exception lines
-    r"|(?:^|\W)(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: "  # qualified exceptions: packaging.version.InvalidVersion: ...
-    r"|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b|^\s*E[A-Z][A-Z0-9]?\d{3,4}\b"  # CANN's error codes
-    r"|: .*\bnot set\b|No such file or directory|No solution found|EI\d{4}|GLIBC_[\d.]+' not found"
-    r"|undefined symbol: |cannot open shared object file|undefined reference to"  # the loader's and linker's
-    r"|\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")  # a C library's return code
+#: An error-shaped line: each test is guarded by a substring it needs, so that a line holding a marker by chance
+#: (a warning saying "not enough KV cache space") costs a few `in` tests, not a regex search at every position.
+SHAPE_AT_START = re.compile(r"\s*(?:(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: |E[A-Z][A-Z0-9]?\d{3,4}\b)")  # a.b.C: , EZ9999
+SHAPE_EXCEPTION = re.compile(r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
+                             r"(?::|\(|$)|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b")
+SHAPE_GUARDED = (
+    (("rror", "RROR", "Exception", "Exit", "Interrupt", "fatal"), SHAPE_EXCEPTION),
+    (("not set",), re.compile(r": .*\bnot set\b")),
+    (("' not found",), re.compile(r"GLIBC_[\d.]+' not found")),
+    (("EI",), re.compile(r"EI\d{4}")),
+    (("fail",), re.compile(r"\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")),  # a C return code
+)
+SHAPE_SUBSTRINGS = ("No such file or directory", "No solution found", "undefined symbol: ",
+                    "cannot open shared object file", "undefined reference to")
+
+
+def error_shaped(text: str) -> bool:
+    """An exception line, an error word, CANN's code, a shell's or loader's or linker's complaint."""
+    if SHAPE_AT_START.match(text) or any(s in text for s in SHAPE_SUBSTRINGS):
+        return True
+    return any(pattern.search(text) for guards, pattern in SHAPE_GUARDED if any(g in text for g in guards))
+
+
 #: Lines that name files or packages, a traceback's `raise` source lines: they never name a cause.
 NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |Copy: |"
                        r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
@@ -73,7 +91,6 @@ NOISE = re.compile(r"Engine core initialization failed|^\s*FAILED: |ninja: build
                    r"^\[Error\]: |failed to start\.?\s*$|^CMake Error at \S+ \([\w ]+\):\s*$|^CMake Error:\s*$")
 #: The resolver's block ends here.
 BLOCK_END = re.compile(r"^To fix this you could try|^\s*hint:|^ERROR: ResolutionImpossible")
-CMAKE_ERROR = re.compile(r"CMake Error")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]*)", line \d+')
 CARET = re.compile(r"^\s*[\^~]+\s*$")
@@ -90,6 +107,7 @@ CHUNK = 8 << 20
 MAX_LINE = 16 << 20  # a longer line is scanned in pieces: memory stays bounded
 
 Evidence = Tuple[int, str]
+Before = Callable[[], List[str]]  # the lines before one, read only when that line becomes the cause
 
 
 @dataclass
@@ -173,28 +191,33 @@ class Scanner:
         self.soc: Optional[str] = None
 
     # -- one line ------------------------------------------------------------------------------------------------
-    def _line(self, number: int, raw: bytes, before: Sequence[str]) -> None:
+    def _line(self, number: int, raw: bytes, before: Before) -> None:
         for line in normalise(number, raw.decode("utf-8", "replace")):
             self._logical(line, before)
 
-    def _logical(self, line: Line, before: Sequence[str]) -> None:
+    def _logical(self, line: Line, before: Before) -> None:
+        """One logical line. A substring test guards each regex: most decoded lines are noise that merely holds a
+        marker, and a 1 GB log can hold a million of them."""
         text = line.text
-        if ATTEMPT.search(text) or (VLLM_START.search(text) and (not line.process or line.is_api_server)):
+        if ((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
+                or ("platform_plugins" in text and VLLM_START.search(text)
+                    and (not line.process or line.is_api_server))):
             self.best, self.decode_left, self.cmake_left, self.follow_left = None, 0, 0, 0
             self.tracebacks.clear()
             return
         in_cmake, self.cmake_left = self.cmake_left > 0, max(0, self.cmake_left - 1)
         following, self.follow_left = self.follow_left > 0, max(0, self.follow_left - 1)
-        for name, pattern in FACTS.items():
-            if not name.startswith("frame:") and pattern.search(text):
-                self.facts[name] = (line.number, line.raw)
+        if "npu" in text or "numpy" in text:
+            for name, pattern in FACTS.items():
+                if not name.startswith("frame:") and pattern.search(text):
+                    self.facts[name] = (line.number, line.raw)
         facts = self.facts
         exception = False
-        if TRACEBACK.search(text):
+        if "Traceback" in text and TRACEBACK.search(text):
             self.tracebacks[line.process] = _Traceback()
             self.decode_left = max(self.decode_left, WINDOW["traceback"])
             return
-        frame = FRAME.match(text)
+        frame = FRAME.match(text) if 'File "' in text else None
         tb = self.tracebacks.get(line.process)
         if frame:
             if tb is None:  # a traceback pasted from its middle
@@ -218,10 +241,10 @@ class Scanner:
             exception, facts = True, {**self.facts, **tb.facts}
         if NAME_LINE.match(text):
             return
-        if CMAKE_ERROR.search(text):
+        if "CMake Error" in text:
             self.cmake_left = WINDOW["cmake"]
         shaped = (exception or line.errorish or (in_cmake and text[:1].isspace() and bool(text.strip()))
-                  or ERROR_SHAPE.search(text) is not None)
+                  or error_shaped(text))
         if not shaped:
             if following:  # an exception's message, a CANN block: a known cause counts here
                 known = _known(text, facts)
@@ -242,11 +265,11 @@ class Scanner:
             self._offer(line, RANK_WARNING if _is_warning(line) else RANK_ERROR, None, (), facts, before)
 
     def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
-               facts: Dict[str, Evidence], before: Sequence[str]) -> None:
-        found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups, [*before[-CONTEXT:], line.raw],
-                       CONTEXT, block=rank == RANK_BLOCK)
-        if self.best is not None and self.best.key() <= found.key():
+               facts: Dict[str, Evidence], before: Before) -> None:
+        if self.best is not None and self.best.key() <= (rank, line.is_api_server, line.number):
             return
+        found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
+                       [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK)
         if sig is not None:
             found.evidence = sorted({facts[name] for name in sig.evidence if name in facts})
         if found.block:
@@ -311,9 +334,9 @@ class Scanner:
                 self._after(number, raw.decode("utf-8", "replace").rstrip("\r\n"))
             if start in starts or self.decode_left > 0:
                 self.decode_left = max(0, self.decode_left - 1)
-                self._line(number, raw, self._before(block, start))
+                self._line(number, raw, lambda block=block, start=start: self._before(block, start))
             at = end
-        self.line_base += block.count(b"\n")
+        self.line_base += counted + block.count(b"\n", counted_to)
         tail = block[max(0, len(block) - 4096):].decode("utf-8", "replace").split("\n")[:-1]
         if len(block) > 4096:
             tail = tail[1:]  # the first piece may be the end of a longer line
@@ -339,9 +362,9 @@ class Scanner:
             facts = {**self.facts, **tb.facts}
             known = _known(code.text, facts)
             if known and known[0] == RANK_KNOWN:
-                self._offer(code, RANK_KNOWN, known[1], known[2], facts, [])
+                self._offer(code, RANK_KNOWN, known[1], known[2], facts, list)
             else:
-                self._offer(code, RANK_TRUNCATED, None, (), facts, [])
+                self._offer(code, RANK_TRUNCATED, None, (), facts, list)
 
     def result(self, host: Optional[Host] = None) -> Optional[Diagnosis]:
         self._cut_off_tracebacks()
