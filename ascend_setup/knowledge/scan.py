@@ -87,7 +87,7 @@ NOISE = re.compile(r"Engine core initialization failed|^\s*FAILED: |ninja: build
                    r"metadata-generation-failed|Encountered error while|did not run successfully|"
                    r"Configuring incomplete, errors occurred|EngineDeadError|See (?:root cause|stack trace) above|"
                    r"^\s*error: (?:subprocess|metadata)|make(?:\[\d+\])?: \*\*\* |Error running build_aclnn|"
-                   r"^\s*E[A-Z][A-Z0-9]?\d{3,4}:?\s+Inner Error|ERR\d{5} (?:PTA call acl api failed|UNKNOWN appl)|"
+                   r"\bE[A-Z][A-Z0-9]?\d{3,4}:?\s+Inner Error!?\s*$|ERR\d{5} (?:PTA call acl api failed|UNKNOWN appl)|"
                    r"^\[Error\]: |failed to start\.?\s*$|^CMake Error at \S+ \([\w ]+\):\s*$|^CMake Error:\s*$")
 #: The resolver's block ends here.
 BLOCK_END = re.compile(r"^To fix this you could try|^\s*hint:|^ERROR: ResolutionImpossible")
