@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
@@ -334,7 +335,7 @@ class Scanner:
                 self._after(number, raw.decode("utf-8", "replace").rstrip("\r\n"))
             if start in starts or self.decode_left > 0:
                 self.decode_left = max(0, self.decode_left - 1)
-                self._line(number, raw, lambda block=block, start=start: self._before(block, start))
+                self._line(number, raw, partial(self._before, block, start))
             at = end
         self.line_base += counted + block.count(b"\n", counted_to)
         tail = block[max(0, len(block) - 4096):].decode("utf-8", "replace").split("\n")[:-1]

@@ -54,8 +54,6 @@ _CONTAINER_MOUNTS = ("--device /dev/davinci_manager --device /dev/devmm_svm --de
                      "-v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
                      "-v /etc/ascend_install.info:/etc/ascend_install.info")
 _TB = "Traceback (most recent call last):"
-_FRAME = '  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 708, in run_engine_core'
-_CODE = "    engine_core = EngineCoreProc(*args, **kwargs)"
 
 SIGNATURES: Sequence[Signature] = (
     # -- the build of vllm-ascend's custom operators ------------------------------------------------------------
