@@ -389,6 +389,13 @@ SIGNATURES: Sequence[Signature] = (
          Fix("free the card (one container per NPU), or start the container with --privileged=true or the full "
              "device list (" + _CONTAINER_MOUNTS + ")"),
          ("dcmi module initialize failed. ret is -8005",)),
+    _sig("dcmi-library-missing", r"DCMIError_LibraryNotFound|libdcmi\.so: cannot open shared object file",
+         "the DCMI library (libdcmi.so, from the host's driver) is not in this container",
+         Fix("start the container with -v /usr/local/dcmi:/usr/local/dcmi and the other driver mounts "
+             "(" + _CONTAINER_MOUNTS + ")"),
+         (_TB, '  File "/usr/local/lib/python3.11/dist-packages/gpustack_runtime/detector/pydcmi/__init__.py", '
+               'line 746, in _LoadDcmiLibrary', "    raise DCMIError(DCMI_ERROR_LIBRARY_NOT_FOUND)",
+          "gpustack_runtime.detector.pydcmi.DCMIError_LibraryNotFound: Library Not Found")),
     _sig("shm-too-small", r"memory available in /dev/shm|/dev/shm.{0,80}(?:No space left|too small)",
          "/dev/shm is too small (docker's default is 64 MB): the engine and Ray pass tensors through it",
          Fix("start the container with --shm-size=16g (or --ipc=host)"),
