@@ -11,6 +11,9 @@ Why it ranks lines the way it does (the one place this is decided):
   linker error. A build prints file names by the thousand (`copying .../split_qkv_rmsnorm_rope_simt.py`); a line
   of that kind never names a cause. The few lines after an error line (an exception's message, a CANN block, a
   resolver's explanation) may name a known cause even when they are not error-shaped themselves.
+- A signature named by a return code alone (torch_npu's `error code is 207004`) is weak: the specific line of the
+  CANN block printed right after it (`set ASCEND_RT_VISIBLE_DEVICES:... must be configured in ascending order`)
+  names the cause instead, when a signature knows that line.
 - The earliest line of the *last attempt* that a known signature names wins; the engine's and workers' lines win
   over the API server's, which only wrap them. A log holds every attempt (`$ command`, `=== step: reason ===`, a
   shell prompt re-running pip or python, a vLLM restart: its platform-plugin list); only the last one failed the
@@ -267,7 +270,11 @@ class Scanner:
 
     def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
                facts: Dict[str, Evidence], before: Before) -> None:
-        if self.best is not None and self.best.key() <= (rank, line.is_api_server, line.number):
+        best = self.best
+        explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
+                    and not sig.weak and rank == RANK_KNOWN
+                    and 0 <= line.number - best.line_number <= WINDOW["follow"] and line.raw != best.line)
+        if best is not None and best.key() <= (rank, line.is_api_server, line.number) and not explains:
             return
         found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
                        [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK)

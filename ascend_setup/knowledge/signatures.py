@@ -30,11 +30,12 @@ class Signature:
     example: Tuple[str, ...]
     requires: Tuple[str, ...] = ()  # facts that must have been seen before the error line
     evidence: Tuple[str, ...] = ()  # facts shown beside the error line when seen
+    weak: bool = False  # named by a return code alone: a specific line of the CANN block after it wins
 
 
 def _sig(id: str, pattern: str, cause: str, fix: Fix, example: Tuple[str, ...],
-         requires: Tuple[str, ...] = (), evidence: Tuple[str, ...] = ()) -> Signature:
-    return Signature(id, re.compile(pattern), cause, fix, example, requires, evidence or requires)
+         requires: Tuple[str, ...] = (), evidence: Tuple[str, ...] = (), weak: bool = False) -> Signature:
+    return Signature(id, re.compile(pattern), cause, fix, example, requires, evidence or requires, weak)
 
 
 #: Facts: earlier lines that change what an error means. A fact named `frame:...` is looked for only in the
@@ -54,6 +55,11 @@ _CONTAINER_MOUNTS = ("--device /dev/davinci_manager --device /dev/devmm_svm --de
                      "-v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
                      "-v /etc/ascend_install.info:/etc/ascend_install.info")
 _TB = "Traceback (most recent call last):"
+#: How torch_npu reports a device it cannot count (gpustack#2527, #3352); CANN's block after it says why.
+_NO_DEVICE = ("RuntimeError: init:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:292 NPU function error: "
+              "aclrtGetDeviceCount(&device_count), error code is 207004",
+              "[ERROR] 2025-07-17-08:06:53 (PID:112081, Device:-1, RankID:-1) ERR00100 PTA call acl api failed",
+              "[Error]: The device is unavailable.", "        Check whether the device is running properly.")
 
 SIGNATURES: Sequence[Signature] = (
     # -- the build of vllm-ascend's custom operators ------------------------------------------------------------
@@ -330,14 +336,24 @@ SIGNATURES: Sequence[Signature] = (
          Fix("export VLLM_WORKER_MULTIPROC_METHOD=spawn, and do not touch torch.npu before vLLM starts"),
          ("RuntimeError: Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must "
           "use the 'spawn' start method",)),
-    _sig("graph-capture-streams", r"error code is 20700[58]|runtime result = 20700[58]|Alloc sq cq fail",
+    _sig("graph-capture-streams", r"Alloc sq cq fail",
+         "graph capture ran out of NPU streams (the SQ/CQ pairs of the runtime; torch_npu's message reads like "
+         "'check the remaining storage space', and it is not about disk): too many captured sizes for this "
+         "model's layers",
+         Fix("capture fewer sizes: --compilation-config '{{\"cudagraph_capture_sizes\": [1, 2, 4, 8, 16, 32]}}' "
+             "(or --enforce-eager to confirm, never to measure speed); upgrade CANN/HDK"),
+         ("RuntimeError: capture_begin: NPU function error: AclmdlRICaptureBegin(capture_stream_, capture_mode), "
+          "error code is 207005", "EE9999: Inner Error!",
+          "EE9999[PID: 1802934] 2026-04-17-09:16:39.992.922 (EE9999):  [SqCqManage]Alloc sq cq fail, "
+          "stream_id=1984, retCode=0x7020023.[FUNC:Setup][FILE:stream.cc][LINE:1]")),
+    _sig("graph-capture-streams", r"error code is 20700[58]|runtime result = 20700[58]",
          "graph capture ran out of NPU streams (207005/207008: resource alloc fail / no stream resource; the "
          "message reads like 'check the remaining storage space', and it is not about disk): too many captured "
          "sizes for this model's layers",
          Fix("capture fewer sizes: --compilation-config '{{\"cudagraph_capture_sizes\": [1, 2, 4, 8, 16, 32]}}' "
              "(or --enforce-eager to confirm, never to measure speed); upgrade CANN/HDK"),
          ("RuntimeError: capture_begin: NPU function error: c10_npu::acl::AclmdlRICaptureBegin(capture_stream_, "
-          "capture_mode), error code is 207008",)),
+          "capture_mode), error code is 207008",), weak=True),
     _sig("mla-heads-graph", r"MLA only support",
          "the MLA kernel in graph mode supports only some heads-per-KV-head ratios (DeepSeek): this TP size "
          "breaks it",
@@ -359,25 +375,33 @@ SIGNATURES: Sequence[Signature] = (
          "container holds the card, or the driver/firmware is broken",
          Fix("check `npu-smi info` (processes, health) and pick a free card with ASCEND_RT_VISIBLE_DEVICES; "
              "reinstall the driver and firmware if the card shows unhealthy"),
-         ("RuntimeError: c10_npu::SetDevice: NPU function error: aclrtSetDevice(device), error code is 507033",)),
+         ("RuntimeError: c10_npu::SetDevice: NPU function error: aclrtSetDevice(device), error code is 507033",),
+         weak=True),
     _sig("visible-devices-range", r"set ASCEND_RT_VISIBLE_DEVICES:\[?([\d,]+)\]? error, input data rang\[(\d+)-(\d+)\)",
          "ASCEND_RT_VISIBLE_DEVICES={0} names a card outside the {2} this process can see: in a container the "
          "indexes count from 0 over the mounted /dev/davinci* only",
          Fix("use 0-based indexes of the cards mounted into the container (ASCEND_RT_VISIBLE_DEVICES=0,1 for two "
              "cards), or mount the cards you name"),
-         ("[ERROR] RUNTIME(1234,python):2025-01-01-00:00:00.000.000 [api_c.cc:1] set ASCEND_RT_VISIBLE_DEVICES:[4] "
-          "error, input data rang[0-2)",)),
-    _sig("visible-devices-order", r"ASCEND_RT_VISIBLE_DEVICES.{0,80}(?:ascending|duplicat|repeat)",
-         "ASCEND_RT_VISIBLE_DEVICES lists cards out of order or twice",
-         Fix("list each card once, in ascending order (ASCEND_RT_VISIBLE_DEVICES=0,1,2,3)"),
-         ("RuntimeError: ASCEND_RT_VISIBLE_DEVICES must be in ascending order without duplicates: 3,1",)),
-    _sig("no-visible-npu", r"must be less than or equal to the number of visible devices \(0\)|"
-                           r"(?:error code is|runtime result =) ?207004|drvGetDevNum.*ret",
-         "the process sees no NPU (207004, no device): no /dev/davinci* in this container, or the user lacks "
-         "the HwHiAiUser group",
+         _NO_DEVICE + ("EE1001: [PID: 42] 2025-11-18-09:33:13.673.064 The argument is invalid.Reason: set "
+                       "ASCEND_RT_VISIBLE_DEVICES:4 error, input data rang[0-2)",)),
+    _sig("visible-devices-order", r"set ASCEND_RT_VISIBLE_DEVICES:([\d,]+) error, it must be configured in "
+                                  r"ascending order",
+         "ASCEND_RT_VISIBLE_DEVICES={0} is not in ascending order: the runtime refuses it and sees no device",
+         Fix("list each card once, in ascending order (ASCEND_RT_VISIBLE_DEVICES=0,1,2,3); map ranks to cards "
+             "with the order vLLM assigns, not with the variable"),
+         _NO_DEVICE + ("EE1001: [PID: 112081] 2025-07-17-08:06:53.296.370 The argument is invalid.Reason: set "
+                       "ASCEND_RT_VISIBLE_DEVICES:0,2,4,6,1,3,5,7 error, it must be configured in ascending order",)),
+    _sig("no-visible-npu", r"must be less than or equal to the number of visible devices \(0\)",
+         "the process sees no NPU: no /dev/davinci* in this container, or the user lacks the HwHiAiUser group",
          Fix("start the container with --device /dev/davinciN and the documented mounts (" + _CONTAINER_MOUNTS +
              "); on the host add the user to HwHiAiUser"),
          ("AssertionError: local_world_size (8) must be less than or equal to the number of visible devices (0)",)),
+    _sig("no-visible-npu", r"(?:error code is|runtime result =) ?207004",
+         "the process sees no NPU (207004, ACL_ERROR_RT_NO_DEVICE): no /dev/davinci* in this container, "
+         "ASCEND_RT_VISIBLE_DEVICES names none of the cards it has, or the user lacks the HwHiAiUser group",
+         Fix("start the container with --device /dev/davinciN and the documented mounts (" + _CONTAINER_MOUNTS +
+             "); check ASCEND_RT_VISIBLE_DEVICES; on the host add the user to HwHiAiUser"),
+         _NO_DEVICE, weak=True),
     _sig("dcmi-device-busy", r"because the device is used|ret is -8020",
          "the card is held by another container (DCMI -8020, resource occupied): an NPU serves one container",
          Fix("stop the other container, or give each container its own cards (-e ASCEND_VISIBLE_DEVICES=N with "
