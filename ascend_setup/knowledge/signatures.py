@@ -250,7 +250,8 @@ SIGNATURES: Sequence[Signature] = (
     _sig("numpy2-cann", r"SetPrecisionMode|(?:error code is|result = ) ?500001",
          "CANN's graph engine fails to initialise (500001, ACL_ERROR_FAILURE) because numpy 2 is installed "
          "(see the evidence line): this CANN's Python side needs numpy < 2",
-         Fix("pip install 'numpy<2' into this venv (the row's CANN Python deps pin it)"),
+         Fix("pip install 'numpy<2' into this venv (vllm-ascend's maintainers pin it with CANN 8.2; then check "
+             "`python -c 'import torch_npu; torch_npu.npu.set_device(0)'`)"),
          ("Successfully installed numpy-2.0.2 torch-npu-2.7.1",
           "RuntimeError: SetPrecisionMode:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:155 NPU function "
           "error: at_npu::native::AclSetCompileopt(aclCompileOpt::ACL_PRECISION_MODE, precision_mode), error "
