@@ -71,6 +71,13 @@ SHAPE_SUBSTRINGS = ("No such file or directory", "No solution found", "undefined
                     "cannot open shared object file", "undefined reference to")
 
 
+#: A line found by a marker, outside every window, matters only if it holds one of these: what the shape tests,
+#: the facts, the attempts, tracebacks and ERROR levels need. Tested on the bytes, before decoding anything.
+WORTH_READING = tuple(g.encode() for g in (*SHAPE_SUBSTRINGS, *(g for guards, _ in SHAPE_GUARDED for g in guards),
+                                           "npu", "numpy", "$", "=== ", "platform_plugins", "Traceback", 'File "',
+                                           "CMake Error", "CRITICAL", "×"))
+
+
 def error_shaped(text: str) -> bool:
     """An exception line, an error word, CANN's code, a shell's or loader's or linker's complaint."""
     if SHAPE_AT_START.match(text) or any(s in text for s in SHAPE_SUBSTRINGS):
@@ -340,8 +347,11 @@ class Scanner:
             raw = block[start:end]
             if self.best is not None and self.best.after > 0 and self.best.line_number < number:
                 self._after(number, raw.decode("utf-8", "replace").rstrip("\r\n"))
-            if start in starts or self.decode_left > 0:
-                self.decode_left = max(0, self.decode_left - 1)
+            if self.decode_left > 0:
+                self.decode_left -= 1
+                self._line(number, raw, partial(self._before, block, start))
+            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks
+                                      or any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "):
                 self._line(number, raw, partial(self._before, block, start))
             at = end
         self.line_base += counted + block.count(b"\n", counted_to)
