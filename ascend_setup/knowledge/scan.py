@@ -302,7 +302,8 @@ class Scanner:
             known = _known(text, self.facts)
             if known and known[0] == RANK_KNOWN:
                 self.best = _Found(RANK_KNOWN, best.api, number, raw, known[1], known[2], [*best.context, raw],
-                                   CONTEXT, block=False)
+                                   CONTEXT, block=False,
+                                   evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}))
                 return
         best.after -= 1
         if not best.block or raw.strip():
