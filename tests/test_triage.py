@@ -28,9 +28,9 @@ def test_json_shape_and_standard_input(cli) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert set(data) == {"id", "line_number", "line", "cause", "fix", "context"}
+    assert set(data) == {"id", "line_number", "line", "cause", "fix", "context", "evidence"}
     assert data["id"] == "root-dir-unset" and data["line_number"] == 541 and "setuptools" in data["fix"]
-    assert data["line"] in data["context"]
+    assert data["line"] in data["context"] and data["evidence"] == []
 
 
 def test_no_known_cause_exits_1_and_still_shows_the_most_error_like_line(cli, tmp_path: Path) -> None:

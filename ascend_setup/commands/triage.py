@@ -33,7 +33,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     found = diagnosis is not None and diagnosis.id is not None
     if args.json:
         output.print_json(diagnosis.to_json() if diagnosis else
-                   {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": []})
+                          {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": [],
+                           "evidence": []})
         return EXIT_OK if found else EXIT_FINDINGS
     console = stdout_console()
     if diagnosis is None:
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if found:
         console.print(f"cause ({diagnosis.id}): {diagnosis.cause}", soft_wrap=True, markup=False)
         console.print(f"fix: {diagnosis.fix}", soft_wrap=True, markup=False)
+        for number, line in diagnosis.evidence:
+            console.print(f"evidence (line {number}): {line}", soft_wrap=True, markup=False)
     else:
         console.print("no known cause; the most error-like line is:", markup=False)
     console.print(f"line {diagnosis.line_number}:", markup=False)

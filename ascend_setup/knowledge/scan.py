@@ -1,19 +1,30 @@
 """Triage: the root cause of a log, read in one streaming pass.
 
 Why it ranks lines the way it does (the one place this is decided):
-- A cause is named only by an *error-shaped* line: a Python exception line (a traceback's last line), a
-  `CMake Error` and the indented message under it, an `error:`/`Error:`/`ERROR:` line, a shell's "not set" or
-  "No such file", a loader or linker error, the compiler's `Killed signal terminated program`. A build prints
-  file names by the thousand (`copying .../split_qkv_rmsnorm_rope_simt.py`, `-- Installing: .../error_code.h`,
-  `Compiling ...`); a line of that kind never names a cause, whatever word it contains.
-- The earliest line of the *last attempt* that a known signature names wins. A step log holds every attempt
-  (`=== step: reason ===`); only the last one failed the way the user now sees.
-- Summaries ('Failed building wheel', 'Engine core initialization failed', pip's
-  'subprocess-exited-with-error', ninja's 'FAILED:') come after the cause and never name it: they are shown
-  only when the log holds nothing else. A resolver's conflict block ranks below a specific cause inside it,
-  an unknown error line below both, a warning below any error.
+- Each line is first read as its writer meant it (`knowledge/reader.py`: vLLM's process prefixes, `[rankN]:`,
+  plog and torch_npu timestamps, ANSI, CR, literal `\\n` taken off). Tracebacks are rebuilt per process: a frame's
+  source line never names a cause, the line that ends a traceback does, and of a chain ("The above exception was
+  the direct cause") the first exception, which comes first in the log.
+- A cause is named only by an *error-shaped* line: a Python exception line, the message under `CMake Error at`,
+  the specific line of a CANN block (`EH9999  [Init][Env]init env failed!`, not `EH9999: Inner Error!`), an
+  `error:`/`Error:`/`ERROR:` line or one a prefix marked ERROR, a shell's "not set" or "No such file", a loader or
+  linker error. A build prints file names by the thousand (`copying .../split_qkv_rmsnorm_rope_simt.py`); a line
+  of that kind never names a cause. The few lines after an error line (an exception's message, a CANN block, a
+  resolver's explanation) may name a known cause even when they are not error-shaped themselves.
+- A signature named by a return code alone (torch_npu's `error code is 207004`) is weak: the specific line of the
+  CANN block printed right after it (`set ASCEND_RT_VISIBLE_DEVICES:... must be configured in ascending order`)
+  names the cause instead, when a signature knows that line.
+- The earliest line of the *last attempt* that a known signature names wins; the engine's and workers' lines win
+  over the API server's, which only wrap them. A log holds every attempt (`$ command`, `=== step: reason ===`, a
+  shell prompt re-running pip or python, a vLLM restart: its platform-plugin list); only the last one failed the
+  way the user now sees.
+  Facts (installed versions) carry over from earlier attempts: they are what the last one ran with.
+- Summaries ('Failed building wheel', 'Engine core initialization failed', pip's 'subprocess-exited-with-error',
+  torch_npu's 'PTA call acl api failed', CANN's 'Inner Error!') come after the cause and never name it: they are
+  shown only when the log holds nothing else. A resolver's conflict block ranks below a specific cause inside it,
+  an unknown error line below both, a traceback cut off before its exception below that, a warning below any error.
 
-The pass looks at whole blocks with `bytes.find` for a few markers every error-shaped line carries, and decodes
+The pass looks at whole blocks with `bytes.find` for a few markers every interesting line carries, and decodes
 only the lines around them: a 1 GB log is read in seconds, in constant memory (benchmarks/triage.py).
 """
 
@@ -21,26 +32,60 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.knowledge.fixes import Host, device_of
-from ascend_setup.knowledge.signatures import RESOLVER_BLOCKS, SIGNATURES, Signature
+from ascend_setup.knowledge.reader import Line, normalise
+from ascend_setup.knowledge.signatures import FACTS, RESOLVER_BLOCKS, SIGNATURES, Signature, code_meaning
 
-#: Every error-shaped line contains one of these (see ERROR_SHAPE), or follows a line that opens a window.
-#: Each marker costs a full pass of bytes.find (about 3 s/GB on a loaded 2-core host), so they are few: " not "
-#: covers "is not set" and the loader's "version `GLIBC_2.34' not found"; uv's "error: No solution found" has "rror".
-MARKERS = (b"rror", b"RROR", b" not ", b"No such file", b"Traceback", b"EI0006")
-ATTEMPT_MARKER = b"\n=== "
-ATTEMPT = re.compile(r"^=== [\w.:-]+: .* ===$")
+#: Every line triage must read contains one of these, or lies in a window an earlier line opened. Each marker
+#: costs a full pass of bytes.find (about 1 s/GB on a loaded 2-core host; a long needle skips faster, a single
+#: byte is a memchr and ten times faster), so they are few: " not " covers "is not set" and the loader's "version
+#: `GLIBC_2.34' not found"; "failed" covers DCMI's and CANN's return codes; "Successfully installed" and
+#: "torch-npu" are facts (installed versions); "$" (`$ command`, a shell prompt) and "platform_plugins" start
+#: attempts.
+MARKERS = (b"rror", b"RROR", b" not ", b"No such file", b"Traceback (most recent", b"failed", b"EI00",
+           b"No solution", b"Successfully installed", b"torch-npu")
+ATTEMPT_MARKERS = (b"$", b"\n=== ", b"platform_plugins")
+#: Where a new attempt starts: ascend-setup's step header, our `$ command` lines, a shell prompt.
+ATTEMPT = re.compile(r"^=== [\w.:-]+: .* ===$|^\$ \S|^(?:\([\w.-]+\) ?)?[\w.-]+@[\w.-]+:\S*[$#] \S")
+#: A vLLM (re)start: the first thing its main process prints is the platform plugins it found (its children print
+#: the same line under their own prefix, within the run).
+VLLM_START = re.compile(r"Available plugins for group vllm\.platform_plugins")
 
-ERROR_SHAPE = re.compile(
-    r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|\(|$)"  # exception lines
-    r"|(?:^|\W)(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: "  # qualified exceptions: packaging.version.InvalidVersion: ...
-    r"|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b"
-    r"|: .*\bnot set\b|No such file or directory|No solution found|EI\d{4}|GLIBC_[\d.]+' not found"
-    r"|undefined symbol: |cannot open shared object file|undefined reference to")  # the loader's and linker's
-#: Lines that name files or packages, and a traceback's `raise` source lines: they never name a cause.
+#: An error-shaped line: each test is guarded by a substring it needs, so that a line holding a marker by chance
+#: (a warning saying "not enough KV cache space") costs a few `in` tests, not a regex search at every position.
+SHAPE_AT_START = re.compile(r"\s*(?:(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: |E[A-Z][A-Z0-9]?\d{3,4}\b)")  # a.b.C: , EZ9999
+SHAPE_EXCEPTION = re.compile(r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
+                             r"(?::|\(|$)|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b")
+SHAPE_GUARDED = (
+    (("rror", "RROR", "Exception", "Exit", "Interrupt", "fatal"), SHAPE_EXCEPTION),
+    (("not set",), re.compile(r": .*\bnot set\b")),
+    (("' not found",), re.compile(r"GLIBC_[\d.]+' not found")),
+    (("EI",), re.compile(r"EI\d{4}")),
+    (("fail",), re.compile(r"\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")),  # a C return code
+)
+SHAPE_SUBSTRINGS = ("No such file or directory", "No solution found", "undefined symbol: ",
+                    "cannot open shared object file", "undefined reference to")
+
+
+#: A line found by a marker, outside every window, matters only if it holds one of these: what the shape tests,
+#: the facts, the attempts, tracebacks and ERROR levels need. Tested on the bytes, before decoding anything.
+WORTH_READING = tuple(g.encode() for g in (*SHAPE_SUBSTRINGS, *(g for guards, _ in SHAPE_GUARDED for g in guards),
+                                           "npu", "numpy", "$", "=== ", "platform_plugins", "Traceback", 'File "',
+                                           "CMake Error", "CRITICAL", "×"))
+
+
+def error_shaped(text: str) -> bool:
+    """An exception line, an error word, CANN's code, a shell's or loader's or linker's complaint."""
+    if SHAPE_AT_START.match(text) or any(s in text for s in SHAPE_SUBSTRINGS):
+        return True
+    return any(pattern.search(text) for guards, pattern in SHAPE_GUARDED if any(g in text for g in guards))
+
+
+#: Lines that name files or packages, a traceback's `raise` source lines: they never name a cause.
 NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |Copy: |"
                        r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
                        r"Building (?:CXX|C|ASM) object|Linking |Scanning dependencies|Collecting |Downloading |"
@@ -53,25 +98,34 @@ NOISE = re.compile(r"Engine core initialization failed|^\s*FAILED: |ninja: build
                    r"metadata-generation-failed|Encountered error while|did not run successfully|"
                    r"Configuring incomplete, errors occurred|EngineDeadError|See (?:root cause|stack trace) above|"
                    r"^\s*error: (?:subprocess|metadata)|make(?:\[\d+\])?: \*\*\* |Error running build_aclnn|"
-                   r"^\s*(?:\(\w+ pid=\d+\) )*(?:ERROR \S+ \S+ \[[^\]]*\] )?Traceback \(most recent call last\)")
+                   r"\bE[A-Z][A-Z0-9]?\d{3,4}:?\s+Inner Error!?\s*$|ERR\d{5} (?:PTA call acl api failed|UNKNOWN appl)|"
+                   r"^\[Error\]: |failed to start\.?\s*$|^CMake Error at \S+ \([\w ]+\):\s*$|^CMake Error:\s*$")
 #: The resolver's block ends here.
 BLOCK_END = re.compile(r"^To fix this you could try|^\s*hint:|^ERROR: ResolutionImpossible")
-#: A CMake error's message is the indented text under its header; a traceback's cause is its last line.
-CMAKE_ERROR = re.compile(r"CMake Error")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]*)", line \d+')
+CARET = re.compile(r"^\s*[\^~]+\s*$")
+CHAIN = re.compile(r"The above exception was the direct cause|During handling of the above exception")
+#: A traceback's last line, when the frame before it had no source line (`File "<stdin>"`).
+EXCEPTION_START = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt):")
 SOC = re.compile(r"ascend910b\d\w*|ascend910_93\d\d|ascend310p\d\w*|ascend950\w*", re.I)
-WINDOW = {"cmake": 8, "traceback": 400}
+WINDOW = {"cmake": 8, "traceback": 400, "frame": 60, "follow": 12}
 
-RANK_KNOWN, RANK_BLOCK, RANK_ERROR, RANK_WARNING, RANK_SUMMARY = range(5)
+RANK_KNOWN, RANK_BLOCK, RANK_ERROR, RANK_TRUNCATED, RANK_WARNING, RANK_SUMMARY = range(6)
 CONTEXT = 3
 BLOCK_LINES = 20
 CHUNK = 8 << 20
 MAX_LINE = 16 << 20  # a longer line is scanned in pieces: memory stays bounded
 
+Evidence = Tuple[int, str]
+Before = Callable[[], List[str]]  # the lines before one, read only when that line becomes the cause
+
 
 @dataclass
 class Diagnosis:
-    """One log's root cause: `id` None when no signature knows it (the line is then the most error-like one)."""
+    """One log's root cause: `id` None when no signature knows it (the line is then the most error-like one).
+    `evidence` holds the earlier lines the cause was read from besides the error line (installed versions, a
+    path)."""
 
     id: Optional[str]
     cause: str
@@ -79,20 +133,24 @@ class Diagnosis:
     line_number: int
     line: str
     context: List[str] = field(default_factory=list)
+    evidence: List[Evidence] = field(default_factory=list)
 
     def render(self) -> str:
         around = "\n".join(f"    {line}" for line in self.context)
         fix = f"\n  fix: {self.fix}" if self.fix else ""
-        return f"root cause (log line {self.line_number}): {self.cause}{fix}\n{around}"
+        seen = "".join(f"\n  evidence (log line {n}): {line}" for n, line in self.evidence)
+        return f"root cause (log line {self.line_number}): {self.cause}{fix}{seen}\n{around}"
 
     def to_json(self) -> dict:
         return {"id": self.id, "line_number": self.line_number, "line": self.line, "cause": self.cause,
-                "fix": self.fix, "context": self.context}
+                "fix": self.fix, "context": self.context,
+                "evidence": [{"line_number": n, "line": line} for n, line in self.evidence]}
 
 
 @dataclass
 class _Found:
     rank: int
+    api: bool  # printed by vLLM's API server: it only wraps the engine's failure
     line_number: int
     line: str
     signature: Optional[Signature]
@@ -100,21 +158,33 @@ class _Found:
     context: List[str]
     after: int  # lines of context still to collect
     block: bool  # a resolver block: collect until BLOCK_END
+    evidence: List[Evidence] = field(default_factory=list)
+
+    def key(self) -> Tuple[int, bool, int]:
+        return self.rank, self.api, self.line_number
 
 
-def _is_warning(line: str) -> bool:
-    return line.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
+@dataclass
+class _Traceback:
+    """One process's traceback being read: its frames' facts, and its last source line (a log cut off before the
+    exception is judged on it)."""
+
+    expect_code: bool = False
+    last_code: Optional[Line] = None
+    facts: Dict[str, Evidence] = field(default_factory=dict)
 
 
-def _match(line: str) -> Tuple[int, Optional[Signature], Tuple[str, ...]]:
+def _is_warning(line: Line) -> bool:
+    return line.level.startswith("WARN") or line.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
+
+
+def _known(text: str, facts: Dict[str, Evidence]) -> Optional[Tuple[int, Signature, Tuple[str, ...]]]:
     for rank, table in ((RANK_KNOWN, SIGNATURES), (RANK_BLOCK, RESOLVER_BLOCKS)):
         for sig in table:
-            m = sig.pattern.search(line)
-            if m:
+            m = sig.pattern.search(text)
+            if m and all(name in facts for name in sig.requires):
                 return rank, sig, tuple(g or "" for g in m.groups()) or ("",)
-    if NOISE.search(line):
-        return RANK_SUMMARY, None, ()
-    return (RANK_WARNING if _is_warning(line) else RANK_ERROR), None, ()
+    return None
 
 
 class Scanner:
@@ -124,75 +194,143 @@ class Scanner:
         self.best: Optional[_Found] = None
         self.line_base = 0  # lines before the current block
         self.before: List[str] = []  # the previous block's last lines, for context
-        self.window: Optional[str] = None
-        self.window_left = 0
+        self.decode_left = 0  # lines still to read whatever their markers (a traceback, a block)
+        self.cmake_left = 0  # lines under `CMake Error at`: its message
+        self.follow_left = 0  # lines after an error line that may name a known cause
+        self.tracebacks: Dict[str, _Traceback] = {}  # by process
+        self.facts: Dict[str, Evidence] = {}
         self.soc: Optional[str] = None
 
     # -- one line ------------------------------------------------------------------------------------------------
-    def _line(self, number: int, raw: bytes, before: Sequence[str]) -> None:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if ATTEMPT.match(line):
-            self.best, self.window, self.window_left = None, None, 0
+    def _line(self, number: int, raw: bytes, before: Before) -> None:
+        for line in normalise(number, raw.decode("utf-8", "replace")):
+            self._logical(line, before)
+
+    def _logical(self, line: Line, before: Before) -> None:
+        """One logical line. A substring test guards each regex: most decoded lines are noise that merely holds a
+        marker, and a 1 GB log can hold a million of them."""
+        text = line.text
+        if ((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
+                or ("platform_plugins" in text and VLLM_START.search(text)
+                    and (not line.process or line.is_api_server))):
+            self.best, self.decode_left, self.cmake_left, self.follow_left = None, 0, 0, 0
+            self.tracebacks.clear()
             return
-        in_window, self.window_left = self.window_left > 0, max(0, self.window_left - 1)
-        window = self.window if in_window else None
-        if NAME_LINE.match(line):
+        in_cmake, self.cmake_left = self.cmake_left > 0, max(0, self.cmake_left - 1)
+        following, self.follow_left = self.follow_left > 0, max(0, self.follow_left - 1)
+        if "npu" in text or "numpy" in text:
+            for name, pattern in FACTS.items():
+                if not name.startswith("frame:") and pattern.search(text):
+                    self.facts[name] = (line.number, line.raw)
+        facts = self.facts
+        exception = False
+        if "Traceback" in text and TRACEBACK.search(text):
+            self.tracebacks[line.process] = _Traceback()
+            self.decode_left = max(self.decode_left, WINDOW["traceback"])
             return
-        if CMAKE_ERROR.search(line):
-            self.window, self.window_left = "cmake", WINDOW["cmake"]
-        elif TRACEBACK.search(line):
-            self.window, self.window_left = "traceback", WINDOW["traceback"]
-        if window == "cmake" and line[:1].isspace() and line.strip():
-            shaped = True  # the message under `CMake Error at ...:` is what CMake has to say
-        else:
-            shaped = ERROR_SHAPE.search(line) is not None
+        frame = FRAME.match(text) if 'File "' in text else None
+        tb = self.tracebacks.get(line.process)
+        if frame:
+            if tb is None:  # a traceback pasted from its middle
+                tb = self.tracebacks[line.process] = _Traceback()
+            tb.expect_code = not frame.group("path").startswith("<")
+            for name, pattern in FACTS.items():
+                if name.startswith("frame:") and name not in tb.facts and pattern.search(text):
+                    tb.facts[name] = (line.number, line.raw)
+            self.decode_left = max(self.decode_left, WINDOW["frame"])
+            return
+        if tb is not None:
+            stripped = text.strip()
+            if not stripped or CARET.match(stripped):
+                return
+            if tb.expect_code and not EXCEPTION_START.match(text):
+                tb.expect_code, tb.last_code = False, line
+                return
+            del self.tracebacks[line.process]
+            if CHAIN.search(text):
+                return
+            exception, facts = True, {**self.facts, **tb.facts}
+        if NAME_LINE.match(text):
+            return
+        if "CMake Error" in text:
+            self.cmake_left = WINDOW["cmake"]
+        shaped = (exception or line.errorish or (in_cmake and text[:1].isspace() and bool(text.strip()))
+                  or error_shaped(text))
         if not shaped:
+            if following:  # an exception's message, a CANN block: a known cause counts here
+                known = _known(text, facts)
+                if known and known[0] == RANK_KNOWN:
+                    self._offer(line, known[0], known[1], known[2], facts, before)
             return
-        soc = SOC.search(line)
+        self.follow_left = WINDOW["follow"]
+        self.decode_left = max(self.decode_left, WINDOW["follow"])
+        soc = SOC.search(text)
         if soc:
             self.soc = soc.group(0)
-        rank, sig, groups = _match(line)
-        if self.best is not None and (self.best.rank, self.best.line_number) <= (rank, number):
-            return
-        self.best = _Found(rank, number, line, sig, groups, [*before[-CONTEXT:], line], CONTEXT,
-                           block=rank == RANK_BLOCK)
-        if self.best.block:
-            self.best.context, self.best.after = [line], BLOCK_LINES
+        known = _known(text, facts)
+        if known:
+            self._offer(line, known[0], known[1], known[2], facts, before)
+        elif NOISE.search(text):
+            self._offer(line, RANK_SUMMARY, None, (), facts, before)
+        else:
+            self._offer(line, RANK_WARNING if _is_warning(line) else RANK_ERROR, None, (), facts, before)
 
-    def _after(self, number: int, line: str) -> None:
+    def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
+               facts: Dict[str, Evidence], before: Before) -> None:
+        best = self.best
+        explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
+                    and not sig.weak and rank == RANK_KNOWN
+                    and 0 <= line.number - best.line_number <= WINDOW["follow"] and line.raw != best.line)
+        if best is not None and best.key() <= (rank, line.is_api_server, line.number) and not explains:
+            return
+        found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
+                       [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK)
+        if sig is not None:
+            found.evidence = sorted({facts[name] for name in sig.evidence if name in facts})
+        if found.block:
+            found.context, found.after = [line.raw], BLOCK_LINES
+        self.best = found
+
+    def _after(self, number: int, raw: str) -> None:
         best = self.best
         assert best is not None
-        if best.block and BLOCK_END.search(line) and len(best.context) > 1:
-            best.after = 0
-            return
         if best.block:  # the resolver's lines are not error-shaped, yet one may name a specific cause
-            rank, sig, groups = _match(line)
-            if rank == RANK_KNOWN:
-                self.best = _Found(rank, number, line, sig, groups, [*best.context, line], CONTEXT, block=False)
+            text = normalise(number, raw)[0].text
+            if BLOCK_END.search(text) and len(best.context) > 1:
+                best.after = 0
+                return
+            known = _known(text, self.facts)
+            if known and known[0] == RANK_KNOWN:
+                self.best = _Found(RANK_KNOWN, best.api, number, raw, known[1], known[2], [*best.context, raw],
+                                   CONTEXT, block=False,
+                                   evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}))
                 return
         best.after -= 1
-        if not best.block or line.strip():
-            best.context.append(line)
+        if not best.block or raw.strip():
+            best.context.append(raw)
 
     # -- one block -----------------------------------------------------------------------------------------------
     def feed(self, block: bytes) -> None:
-        """Scan `block` (whole lines). Only lines holding a marker, and the windows after a traceback or a
-        CMake error, are decoded."""
-        settled = self.best is not None and self.best.rank == RANK_KNOWN and self.best.after == 0
-        markers = (ATTEMPT_MARKER,) if settled and not self.window_left else MARKERS + (ATTEMPT_MARKER,)
+        """Scan `block` (whole lines). Only lines holding a marker, and the windows after a traceback, an error
+        line or a CMake error, are decoded."""
+        best = self.best
+        settled = best is not None and best.rank == RANK_KNOWN and best.after == 0 and not best.api
+        if settled:
+            self.tracebacks.clear()  # nothing read from here on can beat the cause, short of a new attempt
+        markers = ATTEMPT_MARKERS if settled and not self.decode_left else MARKERS + ATTEMPT_MARKERS
         starts = set()
         for marker in markers:
             at = block.find(marker)
             while at != -1:
-                starts.add(block.rfind(b"\n", 0, at + (marker == ATTEMPT_MARKER)) + 1)
+                starts.add(block.rfind(b"\n", 0, at + (marker[:1] == b"\n")) + 1)
                 at = block.find(marker, at + len(marker))
-        if block.startswith(ATTEMPT_MARKER[1:]):
+        if block.startswith(b"=== "):
             starts.add(0)
         ordered = sorted(starts)
         counted_to, counted = 0, 0
         index, at = 0, 0
         while True:
-            if self.window_left > 0 or (self.best is not None and self.best.after > 0):
+            if self.decode_left > 0 or (self.best is not None and self.best.after > 0):
                 start = at  # inside a window, or collecting the lines after the cause: every line
             else:
                 while index < len(ordered) and ordered[index] < at:
@@ -210,10 +348,14 @@ class Scanner:
             raw = block[start:end]
             if self.best is not None and self.best.after > 0 and self.best.line_number < number:
                 self._after(number, raw.decode("utf-8", "replace").rstrip("\r\n"))
-            if start in starts or self.window_left > 0:
-                self._line(number, raw, self._before(block, start))
+            if self.decode_left > 0:
+                self.decode_left -= 1
+                self._line(number, raw, partial(self._before, block, start))
+            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks
+                                      or any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "):
+                self._line(number, raw, partial(self._before, block, start))
             at = end
-        self.line_base += block.count(b"\n")
+        self.line_base += counted + block.count(b"\n", counted_to)
         tail = block[max(0, len(block) - 4096):].decode("utf-8", "replace").split("\n")[:-1]
         if len(block) > 4096:
             tail = tail[1:]  # the first piece may be the end of a longer line
@@ -230,18 +372,35 @@ class Scanner:
             lines = self.before[-(CONTEXT - len(lines)):] + lines
         return lines
 
+    def _cut_off_tracebacks(self) -> None:
+        """A traceback the log ends inside (a paste cut short) is judged on its last source line."""
+        for tb in self.tracebacks.values():
+            code = tb.last_code
+            if code is None:
+                continue
+            facts = {**self.facts, **tb.facts}
+            known = _known(code.text, facts)
+            if known and known[0] == RANK_KNOWN:
+                self._offer(code, RANK_KNOWN, known[1], known[2], facts, list)
+            else:
+                self._offer(code, RANK_TRUNCATED, None, (), facts, list)
+
     def result(self, host: Optional[Host] = None) -> Optional[Diagnosis]:
+        self._cut_off_tracebacks()
         best = self.best
         if best is None:
             return None
         if best.signature is None:
-            return Diagnosis(None, best.line.strip(), None, best.line_number, best.line, best.context)
+            meaning = code_meaning(best.line)
+            cause = best.line.strip() + (f" [{meaning}]" if meaning else "")
+            return Diagnosis(None, cause, None, best.line_number, best.line, best.context)
         host = host or Host.detect(soc=self.soc)
         if host.device is None and self.soc:
             host = Host(host.family, device_of(self.soc), host.set_env)
         groups = best.groups or ("",)
         return Diagnosis(best.signature.id, best.signature.cause.format(*groups),
-                         best.signature.fix.for_host(host, groups), best.line_number, best.line, best.context)
+                         best.signature.fix.for_host(host, groups), best.line_number, best.line, best.context,
+                         best.evidence)
 
 
 def triage_stream(stream: BinaryIO, host: Optional[Host] = None, chunk: int = CHUNK) -> Optional[Diagnosis]:
