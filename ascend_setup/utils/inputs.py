@@ -30,6 +30,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "lock": ("lock file", 16 * MiB),
     "config": ("model config", 4 * MiB),
     "index": ("safetensors index", 64 * MiB),
+    "hub-cache": ("cached hub listing and headers", 256 * MiB),  # a few 100 KB headers per shard, 100s of shards
     "safetensors": ("safetensors file", None),  # weights are huge; only the header is read (its own bound)
     "probe": ("probe result", 64 * KiB),
     "fleet": ("fleet result", 16 * MiB),
