@@ -22,6 +22,7 @@ CACHE_NAME = "mirrors.json"
 CACHE_TTL = 6 * 3600
 #: Far more mirrors than any ranking measures (the well-known ones, pip's, and a few --candidate URLs).
 MAX_MIRRORS = 1000
+DAY = 86400.0  # longer than any ranking takes or any first byte is waited for
 
 
 class _Record(BaseModel):
@@ -33,8 +34,8 @@ class CachedMirror(_Record):
 
     url: PathText
     status: Name
-    ttfb_s: Optional[float] = None
-    throughput_bps: Optional[float] = None
+    ttfb_s: Optional[float] = Field(default=None, ge=0, le=DAY)
+    throughput_bps: Optional[float] = Field(default=None, ge=0, le=1e13)  # 10 TB/s: no link measures more
     detail: Prose = ""
 
 
@@ -42,7 +43,7 @@ class CachedResult(_Record):
     mirrors: List[CachedMirror] = Field(max_length=MAX_MIRRORS)
     chosen: Optional[PathText] = None
     sample: Optional[PathText] = None
-    seconds: float = Field(ge=0)
+    seconds: float = Field(ge=0, le=DAY)
 
 
 class CachedRanking(_Record):
