@@ -98,16 +98,20 @@ def _finding_fields(prefix: Key) -> Dict[str, List[Key]]:
 
 FLEET_PLAY = Kind(
     "fleet-play", "fleet",
-    example=lambda: {"host": "node1", "rc": 1, "stderr": "", "audit": {"venv": "/v", "lock": "/l", "findings": [FINDING]}},
-    path="run/node1.audit.json", target="run/node1.audit.json", load=_read_host_audit, refused=raises_bad_input(_read_host_audit),
-    strings=[("host",), ("stderr",), ("audit", "venv"), ("audit", "lock"), *_finding_fields(("audit", "findings", 0))["strings"]],
+    example=lambda: {"host": "node1", "rc": 1, "stderr": "",
+                     "audit": {"venv": "/v", "lock": "/l", "findings": [FINDING]}},
+    path="run/node1.audit.json", target="run/node1.audit.json", load=_read_host_audit,
+    refused=raises_bad_input(_read_host_audit),
+    strings=[("host",), ("stderr",), ("audit", "venv"), ("audit", "lock"),
+             *_finding_fields(("audit", "findings", 0))["strings"]],
     numbers=[("rc",)], containers=[("audit", "findings"), ("audit", "findings", 0)],
     required=[("audit",), *_finding_fields(("audit", "findings", 0))["required"]])
 
 FLEET_PLAIN = Kind(
     "fleet-plain", "fleet",
     example=lambda: {"venv": "/v", "lock": "/l", "ok": False, "findings": [FINDING]},
-    path="run/node2.audit.json", target="run/node2.audit.json", load=_read_host_audit, refused=raises_bad_input(_read_host_audit),
+    path="run/node2.audit.json", target="run/node2.audit.json", load=_read_host_audit,
+    refused=raises_bad_input(_read_host_audit),
     strings=[("venv",), ("lock",), *_finding_fields(("findings", 0))["strings"]],
     containers=[("findings",), ("findings", 0)], required=_finding_fields(("findings", 0))["required"])
 
@@ -211,7 +215,8 @@ def _direct_url(venv: Path) -> Any:
 
 DIRECT_URL = Kind(
     "direct-url", "metadata", example=lambda: {"url": "file:///wheels/foo-1.0-py3-none-any.whl", "archive_info": {}},
-    path=f"{DIST_INFO}/direct_url.json", target="venv", around=_dist_around, load=_direct_url, refused=returns_none(_direct_url), strings=[("url",)], required=[("url",)])
+    path=f"{DIST_INFO}/direct_url.json", target="venv", around=_dist_around, load=_direct_url,
+    refused=returns_none(_direct_url), strings=[("url",)], required=[("url",)])
 
 
 # -- fit's hub cache, headers.json ------------------------------------------------------------------------------
@@ -269,7 +274,8 @@ def _doctor_refused(workdir: Path) -> None:
 
 
 DOCTOR_STATE = Kind(
-    "doctor-state", "state", example=_doctor_example, path="wd/state.json", target="wd", load=_last_failure, refused=_doctor_refused,
+    "doctor-state", "state", example=_doctor_example, path="wd/state.json", target="wd", load=_last_failure,
+    refused=_doctor_refused,
     strings=[("format",), ("steps", "venv", "state"), ("steps", "venv", "fingerprint"), ("steps", "venv", "log")],
     containers=[("steps",), ("steps", "venv"), ("options",)],
     required=[("format",), ("steps", "venv", "state"), ("steps", "venv", "log"), ("steps", "venv", "started_at")],
