@@ -8,18 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Annotated, Any, Dict, List, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import Name, PathText, Prose, load_json, validate
+from ascend_setup.utils.inputs import MiB, Name, PathText, Prose, load_json, validate
 
 SUFFIX = ".audit.json"
 KNOWN_SEVERITIES = ("error", "warning", "info")
 #: A venv's audit has tens of findings; this leaves room for a far larger one, not for a bomb.
 MAX_FINDINGS = 10_000
 HINT = "the audit play writes these files, as does 'audit --json'"
+#: A failed audit's stderr as the play captured it: its last line is shown, the rest may be a long log.
+Stderr = Annotated[str, StringConstraints(strict=True, max_length=MiB)]
 
 
 class Finding(BaseModel):
@@ -53,7 +55,7 @@ class PlayResult(BaseModel):
 
     host: Optional[Name] = None
     rc: Optional[int] = Field(default=None, strict=True, ge=-255, le=255)
-    stderr: Optional[Prose] = None
+    stderr: Optional[Stderr] = None
     audit: Optional[AuditOutput]
 
 
