@@ -361,9 +361,9 @@ def rule_provenance(ctx: AuditContext) -> List[Finding]:
     for name in ctx.row.packages:
         for dist in ctx.installed.get(name, [])[:1]:
             direct = dist.direct_url()
-            if direct and direct.get("url"):
+            if direct:
                 findings.append(Finding("direct-url", "info", name, f"{name} {dist.version} was installed from "
-                                        f"{direct['url']}, not from an index", evidence=str(dist.path)))
+                                        f"{direct.url}, not from an index", evidence=str(dist.path)))
             installer = dist.installer()
             if installer and installer not in ("pip", "uv"):
                 findings.append(Finding("foreign-installer", "warning", name,

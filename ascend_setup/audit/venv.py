@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
@@ -11,11 +10,20 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import read_input_text
+from ascend_setup.utils.inputs import PathText, parse_json, read_input_text, validate
 from ascend_setup.dists.markers import applicable
 from ascend_setup.dists.venv import read_pyvenv_cfg, site_packages, venv_python
+
+
+class DirectUrl(BaseModel):
+    """PEP 610's direct_url.json: the audit reads where a package came from when not from an index."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    url: PathText
 
 
 @dataclass
@@ -61,11 +69,16 @@ class Installed:
         text = self.read("INSTALLER")
         return text.strip() if text else None
 
-    def direct_url(self) -> Optional[dict]:
+    def direct_url(self) -> Optional[DirectUrl]:
+        """None when there is none, or when it is damaged (a list, no url, nested past the bounds): a damaged
+        file says nothing about where the package came from."""
         text = self.read("direct_url.json")
+        if not text:
+            return None
+        where = f"{self.path / 'direct_url.json'}"
         try:
-            return json.loads(text) if text else None
-        except ValueError:
+            return validate(DirectUrl, parse_json(text, where), where)
+        except BadInput:
             return None
 
 

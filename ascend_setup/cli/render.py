@@ -161,7 +161,8 @@ def print_table(console: "Console", title: Optional[str], columns: Sequence[str]
     terminal, one plain line per row: the first cell, then `column: value` for each non-empty cell."""
     from rich.markup import escape
 
-    body = [["" if c is None else str(c) for c in row] for row in rows]
+    columns = [terminal_safe(c) for c in columns]  # cells and headers may be a file's text (a host, an id)
+    body = [[terminal_safe("" if c is None else str(c)) for c in row] for row in rows]
     if title:  # a line of its own: inside the table it would wrap at the table's width
         console.print(f"[bold]{escape(title)}[/bold]", soft_wrap=True, highlight=False)
     if not plain(console):

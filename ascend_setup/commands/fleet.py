@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
-from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.paths import check_output_file, check_path_length
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stdout_console, terminal_safe
@@ -20,6 +20,7 @@ def run_report(args: argparse.Namespace, output: Output) -> int:
     out = Path(args.out).expanduser().absolute() if args.out else directory / "report.json"
     check_output_file(out, "--out")
     data = fleet_json(hosts)
+    make_dir(out.parent)  # as plan --lock does: check_output_file made sure it can be created
     atomic_write_text(out, json.dumps(data, indent=2) + "\n")
     if args.json:
         output.print_json({**data, "report": str(out)})
@@ -30,8 +31,8 @@ def run_report(args: argparse.Namespace, output: Output) -> int:
         if h.error:
             console.print(terminal_safe(f"{h.host}: the audit did not run: {h.error}"), soft_wrap=True, markup=False)
         for f in h.findings:
-            if f.get("severity") == "error":
-                console.print(terminal_safe(f"{h.host}: {f['id']} ({f.get('package') or '-'}): {f.get('message')}"),
+            if f.severity == "error":
+                console.print(terminal_safe(f"{h.host}: {f.id} ({f.package or '-'}): {f.message}"),
                               soft_wrap=True, markup=False)
     bad = [h.host for h in hosts if not h.ok]
     console.print(terminal_safe(f"{len(hosts) - len(bad)} of {len(hosts)} hosts clean" +

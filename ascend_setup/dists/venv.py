@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, read_regular_text
-from ascend_setup.utils.inputs import load_json
+from ascend_setup.utils.inputs import Name, PathText, load_model
 
 RECORD_NAME = "ascend-setup.json"
 
@@ -42,32 +43,38 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-@dataclass
-class VenvRecord:
-    """What built this venv: the workdir, the lock it was installed from, the indexes it came from. The
-    audit reads it, so a venv ascend-setup built is checked against its own lock and real indexes."""
+#: A row names two or three indexes; a record with more was not written by ascend-setup.
+MAX_INDEXES = 64
 
-    workdir: str
-    lock: Optional[str] = None
-    indexes: Dict[str, str] = field(default_factory=dict)
+
+class VenvRecord(BaseModel):
+    """What built this venv: the workdir, the lock it was installed from, the indexes it came from. The
+    audit reads it, so a venv ascend-setup built is checked against its own lock and real indexes. Read
+    through this model: a lock that is a number or indexes nested in indexes are refused where the file is
+    read, not found by a traceback where a value is used."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workdir: PathText
+    lock: Optional[PathText] = None
+    indexes: Dict[Name, PathText] = Field(default_factory=dict, max_length=MAX_INDEXES)
     #: True when ascend-setup ran `python -m venv` into an absent or empty directory: only then may it
     #: delete and recreate the venv when its interpreter is broken (an adopted venv is never deleted)
-    created: bool = False
+    created: bool = Field(default=False, strict=True)
 
 
 def write_venv_record(venv: Path, record: VenvRecord) -> None:
-    atomic_write_text(venv / RECORD_NAME, json.dumps(asdict(record), indent=2) + "\n")
+    atomic_write_text(venv / RECORD_NAME, record.model_dump_json(indent=2) + "\n")
 
 
 def read_venv_record(venv: Path) -> Optional[VenvRecord]:
-    if not (venv / RECORD_NAME).is_file():
+    """The record, or None when there is none; one that is there but damaged (a FIFO, a bomb, a wrong
+    type) is bad input naming it, since what the venv is (ours or not) cannot be told without it."""
+    path = venv / RECORD_NAME
+    if not os.path.lexists(path):
         return None
-    try:
-        data = load_json(venv / RECORD_NAME, "venv-record")  # a FIFO or a bomb in its place: no record
-        return VenvRecord(workdir=str(data["workdir"]), lock=data.get("lock"), indexes=dict(data.get("indexes") or {}),
-                          created=data.get("created") is True)
-    except (BadInput, OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    return load_model(path, "venv-record", VenvRecord,
+                      hint=f"move it aside (mv {path} {path}.bad); {venv} is then a venv ascend-setup did not make")
 
 
 def refused_venv_reason(venv: Path) -> Optional[str]:
@@ -115,8 +122,6 @@ def venv_target_kind(venv: Path) -> str:
 def check_venv_target(venv: Path, source: str, *, adopt: bool) -> str:
     """--venv for install: absent, empty, a venv ascend-setup made, or (with --adopt-venv) another venv.
     Anything else is bad input now, before a file is touched. Returns the kind (venv_target_kind)."""
-    from ascend_setup.errors import BadInput
-
     refused = refused_venv_reason(venv)
     if refused:
         raise BadInput(f"{source} {venv} is {refused}: ascend-setup never installs into it",

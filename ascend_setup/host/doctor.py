@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
 
+from ascend_setup.engine.state import RunState
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
@@ -21,7 +22,7 @@ from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.answers import IndexAnswer, ask_indexes
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import IndexNeed
-from ascend_setup.utils.inputs import load_json, open_input
+from ascend_setup.utils.inputs import load_model, open_input
 from ascend_setup.knowledge.scan import triage_stream
 from ascend_setup.matrix.models import Row
 from ascend_setup.dists.venv import read_pyvenv_cfg
@@ -155,18 +156,18 @@ def check_last_failure(workdir: Path) -> Check:
     if not state.is_file():
         return Check("last-failure", "pass", f"no install has run in {workdir}")
     try:
-        steps = load_json(state, "state", follow=False).get("steps") or {}
-        failed = [(name, rec) for name, rec in steps.items() if isinstance(rec, dict) and rec.get("state") == "failed"]
+        steps = load_model(state, "state", RunState, follow=False).steps
+        failed = [(name, rec) for name, rec in steps.items() if rec.state == "failed"]
         if not failed:
             return Check("last-failure", "pass", f"no failed step in {state}")
         name, record = failed[-1]
-        log = Path(str(record.get("log") or ""))
+        log = Path(record.log)
         with open_input(log, "log", follow=False) as stream:
             diagnosis = triage_stream(stream)
-    except (BadInput, AttributeError) as exc:
-        return Check("last-failure", "warn", f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
+    except BadInput as exc:
+        return Check("last-failure", "warn", f"the last install's record cannot be read: {exc.message}")
     if diagnosis is None or diagnosis.id is None:
-        return Check("last-failure", "warn", f"step {name} failed: {record.get('error') or 'no known cause'} ({log})",
+        return Check("last-failure", "warn", f"step {name} failed: {record.error or 'no known cause'} ({log})",
                      f"ascend-setup triage {log}")
     return Check("last-failure", "fail", f"step {name} failed: {diagnosis.cause} ({log}, line {diagnosis.line_number})",
                  diagnosis.fix)

@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fit.config import check_config
-from ascend_setup.utils.inputs import parse_json
+from ascend_setup.utils.inputs import Name, PathText, load_model, parse_json
 from ascend_setup.fit.model import CONFIG, INDEX, QUANT, ModelFiles, Shard, read_small_json, shard_names
 from ascend_setup.fit.safetensors import header_length, parse_header
 from ascend_setup.utils.files import atomic_write_text
@@ -24,6 +26,40 @@ from ascend_setup.hub.huggingface import HuggingFace
 from ascend_setup.hub.modelscope import ModelScope
 
 HEADERS = "headers.json"
+#: Files in one model repository, shards of one model: far above any real one.
+MAX_FILES = 100_000
+
+
+class _Cached(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CachedFile(_Cached):
+    path: PathText
+    size: int = Field(ge=0, le=1 << 50)
+    sha256: Optional[Name] = None
+
+
+class CachedListing(_Cached):
+    source: Name
+    endpoint: PathText
+    repo: Name
+    revision: Name
+    commit: Name
+    files: List[CachedFile] = Field(default_factory=list, max_length=MAX_FILES)
+
+
+class CachedShard(_Cached):
+    size: int = Field(ge=0, le=1 << 50)
+    header: Dict[str, Any]  # checked against its shard (parse_header) before it was cached
+
+
+class CachedHeaders(_Cached):
+    """headers.json as _read_into_cache writes it. The cache is ours, but a disk, a copy or a hand can damage
+    it: a damaged one is bad input naming the file, not a KeyError."""
+
+    listing: CachedListing
+    shards: Dict[PathText, CachedShard] = Field(max_length=MAX_FILES)
 
 
 def client(source: str, endpoint_url: Optional[str] = None):
@@ -120,10 +156,11 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
 
 
 def _from_cache(directory: Path, repo: str, *, cached: bool) -> Tuple[ModelFiles, Listing]:
-    data = json.loads((directory / HEADERS).read_text())  # our own file, written whole (atomic_write_text)
-    listing = Listing.from_json(data["listing"])
+    data = load_model(directory / HEADERS, "hub-cache", CachedHeaders,
+                      hint=f"remove {directory}: fit reads the hub again")
+    listing = Listing.from_json(data.listing.model_dump())
     config = check_config(read_small_json(directory / CONFIG, "hub cache"), f"cached {CONFIG}")
-    shards = [Shard(n, int(s["size"]), s["header"]) for n, s in data["shards"].items()]
+    shards = [Shard(n, s.size, s.header) for n, s in data.shards.items()]
     origin = (f"{listing.source} {listing.endpoint} {repo}@{listing.revision} (commit {listing.commit[:12]}): "
               f"config.json" + (f", {len(shards)} safetensors headers by range requests" if shards else "")
               + (f"; cached in {directory}" if cached else "; now cached"))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
-from ascend_setup.utils.inputs import load_json
+from ascend_setup.utils.inputs import Name, PathText, Prose, load_model
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
@@ -18,6 +20,40 @@ from ascend_setup.mirrors.rank import MirrorResult, Ranking, rank_mirrors
 
 CACHE_NAME = "mirrors.json"
 CACHE_TTL = 6 * 3600
+#: Far more mirrors than any ranking measures (the well-known ones, pip's, and a few --candidate URLs).
+MAX_MIRRORS = 1000
+DAY = 86400.0  # longer than any ranking takes or any first byte is waited for
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class CachedMirror(_Record):
+    """One mirror's measurement as MirrorResult.to_json wrote it."""
+
+    url: PathText
+    status: Name
+    ttfb_s: Optional[float] = Field(default=None, ge=0, le=DAY)
+    throughput_bps: Optional[float] = Field(default=None, ge=0, le=1e13)  # 10 TB/s: no link measures more
+    detail: Prose = ""
+
+
+class CachedResult(_Record):
+    mirrors: List[CachedMirror] = Field(max_length=MAX_MIRRORS)
+    chosen: Optional[PathText] = None
+    sample: Optional[PathText] = None
+    seconds: float = Field(ge=0, le=DAY)
+
+
+class CachedRanking(_Record):
+    """mirrors.json, as ranking_record writes it. A file of another shape is a damaged cache: measured again,
+    never a traceback in the install's mirror step."""
+
+    key: Dict[str, Any]
+    time: float
+    result: CachedResult
+    fallbacks: List[PathText] = Field(default_factory=list, max_length=MAX_MIRRORS)
 
 
 def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) -> List[str]:
@@ -45,14 +81,12 @@ def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], tt
     if not path.exists():
         return None
     try:
-        data = load_json(path, "mirrors", follow=False)
+        cached = load_model(path, "mirrors", CachedRanking, follow=False)
     except BadInput:
         return None  # a damaged ranking is measured again
-    if not isinstance(data, dict):
-        return None
-    if data.get("key") != _cache_key(row, target, urls) or time.time() - data.get("time", 0) > ttl:
-        return None
-    return data
+    if cached.key != _cache_key(row, target, urls) or not 0 <= time.time() - cached.time <= ttl:
+        return None  # another question's, stale, or from the future (a clock set back): measured again
+    return cached.model_dump()
 
 
 def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> dict:

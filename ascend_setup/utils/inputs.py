@@ -14,9 +14,10 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, Optional, Tuple, Union
+from typing import Annotated, Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
+from pydantic import BaseModel, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
 
@@ -29,6 +30,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "lock": ("lock file", 16 * MiB),
     "config": ("model config", 4 * MiB),
     "index": ("safetensors index", 64 * MiB),
+    "hub-cache": ("cached hub listing and headers", 256 * MiB),  # a few 100 KB headers per shard, 100s of shards
     "safetensors": ("safetensors file", None),  # weights are huge; only the header is read (its own bound)
     "probe": ("probe result", 64 * KiB),
     "fleet": ("fleet result", 16 * MiB),
@@ -43,6 +45,12 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
 MAX_DEPTH = 64
 #: Digits of one number: sizes and times need 20; Python refuses to parse ints past 4300.
 MAX_DIGITS = 40
+
+#: Bounded strings for the models of the files we read (no number or list passes as one): a name (an id, a
+#: host, a package), a path or URL, and prose (a message, a captured stderr).
+Name = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)]
+PathText = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)]
+Prose = Annotated[str, StringConstraints(strict=True, max_length=64 * KiB)]
 
 
 def _what(kind: str, path: Union[str, Path]) -> str:
@@ -157,6 +165,33 @@ def load_json(path: Union[str, Path], kind: str, *, follow: bool = True, hint: O
     """A checked file's JSON (see open_input and parse_json)."""
     return parse_json(read_input_text(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
                       hint=hint)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def _field(loc: Tuple[Union[int, str], ...]) -> str:
+    """Where in a file a value is wrong, as `findings.0.id`; a key is the file's text, so a control character
+    in it is shown escaped, never sent to the terminal."""
+    parts = [str(p) if str(p).isprintable() else ascii(p) for p in loc]
+    return ".".join(parts) or "the top level"
+
+
+def validate(model: Type[Model], data: Any, source: str, *, hint: Optional[str] = None) -> Model:
+    """`data` as `model` (whose fields carry the bounds), or one BadInput naming `source` and the first
+    field that is wrong: a file's shape is checked once, where it is read, not by each use of a value."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInput(f"{source} is invalid at {_field(first['loc'])}: {first['msg']}", hint=hint) from None
+
+
+def load_model(path: Union[str, Path], kind: str, model: Type[Model], *, follow: bool = True,
+               hint: Optional[str] = None, what: Optional[str] = None) -> Model:
+    """A checked file's JSON (see load_json) as `model` (see validate)."""
+    return validate(model, load_json(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
+                    hint=hint)
 
 
 #: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs").
