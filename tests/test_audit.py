@@ -11,7 +11,7 @@ from typing import Dict
 from conftest import assert_one_line_error
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv
-from ascend_setup.audit.report import run_audit
+from ascend_setup.audit.findings import run_audit
 from ascend_setup.matrix import load_matrix
 
 MATRIX = load_matrix()
@@ -229,7 +229,7 @@ def test_audit_and_doctor_read_well_at_80_and_200_columns(cli, tmp_path: Path) -
 
 
 def test_the_summary_keeps_errors_warnings_and_expected_notes_apart(cli, tmp_path: Path) -> None:
-    from ascend_setup.audit.report import summary
+    from ascend_setup.audit.findings import summary
 
     assert summary(["info"] * 15) == "clean (15 expected notes)" and summary([]) == "clean"
     assert summary(["warning", "info", "info"]) == "clean, with 1 warning (2 expected notes)"

@@ -254,7 +254,7 @@ def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[
     from ascend_setup.mirrors.apply import write_venv_config
     from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
     from ascend_setup.resolve.lockfile import Lock, LockTarget, write_lock
-    from ascend_setup.dists.venv import RECORD_NAME, VenvRecord, write_venv_record
+    from ascend_setup.dists.venv_reader import RECORD_NAME, VenvRecord, write_venv_record
 
     lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
                 inputs="0", packages=[])

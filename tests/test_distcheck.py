@@ -11,7 +11,7 @@ import pytest
 
 from conftest import assert_one_line_error
 from ascend_setup.dists.record import HASH_LIMIT, check_dist
-from ascend_setup.dists.venv import VenvRecord, venv_target_kind, write_venv_record
+from ascend_setup.dists.venv_reader import VenvRecord, venv_target_kind, write_venv_record
 
 
 def _record_line(site: Path, rel: str) -> str:

@@ -19,7 +19,7 @@ from ascend_setup.errors import BadInput, LockHeld, StepFailed
 from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
-from ascend_setup.engine.files import RunFiles
+from ascend_setup.engine.run_files import RunFiles
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.runner import Runner
 from ascend_setup.engine.session import Session

@@ -14,7 +14,7 @@ import pytest
 from ascend_setup.fit.cards import card_named
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.safetensors import DTYPE_BYTES
-from ascend_setup.fit.model import ModelFiles, kv_layout, local_files, weights
+from ascend_setup.fit.model_files import ModelFiles, kv_layout, local_files, weights
 from ascend_setup.matrix import load_matrix
 
 ROW = load_matrix().rows["9.1.0"]

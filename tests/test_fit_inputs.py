@@ -14,7 +14,7 @@ from conftest import assert_one_line_error
 from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
 from ascend_setup.fit.cards import card_for
 from ascend_setup.fit.estimate import estimate
-from ascend_setup.fit.model import ModelFiles, local_files, weights
+from ascend_setup.fit.model_files import ModelFiles, local_files, weights
 
 DENSE = {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
          "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,

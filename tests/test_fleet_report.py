@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ascend_setup.fleet.report import grid, read_fleet
+from ascend_setup.fleet.merged_report import grid, read_fleet
 
 CLEAN = {"venv": "/v", "lock": "/l", "ok": True, "findings": [
     {"id": "direct-url", "severity": "info", "package": "vllm-ascend", "message": "from a file"}]}

@@ -19,7 +19,7 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
+from ascend_setup.dists.installed import Installed, VenvContents, requirements_unmet
 from ascend_setup.resolve.requirement_set import SUBSTITUTES, target_environment
 from ascend_setup.utils.files import read_regular_text
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from ascend_setup.audit.report import run_audit, summary
+from ascend_setup.audit.findings import run_audit, summary
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
@@ -17,7 +17,7 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
 from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.utils.paths import check_path_length
-from ascend_setup.dists.venv import read_venv_record
+from ascend_setup.dists.venv_reader import read_venv_record
 
 
 def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, str]]:

@@ -18,7 +18,7 @@ from ascend_setup.engine.workdir import Workdir
 from ascend_setup.utils.tempdirs import kept_tempdir
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
+from ascend_setup.simulate.story import LABEL, QUICK, interrupt_points, run_demo
 
 
 def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":

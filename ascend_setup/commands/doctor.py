@@ -10,7 +10,7 @@ from typing import Optional
 from ascend_setup.errors import AscendSetupError, BadInput, named_by
 from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpreter
-from ascend_setup.host.doctor import interpreters_to_check, run_doctor
+from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row

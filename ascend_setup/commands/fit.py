@@ -10,7 +10,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
 from ascend_setup.fit.cards import Card, card_for
 from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth
-from ascend_setup.fit.model import ModelFiles, local_files
+from ascend_setup.fit.model_files import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.setenv import capture_env
@@ -20,7 +20,7 @@ from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_leng
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
 from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv import read_pyvenv_cfg, venv_python
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
+from ascend_setup.fleet.merged_report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
 from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.paths import check_output_file, check_path_length
 from ascend_setup.cli import flags

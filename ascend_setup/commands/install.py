@@ -25,7 +25,7 @@ from ascend_setup.steps.resolve import preview_closure
 from ascend_setup.steps.install_session import InstallSession, install_store
 from ascend_setup.steps.verify import serving_hints, shell_lines
 from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv import adoption_notice, venv_target_kind
+from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
 
 
 def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False) -> Runner:

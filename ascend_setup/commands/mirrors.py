@@ -23,7 +23,7 @@ from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
-from ascend_setup.dists.venv import read_pyvenv_cfg
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar, Union
 from pydantic import BaseModel
 from rich.console import Console
 
-from ascend_setup.engine.files import RunFiles
+from ascend_setup.engine.run_files import RunFiles
 
 if TYPE_CHECKING:
     from ascend_setup.engine.step import Step

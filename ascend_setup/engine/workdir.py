@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_setup.engine.files import RunFiles
+from ascend_setup.engine.run_files import RunFiles
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Sequence, Tuple
 
 from ascend_setup.fit.config import text_config
-from ascend_setup.fit.model import ModelFiles, kv_layout, weights
+from ascend_setup.fit.model_files import ModelFiles, kv_layout, weights
 
 KV_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "int8": 1}
 

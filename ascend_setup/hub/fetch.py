@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fit.model import SMALL_FILES
+from ascend_setup.fit.model_files import SMALL_FILES
 from ascend_setup.hub.base import Listing, RemoteFile
 from ascend_setup.index.download import download
 

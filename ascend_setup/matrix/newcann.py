@@ -98,7 +98,7 @@ def recorded_matrix(venv: Path) -> Optional[str]:
     """The matrix with the derived row an install of `venv` recorded in its workdir, unless the user chose one
     (--matrix is the caller's, $ASCEND_SETUP_MATRIX is checked here); None for every other venv."""
     from ascend_setup.matrix.load import MATRIX_ENV
-    from ascend_setup.dists.venv import read_venv_record
+    from ascend_setup.dists.venv_reader import read_venv_record
 
     record = read_venv_record(venv)
     if record is None or os.environ.get(MATRIX_ENV):

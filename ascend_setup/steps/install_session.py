@@ -25,7 +25,7 @@ from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.matrix.soc import device_of
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
-from ascend_setup.dists.venv import venv_python
+from ascend_setup.dists.venv_reader import venv_python
 from ascend_setup.engine.workdir import Workdir
 
 M = TypeVar("M", bound=BaseModel)

@@ -19,7 +19,7 @@ from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import ExactVersion, IndexUrl, Matrix, Row, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
-from ascend_setup.dists.venv import check_venv_target
+from ascend_setup.dists.venv_reader import check_venv_target
 from ascend_setup.engine.workdir import Workdir
 
 if TYPE_CHECKING:

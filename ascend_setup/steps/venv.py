@@ -29,7 +29,7 @@ from ascend_setup.steps.outputs import VenvMade
 from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
-from ascend_setup.dists.venv import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
+from ascend_setup.dists.venv_reader import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
                                    write_venv_record)
 
 

@@ -123,7 +123,7 @@ def _dist_file(venv: Path, name: str, min_size: int = 10) -> Path:
     """A file of an installed distribution, listed in its RECORD with a size of at least `min_size`."""
     import csv
 
-    from ascend_setup.dists.venv import site_packages
+    from ascend_setup.dists.venv_reader import site_packages
 
     (site,) = site_packages(venv)
     (info,) = [p for p in site.glob("*.dist-info") if p.name.split("-")[0].lower().replace("_", "-") == name]
@@ -142,7 +142,7 @@ def _mark_started(workdir: Path, step: str) -> None:
 
 def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp_path: Path) -> None:
     from ascend_setup.dists.record import check_dist
-    from ascend_setup.dists.venv import site_packages
+    from ascend_setup.dists.venv_reader import site_packages
 
     workdir = tmp_path / "w"
     assert wheel_stack.install(workdir).returncode == 0
@@ -170,7 +170,7 @@ def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp
 
 def _pip_whole(venv: Path) -> bool:
     from ascend_setup.dists.record import check_dist
-    from ascend_setup.dists.venv import site_packages
+    from ascend_setup.dists.venv_reader import site_packages
 
     infos = [p for s in site_packages(venv) for p in s.glob("pip-*.dist-info")]
     return len(infos) == 1 and check_dist("pip", infos[0]) is None
@@ -213,7 +213,7 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
 def test_broken_venv_is_recreated_only_when_the_tool_made_it(wheel_stack, tmp_path: Path) -> None:
     """`python -m venv` cannot complete a venv whose bin/ is a file: a venv the tool made is recreated
     (and the rerun converges); one it did not make is left as it is, with an error naming it."""
-    from ascend_setup.dists.venv import RECORD_NAME
+    from ascend_setup.dists.venv_reader import RECORD_NAME
 
     workdir = tmp_path / "w"
     assert wheel_stack.install(workdir).returncode == 0

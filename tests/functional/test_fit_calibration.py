@@ -12,7 +12,7 @@ from conftest import assert_one_line_error
 from test_fit import CARD, HYBRID_27B, QWEN3_VL_8B, _model
 from ascend_setup.fit.calibration import SpeedPoint, now_utc, points_path, record_point
 from ascend_setup.fit.decode import Terms, bytes_per_token, predict
-from ascend_setup.fit.model import local_files
+from ascend_setup.fit.model_files import local_files
 
 HOST = Terms(eta=0.6, t_fixed_s=0.006)
 

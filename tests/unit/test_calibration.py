@@ -17,7 +17,7 @@ from ascend_setup.fit.calibration import (SpeedPoint, calibrate, forget_points, 
                                           record_point)
 from ascend_setup.fit.decode import Terms, bytes_per_token, predict
 from ascend_setup.fit.estimate import estimate
-from ascend_setup.fit.model import local_files
+from ascend_setup.fit.model_files import local_files
 
 #: The fake host: slower than the card's model says (a longer fixed cost, a lower eta).
 HOST = Terms(eta=0.6, t_fixed_s=0.006)

@@ -13,7 +13,7 @@ from test_fit_inputs import DENSE
 from ascend_setup.fit.cards import load_table
 from ascend_setup.fit.decode import bytes_per_token, predict, solve
 from ascend_setup.fit.estimate import estimate
-from ascend_setup.fit.model import ModelFiles, kv_layout, local_files, weights
+from ascend_setup.fit.model_files import ModelFiles, kv_layout, local_files, weights
 
 A2 = load_table().decode_models["a2-graph"]
 

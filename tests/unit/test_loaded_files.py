@@ -87,7 +87,7 @@ FINDING = {"id": "triton-upstream", "severity": "error", "package": "triton", "m
 
 
 def _read_host_audit(path: Path) -> Any:
-    from ascend_setup.fleet.report import read_host_audit
+    from ascend_setup.fleet.merged_report import read_host_audit
 
     return read_host_audit(path)
 
@@ -119,7 +119,7 @@ FLEET_PLAIN = Kind(
 # -- the venv's ascend-setup.json -----------------------------------------------------------------------------
 
 def _read_venv_record(venv: Path) -> Any:
-    from ascend_setup.dists.venv import read_venv_record
+    from ascend_setup.dists.venv_reader import read_venv_record
 
     return read_venv_record(venv)
 
@@ -136,7 +136,7 @@ VENV_RECORD = Kind(
 # -- fit's config.json ------------------------------------------------------------------------------------------
 
 def _load_config(path: Path) -> Any:
-    from ascend_setup.fit.model import load_config
+    from ascend_setup.fit.model_files import load_config
 
     return load_config(path)
 
@@ -207,7 +207,7 @@ def _dist_around(tmp_path: Path) -> None:
 
 
 def _direct_url(venv: Path) -> Any:
-    from ascend_setup.audit.venv import read_venv
+    from ascend_setup.dists.installed import read_venv
 
     (dist,) = read_venv(venv).dists
     return dist.direct_url()
@@ -262,7 +262,7 @@ def _doctor_example() -> Any:
 
 
 def _last_failure(workdir: Path) -> Any:
-    from ascend_setup.host.doctor import check_last_failure
+    from ascend_setup.host.doctor_checks import check_last_failure
 
     return check_last_failure(workdir)
 

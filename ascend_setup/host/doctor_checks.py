@@ -25,7 +25,7 @@ from ascend_setup.index.reach import IndexNeed
 from ascend_setup.utils.inputs import load_model, open_input
 from ascend_setup.knowledge.scan import triage_stream
 from ascend_setup.matrix.models import Row
-from ascend_setup.dists.venv import read_pyvenv_cfg
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
     needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.inputs import PathText, parse_json, read_input_text, validate
 from ascend_setup.dists.markers import applicable
-from ascend_setup.dists.venv import read_pyvenv_cfg, site_packages, venv_python
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg, site_packages, venv_python
 
 
 class DirectUrl(BaseModel):
