@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Dict
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv
 from ascend_setup.audit.findings import run_audit

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Tuple
 
 import pytest
 
-from conftest import assert_one_line_error, clean_env
+from helpers.cli import assert_one_line_error, clean_env
 
 DEAD = "http://127.0.0.1:9/simple/"  # refused at once: a case that wrongly goes on fails fast, offline
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, clean_env
+from helpers.cli import assert_one_line_error, clean_env
 
 
 @pytest.mark.parametrize("args", [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
 from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
 from ascend_setup.audit.findings import run_audit

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from ascend_setup.dists.record import HASH_LIMIT, check_dist
 from ascend_setup.dists.venv_reader import VenvRecord, venv_target_kind, write_venv_record
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 def _record_line(site: Path, rel: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import REPO, clean_env
+from helpers.cli import REPO, clean_env
 from ascend_setup.errors import BadInput, LockHeld, StepFailed
 from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel

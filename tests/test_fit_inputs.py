@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
 from ascend_setup.fit.cards import card_for
 from ascend_setup.fit.estimate import estimate

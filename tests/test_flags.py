@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from helpers.session import session_for
 from ascend_setup.errors import BadInput
 from ascend_setup.host.interpreters import Interpreter

@@ -19,6 +19,10 @@ from ascend_setup.host.machine import glibc_version, machine_facts, usable_cpus
 from ascend_setup.host.npu import npu_facts, parse_board, soc_from_board
 from ascend_setup.host.setenv import capture_env
 
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
+
 
 def test_machine_facts(tmp_path: Path) -> None:
     facts = machine_facts(tmp_path / "not-yet" / "workdir")

@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from conftest import clean_env
+from helpers.cli import clean_env
 
 DEAD = "http://127.0.0.1:9/simple/"
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
-from conftest import REPO, clean_env
+from helpers.cli import REPO, clean_env
 from test_fit import HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B, _model
 
 DENSE_GQA = {  # Qwen3-8B

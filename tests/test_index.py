@@ -13,7 +13,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
-from conftest import clean_env
+from helpers.cli import clean_env
 from ascend_setup.simulate.dists import build_sdist, build_wheel
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.errors import BadInput
@@ -22,6 +22,10 @@ from ascend_setup.index.choose import choose
 from ascend_setup.index.metadata import MetadataReader
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, platforms, supported_tags
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 X86 = "x86_64"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from conftest import REPO, assert_one_line_error
+from helpers.cli import REPO, assert_one_line_error
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix, parse_matrix, select_row
 from ascend_setup.matrix.load import PACKAGED_MATRIX

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from ascend_setup.simulate.index_server import Behaviour, BlackHole, LocalIndex
 from helpers.mirror_farm import build_farm
 from ascend_setup.index.download import download, sha256_of

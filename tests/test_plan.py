@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, clean_env
+from helpers.cli import assert_one_line_error, clean_env
 from ascend_setup.simulate.ecosystem import build_ecosystem
 from ascend_setup.simulate.index_server import BlackHole, LocalIndex
 from ascend_setup.host.machine import glibc_version

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO
+from helpers.cli import REPO
 
 PARENT = """
 import sys

@@ -26,6 +26,10 @@ from ascend_setup.resolve.closure import IndexSources
 from helpers.session import session_for
 from ascend_setup.steps.preflight import Preflight
 
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
+
 MATRIX = load_matrix()
 ARCH, GLIBC = platform.machine(), glibc_version() or "2.17"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from ascend_setup.errors import StepFailed
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives
@@ -15,6 +15,10 @@ from ascend_setup.sourcebuild.jobs import GIB, cgroup_memory_limit, job_budget
 from ascend_setup.sourcebuild.kernels import missing_kernels
 from ascend_setup.sourcebuild.source import build_env, stage_watcher
 from ascend_setup.sourcebuild.tree import tree_for
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 def test_build_env_puts_the_venv_first_and_keeps_only_cannss_pythonpath(tmp_path: Path) -> None:

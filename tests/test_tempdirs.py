@@ -8,11 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from helpers.cli import REPO
 
 HOLD = """
 import sys, time
 from ascend_setup.utils import tempdirs
+import pytest
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 print(tempdirs.enter(), flush=True)
 time.sleep(float(sys.argv[1]))
 """

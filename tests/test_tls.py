@@ -10,15 +10,20 @@ from typing import Optional
 
 import pytest
 
-from conftest import REPO
+from helpers.cli import REPO
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import LocalIndex
 from helpers.tls import make_site_ca
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 ASK = """
 import sys
 from ascend_setup.index.http import IndexUnreachable, get
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+
 network_settings_for_this_run(pip_settings())
 try:
     print("OK", get(sys.argv[1], attempts=1, timeout=10).status_code)

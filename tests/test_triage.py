@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

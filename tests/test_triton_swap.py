@@ -13,7 +13,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from rich.console import Console
 
-from conftest import clean_env
+from helpers.cli import clean_env
 from ascend_setup.simulate.ecosystem import build_ecosystem
 from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.errors import StepFailed

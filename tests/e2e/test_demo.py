@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from e2e.test_signals import _processes_mentioning
+from helpers.cli import clean_env
+from helpers.processes import processes_mentioning as _processes_mentioning
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
@@ -52,7 +56,7 @@ def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
 
 
 def test_interrupt_at_refuses_a_step_it_cannot_interrupt(cli) -> None:
-    from conftest import assert_one_line_error
+    from helpers.cli import assert_one_line_error
 
     line = assert_one_line_error(cli("demo", "--interrupt-at", "verify"))
     assert "over too soon" in line and "download" in line

@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import ROW, installed, lock_versions
+from helpers.stack import ROW, installed, lock_versions
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import build_newer_plugin_releases
 from ascend_setup.simulate.index_server import LocalIndex
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 def _derive(stack, *extra: str):

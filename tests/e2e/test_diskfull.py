@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import installed, lock_versions
+from helpers.stack import installed, lock_versions
 from ascend_setup.utils.diskfull import DiskFull
 from ascend_setup.index.download import download
 from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 class Tmpfs(type(Path())):  # type: ignore[misc]

@@ -8,8 +8,8 @@ import platform
 import subprocess
 from pathlib import Path
 
-from conftest import clean_env
-from e2e.conftest import installed
+from helpers.cli import clean_env
+from helpers.stack import installed
 
 IMPORTS = "import torch, torch_npu, xgrammar, triton, vllm, vllm_ascend"
 

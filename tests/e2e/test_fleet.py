@@ -20,7 +20,7 @@ import yaml
 
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.simulate.index_server import LocalIndex
-from e2e.conftest import Stack, freeze, installed, kill_group, lock_versions
+from helpers.stack import Stack, freeze, installed, kill_group, lock_versions
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
 HOSTS = ("host1", "host2", "host3")

@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
-from e2e.conftest import installed, lock_versions, status
+from helpers.cli import assert_one_line_error
+from helpers.stack import installed, lock_versions, status
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import BlackHole
 from ascend_setup.host.machine import glibc_version
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 
 @pytest.mark.parametrize("where", ["dns", "black-hole"])

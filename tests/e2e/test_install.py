@@ -9,7 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from e2e.conftest import freeze, installed, lock_versions, status
+from helpers.stack import freeze, installed, lock_versions, status
+import pytest
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 STEPS = 11
 #: What the row's torch is on this host: the `+cpu` build from the PyTorch CPU index on x86_64.

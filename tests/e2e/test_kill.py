@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Optional
 
-from e2e.conftest import freeze, installed, kill_group, lock_versions
+from helpers.processes import attempts as _headers, wait_for as _wait_for
+from helpers.stack import freeze, installed, kill_group, lock_versions
 from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
-
-
-def _headers(workdir: Path) -> Dict[str, int]:
-    """How many attempts each step's log records (one '=== step: reason ===' line per run)."""
-    logs = workdir / "logs"
-    return {p.stem: len(re.findall(r"^=== ", p.read_text(), re.M)) for p in logs.glob("*.log")} if logs.exists() else {}
-
-
-def _wait_for(predicate: Callable[[], bool], proc, timeout: float = 120, poll: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and proc.poll() is None:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
 
 
 def _part_size(workdir: Path) -> int:

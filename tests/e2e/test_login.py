@@ -8,7 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from e2e.conftest import kill_group
+from helpers.stack import kill_group
+import pytest
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 #: Ubuntu's default ~/.profile: a login shell reads ~/.bashrc through it.
 PROFILE = 'if [ -n "$BASH_VERSION" ] && [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi\n'

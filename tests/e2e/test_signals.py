@@ -14,21 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from e2e.conftest import status
+from helpers.cli import clean_env
+from helpers.processes import processes_mentioning as _processes_mentioning
+from helpers.stack import status
 from ascend_setup.simulate.index_server import BlackHole
-
-
-def _processes_mentioning(text: str) -> list:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -79,7 +68,7 @@ def test_ctrl_c_in_mirrors_takes_effect_at_once(tmp_path: Path) -> None:
 def test_a_copied_workdir_resumes_in_the_copy_never_in_its_original(source_stack, tmp_path: Path) -> None:
     import shutil
 
-    from e2e.conftest import kill_group
+    from helpers.stack import kill_group
 
     original = tmp_path / "wd"
     proc = source_stack.spawn(original)

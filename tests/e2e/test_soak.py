@@ -16,8 +16,8 @@ from typing import Dict, List
 
 import pytest
 
-from e2e.conftest import installed, kill_group, lock_versions
-from e2e.test_kill import _headers, _wait_for
+from helpers.stack import installed, kill_group, lock_versions
+from helpers.processes import attempts as _headers, wait_for as _wait_for
 from ascend_setup.engine.state import StateStore
 from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir

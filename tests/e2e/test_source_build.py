@@ -8,7 +8,12 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from e2e.conftest import status
+from helpers.stack import status
+import pytest
+
+#: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
+#: change: the glibc 2.31 root runs this file too.
+pytestmark = pytest.mark.userland
 
 TREE = "src/vllm_ascend-0.23.0"
 

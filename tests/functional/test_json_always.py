@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List
 
 import pytest
 
-from conftest import clean_env
+from helpers.cli import clean_env
 
 #: Each read command with arguments that run it for real on a machine with no CANN, no network and an
 #: empty HOME ({t}: a temp dir; {hole}: an index that accepts connections and never answers).

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 
 FINDING = {"id": "triton-upstream", "severity": "error", "package": "triton", "message": "upstream triton"}
 CONFIG = {"num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8}
