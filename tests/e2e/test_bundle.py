@@ -247,7 +247,7 @@ def _play(world: World, inventory: Path, *extra: str, offline: bool = True) -> s
 def test_a_fleet_installs_from_one_bundle_with_no_network(world, made, tmp_path):
     import yaml
 
-    from e2e.test_fleet import recap
+    from helpers.ansible import recap
 
     hosts = ("node1", "node2")
     inventory = tmp_path / "inventory.yml"

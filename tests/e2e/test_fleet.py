@@ -20,11 +20,11 @@ import yaml
 
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.simulate.index_server import LocalIndex
+from helpers.ansible import recap
 from helpers.stack import Stack, freeze, installed, kill_group, lock_versions
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
 HOSTS = ("host1", "host2", "host3")
-RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
 class Fleet:
@@ -64,12 +64,6 @@ class Fleet:
     def spawn(self, playbook: str) -> subprocess.Popen:
         return subprocess.Popen(self.argv(playbook), env=self.env(), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def recap(proc: subprocess.CompletedProcess) -> Dict[str, Dict[str, int]]:
-    """host -> {ok, changed, unreachable, failed} from the PLAY RECAP."""
-    return {m[0]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m[1:])))
-            for m in RECAP.findall(proc.stdout)}
 
 
 def builds(fleet: Fleet) -> int:

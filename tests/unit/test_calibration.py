@@ -10,8 +10,8 @@ from typing import Optional
 import pytest
 from pydantic import ValidationError
 
-from test_fit import CARD, HYBRID_27B, QWEN3_VL_8B, ROW, _model
-from test_fit_inputs import DEEPSEEK_V2_LITE
+from helpers.models import CARD, HYBRID_27B, QWEN3_VL_8B, ROW, make_model as _model
+from helpers.models import DEEPSEEK_V2_LITE
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import (SpeedPoint, calibrate, forget_points, load_points, now_utc, points_path,
                                           record_point)

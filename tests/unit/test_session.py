@@ -10,7 +10,7 @@ from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.preflight import Preflight
 
-OLD_STATE = Path(__file__).resolve().parent / "data" / "state" / "state-0.json"
+OLD_STATE = Path(__file__).resolve().parents[1] / "data" / "state" / "state-0.json"
 
 
 def test_every_recorded_output_loads_into_its_steps_model(tmp_path: Path) -> None:

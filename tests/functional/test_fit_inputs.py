@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import assert_one_line_error
-from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
+from helpers.models import CARD, DEEPSEEK_V2_LITE, DENSE, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, make_model as _model
 from ascend_setup.fit.cards import card_for
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model_files import ModelFiles, local_files, weights
 
-DENSE = {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
-         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
-         "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
-DEEPSEEK_V2_LITE = {**MLA, "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2,
-                    "first_k_dense_replace": 1, "moe_intermediate_size": 1408}
 
 
 def _config_only(config: dict) -> ModelFiles:

@@ -144,7 +144,7 @@ def _failed_install(workdir: Path, log_text: str) -> Path:
 def test_doctor_names_the_root_cause_of_the_last_failed_step(cli, tmp_path: Path) -> None:
     """The same triage as `ascend-setup triage`: the corpus's real ROOT_DIR log, its cause and line."""
     workdir = tmp_path / "wd"
-    corpus = Path(__file__).parent / "data" / "logs" / "root-dir-unset.log"
+    corpus = Path(__file__).resolve().parents[1] / "data" / "logs" / "root-dir-unset.log"
     log = _failed_install(workdir, corpus.read_text())
     expected = json.loads(cli("triage", str(log), "--json").stdout)
     data = json.loads(cli("doctor", "--cann-home", str(tmp_path), "--workdir", str(workdir), "--json").stdout)

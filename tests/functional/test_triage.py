@@ -12,7 +12,7 @@ import pytest
 
 from helpers.cli import assert_one_line_error
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 
 
 def test_a_known_cause_exits_0_with_line_context_and_fix(cli) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import assert_one_line_error, clean_env
-from ascend_setup.simulate.ecosystem import build_ecosystem
 from ascend_setup.simulate.index_server import BlackHole, LocalIndex
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
@@ -23,18 +22,6 @@ from ascend_setup.matrix import load_matrix
 from ascend_setup.resolve.lockfile import read_lock
 
 ROW = load_matrix().rows["9.1.0"]
-
-
-@pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    eco = build_ecosystem(tmp_path_factory.mktemp("eco"), dict(ROW.packages), dict(ROW.cann_python_deps))
-    main, ascend, torch_cpu = LocalIndex(), LocalIndex(), LocalIndex()
-    main.add_dir(eco.main)
-    ascend.add_dir(eco.ascend)
-    torch_cpu.add_dir(eco.pytorch_cpu)
-    yield main, ascend, torch_cpu, eco
-    for index in (main, ascend, torch_cpu):
-        index.close()
 
 
 def _plan(cli, indexes, glibc="2.31", arch="aarch64", python="3.11", ascend=None, *extra):

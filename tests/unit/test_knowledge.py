@@ -134,7 +134,7 @@ def test_a_warning_is_never_the_cause_while_an_error_line_exists() -> None:
     assert only_warning is not None and "NameResolutionError" in only_warning.line
 
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 #: Each corpus log, the cause it must be triaged to, and the line that says so (tests/data/logs/README.md says
 #: where each log came from). The clean log is a real successful build: it must name no cause.
 CORPUS = [

@@ -16,7 +16,7 @@ import pytest
 
 from ascend_setup.bundle.tool import build_tool_wheel, source_tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACK = ("import sys; from pathlib import Path; from ascend_setup.bundle.tool import source_tree, tool_wheel; "
         "assert source_tree() is None, source_tree(); print(tool_wheel(Path(sys.argv[1]), Path(sys.argv[2])))")
 

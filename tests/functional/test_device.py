@@ -15,7 +15,6 @@ import pytest
 
 from helpers.cli import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
-from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
 from ascend_setup.audit.findings import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
 from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
