@@ -242,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     flags.workdir(p, "where probe.json is written")
     p.set_defaults(func=_lazy("fit:run_probe_command"))
 
+    p = sub.add_parser("serve", parents=[common], help="compose, validate, start, smoke-test and measure 'vllm serve' "
+                       "for MODEL; 'serve status', 'serve stop [NAME]'")
+    flags.serve_flags(p)
+    p.set_defaults(func=_lazy("serve:run"))
+
     p = sub.add_parser("matrix", help="the compatibility matrix")
     msub = p.add_subparsers(dest="matrix_command", metavar="list|show|validate|derive|check")
     msub.required = True

@@ -105,3 +105,28 @@ def fit_flags(p: Parser) -> None:
     p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
+
+
+def serve_flags(p: Parser) -> None:
+    """`serve MODEL [-- ARGS]`; MODEL `status` or `stop [NAME]` reports on or stops a recorded server."""
+    p.add_argument("model", metavar="MODEL|status|stop", help="a model directory, or a hub id that 'model fetch' "
+                   "fetched; 'status' lists the servers started from the workdir; 'stop [NAME]' stops one")
+    p.add_argument("vllm_args", nargs="*", metavar="-- ARGS", help="after --: arguments for 'vllm serve' (validated; "
+                   "yours win; --additional-config merged into one)")
+    venv(p, "the installed venv (default <workdir>/venv)")
+    workdir(p, "where serve/<name>.log, .json and the server records go")
+    cann_home(p, "CANN root whose set_env.sh the server runs with")
+    p.add_argument("--port", type=int, default=8000, help="the server's port (default 8000)")
+    p.add_argument("--tp", type=int, metavar="N", help="tensor-parallel cards (default: one, or as many as --card)")
+    p.add_argument("--card", metavar="N[,M...]", help="NPU index(es) to serve on (default: the first --tp cards)")
+    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the largest the KV "
+                   "budget holds at --concurrency, capped at the model's own maximum)")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N", help="sequences the KV budget must hold at "
+                   "--max-model-len (default 1)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument("--ready-timeout", type=float, metavar="SECONDS", help="start-up deadline (default: from the "
+                   "weights' size, plus compile and graph capture)")
+    p.add_argument("--measure-tokens", type=int, default=256, metavar="N", help=argparse.SUPPRESS)
+    dry_run(p, "print the environment and the command, one item a line with why; start nothing")
+    p.add_argument("--detach", action="store_true", help="leave the server running after the measurement "
+                   "('serve stop' ends it)")
