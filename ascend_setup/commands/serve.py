@@ -172,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(args)
     plan, fit = ctx.plan()
     if not args.dry_run:
+        records.refuse_second(ctx.workdir, ctx.name, args.port, ctx.cards)  # ours: exit 3, before "in use"
         check_port(args.port)
-        records.refuse_second(ctx.workdir, ctx.name, args.port, ctx.cards)
     validated = ctx.validate(plan)
     if args.dry_run:
         return _dry_run(args, ctx, plan, validated)
