@@ -311,7 +311,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     global _json_errors
     _json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passed = argv[argv.index("--") + 1:] if "--" in argv else []  # `serve MODEL -- ARGS`: vllm's, not ours
+    args = parser.parse_args(argv[:len(argv) - len(passed) - 1] if "--" in argv else argv)
+    if "--" in argv:
+        if not hasattr(args, "vllm_args"):
+            parser.error("only 'serve' takes arguments after --")
+        args.vllm_args = [*args.vllm_args, *passed]
     refuse_empty_values(parser, args)
     install_handlers("run the same command again to resume" if args.command in RESUMABLE else None)
     at_interrupt(tempdirs.leave)
