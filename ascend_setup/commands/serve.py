@@ -293,9 +293,11 @@ def _stop(args: argparse.Namespace) -> int:
     names: List[Any] = list(args.vllm_args)
     if len(names) > 1:
         raise BadInput("serve stop takes one NAME at most")
-    stopped = stop_recorded(workdir, names[0] if names else None)
+    stopped, running = stop_recorded(workdir, names[0] if names else None)
     if args.json:
-        print_json({"stopped": stopped.name, "pid": stopped.pid})
+        print_json({"stopped": stopped.name, "pid": stopped.pid, "was_running": running})
     else:
-        stdout_console().print(f"stopped {stopped.name} (pid {stopped.pid}, and its process group)", markup=False)
+        stdout_console().print(f"stopped {stopped.name} (pid {stopped.pid}, and its process group)" if running else
+                               f"{stopped.name} (pid {stopped.pid}) was no longer running; its record is removed",
+                               markup=False)
     return 0

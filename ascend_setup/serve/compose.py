@@ -117,7 +117,7 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
                      max_model_len=max_model_len, concurrency=concurrency,
                      families=[f.id for f in families] or found, plugin=plugin)
     plan.env.append(Choice(["ASCEND_RT_VISIBLE_DEVICES", ",".join(map(str, cards))],
-                           "the card(s) this server gets" + (" (free, per npu-smi)" if tp == 1 else "")))
+                           "the card(s) this server gets (checked free in npu-smi before the start)"))
     for item in table.baseline.env + [e for f in families for e in f.env]:
         if item.applies(plugin, tp):
             plan.env.append(Choice([item.name, item.value], item.why))

@@ -5,7 +5,6 @@ card, a half-downloaded shard)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -96,7 +95,8 @@ def shard_problems(model: Path, files: ModelFiles) -> List[str]:
     for shard in files.shards:
         ends = [t["data_offsets"][1] for n, t in shard.header.items() if n != "__metadata__"]
         path = model / shard.name
-        header_len = int.from_bytes(path.open("rb").read(8), "little")
+        with path.open("rb") as handle:
+            header_len = int.from_bytes(handle.read(8), "little")
         want = 8 + header_len + max(ends, default=0)
         if shard.size != want:
             found.append(f"shard {shard.name} is {shard.size} bytes, its header says {want}: an interrupted "

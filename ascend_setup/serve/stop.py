@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve.record import ServerRecord, records, remove
@@ -27,10 +27,11 @@ def pick(workdir: Path, name: Optional[str]) -> ServerRecord:
     return found[0]
 
 
-def stop_recorded(workdir: Path, name: Optional[str]) -> ServerRecord:
-    """Stop the recorded server's group; a record whose process is gone is only removed."""
+def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, bool]:
+    """Stop the recorded server's group; a record whose process is gone is only removed. (record, was running)"""
     record = pick(workdir, name)
-    if record.alive():
+    running = record.alive()
+    if running:
         try:
             leader = os.getpgid(record.pid) == record.pid
         except ProcessLookupError:
@@ -41,7 +42,7 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> ServerRecord:
         if record.alive():
             raise AscendSetupError(f"serve {record.name} (pid {record.pid}) did not stop")
     remove(workdir, record.name)
-    return record
+    return record, running
 
 
 def status(workdir: Path) -> List[dict]:

@@ -68,3 +68,20 @@ def test_a_context_the_kv_budget_cannot_hold_names_the_largest_that_fits(cli, ho
 def test_a_hub_id_that_was_never_fetched(cli, host: dict) -> None:
     line = assert_one_line_error(serve(cli, host, Path("Qwen/Qwen3-NotFetched")))
     assert "has not been fetched" in line and "model fetch" in line
+
+
+def test_preflight_names_every_problem_at_once(cli, host: dict, tmp_path: Path) -> None:
+    """A foreign process on the card (npu-smi), a download still in a .part file, no NNAL: one run, all three,
+    exit 1, and nothing started (a shard shorter than its header is already exit 2, from fit's header check)."""
+    cann = build_fake_cann(tmp_path / "Ascend", nnal=False)
+    (cann.driver / "npu-processes").write_text("0 4242 python3 2944\n")
+    model = build_model(tmp_path / "cut", "dense")
+    (model / "tokenizer.json.part").write_bytes(b"{")
+    proc = cli("serve", str(model), "--venv", host["venv"], "--workdir", str(tmp_path / "wd"), "--cann-home",
+               str(cann.root))
+    assert proc.returncode == 1, proc.stderr
+    assert "3 problem(s)" in proc.stderr
+    assert "card 0 is busy: npu-smi lists 4242 python3" in proc.stderr
+    assert "tokenizer.json.part is a partial download" in proc.stderr
+    assert "libatb.so is not resolvable" in proc.stderr
+    assert not (tmp_path / "wd" / "serve").exists()
