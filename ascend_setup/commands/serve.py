@@ -200,6 +200,7 @@ def _serve(args: argparse.Namespace, ctx: Context, plan: ServePlan, fit: Fit) ->
     err = stderr_console()
     log = records.serve_dir(ctx.workdir) / f"{ctx.name}.log"
     records.serve_dir(ctx.workdir).mkdir(parents=True, exist_ok=True)
+    offset = log.stat().st_size if log.exists() else 0  # this attempt's part of the log starts here
     proc = start(plan.argv, {**ctx.env, **plan.environment}, log, detach=args.detach)
     record = records.ServerRecord(name=ctx.name, pid=proc.pid, start_ticks=start_ticks(proc.pid) or 0,
                                   port=args.port, cards=ctx.cards, log=str(log), argv=plan.argv,
@@ -213,12 +214,13 @@ def _serve(args: argparse.Namespace, ctx: Context, plan: ServePlan, fit: Fit) ->
     if not args.detach:
         at_interrupt(stop_it)
     base = f"http://127.0.0.1:{args.port}"
-    deadline = args.ready_timeout or deadline_seconds(fit.weights_per_card_bytes, plan.graph_mode)
+    deadline = args.ready_timeout or deadline_seconds(fit.weights_per_card_bytes, plan.graph_mode)  # weights' size
     reporter = PhaseReporter(err)
     reporter.starting(f"serve {ctx.name}", FIRST_RUN, f"vllm serve on card {','.join(map(str, ctx.cards))}, port "
                       f"{args.port}, ready within {deadline:.0f} s", log)
     try:
-        seconds = wait_ready(proc, base=base, name=ctx.name, log=log, deadline=deadline, on_line=reporter.activity)
+        seconds = wait_ready(proc, base=base, name=ctx.name, log=log, offset=offset, deadline=deadline,
+                             on_line=reporter.activity)
     except AscendSetupError:
         reporter.failed(f"serve {ctx.name}", "")
         records.remove(ctx.workdir, ctx.name)
@@ -234,7 +236,7 @@ def _serve(args: argparse.Namespace, ctx: Context, plan: ServePlan, fit: Fit) ->
         while proc.poll() is None and time.monotonic() < end:  # a crash on the request: let the log end
             time.sleep(0.2)
         stop_it()
-        raise triaged_failure(f"the first requests failed ({exc})", log, ctx.name) from None
+        raise triaged_failure(f"the first requests failed ({exc})", log, ctx.name, offset) from None
     result = write_result(records.serve_dir(ctx.workdir) / f"{ctx.name}.json", card=ctx.card.name,
                           cann=ctx.row.cann, tp=len(ctx.cards), graph_mode=plan.graph_mode, model=ctx.name,
                           bytes_per_token=fit.weights_read_per_token, measurement=measurement,
@@ -261,7 +263,7 @@ def _serve(args: argparse.Namespace, ctx: Context, plan: ServePlan, fit: Fit) ->
               highlight=False)
     code = proc.wait()
     stop_it()
-    raise triaged_failure(f"vllm serve exited with status {code}", log, ctx.name)
+    raise triaged_failure(f"vllm serve exited with status {code}", log, ctx.name, offset)
 
 
 def _simulated(base: str) -> bool:

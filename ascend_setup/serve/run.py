@@ -104,8 +104,8 @@ def stop_group(pgid: int, proc: Optional[subprocess.Popen] = None, grace: float 
 class LogTail:
     """The lines the server has written since the last call (the log is its own; we only read)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.partial = path, 0, b""
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path, self.offset, self.partial = path, offset, b""
 
     def new_lines(self) -> List[str]:
         try:
@@ -137,14 +137,25 @@ def served(base: str, name: str) -> bool:
         return False
 
 
-def triaged_failure(what: str, log: Path, name: str) -> AscendSetupError:
-    """`what` happened; the log's root cause (knowledge's reader) and its fix, or the log to read."""
+def _last_line(log: Path, offset: int) -> str:
+    """The attempt's last non-empty line: where a server that hangs without an error stopped."""
+    with log.open("rb") as handle:
+        handle.seek(max(offset, handle.seek(0, os.SEEK_END) - 65536))
+        lines = [line.strip() for line in handle.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "(none)"
+
+
+def triaged_failure(what: str, log: Path, name: str, offset: int = 0) -> AscendSetupError:
+    """`what` happened; the root cause (knowledge's reader) of this attempt's part of the log, from `offset` (the
+    log keeps every earlier start of the same server), and its fix, or the log to read."""
     from ascend_setup.knowledge.scan import triage_stream
 
     with log.open("rb") as handle:
+        handle.seek(offset)
         diagnosis = triage_stream(handle)
     if diagnosis is None or diagnosis.id is None:
-        line = f"; the most error-like line: {diagnosis.line.strip()}" if diagnosis and diagnosis.line else ""
+        line = f"; the most error-like line: {diagnosis.line.strip()}" if diagnosis and diagnosis.line else \
+            f"; its last line: {_last_line(log, offset)}"
         return AscendSetupError(f"serve {name}: {what}{line}", hint=f"read the log: {log}",
                                 details=diagnosis.render() if diagnosis else None)
     return AscendSetupError(f"serve {name}: {what}: {diagnosis.cause}",
@@ -152,12 +163,12 @@ def triaged_failure(what: str, log: Path, name: str) -> AscendSetupError:
                             details=diagnosis.render())
 
 
-def wait_ready(proc: subprocess.Popen, *, base: str, name: str, log: Path, deadline: float,
+def wait_ready(proc: subprocess.Popen, *, base: str, name: str, log: Path, offset: int, deadline: float,
                on_line: Callable[[str], None] = lambda line: None) -> float:
-    """Seconds until `/health` answers 200 and `/v1/models` lists `name`. On exit or deadline: the group
-    stopped, then AscendSetupError with the triaged cause."""
+    """Seconds until `/health` answers 200 and `/v1/models` lists `name`, reading this attempt's log from
+    `offset`. On exit or deadline: the group stopped, then AscendSetupError with the triaged cause."""
     started = time.monotonic()
-    tail = LogTail(log)
+    tail = LogTail(log, offset)
     phase = "starting"
     while True:
         for line in tail.new_lines():
@@ -166,11 +177,11 @@ def wait_ready(proc: subprocess.Popen, *, base: str, name: str, log: Path, deadl
         code = proc.poll()
         if code is not None:
             stop_group(proc.pid, proc)
-            raise triaged_failure(f"vllm serve exited with status {code} while {phase}", log, name)
+            raise triaged_failure(f"vllm serve exited with status {code} while {phase}", log, name, offset)
         if http_get(f"{base}/health") is not None and served(base, name):
             return time.monotonic() - started
         if time.monotonic() - started > deadline:
-            stop_group(proc.pid, proc)
-            raise triaged_failure(f"not ready after {deadline:.0f} s (deadline from the weights' size; "
-                                  f"last phase: {phase})", log, name)
+            failure = triaged_failure(f"not ready after {deadline:.0f} s (last phase: {phase})", log, name, offset)
+            stop_group(proc.pid, proc)  # after reading the log: what it says while stopping is not the cause
+            raise failure
         time.sleep(POLL_SECONDS)

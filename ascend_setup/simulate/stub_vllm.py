@@ -121,9 +121,12 @@ def start_up(args):
         time.sleep(pause)
         log(eng, "INFO", "monitor.py:34", "torch.compile takes %.2f s in total" % pause)
         log(eng, "INFO", "model_runner.py:3480", "Capturing ACL graphs (decode, FULL): 100%")
-        if fail == "hang":
+        if fail == "hang":  # what vLLM prints while its engine is stuck
             while True:
-                time.sleep(3600)
+                log(API, "WARNING", "shm_broadcast.py:466", "No available shared memory broadcast block found in 60 "
+                    "seconds. This typically happens when some processes are hanging or doing some time-consuming "
+                    "work (e.g. compilation, weight/kv cache quantization).")
+                time.sleep(1.0)
         time.sleep(pause)
         log(eng, "INFO", "model_runner.py:3520", "Graph capturing finished in %.0f secs" % pause)
     log(eng, "INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))

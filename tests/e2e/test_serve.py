@@ -116,9 +116,13 @@ def test_an_early_exit_is_triaged(world: dict, tmp_path: Path, home: Path) -> No
 
 
 def test_a_deadline_is_triaged_and_the_group_stopped(world: dict, tmp_path: Path, home: Path) -> None:
+    """After an early exit in the same workdir: the log keeps both attempts, and only this one's is triaged."""
+    assert run(argv(world, tmp_path), home, VLLM_SIM_FAIL="early").returncode == 1
     proc = run(argv(world, tmp_path, "--ready-timeout", "4"), home, VLLM_SIM_FAIL="hang")
     assert proc.returncode == 1
-    assert "not ready after 4 s" in proc.stderr and "last phase: capturing graphs" in proc.stderr
+    assert "not ready after 4 s (last phase: capturing graphs)" in proc.stderr
+    assert "No available shared memory broadcast block found" in proc.stderr  # the hang's own words
+    assert "libatb" not in proc.stderr  # the earlier attempt's cause is not this one's
     assert all_gone(server_pids(tmp_path / "serve" / "dense.log"))
 
 
