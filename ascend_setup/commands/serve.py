@@ -95,6 +95,28 @@ def choose_cards(args: argparse.Namespace, present: Optional[int]) -> List[int]:
     return cards
 
 
+#: What serve itself must know to reach and name the server: given after --, they would be out of its sight.
+OWN_FLAGS = {"--port": "give serve's own --port", "--served-model-name": "serve names it after the model directory",
+             "--tensor-parallel-size": "give serve's own --tp", "-tp": "give serve's own --tp"}
+
+
+def passed_max_model_len(vllm_args: List[str]) -> Optional[int]:
+    """A --max-model-len given after --, checked against the KV budget like serve's own; serve's own flags there
+    (port, name, tensor parallelism) are bad input."""
+    found = None
+    for i, arg in enumerate(vllm_args):
+        flag, _, value = arg.partition("=")
+        if flag in OWN_FLAGS:
+            raise BadInput(f"{flag} after -- is serve's to set: {OWN_FLAGS[flag]}")
+        if flag == "--max-model-len":
+            value = value or (vllm_args[i + 1] if i + 1 < len(vllm_args) else "")
+            try:
+                found = int(value)
+            except ValueError:
+                raise BadInput(f"--max-model-len {value!r} after -- is not a number of tokens") from None
+    return found
+
+
 def card_of(chips: List[Dict[str, str]]) -> Tuple[Card, str]:
     """fit's card for the chip npu-smi names; the 910B3's figures, said so, when it names none fit knows."""
     name = chips[0]["name"] if chips else None
@@ -146,7 +168,8 @@ class Context:
         if fit.blockers:
             raise AscendSetupError(f"serve {self.name} refused: {fit.blockers[0]}",
                                    hint="'ascend-setup fit' shows the figures")
-        length, why = choose_max_model_len(fit, config, self.args.concurrency, self.args.max_model_len)
+        given = passed_max_model_len(self.args.vllm_args) or self.args.max_model_len
+        length, why = choose_max_model_len(fit, config, self.args.concurrency, given)
         found = traits(config, self.files.quant_description)
         plan = compose(name=self.name, model=self.model, vllm=self.venv / "bin" / "vllm", fit=fit, config=config,
                        found=found, families=families_for(found, self.plugin, len(self.cards)), plugin=self.plugin,

@@ -99,3 +99,12 @@ def test_user_arguments_after_dashes_win_and_merge(cli, host: dict) -> None:
     assert argv.count("--additional-config") == 1
     assert json.loads(argv[argv.index("--additional-config") + 1]) == {
         "ascend_compilation_config": {"fuse_qknorm_rope": False}, "enable_cpu_binding": False}
+
+
+def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
+    from conftest import assert_one_line_error
+
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    assert "--port after -- is serve's to set" in assert_one_line_error(dry_run(cli, host, model, "--", "--port", "9"))
+    line = assert_one_line_error(dry_run(cli, host, model, "--concurrency", "16", "--", "--max-model-len=40000"))
+    assert "the largest that fits is" in line  # checked against the KV budget like serve's own
