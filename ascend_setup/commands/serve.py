@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -286,6 +287,9 @@ def _serve(args: argparse.Namespace, ctx: Context, plan: ServePlan, fit: Fit) ->
               highlight=False)
     code = proc.wait()
     stop_it()
+    if code in (0, -signal.SIGTERM):  # stopped from outside ('serve stop', a SIGTERM to it): a clean end
+        err.print(f"{ctx.name} stopped (status {code})", markup=False, highlight=False)
+        return 0
     raise triaged_failure(f"vllm serve exited with status {code}", log, ctx.name, offset)
 
 

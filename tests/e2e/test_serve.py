@@ -139,3 +139,18 @@ def test_no_process_is_left_when_the_tool_stops(world: dict, tmp_path: Path, hom
     os.kill(tool.pid, sig)
     tool.wait(timeout=30)
     assert all_gone(pids), [p for p in pids if pid_alive(p, unknown=False)]
+
+
+def test_serve_stop_ends_a_foreground_server_cleanly(world: dict, tmp_path: Path, home: Path) -> None:
+    tool = subprocess.Popen(argv(world, tmp_path), env=clean_env(home), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    record = tmp_path / "serve" / "dense.server.json"
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not (record.exists() and json.loads(record.read_text()).get("figures")):
+        time.sleep(0.2)
+    pids = server_pids(tmp_path / "serve" / "dense.log")
+    stop = run([sys.executable, "-m", "ascend_setup", "serve", "stop", "--workdir", str(tmp_path)], home)
+    assert stop.returncode == 0, stop.stderr
+    _, err = tool.communicate(timeout=30)
+    assert tool.returncode == 0 and "dense stopped" in err, err
+    assert all_gone(pids)
