@@ -108,3 +108,19 @@ def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
     assert "--port after -- is serve's to set" in assert_one_line_error(dry_run(cli, host, model, "--", "--port", "9"))
     line = assert_one_line_error(dry_run(cli, host, model, "--concurrency", "16", "--", "--max-model-len=40000"))
     assert "the largest that fits is" in line  # checked against the KV budget like serve's own
+
+
+def test_stale_typod_and_unread_names_are_refused_before_anything(cli, host: dict) -> None:
+    """Your own keys after -- and your own VLLM_ASCEND_* variables, against the installed plugin's source."""
+    from conftest import assert_one_line_error
+
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    line = assert_one_line_error(dry_run(cli, host, model, "--", "--additional-config",
+                                         '{"torchair_graph_config": {"enabled": true}, "enable_flashcom1": false}'))
+    assert "torchair_graph_config is not read by the installed vllm-ascend 0.23.0 (removed in 0.12.0rc1)" in line
+    assert "enable_flashcom1 is not read" in line and "did you mean enable_flashcomm1?" in line
+    proc = cli("serve", str(model), "--dry-run", "--venv", host["venv"], "--workdir", str(host["root"] / "wd"),
+               "--cann-home", host["cann"], "--json", env={"VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE": "1"})
+    line = assert_one_line_error(proc)
+    assert "your environment's VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE is not read" in line
+    assert json.loads(proc.stdout)["exit"] == 2
