@@ -41,6 +41,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "model": ("model", "models on a hub: fetch one to persistent disk, resumably"),
     "probe": ("fit", "measure HBM copy bandwidth in the installed venv (2 GiB fp16, 3 warm-up + 20 timed "
               "copies); fit uses the result"),
+    "serve": ("serve", "compose, validate, start, smoke-test and measure 'vllm serve' for MODEL; 'serve status', "
+              "'serve stop [NAME]'"),
     "matrix": ("matrix", "the compatibility matrix"),
     "fleet": ("fleet", "many hosts: the report of the Ansible audit play (ansible/audit.yml)"),
     "triage": ("triage", "the root cause of a log (a step log, a pip install, a vllm serve crash) and its fix; "
@@ -113,12 +115,24 @@ def defect(exc: BaseException) -> AscendSetupError:
     return AscendSetupError(f"internal error: {type(exc).__name__}: {exc}", hint=hint)
 
 
+def passed_through(argv: List[str]) -> Tuple[List[str], Optional[List[str]]]:
+    """`serve MODEL -- ARGS`: what follows `--` is vllm serve's, not ours (argparse drops it in a subparser)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    out = Output("--json" in argv)  # before parsing: a flag the parser refuses is answered in JSON too
+    ours, theirs = passed_through(sys.argv[1:] if argv is None else list(argv))
+    out = Output("--json" in ours)  # before parsing: a flag the parser refuses is answered in JSON too
     try:
-        args = build_parser(argv).parse_args(argv)
+        args = build_parser(ours).parse_args(ours)
         refuse_empty_values(args)
+        if theirs is not None:
+            if not hasattr(args, "vllm_args"):
+                raise BadInput("only 'serve' takes arguments after --", hint="see ascend-setup --help")
+            args.vllm_args = [*args.vllm_args, *theirs]
     except AscendSetupError as exc:
         return fail(out, exc)
     install_handlers("run the same command again to resume" if args.command in RESUMABLE else None,

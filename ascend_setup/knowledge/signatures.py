@@ -47,8 +47,9 @@ FACTS: Mapping[str, Pattern[str]] = {
 }
 
 _CANN_PY_DEPS = "attrs cython numpy decorator sympy cffi pyyaml pathlib2 psutil protobuf scipy requests absl-py"
-_SERVE_FP8 = "'{{\"ascend_fusion_config\": {{\"fuse_qknorm_rope\": false}}}}'"
-_ASCEND_INDEX = "https://mirrors.huaweicloud.com/ascend/repos/pypi"
+_SERVE_FP8 = "'{{\"ascend_compilation_config\": {{\"fuse_qknorm_rope\": false}}}}'"
+#: Where the Ascend index is written once: the matrix (its named index `ascend`), not here.
+_ASCEND_INDEX = "the row's Ascend index: 'ascend-setup matrix show CANN' names it"
 _CONTAINER_MOUNTS = ("--device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc "
                      "-v /usr/local/dcmi:/usr/local/dcmi -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi "
                      "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/ "
@@ -144,7 +145,7 @@ SIGNATURES: Sequence[Signature] = (
          "'{0}' is missing: torch_npu (its inductor) or vllm-ascend needs triton-ascend's modules, and the "
          "triton here is upstream triton or a triton-ascend older than the one paired with this torch_npu",
          Fix("pip uninstall -y triton triton-ascend, then install the triton-ascend the row pins, last "
-             "(--extra-index-url " + _ASCEND_INDEX + ")"),
+             "(--extra-index-url, " + _ASCEND_INDEX + ")"),
          ("torch._inductor.exc.InductorError: ModuleNotFoundError: No module named 'triton.language.extra.ascend'",)),
     _sig("vllm-plugin-mismatch", r"No module named '(vllm(?:_ascend)?\.[\w.]+)'|"
                                  r"cannot import name '(\w+)' from '(?:vllm|vllm_ascend)[\w.]*'",
@@ -171,7 +172,7 @@ SIGNATURES: Sequence[Signature] = (
     _sig("triton-ascend-index", r"No matching distribution found for triton-ascend",
          "triton-ascend at the row's version is only on the Ascend index, and a build-isolated sdist "
          "build cannot see it",
-         Fix("add the Ascend index (--extra-index-url " + _ASCEND_INDEX + ") and build with --no-build-isolation "
+         Fix("add the Ascend index (--extra-index-url, " + _ASCEND_INDEX + ") and build with --no-build-isolation "
              "(ascend-setup does both)"),
          ("ERROR: No matching distribution found for triton-ascend==3.2.2",)),
     _sig("vllm-cuda-triton", r"(?:satisfies the requirement|No matching distribution found for) "

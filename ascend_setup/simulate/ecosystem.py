@@ -31,6 +31,8 @@ from packaging.version import Version
 
 from ascend_setup.simulate.dists import build_sdist, build_wheel
 from ascend_setup.simulate.stub_plugin import CMAKE_SCRIPT, published_kernel_files
+from ascend_setup.simulate.stub_plugin_config import FILES as PLUGIN_CONFIG_FILES
+from ascend_setup.simulate.stub_vllm import vllm_files
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "simulate"
 ARCH_TAGS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
@@ -185,7 +187,7 @@ def plugin_wheel_files(version: str) -> Dict[str, str]:
     """What the published vllm-ascend wheels hold that the tool reads: `_build_info.py` says A2, as the
     real 0.23.0 wheels' does (they are built for Atlas A2 only)."""
     return {"vllm_ascend/__init__.py": f"__version__ = {version!r}\n",
-            "vllm_ascend/_build_info.py": "# Auto-generated file\n__device_type__ = 'A2'\n"}
+            "vllm_ascend/_build_info.py": "# Auto-generated file\n__device_type__ = 'A2'\n", **PLUGIN_CONFIG_FILES}
 
 
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
@@ -220,7 +222,8 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     _torch_family(main, pytorch_cpu, row_packages, TORCH_PYTHONS)
     # the stack, with wheels for both architectures
     for tag in ARCH_TAGS:
-        build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES)
+        build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES,
+                    files=vllm_files(row_packages["vllm"]))
         for py in triton_pythons:
             build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"{py}-{py}-{tag}",
                         files={"triton/__init__.py": TRITON_ASCEND_INIT})

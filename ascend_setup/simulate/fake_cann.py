@@ -78,7 +78,21 @@ cat <<'EOF2'
 | 1     {chip:<20}| OK            | 91.2        41                0    / 0             |
 | 0                         | 0000:C2:00.0  | 0           0    / 0          3396 / 65536         |
 +===========================+===============+====================================================+
++---------------------------+---------------+----------------------------------------------------+
+| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
++===========================+===============+====================================================+
 EOF2
+# the processes on the cards: one "NPU PID NAME MB" line each in npu-processes (a test writes it)
+for npu in 0 1; do
+  if grep -q "^$npu " {driver}/npu-processes 2>/dev/null; then
+    grep "^$npu " {driver}/npu-processes | while read -r n pid name mb; do
+      printf '| %-7s 0                 | %-13s | %-24s | %-23s |\n' "$n" "$pid" "$name" "$mb"
+    done
+  else
+    printf '| No running processes found in NPU %-60s|\n' "$npu"
+  fi
+done
+echo "+===========================+===============+====================================================+"
 """
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from ascend_setup.utils.interrupts import descendants
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
+from ascend_setup.simulate.models import build_model
 from ascend_setup.simulate.world import start_simulated_host
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
@@ -106,6 +108,39 @@ def _shell(install: Path) -> List[str]:
     return list(steps.get("verify", {}).get("outputs", {}).get("shell", []))
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Callable[[str], None]) -> Dict[str, Any]:
+    """The demo's ending: `serve` on a tiny simulated model in the installed venv (ready, the smoke answer, TTFT
+    and tok/s), then `serve stop`. The model has an 8B's config and 16 GB of weights as a sparse file (a few kB
+    on disk), so the stub streams at the rate a 910B3 would give it."""
+    started = time.monotonic()
+    model = build_model(workdir / "models" / "tiny-qwen3", "dense", weight_bytes=16 * 10 ** 9)
+    install = workdir / "install"
+    argv = ["serve", str(model), "--workdir", str(install), "--venv", str(install / "venv"), "--cann-home",
+            str(cann_root), "--port", str(_free_port()), "--detach", "--measure-tokens", "64"]
+    show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
+    done = subprocess.run([sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise StepFailed(f"the simulated serve failed (exit {done.returncode}): "
+                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}",
+                         hint=f"its log is {install / 'serve' / 'tiny-qwen3.log'}")
+    result = json.loads(done.stdout)
+    show(f"{LABEL} $ ascend-setup serve stop tiny-qwen3 --workdir {install}")
+    stopped = subprocess.run([sys.executable, "-m", "ascend_setup", "serve", "stop", "tiny-qwen3", "--workdir",
+                              str(install)], env=env, capture_output=True, text=True)
+    if stopped.returncode != 0:
+        raise StepFailed(f"serve stop failed: {stopped.stderr.strip()}")
+    return {"model": result["name"], "ready_seconds": result["ready_seconds"], "answer": result["answer"],
+            "ttft_s": result["ttft_s"], "tok_s": result["tok_s"], "predicted_tok_s": result["predicted_tok_s"],
+            "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
+
+
 def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
              show: Callable[[str], None] = lambda line: None, stream: Stream = None,
              kept: bool = True) -> Dict[str, Any]:
@@ -163,6 +198,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
         ranges = [h.get("Range") for path, h in host.main.requests if path.endswith(".tar.gz") and h.get("Range")]
         status = _cli("status", "--workdir", str(install), "--json", env=env)
         audit = _cli("audit", "--venv", str(install / "venv"), "--json", env=env)
+        served = serve_ending(workdir, host.cann.root, env, show)
     if stopped:
         stopped["continued_with"] = ranges[0] if ranges else None
     return {"simulated": True, "workdir": str(workdir), "installer": installer, "python": python,
@@ -170,4 +206,5 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
             "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
                                                                                for f in audit["findings"]),
                                                 "findings": len(audit["findings"]), "summary": audit["summary"]},
-            "shell": _shell(install), "hints": hints_for(row), "seconds": round(time.monotonic() - started, 1)}
+            "shell": _shell(install), "hints": hints_for(row), "serve": served,
+            "seconds": round(time.monotonic() - started, 1)}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Sequence
 
 from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
+from ascend_setup.simulate.stub_plugin_config import FILES as CONFIG_FILES
 from ascend_setup.simulate.third_party import StubArchive
 from ascend_setup.matrix.soc import soc_table
 
@@ -231,6 +232,7 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
         "_soc_table.json": json.dumps({"socs": soc_table().socs, "contains": soc_table().contains}).encode(),
         "vllm_ascend/__init__.py": f"__version__ = {version!r}\n".encode(),
         "vllm_ascend/worker/block_table.py": b"# a file whose name contains 'lock'\n",
+        **{path: text.encode() for path, text in CONFIG_FILES.items()},
         "csrc/transpose_kv_cache_by_block.cpp": b"// another one\n",
     }
     if padding_bytes:

@@ -36,6 +36,8 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
     assert any("fuse_qknorm_rope" in h for h in summary["hints"])
     assert not Path(summary["workdir"]).exists()  # a temporary workdir of its own, removed
     assert "[simulated]" in proc.stderr
+    served = summary["serve"]  # the ending: a tiny simulated model served, answered, measured, stopped
+    assert served["answer"] == "Paris." and served["stopped"] and abs(served["ratio"] - 0.92) < 0.1
 
 
 def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:

@@ -49,7 +49,7 @@ def test_qwen3_vl_8b_decodes_at_59_and_gets_its_hints(tmp_path: Path) -> None:
     assert fit.kv_bytes_per_token == 2 * 36 * 8 * 128 * 2  # the text_config's layers only
     assert not fit.env  # a vision model: FlashComm1 off by --additional-config since vllm-ascend 0.20.2rc1
     (config,) = [json.loads(b) for a, b in zip(fit.serve_args, fit.serve_args[1:]) if a == "--additional-config"]
-    assert config == {"ascend_fusion_config": {"fuse_qknorm_rope": False}, "enable_flashcomm1": False}  # one flag
+    assert config == {"ascend_compilation_config": {"fuse_qknorm_rope": False}, "enable_flashcomm1": False}  # one flag
     assert any("enable_thinking" in a for a in fit.serve_args)  # Qwen3: thinking off server-side
     assert any("--enforce-eager" in n for n in fit.notes)
 

@@ -1,0 +1,169 @@
+"""Compose `vllm serve` for one model on one host: fit's numbers, the row's runtime hints (one merged
+`--additional-config`), the 0.23 tutorials' baseline environment and the family table. Every choice keeps
+its reason, because `--dry-run` prints them: a person must be able to check and copy the command.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ascend_setup.errors import BadInput
+from ascend_setup.fit.config import text_config
+from ascend_setup.fit.estimate import Fit
+from ascend_setup.matrix.serve_hints import ADDITIONAL_CONFIG, merged_serve_args
+from ascend_setup.serve.families import Family, ServeTable, load_table
+
+EAGER = "--enforce-eager"
+
+
+@dataclass
+class Choice:
+    """One environment variable or one argument group of the command, and why it is there."""
+
+    words: List[str]
+    why: str
+
+
+@dataclass
+class ServePlan:
+    name: str
+    model: str
+    vllm: str  # the venv's vllm executable
+    port: int
+    cards: List[int]
+    tp: int
+    max_model_len: int
+    concurrency: int
+    families: List[str]
+    plugin: str
+    env: List[Choice] = field(default_factory=list)  # words: [NAME, VALUE]
+    args: List[Choice] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def argv(self) -> List[str]:
+        return [self.vllm, "serve", self.model, *(w for c in self.args for w in c.words)]
+
+    @property
+    def environment(self) -> Dict[str, str]:
+        return {c.words[0]: c.words[1] for c in self.env}
+
+    @property
+    def graph_mode(self) -> bool:
+        return EAGER not in self.argv
+
+    def script(self) -> List[str]:
+        """The dry run: one item a line with its reason, as a bash script that runs as printed (the command is an
+        array, so each argument can carry its comment)."""
+        lines = [f"# {self.name}: {', '.join(self.families)} on card {','.join(map(str, self.cards))}, "
+                 f"vllm-ascend {self.plugin}"]
+        lines += [f"export {c.words[0]}={shlex.quote(c.words[1])}  # {c.why}" for c in self.env]
+        lines.append("serve=(")
+        lines.append(f"  {shlex.quote(self.vllm)} serve {shlex.quote(self.model)}  # the install's venv; the model")
+        lines += [f"  {' '.join(shlex.quote(w) for w in c.words)}  # {c.why}" for c in self.args]
+        lines.append(")")
+        lines.append('"${serve[@]}"')
+        lines += [f"# note: {n}" for n in self.notes]
+        return lines
+
+    def to_json(self) -> Dict[str, Any]:
+        return {**asdict(self), "argv": self.argv, "environment": self.environment, "graph_mode": self.graph_mode}
+
+
+def largest_context(fit: Fit, concurrency: int) -> int:
+    """The longest sequence the KV budget holds `concurrency` times over (a hybrid's fixed state counted per
+    sequence)."""
+    if not fit.fits or not fit.kv_bytes_per_token:
+        return 0
+    budget = fit.kv_tokens * fit.kv_bytes_per_token
+    per_sequence = budget / concurrency - fit.state_bytes_per_sequence
+    return max(0, int(per_sequence // fit.kv_bytes_per_token))
+
+
+def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, given: Optional[int]) -> tuple:
+    """(max-model-len, why); a given value the budget cannot hold is bad input naming the largest that fits."""
+    limit = largest_context(fit, concurrency)
+    model_max = int(text_config(config).get("max_position_embeddings") or 0)
+    if given is not None:
+        if given > limit:
+            raise BadInput(f"--max-model-len {given} does not fit the KV budget at --concurrency {concurrency}: "
+                           f"the largest that fits is {limit}", hint="give a smaller one, or fewer sequences")
+        if model_max and given > model_max:
+            raise BadInput(f"--max-model-len {given} is above the model's max_position_embeddings {model_max}")
+        return given, "given"
+    if limit <= 0:
+        raise BadInput(f"the KV budget holds no sequence at --concurrency {concurrency} ({fit.headline})",
+                       hint="lower --concurrency, raise --gpu-memory-utilization, or use more cards (--tp)")
+    if model_max and model_max <= limit:
+        return model_max, f"the model's own maximum (max_position_embeddings); the KV budget holds {limit}"
+    return limit, (f"the largest context the KV budget holds at {concurrency} sequence(s) (fit: {fit.kv_tokens:,} "
+                   f"KV tokens); the model's own {model_max or '?'} would fail KV sizing at start-up")
+
+
+def _user_flags(user_args: List[str]) -> set:
+    return {a.split("=", 1)[0] for a in user_args if a.startswith("--")}
+
+
+def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, Any], found: List[str],
+            families: List[Family], plugin: str, port: int, cards: List[int], max_model_len: int, why_len: str,
+            concurrency: int, utilisation: float, user_args: List[str], table: Optional[ServeTable] = None) -> ServePlan:
+    """The plan; a flag the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
+    table = table or load_table()
+    tp = len(cards)
+    plan = ServePlan(name=name, model=str(model), vllm=str(vllm), port=port, cards=cards, tp=tp,
+                     max_model_len=max_model_len, concurrency=concurrency,
+                     families=[f.id for f in families] or found, plugin=plugin)
+    plan.env.append(Choice(["ASCEND_RT_VISIBLE_DEVICES", ",".join(map(str, cards))],
+                           "the card(s) this server gets (checked free in npu-smi before the start)"))
+    for item in table.baseline.env + [e for f in families for e in f.env]:
+        if item.applies(plugin, tp):
+            plan.env.append(Choice([item.name, item.value], item.why))
+    for var, value in fit.env.items():
+        plan.env.append(Choice([var, value], "the row's runtime hint"))
+    args = [Choice(["--served-model-name", name], "the name clients ask for (and serve status/stop use)"),
+            Choice(["--port", str(port)], "free, checked before start"),
+            Choice(["--max-model-len", str(max_model_len)], why_len),
+            Choice(["--gpu-memory-utilization", f"{utilisation:g}"],
+                   "share of HBM vLLM may take; fit's KV budget assumes the same")]
+    if tp > 1:
+        args.append(Choice(["--tensor-parallel-size", str(tp)], f"--tp {tp}: weights and KV over {tp} cards"))
+    for item in table.baseline.args + [a for f in families for a in f.args]:
+        if item.applies(plugin, tp):
+            args.append(Choice(list(item.args), item.why))
+    for family in families:
+        plan.notes += family.notes
+        allowed = family.eager_unless_heads_per_card_in
+        heads = int(text_config(config).get("num_attention_heads") or 0) // tp
+        if allowed and heads not in allowed:
+            args = [a for a in args if a.words[0] != "--compilation-config"]
+            args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in {allowed}, which "
+                                        "graph mode needs (EZ9999 'MLA only support'); eager is slower, measured as such"))
+    hint_args = merged_serve_args(fit.serve_args)
+    i = 0
+    while i < len(hint_args):
+        words = hint_args[i:i + 2] if i + 1 < len(hint_args) and not hint_args[i + 1].startswith("--") \
+            else hint_args[i:i + 1]
+        args.append(Choice(list(words), "the row's runtime hint" + (" (all of them merged: vLLM keeps only the last "
+                                                                   f"{ADDITIONAL_CONFIG})" if words[0] ==
+                                                                   ADDITIONAL_CONFIG else "")))
+        i += len(words)
+    given = _user_flags(user_args)
+    kept = []
+    for choice in args:
+        if choice.words[0] in given and choice.words[0] != ADDITIONAL_CONFIG:
+            continue  # the user's own value, given after --, wins
+        kept.append(choice)
+    if user_args:
+        merged = merged_serve_args([w for c in kept for w in c.words if c.words[0] == ADDITIONAL_CONFIG] + user_args)
+        kept = [c for c in kept if c.words[0] != ADDITIONAL_CONFIG]
+        if ADDITIONAL_CONFIG in merged:
+            at = merged.index(ADDITIONAL_CONFIG)
+            kept.append(Choice(merged[at:at + 2], "the row's hints and yours after --, merged into one"))
+            merged = merged[:at] + merged[at + 2:]
+        if merged:
+            kept.append(Choice(merged, "given after --"))
+    plan.args = kept
+    return plan

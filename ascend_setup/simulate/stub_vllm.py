@@ -1,0 +1,257 @@
+"""The stub vllm's serving side: `vllm serve MODEL` runs a real HTTP server speaking the OpenAI API (`/health`,
+`/v1/models`, chat and completions, streaming with `usage`), as the simulated host's vLLM.
+
+What it does as the real 0.23.0 does on an NPU, where it matters to `ascend-setup serve`:
+- logs its start-up phases with the multiproc prefixes (`(APIServer pid=N)`, `(EngineCore_DP0 pid=N)`), and
+  its engine core is a second process, which stops with the API server;
+- listens only once the engine is up; streams at the rate the simulated card's bandwidth and the model's bytes
+  give (`VLLM_SIM_HBM_GBPS`, default 1490, the 910B3's; x 0.65, the field report's factor);
+- ignores unknown `--additional-config` keys without a word;
+- with upstream triton shadowing triton-ascend (HAS_TRITON false), logs `Triton is installed but 0 active
+  driver(s) found` at start-up and crashes on the first request with `'function' object is not subscriptable`.
+`VLLM_SIM_FAIL=early` makes it die while loading weights (libatb.so missing), `VLLM_SIM_FAIL=hang` stops it
+at graph capture forever; `VLLM_SIM_PHASE_SECONDS` sets each phase's length (default 0.3 s).
+"""
+
+TRITON_UTILS = '''\
+"""stub vllm.triton_utils: Triton counts only when its jit gives an indexable kernel (triton-ascend's does;
+upstream triton without an NPU driver hands back the plain function)."""
+try:
+    import triton
+    HAS_TRITON = hasattr(triton.jit(lambda: None), "__getitem__")
+except ImportError:
+    HAS_TRITON = False
+'''
+
+CLI_MAIN = '''\
+"""stub `vllm` command: `vllm serve MODEL [options]` starts the simulated OpenAI-compatible server."""
+import sys
+
+
+def main():
+    if sys.argv[1:2] != ["serve"] or len(sys.argv) < 3:
+        print("usage: vllm serve MODEL [options]", file=sys.stderr)
+        raise SystemExit(2)
+    from vllm.entrypoints.openai.api_server import run
+    run(sys.argv[2:])
+'''
+
+SCRIPT = "#!python\nfrom vllm.entrypoints.cli.main import main\nmain()\n"
+
+SERVER = r'''
+"""stub vllm.entrypoints.openai.api_server (see ascend_setup/simulate/stub_vllm.py)."""
+import argparse, ctypes, json, os, signal, subprocess, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+API = "(APIServer pid=%d)" % os.getpid()
+ENGINE_LOOP = "import time\nwhile True:\n    time.sleep(3600)\n"
+EFFICIENCY = 0.65
+state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "max_model_len": 0, "triton": True}
+
+
+def log(prefix, level, where, text):
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    print("%s %s %s [%s] %s" % (prefix, level, stamp, where, text), flush=True)
+
+
+def engine_prefix():
+    return "(EngineCore_DP0 pid=%d)" % state["engine"].pid
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def stop(signum=None, frame=None, code=0):
+    log(API, "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+    engine = state["engine"]
+    if engine is not None and engine.poll() is None:
+        engine.kill()
+        engine.wait()
+    os._exit(code)
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="vllm serve")
+    p.add_argument("model")
+    p.add_argument("--served-model-name")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--additional-config", default="{}")
+    p.add_argument("--enforce-eager", action="store_true")
+    args, _unknown = p.parse_known_args(argv)  # the stub takes every real flag and uses a few
+    return args
+
+
+def start_up(args):
+    pause = float(os.environ.get("VLLM_SIM_PHASE_SECONDS", "0.3"))
+    fail = os.environ.get("VLLM_SIM_FAIL", "")
+    log(API, "INFO", "utils.py:253", "non-default args: %s" % {"model": args.model, "port": args.port})
+    json.loads(args.additional_config)  # parsed, and every key it does not know ignored, as 0.23 does
+    from vllm.triton_utils import HAS_TRITON
+    state["triton"] = HAS_TRITON
+    if not HAS_TRITON:
+        log(API, "WARNING", "__init__.py:40", "Triton is installed but 0 active driver(s) found (expected 1). "
+            "Disabling Triton to prevent runtime errors.")
+    state["engine"] = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP], preexec_fn=die_with_parent)
+    eng = engine_prefix()
+    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model)
+    log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model)
+    time.sleep(pause)
+    if fail == "early":
+        log(eng, "ERROR", "core.py:708", "EngineCore failed to start.")
+        print("%s Traceback (most recent call last):" % eng)
+        print('%s   File "vllm_ascend/worker/worker.py", line 120, in load_model' % eng)
+        print("%s OSError: libatb.so: cannot open shared object file: No such file or directory" % eng, flush=True)
+        log(API, "ERROR", "api_server.py:900", "RuntimeError: Engine core initialization failed. See root cause "
+            "above. Failed core proc(s): {}")
+        state["engine"].kill()
+        raise SystemExit(1)
+    weights = sum(p.stat().st_size for p in Path(args.model).glob("*.safetensors"))
+    gb = weights / 1e9 / args.tensor_parallel_size
+    gbps = float(os.environ.get("VLLM_SIM_HBM_GBPS", "1490"))
+    state["rate"] = gbps * EFFICIENCY / gb if gb else 1000.0
+    log(eng, "INFO", "default_loader.py:262", "Loading weights took %.2f seconds" % pause)
+    log(eng, "INFO", "model_runner.py:2740", "Model loading took %.2f GiB and %.2f seconds" % (gb * 0.93, pause))
+    if not args.enforce_eager:
+        log(eng, "INFO", "backends.py:548", "Dynamo bytecode transform time: %.2f s" % pause)
+        time.sleep(pause)
+        log(eng, "INFO", "monitor.py:34", "torch.compile takes %.2f s in total" % pause)
+        log(eng, "INFO", "model_runner.py:3480", "Capturing ACL graphs (decode, FULL): 100%")
+        if fail == "hang":  # what vLLM prints while its engine is stuck
+            while True:
+                log(API, "WARNING", "shm_broadcast.py:466", "No available shared memory broadcast block found in 60 "
+                    "seconds. This typically happens when some processes are hanging or doing some time-consuming "
+                    "work (e.g. compilation, weight/kv cache quantization).")
+                time.sleep(1.0)
+        time.sleep(pause)
+        log(eng, "INFO", "model_runner.py:3520", "Graph capturing finished in %.0f secs" % pause)
+    log(eng, "INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))
+    log(eng, "INFO", "core.py:215", "[simulated] decode rate %.2f tok/s (%g GB/s x %s / %.2f GB per token)"
+        % (state["rate"], gbps, EFFICIENCY, gb))
+
+
+def crash_on_triton():
+    """The first request runs a Triton kernel; with upstream triton's plain function it cannot be indexed."""
+    eng = engine_prefix()
+    log(eng, "ERROR", "core.py:933", "EngineCore encountered a fatal error.")
+    lines = ["Traceback (most recent call last):",
+             '  File "vllm_ascend/worker/block_table.py", line 160, in compute_slot_mapping',
+             "    _compute_slot_mapping_kernel[grid](",
+             "TypeError: 'function' object is not subscriptable"]
+    for line in lines:
+        print("%s %s" % (eng, line), flush=True)
+    log(API, "ERROR", "async_llm.py:480", "AsyncLLM output_handler failed. EngineDeadError: EngineCore encountered "
+        "an issue. See stack trace (above) for the root cause.")
+    threading.Timer(0.3, stop, kwargs={"code": 1}).start()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, fmt, *args):
+        log(API, "INFO", "api_server.py:1300", '127.0.0.1 - "%s" %s' % (self.requestline, args[1] if len(args) > 1 else ""))
+
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            return self.reply(200, {})
+        if self.path == "/v1/models":
+            return self.reply(200, {"object": "list", "data": [{"id": state["name"], "object": "model",
+                                                               "owned_by": "vllm (simulated)",
+                                                               "max_model_len": state["max_model_len"]}]})
+        self.reply(404, {"error": {"message": "Not Found"}})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if body.get("model") != state["name"]:
+            return self.reply(404, {"error": {"message": "The model `%s` does not exist." % body.get("model")}})
+        state["requests"] += 1
+        if not state["triton"]:
+            crash_on_triton()
+            return self.reply(500, {"error": {"message": "EngineCore encountered an issue."}})
+        if self.path == "/v1/chat/completions":
+            return self.chat(body)
+        if self.path == "/v1/completions":
+            return self.complete(body)
+        self.reply(404, {"error": {"message": "Not Found"}})
+
+    def chat(self, body):
+        thinking = (body.get("chat_template_kwargs") or {}).get("enable_thinking", True)
+        message = {"role": "assistant", "content": "Paris.", "reasoning": None}
+        if thinking:
+            message = {"role": "assistant", "content": "", "reasoning": "The user asks for the capital of France."}
+        self.reply(200, {"id": "chatcmpl-sim", "object": "chat.completion", "model": state["name"],
+                         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}})
+
+    def complete(self, body):
+        n = int(body.get("max_tokens") or 16)
+        n = n if body.get("ignore_eos") else min(n, 12)
+        prompt_tokens = len(str(body.get("prompt", "")).split())
+        gap = 1.0 / state["rate"]
+        if not body.get("stream"):
+            time.sleep(n * gap)
+            return self.reply(200, {"id": "cmpl-sim", "object": "text_completion", "model": state["name"],
+                                    "choices": [{"index": 0, "text": " wave" * n, "finish_reason": "length"}],
+                                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
+                                              "total_tokens": prompt_tokens + n}})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        start = time.perf_counter() + 0.002 * prompt_tokens + gap  # prefill, then the first token
+        for i in range(n):
+            delay = start + i * gap - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            chunk = {"id": "cmpl-sim", "object": "text_completion", "model": state["name"],
+                     "choices": [{"index": 0, "text": " wave", "finish_reason": "length" if i == n - 1 else None}]}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"id": "cmpl-sim", "object": "text_completion", "choices": [],
+                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}}
+            self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def run(argv):
+    args = parse(argv)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    state["name"] = args.served_model_name or args.model
+    state["max_model_len"] = args.max_model_len or 40960
+    start_up(args)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    server.daemon_threads = True
+    log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (args.host, args.port))
+    log(API, "INFO", "launcher.py:37", "Available routes are: /health, /v1/models, /v1/chat/completions, /v1/completions")
+    log(API, "INFO", "on.py:62", "Application startup complete.")
+    server.serve_forever()
+'''
+
+#: The stub vllm wheel's files: the package, the serving side and the `vllm` console script.
+FILES = {
+    "vllm/triton_utils/__init__.py": TRITON_UTILS,
+    "vllm/entrypoints/__init__.py": "",
+    "vllm/entrypoints/cli/__init__.py": "",
+    "vllm/entrypoints/cli/main.py": CLI_MAIN,
+    "vllm/entrypoints/openai/__init__.py": "",
+    "vllm/entrypoints/openai/api_server.py": SERVER,
+}
+
+
+def vllm_files(version: str) -> dict:
+    return {"vllm/__init__.py": f"__version__ = {version!r}\n", **FILES,
+            f"vllm-{version}.data/scripts/vllm": SCRIPT}

@@ -1,0 +1,126 @@
+"""`serve --dry-run` for each family of the serve table, on the simulated A2 host: the expected commands are held
+here, composed from fit's numbers, the row's hints (one --additional-config) and the table, and validated against
+the installed stub vllm-ascend (0.23.0's key sets)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.models import build_model
+from helpers.serving import serving_venv
+
+GRAPH = ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}', "--async-scheduling"]
+FUSION_OFF = ["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}}']
+THINKING_OFF = ["--default-chat-template-kwargs", '{"enable_thinking": false}']
+BASE_ENV = {"ASCEND_RT_VISIBLE_DEVICES": "0", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
+            "TASK_QUEUE_ENABLE": "1", "OMP_NUM_THREADS": "1", "OMP_PROC_BIND": "false"}
+
+
+def head(name: str, length: int) -> list:
+    return ["--served-model-name", name, "--port", "8000", "--max-model-len", str(length),
+            "--gpu-memory-utilization", "0.9"]
+
+
+EXPECTED = {
+    "dense": (["dense"], head("dense", 40960) + GRAPH + FUSION_OFF + THINKING_OFF),
+    "vision": (["vision-language"], head("vision", 262144) + GRAPH + ["--mm-processor-cache-gb", "0",
+               "--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
+                                      '"enable_flashcomm1": false}'] + THINKING_OFF),
+    "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + FUSION_OFF + THINKING_OFF),
+    "hybrid": (["hybrid-linear-attention"], head("hybrid", 262144) + GRAPH + ["--no-enable-prefix-caching"]
+               + FUSION_OFF + THINKING_OFF),
+    # DeepSeek-V2-Lite's shape: MoE and MLA, 16 heads per card, which MLA graph mode refuses: eager, said so
+    "mla": (["moe", "mla"], head("mla", 163840) + ["--async-scheduling", "--no-enable-prefix-caching",
+                                                  "--enforce-eager"] + FUSION_OFF),
+    "modelslim": (["dense", "modelslim-w8a8"], head("modelslim", 40960) + GRAPH + ["--quantization", "ascend"]
+                  + FUSION_OFF + THINKING_OFF),
+}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("serve-host")
+    cann = build_fake_cann(root / "Ascend")
+    return {"root": root, "cann": str(cann.root), "venv": str(serving_venv(root))}
+
+
+def dry_run(cli, host: dict, model: Path, *extra: str):
+    return cli("serve", str(model), "--dry-run", "--venv", host["venv"], "--workdir", str(host["root"] / "wd"),
+               "--cann-home", host["cann"], *extra)
+
+
+@pytest.mark.parametrize("family", sorted(EXPECTED))
+def test_each_family_composes_its_command(cli, host: dict, family: str) -> None:
+    model = build_model(host["root"] / "models" / family, family)
+    proc = dry_run(cli, host, model, "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    families, args = EXPECTED[family]
+    assert plan["validated"] is True and plan["families"] == families
+    assert plan["argv"][1:] == ["serve", str(model), *args]
+    assert plan["environment"] == BASE_ENV
+    assert plan["graph_mode"] is (family != "mla")
+
+
+def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict) -> None:
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    proc = dry_run(cli, host, model)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == '"${serve[@]}"' and "serve=(" in lines
+    items = [line for line in lines if line.startswith(("export ", "  --"))]
+    assert len(items) == 5 + 8 and all("  # " in line for line in items)  # every item says why
+    script = proc.stdout.replace('"${serve[@]}"', 'printf "%s\\n" "${serve[@]}"')
+    import subprocess
+
+    printed = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert printed[printed.index("--additional-config") + 1] == FUSION_OFF[1]  # copy-pasteable as printed
+
+
+def test_concurrency_caps_the_default_context_at_the_kv_budget(cli, host: dict) -> None:
+    """Qwen3-VL's 256K default fails KV sizing; at 8 sequences the budget, not the model's maximum, decides."""
+    model = build_model(host["root"] / "models" / "vision", "vision")
+    plan = json.loads(dry_run(cli, host, model, "--json", "--concurrency", "8").stdout)
+    length = int(plan["argv"][plan["argv"].index("--max-model-len") + 1])
+    assert 20_000 < length < 262144 and plan["max_model_len"] == length
+
+
+def test_user_arguments_after_dashes_win_and_merge(cli, host: dict) -> None:
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    proc = dry_run(cli, host, model, "--json", "--", "--max-model-len", "4096", "--additional-config",
+                   '{"enable_cpu_binding": false}')
+    plan = json.loads(proc.stdout)
+    argv = plan["argv"]
+    assert argv.count("--max-model-len") == 1 and argv[argv.index("--max-model-len") + 1] == "4096"
+    assert argv.count("--additional-config") == 1
+    assert json.loads(argv[argv.index("--additional-config") + 1]) == {
+        "ascend_compilation_config": {"fuse_qknorm_rope": False}, "enable_cpu_binding": False}
+
+
+def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
+    from conftest import assert_one_line_error
+
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    assert "--port after -- is serve's to set" in assert_one_line_error(dry_run(cli, host, model, "--", "--port", "9"))
+    line = assert_one_line_error(dry_run(cli, host, model, "--concurrency", "16", "--", "--max-model-len=40000"))
+    assert "the largest that fits is" in line  # checked against the KV budget like serve's own
+
+
+def test_stale_typod_and_unread_names_are_refused_before_anything(cli, host: dict) -> None:
+    """Your own keys after -- and your own VLLM_ASCEND_* variables, against the installed plugin's source."""
+    from conftest import assert_one_line_error
+
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    line = assert_one_line_error(dry_run(cli, host, model, "--", "--additional-config",
+                                         '{"torchair_graph_config": {"enabled": true}, "enable_flashcom1": false}'))
+    assert "torchair_graph_config is not read by the installed vllm-ascend 0.23.0 (removed in 0.12.0rc1)" in line
+    assert "enable_flashcom1 is not read" in line and "did you mean enable_flashcomm1?" in line
+    proc = cli("serve", str(model), "--dry-run", "--venv", host["venv"], "--workdir", str(host["root"] / "wd"),
+               "--cann-home", host["cann"], "--json", env={"VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE": "1"})
+    line = assert_one_line_error(proc)
+    assert "your environment's VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE is not read" in line
+    assert json.loads(proc.stdout)["exit"] == 2
