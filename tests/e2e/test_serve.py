@@ -17,7 +17,7 @@ from typing import List
 
 import pytest
 
-from conftest import clean_env
+from helpers.cli import clean_env
 from ascend_setup.utils.interrupts import descendants
 from ascend_setup.utils.procs import pid_alive
 from ascend_setup.simulate.fake_cann import build_fake_cann

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error
+from helpers.cli import assert_one_line_error
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.models import build_model
 from helpers.serving import serving_venv

@@ -102,7 +102,7 @@ def test_user_arguments_after_dashes_win_and_merge(cli, host: dict) -> None:
 
 
 def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
-    from conftest import assert_one_line_error
+    from helpers.cli import assert_one_line_error
 
     model = build_model(host["root"] / "models" / "dense", "dense")
     assert "--port after -- is serve's to set" in assert_one_line_error(dry_run(cli, host, model, "--", "--port", "9"))
@@ -112,7 +112,7 @@ def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
 
 def test_stale_typod_and_unread_names_are_refused_before_anything(cli, host: dict) -> None:
     """Your own keys after -- and your own VLLM_ASCEND_* variables, against the installed plugin's source."""
-    from conftest import assert_one_line_error
+    from helpers.cli import assert_one_line_error
 
     model = build_model(host["root"] / "models" / "dense", "dense")
     line = assert_one_line_error(dry_run(cli, host, model, "--", "--additional-config",
