@@ -36,8 +36,8 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _common(json_flag: bool = True) -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
+def _common(json_flag: bool = True) -> OneLineParser:
+    parent = OneLineParser(add_help=False)  # of the subparsers' class, as add_parser(parents=) types it
     parent.add_argument("--matrix", metavar="FILE", help="compatibility matrix to use (env ASCEND_SETUP_MATRIX)")
     if json_flag:
         parent.add_argument("--json", action="store_true", help="machine-readable output on stdout")

@@ -183,7 +183,7 @@ def _print_split(console: "Console", columns: Sequence[str], body: Sequence[Sequ
                   highlight=False)
     for row in body:
         cells = [escape(row[i].ljust(widths[i])) for i in short]
-        if status_column in short:
+        if status_column is not None and status_column in short:
             at = list(short).index(status_column)
             cells[at] = styled(escape(row[status_column])) + " " * (widths[status_column] - len(row[status_column]))
         console.print("  ".join(cells).rstrip(), highlight=False, soft_wrap=True)

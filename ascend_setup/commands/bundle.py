@@ -58,8 +58,9 @@ def render_summary(manifest: Manifest, path: Path) -> None:
     """The size and what the bundle holds, one role a line, then each file it could not get."""
     out = stdout_console()
     t = manifest.target
+    npus = t.soc or t.device
     print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}"
-                     f"{' / ' + (t.soc or t.device) if (t.soc or t.device) else ''}, {len(manifest.files)} files, "
+                     f"{' / ' + npus if npus else ''}, {len(manifest.files)} files, "
                      f"{size_text(manifest.size)}")
     for role, info in manifest_json(manifest, path)["roles"].items():
         print_field(out, role, f"{info['files']} files, {size_text(info['bytes'])}")

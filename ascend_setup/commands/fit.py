@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
@@ -103,7 +103,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
     if args.device.startswith("npu"):
         found = primary_cann(CANN_HOME.value(args.cann_home)[0])
         env = capture_env(found.set_env_scripts()).apply() if found else None
-    result = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)
+    result: Dict[str, Any] = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)  # its JSON
     path = save_probe(workdir, result)
     if args.json:
         print_json({**result, "saved": str(path)})

@@ -27,7 +27,8 @@ from ascend_setup.engine.workdir import Workdir
 from ascend_setup.dists.venv import adoption_notice, venv_target_kind
 
 
-def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False) -> Runner:
+def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *,
+            dry_run: bool = False) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)

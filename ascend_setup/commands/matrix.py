@@ -6,6 +6,7 @@ import argparse
 import shlex
 
 from pathlib import Path
+from typing import Any, Dict, List, TypedDict
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
@@ -48,9 +49,9 @@ def run_show(args: argparse.Namespace) -> int:
     console.print("Serving hints:")
     for hint in row.runtime_hints:
         env = " ".join(f"{k}={v}" for k, v in hint.env.items())
-        args = " ".join(shlex.quote(a) for a in hint.serve_args)
+        serve_args = " ".join(shlex.quote(a) for a in hint.serve_args)
         console.print(f"- {hint.text}" + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
-                      + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {args}" if args else ""),
+                      + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {serve_args}" if serve_args else ""),
                       soft_wrap=True, markup=False)
     return 0
 
@@ -132,6 +133,16 @@ def _sdists(paths: list) -> dict:
     return found
 
 
+class RowCheck(TypedDict):
+    """What `matrix check` found for one row (one entry of its --json `rows`)."""
+
+    inconsistent: List[str]
+    drift: List[str]
+    unverified: List[str]
+    newer: List[Dict[str, Any]]
+    stale_hints: List[str]
+
+
 def run_check(args: argparse.Namespace) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
@@ -148,11 +159,13 @@ def run_check(args: argparse.Namespace) -> int:
     if unknown:
         raise BadInput(f"--sdist: no row of {matrix.source} pins vllm-ascend {unknown[0]}")
     mirror = _mirror(args) if args.live else []
-    reader, pool = MetadataReader(), {}
-    report = {}
+    reader = MetadataReader()
+    pool: Dict[str, Any] = {}  # the index pages, shared by every row's lookups
+    report: Dict[str, RowCheck] = {}
     for cann in matrix.versions():
         row = matrix.rows[cann]
-        entry = {"inconsistent": consistency(row), "drift": [], "unverified": [], "newer": [], "stale_hints": []}
+        entry: RowCheck = {"inconsistent": consistency(row), "drift": [], "unverified": [], "newer": [],
+                           "stale_hints": []}
         if row.packages["vllm-ascend"] in sdists:
             entry["stale_hints"] = unread_variables(row.hints(), sdists[row.packages["vllm-ascend"]])
         if args.live:

@@ -8,12 +8,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 from ascend_setup.engine import login
 from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.paths import check_dir_path, default_workdir
 from ascend_setup.cli.render import print_json, stderr_console
+
+if TYPE_CHECKING:  # imported when a terminal shows the bar
+    from rich.progress import Progress
 
 MODELS_ROOT = Path("/mnt/workspace/models")
 
@@ -104,7 +108,7 @@ class _progress:
     def __init__(self, console, total: int, dest: Path, files) -> None:
         self.console, self.total, self.dest = console, total, dest
         self.base = {f.path: 0 for f in files}
-        self.bar = None
+        self.bar: Optional[Progress] = None
         self.last = time.monotonic()
 
     def __enter__(self):

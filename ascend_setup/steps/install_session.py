@@ -29,6 +29,14 @@ from ascend_setup.dists.venv import venv_python
 from ascend_setup.engine.workdir import Workdir
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+def _given(value: Optional[T], name: str) -> T:
+    """`value`, which a whole run always has; the AttributeError its use on None would have raised otherwise."""
+    if value is None:
+        raise AttributeError(f"this install session has no {name}")
+    return value
 
 
 def install_store(workdir: Workdir) -> StateStore:
@@ -70,6 +78,23 @@ class InstallSession(Session):
     def workdir(self) -> Workdir:
         assert isinstance(self.files, Workdir)
         return self.files
+
+    # -- what a run always has (None only in tests of a single step's check): the step that needs one says so
+    @property
+    def the_matrix(self) -> Matrix:
+        return _given(self.matrix, "matrix")
+
+    @property
+    def the_row(self) -> Row:
+        return _given(self.row, "row")
+
+    @property
+    def the_pip_settings(self) -> PipSettings:
+        return _given(self.pip_settings, "pip_settings")
+
+    @property
+    def the_index(self) -> IndexSession:
+        return _given(self.index, "index")
 
     def find(self, model: Type[M]) -> Optional[M]:
         """The one finished step's output of this type (HostFacts, MirrorChoice, LockRef), or None."""

@@ -44,7 +44,7 @@ def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
 
 def slice_of(ctx: InstallSession, step: str) -> List[LockedPackage]:
     lock = ctx.lock()
-    return lock_slices(lock, ctx.row)[step] if lock else []
+    return lock_slices(lock, ctx.the_row)[step] if lock else []
 
 
 def unmet(ctx: InstallSession, packages: List[LockedPackage]) -> List[str]:

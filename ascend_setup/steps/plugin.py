@@ -70,7 +70,7 @@ class VllmAscend(Step[PluginInstalled]):
     def run(self, ctx: InstallSession, log: Path) -> PluginInstalled:
         locked = slice_of(ctx, self.name)
         if not locked or locked[0].outcome == "unavailable":
-            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.row.packages['vllm-ascend']}",
+            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.the_row.packages['vllm-ascend']}",
                              hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
         plugin = locked[0]
         _note(log, f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}")
@@ -98,7 +98,7 @@ class VllmAscend(Step[PluginInstalled]):
         if cached is not None:
             _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        tree = tree_for(sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.row.packages["torch"]))
+        tree = tree_for(sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"]))
         _note(log, f"build tree {tree.path}: {tree.case}")
         ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
         source = tree.path

@@ -54,7 +54,7 @@ def _fail(problems: List[Check], log: Path) -> None:
 def host_problems(ctx: InstallSession) -> List[Check]:
     """What preflight refuses for certain from the host's facts alone (CANN, disk): the failing checks. The dry
     run predicts its verdict with the same function (it once said every step would run, on a host without CANN)."""
-    row: Row = ctx.row
+    row: Row = ctx.the_row
     options = ctx.options
     cann = _cann_problem(row, primary_cann(options.cann_home), bool(options.force), options.cann_home)
     disk = check_disk(row, ctx.root, free_disk_bytes(ctx.root))
@@ -83,14 +83,14 @@ class Preflight(Step[HostFacts]):
         return found is not None and same_cann(found.version, facts.cann_version)
 
     def run(self, ctx: InstallSession, log: Path) -> HostFacts:
-        row: Row = ctx.row
+        row: Row = ctx.the_row
         options = ctx.options
         _log_ignored_pip_settings(ctx, log)
         problems = host_problems(ctx)
         found = primary_cann(options.cann_home)
         interp = None
         try:
-            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.index.pool())
+            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.the_index.pool())
             interp = choice.interpreter
             _log_python_choice(ctx, log, choice, bool(options.python))
         except BadInput as exc:  # about the recorded --python
@@ -108,7 +108,7 @@ class Preflight(Step[HostFacts]):
         if problems:
             _fail(problems, log)
         assert found is not None and interp is not None
-        facts = {
+        facts: Dict[str, Any] = {  # HostFacts validates each field
             "python": interp.path, "python_version": interp.version,
             "cann_version": found.version, "cann_toolkit": found.toolkit, "cann_root": found.root,
             "set_env": [str(p) for p in found.set_env_scripts()],
@@ -157,7 +157,7 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
         return IndexSources(lock.indexes[MIRROR], tuple(lock.extra_index_urls),
                             {n: u for n, u in lock.indexes.items() if n != MIRROR})
     mirror = which_index(options.index_url, options.mirror, lambda: ctx.pip_settings.index if ctx.pip_settings else "")
-    return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
+    return IndexSources.for_row(ctx.the_matrix, ctx.the_row, mirror, options.extra_index_urls or [])
 
 
 def _log_python_choice(ctx: InstallSession, log: Path, choice: PythonChoice, explicit: bool) -> None:

@@ -92,7 +92,7 @@ class Triton(Step[TritonSwapped]):
         lock = ctx.lock()
         entry = lock.get("triton-ascend") if lock else None  # an unavailable entry is in no slice, but says why
         if entry is None:
-            raise StepFailed(f"the lock has no triton-ascend {ctx.row.packages['triton-ascend']}",
+            raise StepFailed(f"the lock has no triton-ascend {ctx.the_row.packages['triton-ascend']}",
                              hint="rerun: the resolve step makes the lock again")
         locked = [entry]
         local = fetch_verified(ctx, entry)

@@ -44,12 +44,11 @@ def problems(ctx: InstallSession) -> List[str]:
     except (ValueError, IndexError):
         return [f"the venv's Python could not run the import check: {(proc.stderr or proc.stdout).strip()[-300:]}"]
     found = []
-    row = ctx.row
     for dist, info in result.items():
         if not info["ok"]:
             found.append(f"import of {dist} fails: {info['error']}")
-        elif info["version"] != row.packages[dist]:
-            found.append(f"{dist} is {info['version']}, the row says {row.packages[dist]}")
+        elif info["version"] != ctx.the_row.packages[dist]:
+            found.append(f"{dist} is {info['version']}, the row says {ctx.the_row.packages[dist]}")
     if result.get("vllm-ascend", {}).get("ok"):
         found += kernel_problems(ctx)
     triton = triton_check(ctx)
@@ -86,7 +85,7 @@ def shell_lines(ctx: InstallSession) -> List[str]:
 
 
 def serving_hints(ctx: InstallSession) -> List[str]:
-    return hints_for(ctx.row)
+    return hints_for(ctx.the_row)
 
 
 class Verify(Step[Verified]):
@@ -97,7 +96,7 @@ class Verify(Step[Verified]):
     depends_on = ("vllm-ascend",)
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        return {"pins": {d: ctx.row.packages[d] for d in MODULES.values()}}
+        return {"pins": {d: ctx.the_row.packages[d] for d in MODULES.values()}}
 
     def is_done(self, ctx: InstallSession) -> bool:
         return not problems(ctx)
