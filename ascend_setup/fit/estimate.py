@@ -104,8 +104,10 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     cfg = text_config(config)
     hints = {h.id: h for h in row.hints()}
     model_type = str(config.get("model_type", cfg.get("model_type", ""))).lower()
-    blockers, args, env, notes = [], [], {}, []
-    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+    blockers, args, notes = [], [], []
+    env: Dict[str, str] = {}
+    given = config.get("quantization_config")
+    quant = given if isinstance(given, dict) else {}
     if str(quant.get("quant_method", "")).lower() == "fp8" and not model_type.startswith("deepseek"):
         blockers.append(f"FP8 checkpoint of a {model_type or 'non-DeepSeek'} model: vllm-ascend "
                         f"{row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's ds_linear "
@@ -220,7 +222,7 @@ def probed_bandwidth(workdir: Path) -> Optional[float]:
     if not isinstance(data, dict) or not str(data.get("device", "")).startswith("npu"):
         return None
     gbps = data.get("gbps")
-    if type(gbps) not in (int, float) or not math.isfinite(gbps) or gbps <= 0:
+    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not math.isfinite(gbps) or gbps <= 0:
         raise BadInput(f"probe result {path}: gbps {str(gbps)[:20]} is not a bandwidth",
                        hint="run 'ascend-setup probe' again, or pass --bandwidth")
     return float(gbps)

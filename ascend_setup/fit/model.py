@@ -165,7 +165,7 @@ def state_bytes_per_layer(cfg: Dict[str, Any]) -> int:
         return heads * int(cfg.get("linear_key_head_dim") or 128) * int(cfg.get("linear_value_head_dim") or 128) * 4
     if cfg.get("mamba_d_state") or cfg.get("state_size"):
         d_inner = int(cfg.get("mamba_expand") or cfg.get("expand") or 2) * int(cfg["hidden_size"])
-        return d_inner * int(cfg.get("mamba_d_state") or cfg.get("state_size")) * 4
+        return d_inner * int(cfg.get("mamba_d_state") or cfg["state_size"]) * 4
     return 0
 
 
@@ -228,7 +228,7 @@ def _weights_from_headers(shards: List[Shard], experts: int, active: int) -> Wei
     # one row of the input embedding per token; tied (no LM head stored): the matrix is the LM head, read whole
     unread_embedding = embedding - embedding_row if has_lm_head else 0
     per_token = total - vision - unused_experts - unread_embedding
-    dtype = max(dtypes, key=dtypes.get) if dtypes else "?"
+    dtype = max(dtypes, key=lambda d: dtypes[d]) if dtypes else "?"
     return Weights(total, per_token, "safetensors", dtype, vision_bytes=vision)
 
 

@@ -141,7 +141,7 @@ class Row(BaseModel):
     @field_validator("packages")
     @classmethod
     def _packages_pinned(cls, value: Mapping[str, str]) -> Mapping[str, str]:
-        pins = {canonicalize_name(name): ver for name, ver in value.items()}
+        pins: Dict[str, str] = {canonicalize_name(name): ver for name, ver in value.items()}
         missing = [name for name in REQUIRED_PACKAGES if name not in pins]
         if missing:
             raise ValueError(f"missing pins for {', '.join(missing)}")
@@ -157,7 +157,7 @@ class Row(BaseModel):
     @field_validator("wheel_glibc")
     @classmethod
     def _glibc_versions(cls, value: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
-        frozen = {}
+        frozen: Dict[str, Mapping[str, str]] = {}
         for name, per_arch in value.items():
             for arch, glibc in per_arch.items():
                 if not re.fullmatch(r"\d+\.\d+", str(glibc)):

@@ -48,10 +48,10 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     path = out_dir / filename
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in contents.items():
-            info = zipfile.ZipInfo(member)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (0o100755 if ".data/scripts/" in member else 0o100644) << 16  # pip keeps the x bit
-            archive.writestr(info, data)
+            entry = zipfile.ZipInfo(member)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = (0o100755 if ".data/scripts/" in member else 0o100644) << 16  # pip keeps the x bit
+            archive.writestr(entry, data)
     return path
 
 

@@ -243,12 +243,12 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
     members["_stub_cmake.json"] = json.dumps([{"name": a.name, "url": a.url, "found": a.found, "cmake": a.cmake_name}
                                               for a in third_party]).encode()
     path = out_dir / f"{base}.tar.gz"
-    with tarfile.open(path, "w:gz", compresslevel=1) as archive:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(f"{base}/{name}")
             info.size = len(data)
             info.mode = 0o644
-            archive.addfile(info, io.BytesIO(data))
+            tar.addfile(info, io.BytesIO(data))
     return path
 
 
