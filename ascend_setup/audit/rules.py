@@ -12,10 +12,10 @@ import re
 from collections import deque
 from pathlib import Path
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from packaging.requirements import Requirement
-from packaging.tags import parse_tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -133,7 +133,7 @@ def rule_row_pins(ctx: AuditContext) -> List[Finding]:
     """Every row package at exactly the row's version for this architecture, local part included."""
     findings = []
     vllm = ctx.installed.get("vllm")
-    vllm_wants = {canonicalize_name(r.name): r for r in ctx.requires(vllm[0])} if vllm else {}
+    vllm_wants: Dict[str, Requirement] = {canonicalize_name(r.name): r for r in ctx.requires(vllm[0])} if vllm else {}
     for name, pinned in ctx.row.packages.items():
         if name == "triton-ascend":
             continue  # the triton rule owns it
@@ -340,7 +340,7 @@ def rule_wheel_tags(ctx: AuditContext) -> List[Finding]:
     findings = []
     for name, dists in ctx.installed.items():
         tags = dists[0].wheel_tags()
-        parsed = set()
+        parsed: Set[Tag] = set()
         for text in tags:
             try:
                 parsed |= parse_tag(text)

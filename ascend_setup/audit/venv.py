@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -154,8 +155,8 @@ class _CheckedDistribution(PathDistribution):
         super().__init__(path)
         self._texts = texts
 
-    def read_text(self, filename: str) -> Optional[str]:
-        if filename in CHECKED_MEMBERS:
+    def read_text(self, filename: Union[str, os.PathLike[str]]) -> Optional[str]:
+        if isinstance(filename, str) and filename in CHECKED_MEMBERS:
             return self._texts.get(filename)
         return super().read_text(filename)
 

@@ -99,13 +99,14 @@ def take_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None
         write_lock(lock, path)
         return lock
     if path.is_file():
+        kept: Optional[Lock]
         try:
-            lock = read_lock(path)
+            kept = read_lock(path)
         except AscendSetupError:
-            lock = None
-        if lock is not None and _lock_fits(lock, req):
+            kept = None
+        if kept is not None and _lock_fits(kept, req):
             say(f"continuing with the lock this bundle already holds ({LOCK})")
-            return lock
+            return kept
     say(f"resolving the closure for {req.target.describe()}")
     lock = index.resolve(req.row, req.target, req.sources, build_python=req.build_python, device=req.device)
     write_lock(lock, path)

@@ -75,7 +75,7 @@ class Manifest(BaseModel):
         return sum(f.size for f in self.files)
 
 
-def entry(root: Path, path: Path, role: str, package: Optional[str] = None,
+def entry(root: Path, path: Path, role: Role, package: Optional[str] = None,
           version: Optional[str] = None) -> BundleFile:
     return BundleFile(path=path.relative_to(root).as_posix(), size=path.stat().st_size, sha256=sha256_of(path),
                       role=role, package=package, version=version)

@@ -105,7 +105,9 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
                           f"({missing[0]})")
     headers: Dict[str, Dict[str, Any]] = {}
     for name in names:
-        size = listing.get(name).size
+        listed = listing.get(name)
+        assert listed is not None  # every shard is listed: the missing ones were refused above
+        size = listed.size
         url = hub.url(listing, name)
         length = header_length(f"{what} {name}", read_range(url, 0, 8, what=name), size)
         blob = read_range(url, 8, length, what=name)

@@ -157,21 +157,21 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     provenance["plugin_requirements"] = f"{plugin_file.filename} Requires-Dist (bounds on vllm's own requirements)"
     problems: List[str] = []
     package_index: Dict[str, str] = {}
-    for name, version in packages.items():
-        if _files(main, name, version):
+    for dist, version in packages.items():
+        if _files(main, dist, version):
             continue
-        host = next((n for n, index in named.items() if _files(index, name, version)), None)
+        host = next((n for n, index in named.items() if _files(index, dist, version)), None)
         if host:
-            package_index[name] = host
-            provenance[f"package_index.{name}"] = f"{name} {version} is on the {host} index, not on the mirror"
+            package_index[dist] = host
+            provenance[f"package_index.{dist}"] = f"{dist} {version} is on the {host} index, not on the mirror"
         else:
-            errors = [p.error for i in [main, *named.values()] for p in i.pages(name) if p.error]
-            problems.append(f"{name} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
+            errors = [p.error for i in [main, *named.values()] for p in i.pages(dist) if p.error]
+            problems.append(f"{dist} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
                                                       else "no index serves it"))
-            kept = matrix.newest().index_of(name)
+            kept = matrix.newest().index_of(dist)
             if errors and kept != MIRROR:  # the file could not be looked for: keep where the matrix takes it from
-                package_index[name] = kept
-                provenance[f"package_index.{name}"] = (f"row {matrix.newest().cann} (not verified: an index could "
+                package_index[dist] = kept
+                provenance[f"package_index.{dist}"] = (f"row {matrix.newest().cann} (not verified: an index could "
                                                        "not be reached)")
     arch: Dict[str, Dict[str, Dict[str, str]]] = {}
     npu_files = _files(main, "torch-npu", packages.get("torch-npu", ""))

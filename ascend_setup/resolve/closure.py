@@ -24,7 +24,7 @@ from ascend_setup.matrix.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.index.metadata import MetadataReader, build_system, content_length
+from ascend_setup.index.metadata import BuildSystem, MetadataReader, build_system, content_length
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import GATE_SECONDS, IndexCheck, IndexNeed, check_indexes
 from ascend_setup.index.simple import IndexFile, IndexSet, ProjectPage, SimpleIndex
@@ -160,7 +160,7 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
     sdists = [p for p in packages if p.outcome == "sdist" and p.name in files]
     cache = FileTextCache(files_cache())
 
-    def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[dict], str]:
+    def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[BuildSystem], str]:
         try:
             return p, build_system(files[p.name], cache), ""
         except (IndexUnreachable, OSError, ValueError) as exc:
@@ -174,7 +174,7 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
                                                     f"({error})"))
                 continue
             p.backend = str(table["build-backend"])
-            needs = toolchain_for(p.backend, table.get("requires", []))  # type: ignore[arg-type]
+            needs = toolchain_for(p.backend, table.get("requires", []))
             warnings.append(LockWarning(id="sdist-build", package=p.name, message=(
                 f"{p.name} {p.version} has no wheel for this target ({p.reason}): it is built from source with "
                 f"{p.backend}" + (f", which needs {needs}" if needs else ""))))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Dict, Iterable, List, Literal, Optional
+from typing import Annotated, Dict, Final, Iterable, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -23,7 +23,7 @@ from ascend_setup.utils.inputs import parse_json, read_input_text
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
 
-LOCK_FORMAT = "ascend-setup-lock"
+LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
 Outcome = Literal["wheel", "sdist", "unavailable"]
 #: What pip's --hash takes: a lock with anything else would fail only at install time, or never check.
