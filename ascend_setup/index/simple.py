@@ -311,7 +311,7 @@ class IndexSet:
         return {n: self.pages(n) for n in names}
 
 
-class IndexPool(dict):
+class IndexPool(Dict[str, SimpleIndex]):
     """url -> SimpleIndex for one consumer (a gate, a closure), its indexes reading and adding to `shared`:
     each consumer keeps its own deadline and its own view of an index that is down, and no page is fetched
     twice in one command. Consumers add indexes with `setdefault(url, SimpleIndex(url, ...))`."""
@@ -320,7 +320,7 @@ class IndexPool(dict):
         super().__init__()
         self.shared = shared
 
-    def setdefault(self, url: str, index: SimpleIndex) -> SimpleIndex:  # type: ignore[override]
+    def setdefault(self, url: str, index: SimpleIndex) -> SimpleIndex:
         if url not in self:
             index.shared = self.shared
             self[url] = index

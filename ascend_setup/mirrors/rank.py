@@ -89,7 +89,8 @@ def _pages(url: str, names: Sequence[str], timeout: float) -> Optional[Dict[str,
     failed = next((p for p in pages if isinstance(p, Exception)), None)
     if failed is not None:
         raise failed
-    return dict(zip(names, pages)) if all(p is not None for p in pages) else None  # type: ignore[arg-type]
+    answered = [p for p in pages if isinstance(p, ProjectPage)]  # the others: None, not come within `timeout`
+    return dict(zip(names, answered)) if len(answered) == len(pages) else None
 
 
 @dataclass

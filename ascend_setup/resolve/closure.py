@@ -134,7 +134,7 @@ def _file_for_metadata(choice: Choice, pages_files: List[IndexFile]) -> Optional
 
 def _locked(choice: Choice, index: str, index_url: str) -> LockedPackage:
     f = choice.file
-    return LockedPackage(name=choice.name, version=choice.version, outcome=choice.outcome, index=index,  # type: ignore[arg-type]
+    return LockedPackage(name=choice.name, version=choice.version, outcome=choice.outcome, index=index,
                          index_url=f.index if f else index_url, file=f.filename if f else None,
                          url=f.url if f else None, sha256=f.sha256 if f else None, size=f.size if f else None,
                          reason=choice.reason)
@@ -247,7 +247,8 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
         raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of {', '.join(groups[MIRROR].urls)}: "
                                "its requirements cannot be read", hint=heads[missing[0]][0].reason)
     with ThreadPoolExecutor(max_workers=2) as tp:
-        vllm_req, plugin_req = tp.map(lambda n: reader.requires(meta_files[n]), NO_DEPS)  # type: ignore[arg-type]
+        found = {n: f for n, f in meta_files.items() if f is not None}  # all of them: none is missing
+        vllm_req, plugin_req = tp.map(lambda n: reader.requires(found[n]), NO_DEPS)
     derived = derive(row, vllm_req, plugin_req, target_environment(target))
     if on_derived is not None:
         on_derived(derived)

@@ -20,12 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.inputs import parse_json, read_input_text
+from ascend_setup.index.choose import Outcome
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
 
 LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
-Outcome = Literal["wheel", "sdist", "unavailable"]
 #: What pip's --hash takes: a lock with anything else would fail only at install time, or never check.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 #: A target Python as X.Y (the lock is for one minor version).
