@@ -12,10 +12,10 @@ import venv as venv_module
 from pathlib import Path
 
 from _common import REPO, clean_env, run, timed
+from helpers.fake_dists import fake_install
 
-from ascend_setup.matrix import load_matrix  # noqa: E402
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions  # noqa: E402
-from helpers.fake_dists import fake_install  # noqa: E402
+from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 
 FILLERS = 220
 

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Dict
 
 from conftest import assert_one_line_error
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv
+
 from ascend_setup.audit.report import run_audit
 from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 
 MATRIX = load_matrix()
 ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)

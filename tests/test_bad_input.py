@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import pytest
-
 from conftest import assert_one_line_error, clean_env
 
 DEAD = "http://127.0.0.1:9/simple/"  # refused at once: a case that wrongly goes on fails fast, offline
@@ -249,12 +248,12 @@ def test_install_refuses_a_link_at_each_file_it_writes_first(tmp_path: Path, pla
 
 def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[], object]]]:
     """What the install's later steps write, each through the function the step calls."""
-    from ascend_setup.utils.files import atomic_write_text
+    from ascend_setup.dists.venv import RECORD_NAME, VenvRecord, write_venv_record
     from ascend_setup.index.download import download
     from ascend_setup.mirrors.apply import write_venv_config
     from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
     from ascend_setup.resolve.lockfile import Lock, LockTarget, write_lock
-    from ascend_setup.dists.venv import RECORD_NAME, VenvRecord, write_venv_record
+    from ascend_setup.utils.files import atomic_write_text
 
     lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
                 inputs="0", packages=[])

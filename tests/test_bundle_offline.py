@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.bundle.manifest import LOCK, MANIFEST, BundleTarget, Manifest, Missing, entry, verify_bundle, \
-    write_manifest
+from ascend_setup.bundle.manifest import (
+    LOCK,
+    MANIFEST,
+    BundleTarget,
+    Manifest,
+    Missing,
+    entry,
+    verify_bundle,
+    write_manifest,
+)
 from ascend_setup.bundle.offline import Bundle, bundle_pages, check_bundle, unpack
 from ascend_setup.errors import BadInput
 from ascend_setup.index.reach import IndexNeed, check_indexes

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, clean_env
 
 
@@ -106,8 +105,8 @@ def test_version_and_module_entry(cli) -> None:
 
 def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
     from ascend_setup.engine.state import StepRecord
-    from ascend_setup.steps.install_session import install_store
     from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
 
     workdir = tmp_path / "wd"
     workdir.mkdir()

@@ -12,18 +12,18 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
 from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
+
 from ascend_setup.audit.report import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.host.toolchain import builds_from_source, lock_tool_checks, package_manager, toolchain_checks
 from ascend_setup.index.metadata import wheel_member
 from ascend_setup.index.simple import SimpleIndex
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.derive import wheel_devices
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, stub_versions
 from ascend_setup.simulate.fake_cann import build_fake_cann
@@ -272,6 +272,7 @@ def test_live_the_published_0_23_0_wheels_say_a2_by_range_reads(cli) -> None:
 
 def test_verify_names_a_build_for_another_device_type(tmp_path: Path) -> None:
     from helpers.session import session_for
+
     from ascend_setup.steps.outputs import HostFacts
     from ascend_setup.steps.verify import device_problem
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.host.doctor import check_glibc, check_locks, check_venv
 from ascend_setup.host.machine import machine_facts
 from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.simulate.fake_cann import build_fake_cann
 
 
 def _checks(data: dict) -> dict:

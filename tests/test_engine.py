@@ -8,15 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-
 from conftest import REPO, clean_env
-from ascend_setup.errors import BadInput, LockHeld, StepFailed
-from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
 from ascend_setup.engine.files import RunFiles
@@ -25,6 +22,8 @@ from ascend_setup.engine.runner import Runner
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
 from ascend_setup.engine.step import Step, fingerprint
+from ascend_setup.errors import BadInput, LockHeld, StepFailed
+from ascend_setup.utils.files import atomic_write_text
 
 #: The engine knows no tool: each names its own state format (here a toy's).
 TOY_FORMAT = "toy-state"

@@ -12,8 +12,8 @@ from typing import Dict, Optional
 import pytest
 
 from ascend_setup.fit.estimate import card_named, estimate
-from ascend_setup.fit.safetensors import DTYPE_BYTES
 from ascend_setup.fit.model import ModelFiles, kv_layout, local_files, weights
+from ascend_setup.fit.safetensors import DTYPE_BYTES
 from ascend_setup.matrix import load_matrix
 
 ROW = load_matrix().rows["9.1.0"]

@@ -9,9 +9,9 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error
 from test_fit import CARD, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, _model
+
 from ascend_setup.fit.estimate import card_for, estimate
 from ascend_setup.fit.model import ModelFiles, local_files, weights
 

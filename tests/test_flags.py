@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
 from conftest import assert_one_line_error
 from helpers.session import session_for
+from rich.console import Console
+
 from ascend_setup.errors import BadInput
 from ascend_setup.host.interpreters import Interpreter
 from ascend_setup.index.tags import Target

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
 from conftest import REPO, clean_env
 from test_fit import HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B, _model
+
+from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
 
 DENSE_GQA = {  # Qwen3-8B
     "model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,

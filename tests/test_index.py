@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
+from conftest import clean_env
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
-from conftest import clean_env
-from ascend_setup.simulate.dists import build_sdist, build_wheel
-from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.choose import choose
 from ascend_setup.index.metadata import MetadataReader
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, platforms, supported_tags
+from ascend_setup.simulate.dists import build_sdist, build_wheel
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 
 X86 = "x86_64"
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO, assert_one_line_error
 from packaging.version import Version
 
-from conftest import REPO, assert_one_line_error
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix, parse_matrix, select_row
 from ascend_setup.matrix.load import PACKAGED_MATRIX
@@ -178,8 +178,8 @@ def test_a_hint_the_plugin_source_no_longer_reads_is_flagged(tmp_path: Path) -> 
     import io
     import tarfile
 
-    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.models import RuntimeHint
+    from ascend_setup.matrix.serve_hints import unread_variables
 
     sdist = tmp_path / "vllm_ascend-0.23.0.tar.gz"
     with tarfile.open(sdist, "w:gz") as archive:

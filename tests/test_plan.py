@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, clean_env
-from ascend_setup.simulate.ecosystem import build_ecosystem
-from ascend_setup.simulate.index_server import BlackHole, LocalIndex
+
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix import load_matrix
 from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.index_server import BlackHole, LocalIndex
 
 ROW = load_matrix().rows["9.1.0"]
 
@@ -224,8 +224,8 @@ def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) ->
 def test_uv_is_handed_the_build_interpreter_and_asks_no_shim(indexes, tmp_path: Path, monkeypatch) -> None:
     """An interpreter of the target's Python at hand is given to uv: it no longer runs the python3.X it finds
     on PATH (behind pyenv's shims that cost 0.13 s of every uv run). Without one, uv looks as before."""
-    from ascend_setup.index.tags import Target
     from ascend_setup.dists.installers import uv_command
+    from ascend_setup.index.tags import Target
     from ascend_setup.resolve.pythons import build_interpreter
     from ascend_setup.resolve.uvcompile import ClosureRequest, compile_closure
 

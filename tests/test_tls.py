@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-
 from conftest import REPO
+from helpers.tls import make_site_ca
+
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import LocalIndex
-from helpers.tls import make_site_ca
 
 ASK = """
 import sys

@@ -7,13 +7,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ascend_setup.audit.rules import (PHASE_FILL, PHASE_MANUAL, PHASE_PINS, PHASE_SHAPE, PHASE_TRITON,
-                                      PHASE_UNINSTALL, RULES, AuditContext, Finding, rule_damaged_files)
+from ascend_setup.audit.rules import (
+    PHASE_FILL,
+    PHASE_MANUAL,
+    PHASE_PINS,
+    PHASE_SHAPE,
+    PHASE_TRITON,
+    PHASE_UNINSTALL,
+    RULES,
+    AuditContext,
+    Finding,
+    rule_damaged_files,
+)
 from ascend_setup.audit.venv import VenvContents, read_venv
+from ascend_setup.dists.versions import same_release
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.dists.versions import same_release
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 

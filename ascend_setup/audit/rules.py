@@ -10,8 +10,8 @@ from __future__ import annotations
 import platform
 import re
 from collections import deque
-from pathlib import Path
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 from packaging.requirements import Requirement
@@ -20,16 +20,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.audit.venv import Installed, VenvContents, requirements_unmet
+from ascend_setup.dists.markers import applicable
+from ascend_setup.dists.versions import same_version
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
+from ascend_setup.index.tags import Target, tag_priorities
+from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label
+from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.resolve.requirement_set import SUBSTITUTES, target_environment
 from ascend_setup.utils.files import read_regular_text
-from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label
-from ascend_setup.index.tags import Target, tag_priorities
-from ascend_setup.dists.markers import applicable
-from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.dists.versions import same_version
-
 
 #: Order of the fix plan, chosen so that every intermediate state still imports: the venv's shape
 #: first (pip would see system packages as "already satisfied"), then the row's pins from their own

@@ -13,10 +13,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import read_input_text
 from ascend_setup.dists.markers import applicable
 from ascend_setup.dists.venv import read_pyvenv_cfg, site_packages, venv_python
+from ascend_setup.errors import BadInput
+from ascend_setup.utils.inputs import read_input_text
 
 
 @dataclass

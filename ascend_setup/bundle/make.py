@@ -16,19 +16,31 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from ascend_setup import __version__
 from ascend_setup.bundle import tool
 from ascend_setup.bundle.bootstrap import bootstrap_text, write_checksums
-from ascend_setup.bundle.manifest import (BOOTSTRAP, FILES, LOCK, THIRD_PARTY, TOOL, WHEELHOUSE, BundleFile,
-                                          BundleTarget, Manifest, Missing, entry, write_manifest)
+from ascend_setup.bundle.manifest import (
+    BOOTSTRAP,
+    FILES,
+    LOCK,
+    THIRD_PARTY,
+    TOOL,
+    WHEELHOUSE,
+    BundleFile,
+    BundleTarget,
+    Manifest,
+    Missing,
+    entry,
+    write_manifest,
+)
+from ascend_setup.cli.progress import TransferProgress
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 from ascend_setup.index.download import download
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
-from ascend_setup.cli.progress import TransferProgress
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
 from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.source import cached_wheel, extract_once, wheelhouse_key
+from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 
 #: Marks a directory this tool made as a bundle (one it may fill and resume).
 MARK = ".ascend-setup-bundle"

@@ -10,10 +10,10 @@ from typing import Any, Dict, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.index.download import sha256_of
-from ascend_setup.utils.inputs import parse_json
 from ascend_setup.resolve.lockfile import MinorVersion, Sha256
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.inputs import parse_json
 
 MANIFEST = "manifest.json"
 LOCK = "lock.txt"

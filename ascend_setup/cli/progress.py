@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ascend_setup.utils.procs import set_activity
 from ascend_setup.engine.runner import FIRST_RUN
+from ascend_setup.utils.procs import set_activity
 
 if TYPE_CHECKING:  # rich's live widgets are imported only when a terminal shows them
     from rich.progress import Progress, TaskID
@@ -151,7 +151,7 @@ class TransferProgress:
         return (f"{self.what}: {self.done_files} of {self.files} files, {size_text(self.done_bytes)} of "
                 f"{size_text(self.total)}")
 
-    def __enter__(self) -> "TransferProgress":
+    def __enter__(self) -> TransferProgress:
         if self.console.is_terminal:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 

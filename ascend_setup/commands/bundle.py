@@ -8,8 +8,10 @@ import platform
 import shutil
 from pathlib import Path
 
-from ascend_setup.bundle.make import (BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar)
+from ascend_setup.bundle.make import BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar
 from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
+from ascend_setup.cli.progress import size_text
+from ascend_setup.cli.render import print_field, print_json, print_prose, stderr_console, stdout_console
 from ascend_setup.commands.plan import target_python
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
@@ -17,15 +19,19 @@ from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_sett
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.steps.options import check_build_deps_url, check_device, check_index_url, check_soc, parse_index_overrides
-from ascend_setup.utils.paths import check_dir_path, check_output_file
-from ascend_setup.cli.progress import size_text
-from ascend_setup.cli.render import print_field, print_json, print_prose, stderr_console, stdout_console
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import build_interpreter
-from ascend_setup.resolve.index_session import IndexSession
-from ascend_setup.matrix.soc import device_of
+from ascend_setup.steps.options import (
+    check_build_deps_url,
+    check_device,
+    check_index_url,
+    check_soc,
+    parse_index_overrides,
+)
+from ascend_setup.utils.paths import check_dir_path, check_output_file
 
 
 def _soc(value: str):

@@ -9,18 +9,18 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from ascend_setup.cli.render import print_json, stderr_console, stdout_console
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
+from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
+from ascend_setup.steps.pipeline import run_lock
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.steps.pipeline import run_lock
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.utils.tempdirs import kept_tempdir
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console
-from ascend_setup.simulate.demo import LABEL, QUICK, interrupt_points, run_demo
 
 
-def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":
+def _workdir(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, bool]:
     """(the demo's workdir, whether it is ours to remove afterwards), locked like an install's workdir: a
     second demo in the same directory is refused (exit 3), not raced."""
     if args.workdir:

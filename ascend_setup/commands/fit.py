@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
+from ascend_setup.cli.render import print_field, print_json, print_prose, stdout_console
+from ascend_setup.dists.venv import read_pyvenv_cfg, venv_python
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.estimate import Card, Fit, card_for, estimate, probed_bandwidth
 from ascend_setup.fit.model import ModelFiles, local_files
@@ -15,9 +18,6 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix
 from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
-from ascend_setup.cli.render import print_field, print_json, print_prose, stdout_console
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
 

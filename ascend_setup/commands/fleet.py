@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ascend_setup.fleet.report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
+from ascend_setup.cli.render import print_json, print_table, stdout_console, terminal_safe
+from ascend_setup.fleet.report import GRID_SEVERITIES, finding_ids, fleet_json, grid, read_fleet
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.paths import check_output_file, check_path_length
-from ascend_setup.cli.render import print_json, print_table, stdout_console, terminal_safe
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -9,22 +9,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ascend_setup.cli.progress import ConsoleReporter
+from ascend_setup.cli.render import print_json, print_table, stderr_console, stdout_console
+from ascend_setup.dists.venv import adoption_notice, venv_target_kind
+from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
+from ascend_setup.engine.runner import Runner, status_rows
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
 from ascend_setup.matrix.newcann import provenance_line, record
+from ascend_setup.steps.install_session import InstallSession, install_store
 from ascend_setup.steps.options import InstallOptions, InstallRow, build_install_options
-from ascend_setup.cli.progress import ConsoleReporter
-from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
-from ascend_setup.engine.runner import Runner, status_rows
 from ascend_setup.steps.pipeline import build_pipeline, run_lock
 from ascend_setup.steps.preflight import host_problems
 from ascend_setup.steps.resolve import preview_closure
-from ascend_setup.steps.install_session import InstallSession, install_store
 from ascend_setup.steps.verify import serving_hints, shell_lines
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv import adoption_notice, venv_target_kind
+from ascend_setup.utils.paths import resolve_workdir
 
 
 def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *,

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
-
 from pathlib import Path
 from typing import Any, Dict, List, TypedDict
 
+from ascend_setup.cli.render import print_json, print_table, stderr_console, stdout_console
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.cli.render import print_json, stderr_console, stdout_console, print_table
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -78,10 +77,10 @@ def _mirror(args: argparse.Namespace) -> list:
 def run_derive(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion, Version
 
-    from ascend_setup.utils.files import atomic_write_text, read_regular_text
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
     from ascend_setup.steps.options import parse_index_overrides
+    from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
     for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
         try:
@@ -147,8 +146,8 @@ def run_check(args: argparse.Namespace) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
-    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.releases import newer_releases
+    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.steps.options import parse_index_overrides
 
     if args.file and args.matrix:

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ascend_setup.engine import login
-from ascend_setup.utils.files import open_append
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.paths import check_dir_path, default_workdir
 from ascend_setup.cli.render import print_json, stderr_console
+from ascend_setup.engine import login
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.utils.files import open_append
+from ascend_setup.utils.paths import check_dir_path, default_workdir
 
 if TYPE_CHECKING:  # imported when a terminal shows the bar
     from rich.progress import Progress
@@ -112,8 +112,14 @@ class _progress:
         self.last = time.monotonic()
 
     def __enter__(self):
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
         if self.console.is_terminal:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),

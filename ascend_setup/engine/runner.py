@@ -8,12 +8,12 @@ from typing import Any, Dict, Generic, List, Optional, Protocol, Sequence, Tuple
 
 from pydantic import ValidationError
 
-from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import RunState, StateStore, StepRecord, now
 from ascend_setup.engine.step import Step, fingerprint
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
+from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.utils.files import make_dir, open_append
 
 #: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.

@@ -30,15 +30,15 @@ class Session:
     def root(self) -> Path:
         return self.files.root
 
-    def get(self, step: "Type[Step[O]]") -> O:
+    def get(self, step: Type[Step[O]]) -> O:
         """The outputs `step` recorded when it finished; KeyError when it has not (yet)."""
         return cast(O, self.outputs[step.name])  # the runner records each step's outputs as its Output
 
-    def recorded(self, step: "Type[Step[O]]") -> Optional[O]:
+    def recorded(self, step: Type[Step[O]]) -> Optional[O]:
         """The outputs `step` recorded, or None when it has not finished."""
         return cast(Optional[O], self.outputs.get(step.name))  # as in get()
 
-    def has(self, step: "Union[Type[Step], Step, str]") -> bool:
+    def has(self, step: Union[Type[Step], Step, str]) -> bool:
         """Whether `step` (a step class, one of its instances, or its name) finished (this run or, as recorded,
         an earlier one)."""
         return (step if isinstance(step, str) else step.name) in self.outputs

@@ -6,25 +6,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
 
+from ascend_setup.dists.venv import read_pyvenv_cfg
 from ascend_setup.engine.workdir import Workdir
-from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, find_driver
 from ascend_setup.host.checks import Check, check_cann, check_disk
-from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters, probe
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
+from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.setenv import CapturedEnv, capture_env
-from ascend_setup.matrix.soc import device_of, label
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.answers import IndexAnswer, ask_indexes
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import IndexNeed
-from ascend_setup.utils.inputs import load_json, open_input
 from ascend_setup.knowledge.scan import triage_stream
 from ascend_setup.matrix.models import Row
-from ascend_setup.dists.venv import read_pyvenv_cfg
+from ascend_setup.matrix.soc import device_of, label
+from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
+from ascend_setup.utils.inputs import load_json, open_input
+
 
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
     needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]

@@ -17,9 +17,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.host.checks import Check
-from ascend_setup.utils.osrelease import os_release
-from ascend_setup.matrix.soc import label
 from ascend_setup.matrix.models import Row
+from ascend_setup.matrix.soc import label
+from ascend_setup.utils.osrelease import os_release
 
 #: vllm-ascend's install guide: "gcc/g++ higher than 8 and C++17 or higher are required".
 GCC_MIN_MAJOR = 9

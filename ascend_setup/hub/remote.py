@@ -15,13 +15,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fit.config import check_config
-from ascend_setup.utils.inputs import parse_json
 from ascend_setup.fit.model import CONFIG, INDEX, QUANT, ModelFiles, Shard, read_small_json, shard_names
 from ascend_setup.fit.safetensors import header_length, parse_header
-from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.hub.base import SOURCES, HubNotFound, HubUnreachable, Listing, read_range, read_small
 from ascend_setup.hub.huggingface import HuggingFace
 from ascend_setup.hub.modelscope import ModelScope
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.inputs import parse_json
 
 HEADERS = "headers.json"
 

@@ -13,7 +13,6 @@ from packaging.version import Version
 from ascend_setup.index.simple import IndexFile, ProjectPage
 from ascend_setup.index.tags import Target, manylinux_glibc, platform_arch, tag_priorities
 
-
 #: What a lock does for a package on a target (the lock's field of the same name).
 Outcome = Literal["wheel", "sdist", "unavailable"]
 

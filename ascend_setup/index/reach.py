@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from ascend_setup.utils.deadline import failure_text, run_until
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
+from ascend_setup.utils.deadline import failure_text, run_until
 
 GATE_SECONDS = 10.0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -289,7 +288,7 @@ class SimpleIndex:
 class IndexSet:
     """The primary index plus extras, asked concurrently, like pip's --index-url/--extra-index-url."""
 
-    def __init__(self, urls: Iterable[str], workers: int = 16, pool: Optional[Dict[str, "SimpleIndex"]] = None) -> None:
+    def __init__(self, urls: Iterable[str], workers: int = 16, pool: Optional[Dict[str, SimpleIndex]] = None) -> None:
         """`pool` (url -> SimpleIndex) shares already fetched pages between sets (the gate's, the forecast's)."""
         pool = {} if pool is None else pool
         self.indexes = [pool.setdefault(u, SimpleIndex(u)) for u in dict.fromkeys(urls)]

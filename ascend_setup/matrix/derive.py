@@ -13,18 +13,18 @@ from email.parser import HeaderParser
 from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascend_setup.dists.markers import requirements
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device
 from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.dists.markers import requirements
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device
 
 ARCHES = ("aarch64", "x86_64")
 #: Row fields that no package metadata holds: carried over from the matrix's newest row.

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import check_yaml_shape, read_input_text
 from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.utils.inputs import check_yaml_shape, read_input_text
 
 #: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
-from ascend_setup.utils.inputs import load_json
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.mirrors.rank import MirrorResult, Ranking, rank_mirrors
+from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
+from ascend_setup.utils.inputs import load_json
 
 CACHE_NAME = "mirrors.json"
 CACHE_TTL = 6 * 3600

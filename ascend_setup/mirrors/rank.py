@@ -18,16 +18,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlparse
 
 import requests
-from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
+from urllib3.exceptions import ReadTimeoutError
 
-from ascend_setup.utils.deadline import Calls, failure_text, run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.dnscache import keep_answers
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import MIRROR, Row
+from ascend_setup.utils.deadline import Calls, failure_text, run_until
 
 SAMPLE_BYTES = 16 * 1024 * 1024
 #: Of the budget: project pages (DNS and connect included) by 40 %, first bytes by 60 %, throughput after.

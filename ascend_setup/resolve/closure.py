@@ -19,8 +19,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.resolve.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
-from ascend_setup.matrix.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
@@ -31,9 +29,11 @@ from ascend_setup.index.simple import IndexFile, IndexSet, ProjectPage, SimpleIn
 from ascend_setup.index.tags import Target
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.utils.paths import files_cache
+from ascend_setup.matrix.soc import label
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, LockWarning
+from ascend_setup.resolve.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
 from ascend_setup.resolve.uvcompile import ROOT_PROJECT, ClosureRequest, Resolved, compile_closure
+from ascend_setup.utils.paths import files_cache
 
 #: Installed alone with --no-deps: vllm's own requirements would displace the row's torch, and the
 #: plugin's are part of the derived set. Their requirements enter the resolution through `derive`.
@@ -49,7 +49,7 @@ class IndexSources:
     named: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def for_row(cls, matrix: Matrix, row: Row, mirror: str, extra: Sequence[str] = ()) -> "IndexSources":
+    def for_row(cls, matrix: Matrix, row: Row, mirror: str, extra: Sequence[str] = ()) -> IndexSources:
         return cls(mirror, tuple(extra), {n: matrix.index_url(n) for n in row.named_indexes()})
 
     def urls_for(self, index: str) -> List[str]:

@@ -18,11 +18,11 @@ from typing import Annotated, Dict, Final, Iterable, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import atomic_write_text, make_dir
-from ascend_setup.utils.inputs import parse_json, read_input_text
 from ascend_setup.index.choose import Outcome
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
+from ascend_setup.utils.files import atomic_write_text, make_dir
+from ascend_setup.utils.inputs import parse_json, read_input_text
 
 LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
@@ -73,7 +73,7 @@ class LockTarget(BaseModel):
     device: Optional[str] = None  # the NPU device type (A2, A3, _310P, A5) it was resolved for; None: unknown
 
     @classmethod
-    def of(cls, target: Target, device: Optional[str] = None) -> "LockTarget":
+    def of(cls, target: Target, device: Optional[str] = None) -> LockTarget:
         return cls(arch=target.arch, glibc=target.glibc, python=target.python, device=device)
 
 

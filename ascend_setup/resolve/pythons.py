@@ -18,8 +18,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
-from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, parse_python

@@ -18,8 +18,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 
-from ascend_setup.index.tags import Target
 from ascend_setup.dists.markers import applicable
+from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 
 #: Requirements another package of the row stands in for: triton-ascend installs the `triton` package itself,

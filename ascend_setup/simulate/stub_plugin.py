@@ -21,9 +21,9 @@ import tarfile
 from pathlib import Path
 from typing import Dict, Iterable, Sequence
 
+from ascend_setup.matrix.soc import soc_table
 from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
 from ascend_setup.simulate.third_party import StubArchive
-from ascend_setup.matrix.soc import soc_table
 
 BACKEND = r'''
 import importlib.metadata as md, json, os, platform, re, shutil, subprocess, sys, time, urllib.request

@@ -19,8 +19,8 @@ import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 import requests

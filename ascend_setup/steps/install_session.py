@@ -12,21 +12,21 @@ from typing import Dict, Optional, Type, TypeVar
 from pydantic import BaseModel
 
 from ascend_setup.bundle.offline import Bundle, bundle_pages
+from ascend_setup.dists.installers import Indexes, Installer, get_installer
+from ascend_setup.dists.venv import venv_python
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
-from ascend_setup.dists.installers import Indexes, Installer, get_installer
 from ascend_setup.matrix.models import Matrix, Row
-from ascend_setup.steps.options import InstallOptions, check_recorded_options
-from ascend_setup.utils.paths import cache_dir
-from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.matrix.soc import device_of
+from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.steps.options import InstallOptions, check_recorded_options
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
-from ascend_setup.dists.venv import venv_python
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.paths import cache_dir
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ascend_setup.engine.step import Step
-from ascend_setup.steps.options import named_index
-from ascend_setup.steps.install_session import InstallSession
-from ascend_setup.steps.outputs import MirrorChoice
-from ascend_setup.utils.files import open_append
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.options import named_index
+from ascend_setup.steps.outputs import MirrorChoice
+from ascend_setup.utils.files import open_append
 
 
 def user_extra_indexes(ctx: InstallSession) -> list:

@@ -10,25 +10,25 @@ from typing import Any, Dict, List
 
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ascend_setup.sourcebuild import thirdparty
-from ascend_setup.sourcebuild.jobs import host_job_budget
-from ascend_setup.sourcebuild.kernels import missing_kernels
-from ascend_setup.sourcebuild.kernel_meta import sweep_kernel_meta_locks
-from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
-from ascend_setup.sourcebuild.tree import build_key, tree_for
+from ascend_setup.dists.installers import InstallRequest
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.download import download
 from ascend_setup.index.simple import SimpleIndex
-from ascend_setup.dists.installers import InstallRequest
-from ascend_setup.utils.procs import run_logged
 from ascend_setup.resolve.lockfile import LockedPackage
-from ascend_setup.engine.step import Step
+from ascend_setup.sourcebuild import thirdparty
+from ascend_setup.sourcebuild.jobs import host_job_budget
+from ascend_setup.sourcebuild.kernel_meta import sweep_kernel_meta_locks
+from ascend_setup.sourcebuild.kernels import missing_kernels
+from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
+from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.outputs import PluginInstalled
-from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
+from ascend_setup.steps.preflight import Preflight
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.procs import run_logged
 
 
 def alternate_urls(ctx: InstallSession, filename: str) -> List[str]:

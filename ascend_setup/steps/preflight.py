@@ -7,23 +7,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, primary_cann, same_cann
 from ascend_setup.host.checks import Check, check_cann, check_disk
 from ascend_setup.host.interpreters import probe
-from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
+from ascend_setup.host.machine import free_disk_bytes, glibc_version, memory_bytes, usable_cpus
 from ascend_setup.host.npu import host_npu
-from ascend_setup.matrix.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import MIRROR, Row
-from ascend_setup.steps.options import which_index
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, decide_python
 from ascend_setup.sourcebuild.jobs import host_job_budget
-from ascend_setup.engine.step import Step
-from ascend_setup.steps.outputs import HostFacts
 from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.options import which_index
+from ascend_setup.steps.outputs import HostFacts
 from ascend_setup.utils.files import open_append
 
 

@@ -6,26 +6,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.resolve.requirement_set import Derived
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.host.machine import this_machine
+from ascend_setup.host.npu import host_npu
+from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
-from ascend_setup.host.machine import this_machine
-from ascend_setup.host.npu import host_npu
-from ascend_setup.matrix.soc import label
-from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.matrix.models import MIRROR
+from ascend_setup.matrix.soc import label
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, decide_python
-from ascend_setup.engine.step import Step
+from ascend_setup.resolve.requirement_set import Derived
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.outputs import LockRef
 from ascend_setup.steps.preflight import Preflight, preflight_sources
 from ascend_setup.utils.files import atomic_write_text, make_dir, open_append
 from ascend_setup.utils.inputs import read_input_text
+
 
 def lock_path(ctx: InstallSession) -> Path:
     return ctx.workdir.lock_dir / lock_file_name(ctx.the_row.cann, ctx.target)

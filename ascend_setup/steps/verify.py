@@ -8,18 +8,18 @@ from typing import Any, Dict, List, Optional
 
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.audit.venv import read_venv
-from ascend_setup.errors import StepFailed
-from ascend_setup.matrix.soc import label
-from ascend_setup.utils.procs import capture
+from ascend_setup.dists.venv import site_packages
 from ascend_setup.engine.step import Step
+from ascend_setup.errors import StepFailed
+from ascend_setup.matrix.serve_hints import hint_lines as hints_for
+from ascend_setup.matrix.soc import label
+from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import Verified
 from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.triton import triton_check
-from ascend_setup.matrix.serve_hints import hint_lines as hints_for
-from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
-from ascend_setup.dists.venv import site_packages
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.procs import capture
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 

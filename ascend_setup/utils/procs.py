@@ -8,8 +8,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
+from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.utils.files import open_append
 
 LineHook = Callable[[str], None]

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
+from conftest import clean_env
 from packaging.utils import canonicalize_name
 
-from conftest import clean_env
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.matrix import load_matrix
 from ascend_setup.simulate.fake_cann import FakeCann

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import List
 
 import pytest
-
 from conftest import assert_one_line_error, clean_env
-from e2e.conftest import ROW, installed, kill_group, lock_versions
+
 from ascend_setup.bundle.tool import tool_requirements
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.simulate.world import start_simulated_host
+from e2e.conftest import ROW, installed, kill_group, lock_versions
 
 PYTHON = "%d.%d" % sys.version_info[:2]
 

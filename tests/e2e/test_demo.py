@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env
+
 from e2e.test_signals import _processes_mentioning
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import ROW, installed, lock_versions
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import build_newer_plugin_releases
 from ascend_setup.simulate.index_server import LocalIndex
+from e2e.conftest import ROW, installed, lock_versions
 
 
 def _derive(stack, *extra: str):

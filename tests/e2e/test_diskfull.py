@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import installed, lock_versions
-from ascend_setup.utils.diskfull import DiskFull
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.index.download import download
 from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.steps.install_session import install_store
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.diskfull import DiskFull
+from e2e.conftest import installed, lock_versions
 
 
 class Tmpfs(type(Path())):  # type: ignore[misc]

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import clean_env
+
 from e2e.conftest import installed
 
 IMPORTS = "import torch, torch_npu, xgrammar, triton, vllm, vllm_ascend"

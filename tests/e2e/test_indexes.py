@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error
-from e2e.conftest import installed, lock_versions, status
+
+from ascend_setup.host.machine import glibc_version
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import BlackHole
-from ascend_setup.host.machine import glibc_version
+from e2e.conftest import installed, lock_versions, status
 
 
 @pytest.mark.parametrize("where", ["dns", "black-hole"])

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from e2e.conftest import freeze, installed, kill_group, lock_versions
-from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
+from e2e.conftest import freeze, installed, kill_group, lock_versions
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
 

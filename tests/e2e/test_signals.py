@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env
-from e2e.conftest import status
+
 from ascend_setup.simulate.index_server import BlackHole
+from e2e.conftest import status
 
 
 def _processes_mentioning(text: str) -> list:

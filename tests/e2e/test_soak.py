@@ -16,11 +16,11 @@ from typing import Dict, List
 
 import pytest
 
+from ascend_setup.engine.state import StateStore
+from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
 from e2e.conftest import installed, kill_group, lock_versions
 from e2e.test_kill import _headers, _wait_for
-from ascend_setup.engine.state import StateStore
-from ascend_setup.steps.install_session import install_store
-from ascend_setup.engine.workdir import Workdir
 
 KILLS_PER_INSTALLER = 25
 #: A kill's moment: with STARTUP_SHARE, during the start-up (seconds after the spawn, before any step
