@@ -45,7 +45,7 @@ def main() -> None:
                                    env), repeat=5)
     assert proc.returncode in (0, 1), proc.stderr
     pip_check, _ = timed(lambda: run([str(venv / "bin" / "python"), "-m", "pip", "check"], env), repeat=5)
-    deptree, dt = timed(lambda: run([sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"),
+    deptree, _ = timed(lambda: run([sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"),
                                      "--warn", "fail"], env), repeat=5)
     print(f"distributions in the venv: {count}")
     print(f"ascend-setup audit --json (whole CLI, all rules): {ours:.3f} s")

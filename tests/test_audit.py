@@ -6,7 +6,7 @@ import hashlib
 import json
 import platform
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 from conftest import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
@@ -22,7 +22,7 @@ SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
 TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
 
 
-def clean_venv(path: Path, skip=(), override: Dict[str, str] = None) -> Path:
+def clean_venv(path: Path, skip=(), override: Optional[Dict[str, str]] = None) -> Path:
     """Everything the row and its requirements need, at versions that satisfy them."""
     make_venv(path)
     versions = dict(VERSIONS, **(override or {}))

@@ -198,7 +198,7 @@ def test_every_bad_input_is_exit_2_one_line_and_touches_nothing(tree: Path) -> N
     before = {f"case-{i}/home": ("dir", 0) for i in range(len(cases))}
     broken = []
     for future in futures:
-        (name, argv, env), proc = future.result()
+        (name, _argv, env), proc = future.result()
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         if proc.returncode != 2 or len(lines) != 1 or "Traceback" in proc.stderr:
             broken.append(f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")

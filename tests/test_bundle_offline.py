@@ -86,7 +86,7 @@ def _bundle(root: Path) -> tuple:
 
 
 def test_the_gate_reads_the_bundle_behind_the_locks_index_url(tmp_path: Path) -> None:
-    lock, wheel = _bundle(tmp_path / "b")
+    lock, _wheel = _bundle(tmp_path / "b")
     session_pages = bundle_pages(Bundle(tmp_path / "b"), lock)
     pool = IndexPool(session_pages)
     (check,) = check_indexes([IndexNeed("mirror", [DEAD], {"decorator": "5.1.1"})], indexes=pool)

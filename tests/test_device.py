@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
-from test_plan import indexes  # noqa: F401  (the same loopback stack: main, ascend, pytorch-cpu)
+from test_plan import indexes  # noqa: F401  (a fixture, the loopback stack: main, ascend, pytorch-cpu)
 
 from ascend_setup.audit.report import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
@@ -114,7 +114,7 @@ def test_bad_soc_is_one_line_and_exit_2(cli) -> None:
 
 # -- the published wheel, on a real index over HTTP -----------------------------------------------------
 
-def test_wheel_member_is_a_range_read(indexes, tmp_path: Path) -> None:
+def test_wheel_member_is_a_range_read(indexes, tmp_path: Path) -> None:  # noqa: F811
     main = indexes[0]
     wheels = [f for f in SimpleIndex(main.url).project("vllm-ascend").files if f.kind == "wheel"]
     devices, problems = wheel_devices(wheels)
@@ -135,7 +135,7 @@ def test_wheel_member_is_a_range_read(indexes, tmp_path: Path) -> None:
         big.close()
 
 
-def _plan(cli, indexes, *extra):
+def _plan(cli, indexes, *extra):  # noqa: F811
     main, asc, torch_cpu, _ = indexes
     proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.35", "--arch", "x86_64", "--python", "3.11",
                "--index-url", main.url, "--index", f"ascend={asc.url}", "--index", f"pytorch-cpu={torch_cpu.url}",
@@ -143,7 +143,7 @@ def _plan(cli, indexes, *extra):
     return proc
 
 
-def test_plan_takes_the_a2_wheel_only_for_a2(cli, indexes) -> None:
+def test_plan_takes_the_a2_wheel_only_for_a2(cli, indexes) -> None:  # noqa: F811
     default = json.loads(_plan(cli, indexes, "--json").stdout)
     plugin = next(p for p in default["packages"] if p["name"] == "vllm-ascend")
     assert plugin["outcome"] == "wheel" and default["target"]["device"] == "A2"

@@ -7,6 +7,7 @@ import json
 import os
 import struct
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import assert_one_line_error
@@ -106,7 +107,7 @@ def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_p
     assert_one_line_error(cli("fit", str(model), "--tp", "3", "--workdir", str(tmp_path / "wd")))
 
 
-def _shard(path: Path, header, data: bytes = b"", raw: bytes = None) -> None:
+def _shard(path: Path, header, data: bytes = b"", raw: Optional[bytes] = None) -> None:
     blob = raw if raw is not None else json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(blob)) + blob + data)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_one_line_error
 from packaging.version import Version
+from pydantic import ValidationError
 
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix, parse_matrix, select_row
@@ -47,7 +48,7 @@ def test_rows_cannot_be_mixed() -> None:
     row = select_row(matrix, "9.1.0")
     with pytest.raises(TypeError):
         row.packages["torch-npu"] = "2.10.0.post2"  # type: ignore[index]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         row.cann = "9.0.1"  # frozen model
     other = select_row(matrix, "9.0.1")
     assert row.packages["torch-npu"] != other.packages["torch-npu"]

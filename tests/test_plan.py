@@ -194,7 +194,7 @@ def test_bad_plan_input(cli) -> None:
 def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) -> None:
     """What pip resolves for the same root set (on one flat index, as pip has no per-package index)
     equals the lock for this host, package for package."""
-    main, asc, torch_cpu, eco = indexes
+    _main, _asc, _torch_cpu, eco = indexes
     arch, glibc = platform.machine(), glibc_version()
     proc, data = _plan(cli, indexes, glibc=glibc, arch=arch, python="%d.%d" % sys.version_info[:2])
     assert proc.returncode == 0, proc.stderr

@@ -3,6 +3,7 @@ plan's assumption when no interpreter fits, and install hints that work on the O
 
 from __future__ import annotations
 
+import io
 import json
 import platform
 import stat
@@ -98,7 +99,7 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
         pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
     monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter(str(python312), "3.12.7", True), real])
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    ctx = session_for(tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
+    ctx = session_for(tmp_path / "wd", console=Console(file=io.StringIO()),
                       cann_home=str(cann.root), index_url=mirror, soc="ascend910b3",
                       matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
     (tmp_path / "wd").mkdir()

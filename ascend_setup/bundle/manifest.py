@@ -4,6 +4,7 @@ made by which version of the tool, and when. `verify` checks a bundle against it
 from __future__ import annotations
 
 import tarfile
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
@@ -156,7 +157,7 @@ def check_tar(bundle: Path, manifest: Manifest) -> List[str]:
             digest = hashlib.sha256()
             handle = archive.extractfile(member)
             assert handle is not None
-            for block in iter(lambda: handle.read(1 << 20), b""):
+            for block in iter(partial(handle.read, 1 << 20), b""):
                 digest.update(block)
             if member.size != f.size:
                 problems.append(f"corrupt: {f.path} has {member.size} bytes, the manifest says {f.size}")

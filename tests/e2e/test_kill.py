@@ -192,8 +192,8 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             attempts += 1
             seen = venv_log.read_text().count("pip install") if venv_log.exists() else 0
             proc = wheel_stack.spawn(workdir, "--installer", "pip")
-            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,
-                            poll=0.005)
+            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,  # noqa: B023
+                            poll=0.005)  # (the lambda is called only within this iteration)
             assert hit, (attempts, proc.returncode, proc.stderr_path.read_text()[-2000:])
             time.sleep(rng.uniform(0.0, 0.1))
             kill_group(proc)

@@ -72,7 +72,7 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
                 _wait_for(lambda: False, proc, timeout=rng.uniform(*STARTUP))
             else:
                 delay = rng.uniform(*AFTER_FIRST_STEP)
-                if _wait_for(lambda: _headers(workdir) != before, proc, timeout=300, poll=0.05):
+                if _wait_for(lambda: _headers(workdir) != before, proc, timeout=300, poll=0.05):  # noqa: B023 (called here only)
                     _wait_for(lambda: False, proc, timeout=delay)
             if proc.poll() is None:
                 kill_group(proc)
