@@ -207,7 +207,8 @@ def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(t
 def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"torch": "2.11.0"})
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
+                                           "include-system-site-packages = true"))
     plan = run_audit(MATRIX, venv).plan
     assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
     assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])

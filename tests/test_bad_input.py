@@ -113,7 +113,8 @@ CONFLICTS = [
     ("mirror-and-index-url", ["install", "--cann", "9.1.0", "--workdir", "{c}/wd", "--mirror", "http://a/simple",
                               "--index-url", "http://b/simple", "--yes"]),
     ("global-without-apply", ["mirrors", "--only", "--candidate", DEAD, "--global", "--workdir", "{c}/wd"]),
-    ("venv-without-apply", ["mirrors", "--only", "--candidate", DEAD, "--venv", "{t}/good-venv", "--workdir", "{c}/wd"]),
+    ("venv-without-apply",
+     ["mirrors", "--only", "--candidate", DEAD, "--venv", "{t}/good-venv", "--workdir", "{c}/wd"]),
     ("validate-two-files", ["matrix", "validate", "{t}/garbage.bin", "--matrix", "{t}/garbage.bin"]),
     ("only-without-candidates", ["mirrors", "--only", "--workdir", "{c}/wd"]),
     ("apply-without-target", ["mirrors", "--only", "--candidate", DEAD, "--apply", "--workdir", "{c}/wd"]),
@@ -258,17 +259,20 @@ def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[
     lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
                 inputs="0", packages=[])
     return {
-        "downloads/x.tar.gz": (workdir / "downloads" / "x.tar.gz", lambda: download([DEAD + "x"], workdir / "downloads" /
+        "downloads/x.tar.gz": (workdir / "downloads" / "x.tar.gz",
+                               lambda: download([DEAD + "x"], workdir / "downloads" /
                                                                                     "x.tar.gz", stall_seconds=1)),
         "downloads/x.tar.gz.part": (workdir / "downloads" / "x.tar.gz.part",
-                                    lambda: download([DEAD + "x"], workdir / "downloads" / "x.tar.gz", stall_seconds=1)),
+                                    lambda: download([DEAD + "x"], workdir / "downloads" / "x.tar.gz",
+                                                     stall_seconds=1)),
         "lock/<row>.txt": (workdir / "lock" / "9.1.0.txt", lambda: write_lock(lock, workdir / "lock" / "9.1.0.txt")),
         "mirrors.json": (workdir / CACHE_NAME, lambda: save_cache(workdir, {"key": {}})),
         "requirements": (workdir / "requirements" / "torch-stack.txt",
                          lambda: atomic_write_text(workdir / "requirements" / "torch-stack.txt", "six==1.16.0\n")),
         "venv/pip.conf": (venv / "pip.conf", lambda: write_venv_config(venv, DEAD, [])),
         "venv/uv.toml": (venv / "uv.toml", lambda: write_venv_config(venv, DEAD, [])),
-        "venv/ascend-setup.json": (venv / RECORD_NAME, lambda: write_venv_record(venv, VenvRecord(workdir=str(workdir)))),
+        "venv/ascend-setup.json": (venv / RECORD_NAME,
+                                   lambda: write_venv_record(venv, VenvRecord(workdir=str(workdir)))),
     }
 
 
@@ -381,7 +385,8 @@ def test_resume_refuses_recorded_values_its_model_rejects(tmp_path: Path, option
                           capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert json.loads(proc.stdout)["exit"] == 2
-    assert (workdir / "state.json").read_bytes() == before and sorted(p.name for p in workdir.iterdir()) == ["state.json"]
+    assert (workdir / "state.json").read_bytes() == before
+    assert sorted(p.name for p in workdir.iterdir()) == ["state.json"]
 
 
 def _lock_with(**changes: object) -> str:

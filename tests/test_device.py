@@ -179,7 +179,8 @@ def test_audit_catches_an_a2_wheel_on_an_a3_host(cli, tmp_path: Path) -> None:
     assert not [f for f in run_audit(MATRIX, venv, "9.1.0").findings if f.id == "device-type"]  # no NPU known
     # the CLI asks npu-smi: a fake CANN whose npu-smi says A3
     fake = build_fake_cann(tmp_path / "Ascend", board="A3")
-    proc = cli("audit", "--venv", str(venv), "--cann", "9.1.0", "--json", env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
+    proc = cli("audit", "--venv", str(venv), "--cann", "9.1.0", "--json",
+               env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
     assert proc.returncode == 1
     assert "device-type" in {f["id"] for f in json.loads(proc.stdout)["findings"]}
 

@@ -164,7 +164,8 @@ def test_lock_is_exclusive_and_names_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys,time; sys.path.insert(0, sys.argv[2]);"
                                "from pathlib import Path; from ascend_setup.engine.runlock import RunLock;"
-                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True); time.sleep(30)",
+                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True);"
+                               "time.sleep(30)",
                                str(tmp_path / "lock"), str(REPO)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

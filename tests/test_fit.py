@@ -60,7 +60,8 @@ def _model(tmp_path: Path, config: dict, shards: Optional[Dict[str, Dict[str, tu
     for shard, tensors in (shards or {}).items():
         header, offset = {"__metadata__": {"format": "pt"}}, 0
         for name, (dtype, size) in tensors.items():
-            header[name] = {"dtype": dtype, "shape": [size // DTYPE_BYTES[dtype]], "data_offsets": [offset, offset + size]}
+            header[name] = {"dtype": dtype, "shape": [size // DTYPE_BYTES[dtype]],
+                            "data_offsets": [offset, offset + size]}
             offset += size
             weight_map[name] = shard
         blob = json.dumps(header).encode()

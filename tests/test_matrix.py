@@ -61,11 +61,14 @@ def test_unknown_version_lists_known_ones() -> None:
 
 
 @pytest.mark.parametrize("mutate, line, words", [
-    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"", "not a valid version"),
+    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"",
+     "not a valid version"),
     (lambda t: t.replace('      transformers: "5.5.4"\n', "", 1), '    packages:', "missing pins for transformers"),
     (lambda t: t.replace('    python: ">=3.10,<3.13"\n', "", 1), '  "9.1.0":', "python: required field is missing"),
-    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1", "unknown field"),
-    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None, "unknown index 'nowhere'"),
+    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1",
+     "unknown field"),
+    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None,
+     "unknown index 'nowhere'"),
 ])
 def test_malformed_matrix_names_the_line(mutate, line, words) -> None:
     text = mutate(GOOD)
@@ -124,7 +127,8 @@ def test_missing_matrix_file(cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mutate, words", [
     (lambda t: t.replace("  x86_64:\n    packages:", "  sparc:\n    packages:", 1), "unknown architecture 'sparc'"),
-    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1), "unknown index 'nowhere'"),
+    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1),
+     "unknown index 'nowhere'"),
     (lambda t: t.replace('{torch: "2.10.0+cpu"', '{tensorflow: "2.10.0"', 1), "tensorflow (x86_64)"),
     (lambda t: t.replace('torchaudio: "2.10.0+cpu"}', 'torchaudio: "2.10.x"}', 1), "not a valid version"),
 ])
@@ -166,7 +170,8 @@ def test_hints_follow_the_rows_plugin_version() -> None:
     flashcomm = [h for h in matrix.rows["9.1.0"].hints() if h.id == "vision-flashcomm"]
     assert len(flashcomm) == 1 and not flashcomm[0].env  # 0.23.0: the config key, not the deprecated variable
     assert json.loads(flashcomm[0].serve_args[1]) == {"enable_flashcomm1": False}
-    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages, "vllm-ascend": "0.19.1rc1"}})
+    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages,
+                                                               "vllm-ascend": "0.19.1rc1"}})
     (env_hint,) = [h for h in old.hints() if h.id == "vision-flashcomm"]
     assert dict(env_hint.env) == {"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0"}  # before the key existed: the variable
     lines = hint_lines(matrix.rows["9.1.0"])

@@ -66,7 +66,8 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
     assert pkgs["torch"]["version"] == "2.10.0" and pkgs["torch"]["index"] == "mirror"
     assert pkgs["torch-npu"]["outcome"] == "wheel" and "aarch64" in pkgs["torch-npu"]["file"]
     assert pkgs["triton-ascend"]["index"] == "ascend" and pkgs["triton-ascend"]["index_url"] == indexes[1].url
-    assert pkgs["arctic-inference"]["outcome"] == "sdist" and "no wheels published" in pkgs["arctic-inference"]["reason"]
+    assert pkgs["arctic-inference"]["outcome"] == "sdist"
+    assert "no wheels published" in pkgs["arctic-inference"]["reason"]
     for stripped in ("flashinfer-python", "tilelang", "nvidia-cudnn-frontend", "fastsafetensors", "triton"):
         assert stripped not in pkgs
     counts = data["summary"]
@@ -79,7 +80,8 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
 
 def _ours(index: LocalIndex, since: int) -> list:
     """The paths ascend-setup itself (not uv) asked of `index` since request number `since`."""
-    return [path for path, headers in index.requests[since:] if headers.get("User-Agent", "").startswith("ascend-setup/")]
+    return [path for path, headers in index.requests[since:]
+            if headers.get("User-Agent", "").startswith("ascend-setup/")]
 
 
 def test_files_come_from_uv_and_what_was_read_once_is_not_read_again(cli, indexes) -> None:
@@ -119,7 +121,8 @@ def test_unreachable_and_unpublished_are_different_outcomes(cli, indexes) -> Non
     proc, data = _plan(cli, indexes, ascend="http://ascend.invalid/simple/")
     assert proc.returncode == 1
     ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
-    assert ta["outcome"] == "unavailable" and "could not be reached" in ta["reason"] and "ascend.invalid" in ta["reason"]
+    assert ta["outcome"] == "unavailable"
+    assert "could not be reached" in ta["reason"] and "ascend.invalid" in ta["reason"]
     proc, data = _plan(cli, indexes, ascend=indexes[0].url)
     assert proc.returncode == 1
     ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
@@ -171,7 +174,8 @@ def test_plan_rows_are_never_cropped(capsys, monkeypatch) -> None:
                 indexes={"mirror": "http://m/simple/", "ascend": "http://a/simple/", "pytorch-cpu": "http://p/simple/"},
                 inputs="0", packages=packages)
     cells = [["opentelemetry-exporter-otlp-proto-common==1.45.2", "wheel", "0.0", "mirror"],
-             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"], ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
+             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"],
+             ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
              ["triton-ascend==3.2.2", "unavailable", "-", "ascend"]]
     for columns in (80, 50):
         monkeypatch.setenv("COLUMNS", str(columns))
@@ -274,10 +278,12 @@ def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
     assert Version(pkgs["tokenizers"]["version"]) <= Version("0.23.0")
     assert Version(pkgs["prometheus-fastapi-instrumentator"]["version"]) < Version("8")
     if glibc == "2.31":
-        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], pkgs["vllm-ascend"]
+        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], \
+            pkgs["vllm-ascend"]
         assert any(w["package"] == "vllm-ascend" for w in data["warnings"])
     # the Ascend and PyTorch CPU indexes cannot be reached from everywhere: then those are unreachable,
     # not unpublished, and the rest of the closure is still forecast
     for p in data["packages"]:
         if p["outcome"] == "unavailable":
-            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], (p["name"], p["reason"])
+            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], \
+                (p["name"], p["reason"])

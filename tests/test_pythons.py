@@ -125,7 +125,8 @@ def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeyp
     monkeypatch.setattr(doctor, "find_interpreters", lambda: found)
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
     argv = ["doctor", "--cann-home", str(cann.root), "--workdir", str(tmp_path / "wd"), "--index-url", mirror,
-            "--index", f"ascend={matrix.index_url('ascend')}", "--index", f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
+            "--index", f"ascend={matrix.index_url('ascend')}", "--index",
+            f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
             "--json"]
     cli.main(argv)
     data = json.loads(capsys.readouterr().out)

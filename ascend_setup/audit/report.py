@@ -71,7 +71,8 @@ def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
         rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])]
         if rows:
             return rows[0], f"{name} {have.version} is installed, which row {rows[0].cann} pins"
-        return matrix.newest(), f"{name} {have.version} matches no row; checking against the newest ({matrix.newest().cann})"
+        return matrix.newest(), (f"{name} {have.version} matches no row; "
+                                 f"checking against the newest ({matrix.newest().cann})")
     return matrix.newest(), f"neither vllm-ascend nor torch-npu is installed; checking against the newest row " \
                             f"({matrix.newest().cann})"
 

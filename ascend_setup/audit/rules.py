@@ -109,8 +109,8 @@ def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
         return None
     nvidia = sorted(canonicalize_name(r.name) for r in ctx.requires(torch[0]) if r.name.lower().startswith("nvidia-"))
     reasons = [f"requires {', '.join(nvidia[:3])}{' ...' if len(nvidia) > 3 else ''}"] if nvidia else []
-    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site if (site / "torch" / "version.py").is_file()),
-                      None)
+    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site
+                       if (site / "torch" / "version.py").is_file()), None)
     if version_py is not None:
         match = _CUDA_VERSION.search(version_py.read_text(errors="replace"))
         if match:
@@ -198,7 +198,8 @@ def rule_triton(ctx: AuditContext) -> List[Finding]:
     crash = "the first inference dies with \"'function' object is not subscriptable\""
     if upstream:
         findings.append(Finding("triton-upstream", "error", "triton",
-                                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; {crash}",
+                                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; "
+                                f"{crash}",
                                 reinstall, evidence=str(upstream[0].path), phase=PHASE_TRITON))
     if not ascend:
         findings.append(Finding("triton-ascend-missing", "error", "triton-ascend",
@@ -314,7 +315,8 @@ def rule_venv_shape(ctx: AuditContext) -> List[Finding]:
     if ctx.venv.system_site_packages:
         findings.append(Finding("system-site-packages", "warning", None,
                                 "the venv includes system site-packages: stale torch builds from the image leak in",
-                                f"sed -i 's/^include-system-site-packages = true/include-system-site-packages = false/' "
+                                "sed -i "
+                                "'s/^include-system-site-packages = true/include-system-site-packages = false/' "
                                 f"{ctx.venv.root}/pyvenv.cfg", evidence=f"{ctx.venv.root}/pyvenv.cfg",
                                 phase=PHASE_SHAPE))
     if ctx.venv.python_version and not ctx.row.python_allows(ctx.python_full):

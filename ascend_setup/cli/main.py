@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "done and not running, say so and resume it in the background")
     p.set_defaults(func=_lazy("install:run_resume"))
 
-    p = sub.add_parser("status", parents=[common], help="each step: done/running/interrupted/failed/pending, times, log")
+    p = sub.add_parser("status", parents=[common],
+                       help="each step: done/running/interrupted/failed/pending, times, log")
     flags.workdir(p, "the workdir to report on, read only")
     p.set_defaults(func=_lazy("install:run_status"))
 
@@ -265,9 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     m = msub.add_parser("check", parents=[common], help="each row's internal consistency; with --live, against the "
                         "packages' real metadata")
     m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
-    m.add_argument("--live", action="store_true", help="compare every row's pins, indexes and wheel_glibc with the indexes")
-    m.add_argument("--pre", action="store_true", help="with --live: list newer pre-releases too (default: finals, posts)")
-    m.add_argument("--strict", action="store_true", help="exit 1 when a newer release exists (default: it is information)")
+    m.add_argument("--live", action="store_true",
+                   help="compare every row's pins, indexes and wheel_glibc with the indexes")
+    m.add_argument("--pre", action="store_true",
+                   help="with --live: list newer pre-releases too (default: finals, posts)")
+    m.add_argument("--strict", action="store_true",
+                   help="exit 1 when a newer release exists (default: it is information)")
     m.add_argument("--sdist", metavar="FILE", action="append", help="a vllm-ascend sdist a row pins: flag hints whose "
                    "environment variables its source no longer reads (repeatable)")
     flags.index_url(m, "the PyPI index to read (default: pip's configuration)")

@@ -125,7 +125,8 @@ def print_prose(console: Console, text: str, indent: str = "", first: Optional[s
 
     for i, part in enumerate(textwrap.wrap(terminal_safe(text), width=max(40, console.width - len(indent)),
                                            break_long_words=False, break_on_hyphens=False)):
-        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False, highlight=False)
+        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False,
+                      highlight=False)
 
 
 def print_items(console: Console, items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:

@@ -81,7 +81,8 @@ def _run(args: argparse.Namespace, workdir: Path, ours: bool) -> int:
     resumed = summary["resumed"]
     if resumed:
         continued = f", and the rerun asked for {resumed['continued_with']}" if resumed.get("continued_with") else ""
-        kept = f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"] else ""
+        kept = (f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"]
+                else "")
         out.print(f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
                   soft_wrap=True, markup=False)
     audit = summary["audit"]

@@ -24,7 +24,8 @@ def run_report(args: argparse.Namespace) -> int:
         print_json({**data, "report": str(out)})
         return 0 if data["ok"] else 1
     console = stdout_console()
-    print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts))
+    print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)],
+                grid(hosts))
     for h in hosts:
         if h.error:
             console.print(terminal_safe(f"{h.host}: the audit did not run: {h.error}"), soft_wrap=True, markup=False)

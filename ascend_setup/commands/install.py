@@ -51,13 +51,15 @@ def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError)
     failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
     record = state.steps.get(failed) if state and failed else None
     return {"ok": False, "workdir": options.workdir, "step": failed, "error": exc.message, "hint": exc.hint,
-            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code, "exit": exc.exit_code,
+            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code,
+            "exit": exc.exit_code,
             "steps": status_rows(runner.steps, state) if state else []}
 
 
 def closure_line(closure: dict) -> str:
     if closure.get("error"):
-        return f"closure: cannot be resolved now: {closure['error']}" + (f" ({closure['hint']})" if closure.get("hint") else "")
+        return (f"closure: cannot be resolved now: {closure['error']}"
+                + (f" ({closure['hint']})" if closure.get("hint") else ""))
     t, c = closure["target"], closure["summary"]
     where = f" (lock {closure['lock']})" if closure.get("lock") else " (resolved now; the resolve step writes the lock)"
     return (f"closure for glibc {t['glibc']} / {t['arch']} / Python {t['python']}: {c['packages']} packages, "
@@ -93,11 +95,14 @@ def execute(options: InstallOptions, loaded: InstallRow, *, dry_run: bool, assum
                  "description": d.step.describe(runner.session)} for d in decisions]})
             return 0
         out = stdout_console()
-        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
-                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.session)] for d in decisions])
+        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}",
+                    ["step", "action", "why", "what"],
+                    [[d.step.name, "run" if d.run else "skip", d.reason,
+                      d.step.describe(runner.session)] for d in decisions])
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
-            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
+            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True,
+                      markup=False)
         for p in refused:
             out.print(f"preflight will fail: {p.detail} (fix: {p.fix or ''})", soft_wrap=True, markup=False)
         return 0
@@ -147,7 +152,8 @@ def run_install(args: argparse.Namespace) -> int:
     if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
-        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
+        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}",
+                               soft_wrap=True)
     return execute(options, loaded, dry_run=args.dry_run, assume_yes=args.yes, as_json=args.json)
 
 

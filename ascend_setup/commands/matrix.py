@@ -22,7 +22,8 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     print_table(stdout_console(), f"Compatibility matrix ({matrix.source})",
                 ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
-                [[r.cann, r.python, *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
+                [[r.cann, r.python,
+                  *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
                  for r in rows])
     return 0
 
@@ -50,7 +51,8 @@ def run_show(args: argparse.Namespace) -> int:
         env = " ".join(f"{k}={v}" for k, v in hint.env.items())
         serve_args = " ".join(shlex.quote(a) for a in hint.serve_args)
         console.print(f"- {hint.text}" + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
-                      + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {serve_args}" if serve_args else ""),
+                      + (f"\n    env: {env}" if env else "")
+                      + (f"\n    serve args: {serve_args}" if serve_args else ""),
                       soft_wrap=True, markup=False)
     return 0
 

@@ -126,7 +126,8 @@ def check_set_env(captured: Union[CapturedEnv, Check]) -> Check:
     problems = captured.problems()
     note = f" ({'; '.join(problems)}: a 'set -e' caller would die; captured safely)" if problems else ""
     return Check("set_env", "pass", f"captured {len(captured.changes)} variables from "
-                 f"{', '.join(captured.scripts)}{note}; ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
+                 f"{', '.join(captured.scripts)}{note}; "
+                 f"ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
 
 
 def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
@@ -165,7 +166,8 @@ def check_last_failure(workdir: Path) -> Check:
         with open_input(log, "log", follow=False) as stream:
             diagnosis = triage_stream(stream)
     except (BadInput, AttributeError) as exc:
-        return Check("last-failure", "warn", f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
+        return Check("last-failure", "warn",
+                     f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
     if diagnosis is None or diagnosis.id is None:
         return Check("last-failure", "warn", f"step {name} failed: {record.get('error') or 'no known cause'} ({log})",
                      f"ascend-setup triage {log}")

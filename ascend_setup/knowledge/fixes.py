@@ -78,13 +78,13 @@ class Fix:
         parts = [self.text] if self.text else []
         commands = {"apt": f"sudo apt-get install -y {self.apt}" if self.apt else "",
                     "yum": f"sudo yum install -y {self.yum}" if self.yum else ""}
-        if commands.get(host.family):
+        if host.family is not None and commands.get(host.family):
             parts.append(commands[host.family])
         elif any(commands.values()):
             parts.append("; ".join(f"{c} ({'Ubuntu/Debian' if f == 'apt' else 'openEuler/Kylin'})"
                                    for f, c in commands.items() if c))
         by_device = {"A2": self.a2, "A3": self.a3}
-        if by_device.get(host.device):
+        if host.device is not None and by_device.get(host.device):
             parts.append(by_device[host.device])
         elif self.a2 or self.a3:
             parts.append("; ".join(f"on {d}: {t}" for d, t in by_device.items() if t))

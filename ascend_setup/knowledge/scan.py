@@ -41,7 +41,8 @@ ERROR_SHAPE = re.compile(
     r"|: .*\bnot set\b|No such file or directory|No solution found|EI\d{4}|GLIBC_[\d.]+' not found"
     r"|undefined symbol: |cannot open shared object file|undefined reference to")  # the loader's and linker's
 #: Lines that name files or packages, and a traceback's `raise` source lines: they never name a cause.
-NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |Copy: |"
+NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |"
+                       r"Copy: |"
                        r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
                        r"Building (?:CXX|C|ASM) object|Linking |Scanning dependencies|Collecting |Downloading |"
                        r"Using cached |Requirement already satisfied|Processing |Successfully (?:installed|built) |"

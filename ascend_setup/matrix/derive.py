@@ -176,18 +176,21 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     arch: Dict[str, Dict[str, Dict[str, str]]] = {}
     npu_files = _files(main, "torch-npu", packages.get("torch-npu", ""))
     for arch_name in ARCHES:
-        wheels = [f for f in npu_files if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)]
+        wheels = [f for f in npu_files
+                  if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)]
         if not wheels:
             continue
-        torch_req = next((r for r in _unconditional(reader.requires(wheels[0])) if canonicalize_name(r.name) == "torch"),
-                         None)
+        torch_req = next((r for r in _unconditional(reader.requires(wheels[0]))
+                          if canonicalize_name(r.name) == "torch"), None)
         pin = _exact(torch_req) if torch_req else None
         local = Version(pin).local if pin else None
         if pin and local:
             cpu = next((n for n, index in named.items() if _files(index, "torch", pin)), "pytorch-cpu")
-            arch[arch_name] = {"packages": {"torch": pin, **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio")
+            arch[arch_name] = {"packages": {"torch": pin,
+                                            **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio")
                                                               if n in packages}},
-                               "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio") if n in packages}}
+                               "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio")
+                                                 if n in packages}}
             provenance[f"arch.{arch_name}"] = f"{wheels[0].filename} Requires-Dist: {torch_req}"
     wheel_glibc: Dict[str, Dict[str, str]] = {}
     for arch_name in ARCHES:
@@ -260,7 +263,8 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
         for name in sorted(set(mine.packages) | set(theirs.packages)):
             a, b = mine.packages.get(name), theirs.packages.get(name)
             if a != b:
-                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, {b or 'not pinned'} in the metadata")
+                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, "
+                             f"{b or 'not pinned'} in the metadata")
             elif a and name not in skip and mine.index_of(name) != theirs.index_of(name):
                 found.append(f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
                              f"{theirs.index_of(name)} by the indexes")
@@ -288,9 +292,11 @@ def consistency(row: Row) -> List[str]:
             found.append(f"plugin_requirements {text} excludes the row's own pin {name}=={row.packages[name]}")
     for arch_name in ARCHES:
         view = row.for_arch(arch_name)
-        locals_ = {n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio") if n in view.packages}
+        locals_ = {n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio")
+                   if n in view.packages}
         if len(set(locals_.values())) > 1:
-            found.append(f"{arch_name}: the torch family mixes builds ({', '.join(f'{n} {view.packages[n]}' for n in locals_)})")
+            builds = ", ".join(f"{n} {view.packages[n]}" for n in locals_)
+            found.append(f"{arch_name}: the torch family mixes builds ({builds})")
         named = {view.index_of(n) for n in locals_}
         if len(named) > 1:
             found.append(f"{arch_name}: the torch family comes from different indexes ({', '.join(sorted(named))})")

@@ -41,7 +41,8 @@ def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:
                                     "derive one now with --vllm-ascend VERSION")
     names = ", ".join(r.label() for r in found)
     return BadInput(f"{known}; the index has vllm-ascend {names} for CANN {cann}",
-                    hint=f"derive its row now with --vllm-ascend {found[-1].version} (or keep it: matrix derive --into FILE)")
+                    hint=f"derive its row now with --vllm-ascend {found[-1].version} "
+                         "(or keep it: matrix derive --into FILE)")
 
 
 def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],

@@ -70,7 +70,8 @@ def inputs_digest(row: Row, target: Target, sources: IndexSources, device: Optio
 def gate(row: Row, sources: IndexSources, *, deadline: float = GATE_SECONDS,
          pool: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
     """Every index the row needs, asked at once under one deadline. The mirror comes first."""
-    needs = [IndexNeed(name, sources.urls_for(name), row.packages_from(name)) for name in [MIRROR, *row.named_indexes()]]
+    needs = [IndexNeed(name, sources.urls_for(name), row.packages_from(name))
+             for name in [MIRROR, *row.named_indexes()]]
     return check_indexes(needs, deadline=deadline, indexes=pool)
 
 
@@ -244,8 +245,9 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     meta_files = {n: _file_for_metadata(c, files) for n, (c, files) in heads.items()}
     missing = [n for n, f in meta_files.items() if f is None]
     if missing:
-        raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of {', '.join(groups[MIRROR].urls)}: "
-                               "its requirements cannot be read", hint=heads[missing[0]][0].reason)
+        raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of "
+                               f"{', '.join(groups[MIRROR].urls)}: its requirements cannot be read",
+                               hint=heads[missing[0]][0].reason)
     with ThreadPoolExecutor(max_workers=2) as tp:
         found = {n: f for n, f in meta_files.items() if f is not None}  # all of them: none is missing
         vllm_req, plugin_req = tp.map(lambda n: reader.requires(found[n]), NO_DEPS)
@@ -320,7 +322,8 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
         index = index_of(r.name)
         choice = choices[r.name]
         locked = _locked(choice, index, sources.urls_for(index)[0])
-        locked.via, locked.requires, locked.no_deps = chains[r.name], sorted(requires.get(r.name, [])), r.name in NO_DEPS
+        locked.via, locked.requires = chains[r.name], sorted(requires.get(r.name, []))
+        locked.no_deps = r.name in NO_DEPS
         if choice.file is not None:
             files[r.name] = choice.file
         packages.append(locked)

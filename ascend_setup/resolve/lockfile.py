@@ -174,7 +174,8 @@ def read_lock(path: Path, flag: str = "--lock") -> Lock:
     if line is None:
         raise BadInput(f"{flag} {path} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
                        hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'")
-    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}", hint="make it again with 'ascend-setup plan --lock FILE'")
+    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}",
+                      hint="make it again with 'ascend-setup plan --lock FILE'")
     try:
         return Lock.model_validate(data)
     except ValueError as exc:

@@ -41,7 +41,8 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     if build:
         wheel_lines.append(f"Build: {build}")
     contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in given.items()}
-    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python, description=description).encode()
+    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python,
+                                                 description=description).encode()
     contents[f"{info}/WHEEL"] = ("\n".join(wheel_lines) + "\n").encode()
     record = [f"{p},{record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()

@@ -37,7 +37,8 @@ TAILS = {
 
 NPU_SMI = """#!/usr/bin/env bash
 missing() {{
-  echo "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such file or directory" >&2
+  echo "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: \
+No such file or directory" >&2
   exit 127
 }}
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac

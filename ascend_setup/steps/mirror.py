@@ -48,7 +48,8 @@ class ChooseMirror(Step[MirrorChoice]):
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 
-            chosen, source, fallbacks = choose_for_install(ctx.the_matrix, ctx.the_row, ctx.root, ctx.facts.python_minor, log)
+            chosen, source, fallbacks = choose_for_install(ctx.the_matrix, ctx.the_row, ctx.root,
+                                                           ctx.facts.python_minor, log)
         with open_append(log) as handle:
             handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
         return MirrorChoice(index_url=chosen, extra_index_urls=extras, source=source, fallbacks=fallbacks)

@@ -110,7 +110,8 @@ class InstallOptions:
     def load_row(self) -> InstallRow:
         """The matrix and row these options name (a resumed install loads them here, once)."""
         return load_install_row(cann=self.cann, matrix=self.matrix, indexes=self.indexes, vllm_ascend=self.vllm_ascend,
-                                index_url=self.index_url, mirror=self.mirror, respect_pip_config=self.respect_pip_config)
+                                index_url=self.index_url, mirror=self.mirror,
+                                respect_pip_config=self.respect_pip_config)
 
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> InstallOptions:

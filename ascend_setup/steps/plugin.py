@@ -98,7 +98,8 @@ class VllmAscend(Step[PluginInstalled]):
         if cached is not None:
             _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        tree = tree_for(sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"]))
+        tree = tree_for(sdist, ctx.workdir.src,
+                        build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"]))
         _note(log, f"build tree {tree.path}: {tree.case}")
         ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
         source = tree.path

@@ -143,7 +143,8 @@ def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInsta
     problems = [replace(c, detail=f"{c.id}: {c.detail}") for c in checks
                 if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
     if soc and device_of(soc) is None:
-        problems.append(Check("soc", "fail", f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
+        problems.append(Check("soc", "fail",
+                              f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
                               "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
     return problems
 

@@ -55,7 +55,8 @@ def _log_derived(log: Path, derived: List[Derived]) -> None:
     with open_append(log) as handle:
         handle.write("derived requirement set (in/out, requirement, why, sources):\n")
         for d in derived:
-            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n")
+            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  "
+                         f"[{'; '.join(d.sources)}]\n")
 
 
 def gate_lock(lock: Lock, row_names: List[str], pool: Optional[Dict[str, Any]] = None) -> None:
@@ -181,7 +182,8 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     else:
         row, sources = ctx.the_row, preflight_sources(ctx)
         try:
-            interpreter = decide_python(row, sources, explicit=ctx.options.python, pool=ctx.the_index.pool()).interpreter
+            interpreter = decide_python(row, sources, explicit=ctx.options.python,
+                                        pool=ctx.the_index.pool()).interpreter
             device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
             lock = ctx.the_index.resolve(row, this_machine(interpreter.minor), sources,
                                      build_python=build_interpreter(interpreter.minor, interpreter.path),

@@ -29,7 +29,8 @@ def tmpfs(tmp_path: Path):
     """A real small tmpfs (we are root in CI)."""
     mount = Tmpfs(tmp_path / "small")
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {made.stderr.strip()}")
     try:

@@ -54,7 +54,8 @@ class Driver:
     def attempt(self) -> bool:
         """One attempt; True when it ran to the end."""
         workdir = self.workdir
-        done_before = {n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists() else set()
+        done_before = ({n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists()
+                       else set())
         headers_before = _headers(workdir)
         self.stack.main.requests.clear()
         proc = self.stack.spawn(workdir)

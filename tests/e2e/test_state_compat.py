@@ -14,7 +14,8 @@ from ascend_setup.host.machine import glibc_version
 
 #: The pipeline of that release (step, the steps it depends on), in order: its fingerprints chain along it.
 PIPELINE = [("preflight", ()), ("mirror", ("preflight",)), ("resolve", ("preflight", "mirror")),
-            ("venv", ("preflight", "mirror", "resolve")), ("cann-python-deps", ("venv",)), ("torch-stack", ("cann-python-deps",)),
+            ("venv", ("preflight", "mirror", "resolve")), ("cann-python-deps", ("venv",)),
+            ("torch-stack", ("cann-python-deps",)),
             ("vllm", ("torch-stack",)), ("plugin-deps", ("vllm",)), ("triton", ("plugin-deps",)),
             ("vllm-ascend", ("triton",)), ("verify", ("vllm-ascend",))]
 
