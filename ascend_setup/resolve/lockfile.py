@@ -18,7 +18,6 @@ from typing import Annotated, Dict, Final, Iterable, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.index.choose import Outcome
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
 from ascend_setup.utils.files import atomic_write_text, make_dir
@@ -26,6 +25,10 @@ from ascend_setup.utils.inputs import parse_json, read_input_text
 
 LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
+#: What the lock does for a package. The same Literal as index.choose.Outcome, written again rather than
+#: imported: index.choose pulls in the HTTP stack, which audit (a lock reader) must start without. mypy checks
+#: that the two agree where a Choice becomes a LockedPackage.
+Outcome = Literal["wheel", "sdist", "unavailable"]
 #: What pip's --hash takes: a lock with anything else would fail only at install time, or never check.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 #: A target Python as X.Y (the lock is for one minor version).
