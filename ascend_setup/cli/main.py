@@ -143,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return int(args.func(args, out))
     except AscendSetupError as exc:
         return fail(out, exc)
-    except Exception as exc:  # noqa: BLE001  # the last line of defence of the one-line, one-document promise
+    except Exception as exc:  # the last line of defence of the one-line, one-document promise
         return fail(out, defect(exc))
     finally:
         tempdirs.leave()

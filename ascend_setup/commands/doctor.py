@@ -7,9 +7,12 @@ import platform
 from pathlib import Path
 from typing import Optional
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput, named_by
-from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpreter
+from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
@@ -17,9 +20,6 @@ from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
 
 
 def target_line(t: FleetTarget) -> str:

@@ -11,10 +11,10 @@ from typing import Callable, List, Optional, Sequence
 
 import requests
 
-from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.utils.files import fsync_dir, make_dir, open_binary, refuse_link
 from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.utils.diskfull import disk_full, is_enospc
+from ascend_setup.utils.files import fsync_dir, make_dir, open_binary, refuse_link
 
 CHUNK = 256 * 1024
 Progress = Callable[[int, Optional[int]], None]

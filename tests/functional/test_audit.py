@@ -6,13 +6,14 @@ import hashlib
 import json
 import platform
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 from helpers.cli import assert_one_line_error
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 from helpers.fake_dists import fake_install, make_venv
+
 from ascend_setup.audit.findings import run_audit
 from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 
 MATRIX = load_matrix()
 ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)
@@ -21,7 +22,7 @@ SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
 TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
 
 
-def clean_venv(path: Path, skip=(), override: Dict[str, str] = None) -> Path:
+def clean_venv(path: Path, skip=(), override: Optional[Dict[str, str]] = None) -> Path:
     """Everything the row and its requirements need, at versions that satisfy them."""
     make_venv(path)
     versions = dict(VERSIONS, **(override or {}))
@@ -206,7 +207,8 @@ def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(t
 def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"torch": "2.11.0"})
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
+                                           "include-system-site-packages = true"))
     plan = run_audit(MATRIX, venv).plan
     assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
     assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])

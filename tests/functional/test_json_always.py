@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-
 from helpers.cli import clean_env
 
 #: Each read command with arguments that run it for real on a machine with no CANN, no network and an

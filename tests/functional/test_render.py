@@ -15,8 +15,8 @@ from rich.console import Console
 from ascend_setup.cli.progress import ConsoleReporter
 from ascend_setup.cli.render import print_table
 from ascend_setup.engine.state import StepRecord
-from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
 
 LONG = "/srv/" + "a-very-long-directory-name/" * 4 + "logs/plugin-deps.log"
 
