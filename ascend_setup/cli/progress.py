@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from ascend_setup.engine.runner import FIRST_RUN
+from ascend_setup.serve.run import phase_of
 from ascend_setup.utils.procs import set_activity
 
 if TYPE_CHECKING:  # rich's live widgets are imported only when a terminal shows them
@@ -193,3 +194,17 @@ class TransferProgress:
             self._thread.join()
         if self._bar is not None:
             self._bar.stop()
+
+
+class PhaseReporter(ConsoleReporter):
+    """`serve`'s live line: the server's start-up phase ('loading weights', 'compiling', 'capturing graphs')
+    read from its log, where the install's line names pip's action."""
+
+    def activity(self, line: str) -> None:
+        phase = phase_of(line)
+        if phase:
+            self.action = phase
+            if self.status is not None:
+                self.status.update(self._text())
+        if line.strip():
+            self.last = f"[{self.action}] {line.strip()}"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.cli import flags
+from ascend_setup.cli.progress import PhaseReporter
 from ascend_setup.cli.render import Output, stderr_console, stdout_console
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 from ascend_setup.engine.runner import FIRST_RUN
@@ -27,15 +28,14 @@ from ascend_setup.host.npu import host_npu
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID
 from ascend_setup.matrix import load_matrix
-from ascend_setup.serve import record as records
+from ascend_setup.serve import server_records as records
 from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
 from ascend_setup.serve.families import families_for, traits
 from ascend_setup.serve.keys import installed_keys
 from ascend_setup.serve.measure import measure, write_result
-from ascend_setup.serve.preflight import VenvFacts, card_processes, check_port, preflight, venv_facts
-from ascend_setup.serve.progress import PhaseReporter
 from ascend_setup.serve.run import deadline_seconds, served, start, stop_group, triaged_failure, wait_ready
 from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
+from ascend_setup.serve.start_checks import VenvFacts, card_processes, check_port, preflight, venv_facts
 from ascend_setup.serve.stop import status, stop_recorded
 from ascend_setup.serve.validate import check_against
 from ascend_setup.utils.interrupts import at_interrupt

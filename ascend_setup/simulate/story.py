@@ -24,7 +24,7 @@ from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
-from ascend_setup.simulate.models import build_model
+from ascend_setup.simulate.model_dirs import build_model
 from ascend_setup.simulate.world import start_simulated_host
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for

@@ -6,32 +6,13 @@ import hashlib
 import json
 import platform
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 from helpers.cli import assert_one_line_error
-from helpers.fake_dists import fake_install, make_venv
+from helpers.fake_dists import MATRIX, ROW, clean_venv, fake_install, make_venv
 
 from ascend_setup.audit.findings import run_audit
-from ascend_setup.matrix import load_matrix
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
-
-MATRIX = load_matrix()
-ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)
-VERSIONS = stub_versions(dict(ROW.packages), dict(ROW.cann_python_deps))
-SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
-TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
-
-
-def clean_venv(path: Path, skip=(), override: Optional[Dict[str, str]] = None) -> Path:
-    """Everything the row and its requirements need, at versions that satisfy them."""
-    make_venv(path)
-    versions = dict(VERSIONS, **(override or {}))
-    for name, version in sorted(versions.items()):
-        if name in skip or (ROW.is_cuda_only(name) and name not in ROW.packages):
-            continue
-        files = TRITON_FILES if name == "triton-ascend" else None
-        fake_install(path, name, version, requires=SPECIAL.get(name, ()), files=files)
-    return path
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES
 
 
 def _ids(report) -> Dict[str, list]:

@@ -75,7 +75,7 @@ def test_preflight_and_doctor_say_the_same_of_a_cann_that_differs(cli, tmp_path:
 def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, capsys) -> None:
     """The python check and the install's choice (decide_python) read one search: a search is seconds."""
     from ascend_setup.cli import main as cli
-    from ascend_setup.host import doctor
+    from ascend_setup.host import doctor_checks as doctor
     from ascend_setup.resolve import pythons
 
     real = Interpreter(sys.executable, "%d.%d.%d" % sys.version_info[:3], True)

@@ -117,7 +117,7 @@ def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeyp
     """3.12 fits the row's range and passes the python check; the install takes 3.11 (triton-ascend has no
     cp312 wheel), and doctor says so instead of leaving the newest one standing as the answer."""
     from ascend_setup.cli import main as cli
-    from ascend_setup.host import doctor
+    from ascend_setup.host import doctor_checks as doctor
 
     matrix, mirror = stub
     python312 = fake_python(tmp_path / "bin" / "python3.12", "3.12.7")

@@ -116,8 +116,8 @@ def test_every_table_command_prints_each_value_whole(cli, tmp_path: Path, column
     checks = json.loads(cli("doctor", "--workdir", str(tmp_path / "wd"), "--json").stdout)["checks"]
     assert_whole(text, [c["id"] for c in checks], width)
 
-    from test_audit import clean_venv
-    from test_fit import QWEN3_VL_8B
+    from helpers.fake_dists import clean_venv
+    from helpers.models import QWEN3_VL_8B
 
     venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"})
     report = json.loads(cli("audit", "--venv", str(venv), "--json").stdout)
