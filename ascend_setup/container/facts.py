@@ -165,9 +165,9 @@ def host_source(root: Path, mount: Mount) -> Optional[str]:
     return next((c for c in candidates if Mount(mount.name, c).present(root)), None)
 
 
-def driver_version(root: Path) -> Optional[str]:
-    """The host driver's version, from the version.info mounted where the image reads it."""
-    return read_key_values(under(root, VERSION_INFO.target)).get("Version")
+def driver_version(root: Path, version_info: str = VERSION_INFO.target) -> Optional[str]:
+    """The driver's version from its version.info (by default, mounted where the image reads it)."""
+    return read_key_values(under(root, version_info)).get("Version")
 
 
 def shm_bytes(root: Path) -> Optional[int]:
