@@ -40,6 +40,10 @@ def pairs(argv: List[str]) -> Set[Tuple[str, str]]:
     return out
 
 
+def without_shm(found: Set[Tuple[str, str]]) -> Set[Tuple[str, str]]:
+    return {p for p in found if not p[0].startswith("--shm-size=")}
+
+
 def shm_gib(found: Set[Tuple[str, str]]) -> float:
     (size,) = [f.split("=")[1] for f, _ in found if f.startswith("--shm-size=")]
     return float(size.rstrip("g"))
@@ -55,8 +59,7 @@ def test_run_command_is_the_docs_command_for_the_host(cli, tmp_path: Path, board
     ours = pairs(shlex.split(proc.stdout.replace("\\\n", " ")))
     devices = " ".join(f"--device /dev/davinci{n}" for n in range(cards))
     docs = pairs(shlex.split(DOCS.format(devices=devices).replace("$IMAGE", image)))
-    strip = lambda s: {p for p in s if not p[0].startswith("--shm-size=")}  # noqa: E731
-    assert strip(ours) == strip(docs)
+    assert without_shm(ours) == without_shm(docs)
     assert shm_gib(ours) >= shm_gib(docs)  # the serving need, over the docs' 1g floor
     lines = proc.stdout.rstrip("\n").split(" \\\n  ")
     assert lines[0] == "docker run --rm --name vllm-ascend" and lines[-1] == f"-it {image} bash"

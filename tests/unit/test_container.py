@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import pytest
 from pydantic import ValidationError
@@ -31,8 +31,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "root"
 
 
-def checks(root: Path, *, uid: int = 0, cann: str = "9.1.0", env: Dict[str, str] = {}) -> Dict[str, Check]:
-    return {c.id: c for c in container_checks(root, chips=CHIPS, cann=cann, env=env, uid=uid)}
+def checks(root: Path, *, uid: int = 0, cann: str = "9.1.0", env: Optional[Dict[str, str]] = None) -> Dict[str, Check]:
+    return {c.id: c for c in container_checks(root, chips=CHIPS, cann=cann, env=env or {}, uid=uid)}
 
 
 def test_a_complete_container_passes(root: Path) -> None:
