@@ -11,7 +11,7 @@ import argparse
 import math
 from typing import Any, Callable, Optional, Sequence, Union
 
-from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, WORKDIR, Flag
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser
 Number = Union[int, float]
@@ -83,6 +83,11 @@ def python(p: Parser, help: str, *, metavar: str = "EXE") -> None:
 
 def cann_home(p: Parser, help: str) -> None:
     _path(p, CANN_HOME, help)
+
+
+def root(p: Parser, help: str = "read this directory as / for the container's devices, mounts and users "
+         "(default /)") -> None:
+    _path(p, ROOT, help)
 
 
 def cann(p: Parser, help: str = "CANN version: selects a whole matrix row", *, required: bool = False) -> None:

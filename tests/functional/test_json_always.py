@@ -29,6 +29,7 @@ READ_COMMANDS: Dict[str, List[str]] = {
     "audit": ["audit", "--venv", "{t}"],
     "mirrors": ["mirrors", "--only", "--candidate", "{hole}", "--budget", "1", "--workdir", "{t}/wd"],
     "doctor": ["doctor", "--workdir", "{t}/wd", "--index-url", "{hole}"],
+    "container run-command": ["container", "run-command", "--root", "{t}"],
     "fit": ["fit", "{t}/no-model"],
     "fit --calibration": ["fit", "--calibration"],
     "triage": ["triage", "{t}/build.log"],
