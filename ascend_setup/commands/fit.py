@@ -183,9 +183,8 @@ def probe_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.venv(p, "the installed venv (default <workdir>/venv)")
     p.add_argument("--device", default="npu:0", help="npu:N, or cpu to run the same code path without an NPU")
-    p.add_argument("--gib", type=flags.ranged(float, 0.001, 64, "a tensor size in GiB whose copy times the "
-                   "bandwidth, not the launch: 1 MiB or more (the report used 2)"), default=2.0,
-                   help="tensor size in GiB (default 2)")
+    p.add_argument("--gib", type=flags.ranged(float, 0.001, 64, "a tensor size in GiB that a copy can time"),
+                   default=2.0, help="tensor size in GiB (default 2)")
     flags.cann_home(p, "CANN root for the NPU's environment")
     flags.workdir(p, "where probe.json is written")
     p.set_defaults(func=run_probe_command)
