@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import requests
 
 from ascend_setup.errors import AscendSetupError, StepFailed
-from ascend_setup.index.download import download, sha256_of
+from ascend_setup.index.download import download, each, sha256_of
 from ascend_setup.sourcebuild.source import extract_tar
 
 URL = re.compile(r"""https?://[^\s"')]+""")
@@ -157,17 +157,18 @@ def gate(archives: Sequence[Archive], cache: Path, mirror: Optional[str], timeou
 
 def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
           on_progress: Optional[Callable[[str, int, Optional[int]], None]] = None) -> List[str]:
-    """Download each archive into `cache` (resuming `.part` files); return one log line per archive."""
+    """Download the archives into `cache` at once (pip would not; each resumes its own `.part` file);
+    return one log line per archive."""
     cache.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for archive in archives:
+
+    def one(archive: Archive) -> str:
         dest = cache / archive.name
         if not _verified(dest, archive):
             if dest.exists():
                 dest.unlink()  # ours, and not what the CMake file names
             try:
                 download([source_url(archive, mirror)], dest, sha256=archive.sha256,
-                         on_progress=(lambda d, t, n=archive.name: on_progress(n, d, t)) if on_progress else None)
+                         on_progress=(lambda d, t: on_progress(archive.name, d, t)) if on_progress else None)
             except AscendSetupError as exc:
                 raise StepFailed(f"{archive.name} could not be fetched ({exc.message}); {archive.hash_text()}",
                                  hint=exc.hint or "check the mirror given by --build-deps-url") from None
@@ -176,8 +177,9 @@ def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
                 raise StepFailed(f"{archive.name} from {source_url(archive, mirror)} does not match its "
                                  f"{archive.hash_text()}", hint="check the mirror given by --build-deps-url")
         recorded = "" if archive.sha256 else f", its sha256 is {sha256_of(dest)}"
-        lines.append(f"third-party {archive.name}: {archive.hash_text()}{recorded}")
-    return lines
+        return f"third-party {archive.name}: {archive.hash_text()}{recorded}"
+
+    return each(one, archives)
 
 
 def place(archives: Sequence[Archive], cache: Path, tree: Path) -> None:
