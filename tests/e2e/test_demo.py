@@ -67,7 +67,7 @@ def test_interrupt_at_refuses_a_step_it_cannot_interrupt(cli) -> None:
 def test_the_demo_checks_its_own_disk_need_and_its_row_says_it(tmp_path: Path, monkeypatch) -> None:
     from ascend_setup.errors import StepFailed
     from ascend_setup.matrix.load import parse_matrix
-    from ascend_setup.simulate import demo
+    from ascend_setup.simulate import story as demo
 
     matrix = demo.simulated_matrix(tmp_path / "host")
     row = parse_matrix(matrix.read_text(), str(matrix)).rows[demo.CANN]
