@@ -35,7 +35,7 @@ class BadInput(AscendSetupError):
 
     exit_code = EXIT_BAD_INPUT
 
-    def given_as(self, source: str) -> "BadInput":
+    def given_as(self, source: str) -> BadInput:
         """This error about a value, named by where the user gave it (a flag, or its environment variable):
         lower layers speak of the value alone, and the layer that knows the flag adds it."""
         return BadInput(f"{source} {self.message}", hint=self.hint, details=self.details)

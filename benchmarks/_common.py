@@ -38,10 +38,9 @@ def run(argv: List[str], env: Dict[str, str], **kw) -> subprocess.CompletedProce
 
 def serve_stack(tmp: Path):
     """The simulated host (the one the demo and the tests use): (matrix with its indexes named, host)."""
+    from ascend_setup.host.machine import glibc_version
     from ascend_setup.matrix import load_matrix
     from ascend_setup.simulate.world import start_simulated_host
-
-    from ascend_setup.host.machine import glibc_version
 
     matrix = load_matrix()
     # vllm-ascend as a wheel this machine takes: the benchmarks time the tool, not the stub's source build

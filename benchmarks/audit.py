@@ -12,10 +12,10 @@ import venv as venv_module
 from pathlib import Path
 
 from _common import REPO, clean_env, run, timed
+from helpers.fake_dists import fake_install
 
-from ascend_setup.matrix import load_matrix  # noqa: E402
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions  # noqa: E402
-from helpers.fake_dists import fake_install  # noqa: E402
+from ascend_setup.matrix import load_matrix
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 
 FILLERS = 220
 
@@ -45,7 +45,7 @@ def main() -> None:
                                    env), repeat=5)
     assert proc.returncode in (0, 1), proc.stderr
     pip_check, _ = timed(lambda: run([str(venv / "bin" / "python"), "-m", "pip", "check"], env), repeat=5)
-    deptree, dt = timed(lambda: run([sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"),
+    deptree, _ = timed(lambda: run([sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"),
                                      "--warn", "fail"], env), repeat=5)
     print(f"distributions in the venv: {count}")
     print(f"ascend-setup audit --json (whole CLI, all rules): {ours:.3f} s")

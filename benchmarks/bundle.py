@@ -42,7 +42,8 @@ def main() -> None:
         return clean_env(home)
 
     lock = tmp / "lock.txt"
-    proc = subprocess.run([*cli, "plan", "--cann", "9.1.0", "--python", python, *host.index_args(), "--lock", str(lock)],
+    proc = subprocess.run([*cli, "plan", "--cann", "9.1.0", "--python", python, *host.index_args(),
+                           "--lock", str(lock)],
                           capture_output=True, text=True, env=env("plan"))
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
@@ -77,7 +78,8 @@ def main() -> None:
     print(f"lock: {sum(1 for l in lock.read_text().splitlines() if '==' in l)} packages; bundle {size / 1e6:.1f} MB, "
           f"made in {made:.1f} s")
     print(f"online install from the loopback indexes (median of {repeat}): {on:.1f} s  {[round(s, 1) for s in online]}")
-    print(f"offline install --bundle in unshare -n (median of {repeat}):   {off:.1f} s  {[round(s, 1) for s in offline]}")
+    print(f"offline install --bundle in unshare -n (median of {repeat}):   {off:.1f} s  "
+          f"{[round(s, 1) for s in offline]}")
     print(f"offline / online: {off / on:.2f}x (target <= 1.0x)")
     host.close()
     shutil.rmtree(tmp, ignore_errors=True)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from _common import clean_env, serve_stack
 
-
 ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "triton", "vllm-ascend"]
 
 

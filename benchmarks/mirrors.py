@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from _common import clean_env  # (importing _common puts the repo and tests on sys.path)
+from helpers.mirror_farm import build_farm
 
-from ascend_setup.index.tags import Target  # noqa: E402
-from ascend_setup.matrix import load_matrix  # noqa: E402
-from ascend_setup.mirrors.rank import gated_packages, rank_mirrors  # noqa: E402
-from ascend_setup.simulate.index_server import BlackHole  # noqa: E402
-from helpers.mirror_farm import build_farm  # noqa: E402
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix import load_matrix
+from ascend_setup.mirrors.rank import gated_packages, rank_mirrors
+from ascend_setup.simulate.index_server import BlackHole
 
 TRUE_RATE = {"fast": None, "medium": 6_000_000, "crawler": 300_000}
 

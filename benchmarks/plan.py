@@ -20,13 +20,13 @@ from pathlib import Path
 from _common import clean_env, run, serve_stack, timed
 from packaging.utils import canonicalize_name
 
-from ascend_setup.host.machine import glibc_version  # noqa: E402
-from ascend_setup.index.tags import Target  # noqa: E402
-from ascend_setup.dists.installers import uv_command  # noqa: E402
-from ascend_setup.matrix import select_row  # noqa: E402
-from ascend_setup.resolve.closure import IndexSources, prepare_closure  # noqa: E402
-from ascend_setup.resolve.pythons import build_interpreter  # noqa: E402
-from ascend_setup.resolve.uvcompile import compile_argv  # noqa: E402
+from ascend_setup.dists.installers import uv_command
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.tags import Target
+from ascend_setup.matrix import select_row
+from ascend_setup.resolve.closure import IndexSources, prepare_closure
+from ascend_setup.resolve.pythons import build_interpreter
+from ascend_setup.resolve.uvcompile import compile_argv
 
 
 def live() -> None:

@@ -108,7 +108,8 @@ def main() -> None:
             found = f"{data['id']} at line {data['line_number']}" if data["id"] else "no cause"
             ok = (data["id"], data["line_number"]) == (cause, expected) if cause else data["id"] is None
             print(f"{log.name}: {log.stat().st_size / 2**20:.0f} MiB, {found} ({'right' if ok else 'WRONG'}): "
-                  f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {rss:.0f} MB ({log.stat().st_size / 2**20 / wall:.0f} MiB/s); "
+                  f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {rss:.0f} MB "
+                  f"({log.stat().st_size / 2**20 / wall:.0f} MiB/s); "
                   f"targets < 15 s, < 200 MB; one read+find pass here takes {floor:.1f} s ({wall / floor:.1f}x); "
                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
             log.unlink()

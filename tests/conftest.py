@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers as `helpers`
 
-from helpers.cli import clean_env  # noqa: E402  # after the path it needs
+from helpers.cli import clean_env  # after the path it needs
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,13 +7,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ascend_setup.audit.rules import (PHASE_FILL, PHASE_MANUAL, PHASE_PINS, PHASE_SHAPE, PHASE_TRITON,
-                                      PHASE_UNINSTALL, RULES, AuditContext, Finding, rule_damaged_files)
+from ascend_setup.audit.rules import (
+    PHASE_FILL,
+    PHASE_MANUAL,
+    PHASE_PINS,
+    PHASE_SHAPE,
+    PHASE_TRITON,
+    PHASE_UNINSTALL,
+    RULES,
+    AuditContext,
+    Finding,
+    rule_damaged_files,
+)
 from ascend_setup.dists.installed import VenvContents, read_venv
+from ascend_setup.dists.versions import same_release
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.dists.versions import same_release
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -61,7 +71,8 @@ def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
         rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])]
         if rows:
             return rows[0], f"{name} {have.version} is installed, which row {rows[0].cann} pins"
-        return matrix.newest(), f"{name} {have.version} matches no row; checking against the newest ({matrix.newest().cann})"
+        return matrix.newest(), (f"{name} {have.version} matches no row; "
+                                 f"checking against the newest ({matrix.newest().cann})")
     return matrix.newest(), f"neither vllm-ascend nor torch-npu is installed; checking against the newest row " \
                             f"({matrix.newest().cann})"
 

@@ -10,26 +10,25 @@ from __future__ import annotations
 import platform
 import re
 from collections import deque
-from pathlib import Path
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Set, Tuple
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
 
 from packaging.requirements import Requirement
-from packaging.tags import parse_tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.dists.installed import Installed, VenvContents, requirements_unmet
+from ascend_setup.dists.markers import applicable
+from ascend_setup.dists.versions import same_version
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
+from ascend_setup.index.tags import Target, tag_priorities
+from ascend_setup.matrix.models import MIRROR, Matrix, Row
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label
+from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.resolve.requirement_set import SUBSTITUTES, target_environment
 from ascend_setup.utils.files import read_regular_text
-from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label
-from ascend_setup.index.tags import Target, tag_priorities
-from ascend_setup.dists.markers import applicable
-from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.dists.versions import same_version
-
 
 #: Order of the fix plan, chosen so that every intermediate state still imports: the venv's shape
 #: first (pip would see system packages as "already satisfied"), then the row's pins from their own
@@ -110,8 +109,8 @@ def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
         return None
     nvidia = sorted(canonicalize_name(r.name) for r in ctx.requires(torch[0]) if r.name.lower().startswith("nvidia-"))
     reasons = [f"requires {', '.join(nvidia[:3])}{' ...' if len(nvidia) > 3 else ''}"] if nvidia else []
-    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site if (site / "torch" / "version.py").is_file()),
-                      None)
+    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site
+                       if (site / "torch" / "version.py").is_file()), None)
     if version_py is not None:
         match = _CUDA_VERSION.search(version_py.read_text(errors="replace"))
         if match:
@@ -133,7 +132,7 @@ def rule_row_pins(ctx: AuditContext) -> List[Finding]:
     """Every row package at exactly the row's version for this architecture, local part included."""
     findings = []
     vllm = ctx.installed.get("vllm")
-    vllm_wants = {canonicalize_name(r.name): r for r in ctx.requires(vllm[0])} if vllm else {}
+    vllm_wants: Dict[str, Requirement] = {canonicalize_name(r.name): r for r in ctx.requires(vllm[0])} if vllm else {}
     for name, pinned in ctx.row.packages.items():
         if name == "triton-ascend":
             continue  # the triton rule owns it
@@ -199,7 +198,8 @@ def rule_triton(ctx: AuditContext) -> List[Finding]:
     crash = "the first inference dies with \"'function' object is not subscriptable\""
     if upstream:
         findings.append(Finding("triton-upstream", "error", "triton",
-                                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; {crash}",
+                                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; "
+                                f"{crash}",
                                 reinstall, evidence=str(upstream[0].path), phase=PHASE_TRITON))
     if not ascend:
         findings.append(Finding("triton-ascend-missing", "error", "triton-ascend",
@@ -315,7 +315,8 @@ def rule_venv_shape(ctx: AuditContext) -> List[Finding]:
     if ctx.venv.system_site_packages:
         findings.append(Finding("system-site-packages", "warning", None,
                                 "the venv includes system site-packages: stale torch builds from the image leak in",
-                                f"sed -i 's/^include-system-site-packages = true/include-system-site-packages = false/' "
+                                "sed -i "
+                                "'s/^include-system-site-packages = true/include-system-site-packages = false/' "
                                 f"{ctx.venv.root}/pyvenv.cfg", evidence=f"{ctx.venv.root}/pyvenv.cfg",
                                 phase=PHASE_SHAPE))
     if ctx.venv.python_version and not ctx.row.python_allows(ctx.python_full):
@@ -340,7 +341,7 @@ def rule_wheel_tags(ctx: AuditContext) -> List[Finding]:
     findings = []
     for name, dists in ctx.installed.items():
         tags = dists[0].wheel_tags()
-        parsed = set()
+        parsed: Set[Tag] = set()
         for text in tags:
             try:
                 parsed |= parse_tag(text)

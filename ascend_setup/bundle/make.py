@@ -15,18 +15,30 @@ from typing import Callable, ContextManager, List, Optional, Protocol, Sequence,
 from ascend_setup import __version__
 from ascend_setup.bundle import tool
 from ascend_setup.bundle.bootstrap import bootstrap_text, write_checksums
-from ascend_setup.bundle.manifest import (BOOTSTRAP, FILES, LOCK, THIRD_PARTY, TOOL, WHEELHOUSE, BundleFile,
-                                          BundleTarget, Manifest, Missing, entry, write_manifest)
+from ascend_setup.bundle.manifest import (
+    BOOTSTRAP,
+    FILES,
+    LOCK,
+    THIRD_PARTY,
+    TOOL,
+    WHEELHOUSE,
+    BundleFile,
+    BundleTarget,
+    Manifest,
+    Missing,
+    entry,
+    write_manifest,
+)
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 from ascend_setup.index.download import download, each
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
 from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.source import cached_wheel, extract_once, wheelhouse_key
+from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 
 #: Marks a directory this tool made as a bundle (one it may fill and resume).
 MARK = ".ascend-setup-bundle"
@@ -95,13 +107,14 @@ def take_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None
         write_lock(lock, path)
         return lock
     if path.is_file():
+        kept: Optional[Lock]
         try:
-            lock = read_lock(path)
+            kept = read_lock(path)
         except AscendSetupError:
-            lock = None
-        if lock is not None and _lock_fits(lock, req):
+            kept = None
+        if kept is not None and _lock_fits(kept, req):
             say(f"continuing with the lock this bundle already holds ({LOCK})")
-            return lock
+            return kept
     say(f"resolving the closure for {req.target.describe()}")
     lock = index.resolve(req.row, req.target, req.sources, build_python=req.build_python, device=req.device)
     write_lock(lock, path)

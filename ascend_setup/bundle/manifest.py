@@ -4,16 +4,17 @@ made by which version of the tool, and when. `verify` checks a bundle against it
 from __future__ import annotations
 
 import tarfile
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.index.download import sha256_of
-from ascend_setup.utils.inputs import parse_json
 from ascend_setup.resolve.lockfile import MinorVersion, Sha256
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.inputs import parse_json
 
 MANIFEST = "manifest.json"
 LOCK = "lock.txt"
@@ -75,7 +76,7 @@ class Manifest(BaseModel):
         return sum(f.size for f in self.files)
 
 
-def entry(root: Path, path: Path, role: str, package: Optional[str] = None,
+def entry(root: Path, path: Path, role: Role, package: Optional[str] = None,
           version: Optional[str] = None) -> BundleFile:
     return BundleFile(path=path.relative_to(root).as_posix(), size=path.stat().st_size, sha256=sha256_of(path),
                       role=role, package=package, version=version)
@@ -156,7 +157,7 @@ def check_tar(bundle: Path, manifest: Manifest) -> List[str]:
             digest = hashlib.sha256()
             handle = archive.extractfile(member)
             assert handle is not None
-            for block in iter(lambda: handle.read(1 << 20), b""):
+            for block in iter(partial(handle.read, 1 << 20), b""):
                 digest.update(block)
             if member.size != f.size:
                 problems.append(f"corrupt: {f.path} has {member.size} bytes, the manifest says {f.size}")

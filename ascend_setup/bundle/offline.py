@@ -19,8 +19,8 @@ from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.simple import IndexFile, ProjectPage, SharedPages, make_file
 from ascend_setup.matrix.models import Row
-from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.matrix.soc import device_of, label
+from ascend_setup.resolve.lockfile import Lock
 from ascend_setup.sourcebuild.source import extract_tar
 
 FLAG = "--bundle"

@@ -11,7 +11,7 @@ import argparse
 import math
 from typing import Any, Callable, Optional, Sequence, Union
 
-from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, WORKDIR, Flag
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser
 Number = Union[int, float]
@@ -52,7 +52,8 @@ class Once(argparse.Action):
         negatives = ["--no-" + o[2:] for o in self.positive if o.startswith("--")]
         super().__init__([*self.positive, *negatives], dest, nargs=0, **kw)
 
-    def __call__(self, parser: Parser, namespace: argparse.Namespace, values: Any, option: Optional[str] = None) -> None:
+    def __call__(self, parser: Parser, namespace: argparse.Namespace, values: Any,
+                 option: Optional[str] = None) -> None:
         value = option in self.positive
         given = getattr(namespace, f"_{self.dest}_given", None)
         if given is not None and given != option:
@@ -82,6 +83,11 @@ def python(p: Parser, help: str, *, metavar: str = "EXE") -> None:
 
 def cann_home(p: Parser, help: str) -> None:
     _path(p, CANN_HOME, help)
+
+
+def root(p: Parser, help: str = "read this directory as / for the container's devices, mounts and users "
+         "(default /)") -> None:
+    _path(p, ROOT, help)
 
 
 def cann(p: Parser, help: str = "CANN version: selects a whole matrix row", *, required: bool = False) -> None:
@@ -159,10 +165,13 @@ def fit_flags(p: Parser) -> None:
     p.add_argument("--bandwidth", type=ranged(float, 1, 100_000, "a bandwidth in GB/s (a 910B3 peaks near 1490)"),
                    metavar="GBPS",
                    help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
-    p.add_argument("--context", type=ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"), default=32768, help="tokens per sequence for the concurrency (default 32768)")
-    p.add_argument("--gpu-memory-utilization", type=ranged(float, 0.01, 1, "a share of HBM"), default=0.9, help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument("--context", type=ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"), default=32768,
+                   help="tokens per sequence for the concurrency (default 32768)")
+    p.add_argument("--gpu-memory-utilization", type=ranged(float, 0.01, 1, "a share of HBM"), default=0.9,
+                   help="share of HBM vLLM may use (default 0.9)")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
-    p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N", help="tensor-parallel cards: weights and KV split over N")
+    p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N",
+                   help="tensor-parallel cards: weights and KV split over N")
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
 

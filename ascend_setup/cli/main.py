@@ -34,6 +34,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "audit": ("audit", "read-only check of a venv against a row"),
     "mirrors": ("mirrors", "rank package indexes: freshness, then throughput"),
     "doctor": ("doctor", "host checks with fixes"),
+    "container": ("container", "'container run-command': the docker run this host needs for vLLM-Ascend "
+                  "(its cards, its driver's files, its card's image), printed, not run"),
     "demo": ("demo", "the whole main job on any machine, against a simulated Ascend host (loopback indexes, a "
              "fake CANN); stopped partway and resumed, then audited"),
     "fit": ("fit", "will MODEL fit a card, and how fast will it decode (reads config.json and safetensors "
@@ -143,7 +145,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return int(args.func(args, out))
     except AscendSetupError as exc:
         return fail(out, exc)
-    except Exception as exc:  # noqa: BLE001  # the last line of defence of the one-line, one-document promise
+    except Exception as exc:  # the last line of defence of the one-line, one-document promise
         return fail(out, defect(exc))
     finally:
         tempdirs.leave()

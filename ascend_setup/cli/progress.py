@@ -10,14 +10,19 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ascend_setup.utils.procs import set_activity
 from ascend_setup.engine.runner import FIRST_RUN
+from ascend_setup.serve.run import phase_of
+from ascend_setup.utils.procs import set_activity
+
+if TYPE_CHECKING:  # rich's live widgets are imported only when a terminal shows them
+    from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 #: Seconds between two heartbeat lines off a terminal.
 HEARTBEAT = 30.0
@@ -42,7 +47,7 @@ class ConsoleReporter:
     def __init__(self, console: Console, heartbeat: float = HEARTBEAT) -> None:
         self.console = console
         self.heartbeat = heartbeat
-        self.status = None
+        self.status: Optional[Status] = None
         self.step = ""
         self.log: Optional[Path] = None
         self.since = 0.0
@@ -135,8 +140,8 @@ class TransferProgress:
         self._bytes: dict = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._bar = None
-        self._task = None
+        self._bar: Optional[Progress] = None
+        self._task: Optional[TaskID] = None
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -147,7 +152,7 @@ class TransferProgress:
         return (f"{self.what}: {self.done_files} of {self.files} files, {size_text(self.done_bytes)} of "
                 f"{size_text(self.total)}")
 
-    def __enter__(self) -> "TransferProgress":
+    def __enter__(self) -> TransferProgress:
         if self.console.is_terminal:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -180,7 +185,7 @@ class TransferProgress:
         self._refresh()
 
     def _refresh(self) -> None:
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:  # set together
             self._bar.update(self._task, completed=self.done_bytes, description=self._files_text())
 
     def __exit__(self, *exc: object) -> None:
@@ -189,3 +194,17 @@ class TransferProgress:
             self._thread.join()
         if self._bar is not None:
             self._bar.stop()
+
+
+class PhaseReporter(ConsoleReporter):
+    """`serve`'s live line: the server's start-up phase ('loading weights', 'compiling', 'capturing graphs')
+    read from its log, where the install's line names pip's action."""
+
+    def activity(self, line: str) -> None:
+        phase = phase_of(line)
+        if phase:
+            self.action = phase
+            if self.status is not None:
+                self.status.update(self._text())
+        if line.strip():
+            self.last = f"[{self.action}] {line.strip()}"

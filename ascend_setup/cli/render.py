@@ -36,7 +36,7 @@ def _width(stream) -> Optional[int]:
     return None if stream.isatty() else PLAIN_WIDTH
 
 
-def plain(console: "Console") -> bool:
+def plain(console: Console) -> bool:
     """Plain lines, not tables: off a terminal (unless COLUMNS asks for a width), or under MIN_WIDTH columns."""
     columns = _columns()
     if columns is not None:
@@ -44,13 +44,13 @@ def plain(console: "Console") -> bool:
     return not console.is_terminal
 
 
-def stdout_console() -> "Console":
+def stdout_console() -> Console:
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False, width=_width(sys.stdout))
 
 
-def stderr_console() -> "Console":
+def stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, width=_width(sys.stderr))
@@ -100,7 +100,7 @@ def styled(value: Optional[str]) -> str:
 
 
 def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
-          status_column: Optional[int] = None, compact: bool = False) -> "Table":
+          status_column: Optional[int] = None, compact: bool = False) -> Table:
     """A plain table; the status column (if any) is coloured by its value. `compact`: no borders, and
     cells never break inside a word (for the short-celled tables that must read at 80 columns)."""
     from rich import box
@@ -119,7 +119,7 @@ def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[
     return t
 
 
-def print_field(console: "Console", label: str, value: str, indent: str = "  ") -> None:
+def print_field(console: Console, label: str, value: str, indent: str = "  ") -> None:
     """`label: value` on one line when it fits, else the value whole on a line of its own below: a path
     longer than the line (a venv under a deep temp dir) read `venv: /tmp/...` cut at the edge."""
     value = terminal_safe(value)
@@ -131,17 +131,18 @@ def print_field(console: "Console", label: str, value: str, indent: str = "  ") 
         console.print(f"{indent}  {value}", soft_wrap=True, markup=False, highlight=False)
 
 
-def print_prose(console: "Console", text: str, indent: str = "", first: Optional[str] = None) -> None:
+def print_prose(console: Console, text: str, indent: str = "", first: Optional[str] = None) -> None:
     """One sentence for people, wrapped at words at the console's width; a word longer than a line (a path,
     a URL) stays whole on a line of its own. `first` starts the first line instead of `indent`."""
     import textwrap
 
     for i, part in enumerate(textwrap.wrap(terminal_safe(text), width=max(40, console.width - len(indent)),
                                            break_long_words=False, break_on_hyphens=False)):
-        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False, highlight=False)
+        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False,
+                      highlight=False)
 
 
-def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:
+def print_items(console: Console, items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:
     """A list for people: per item a short header line (status coloured, then its names), then its texts
     indented below, wrapped at words (a table's narrow cells broke words: 'unavailabl|e')."""
     from rich.markup import escape
@@ -154,7 +155,7 @@ def print_items(console: "Console", items: Iterable[Sequence[Optional[str]]], te
             print_prose(console, line, "    ")
 
 
-def print_table(console: "Console", title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
+def print_table(console: Console, title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
                 status_column: Optional[int] = None) -> None:
     """A table whose every cell is printed whole. When it does not fit the console, its widest columns go
     on lines of their own below each row (as plan's reasons do); when even that does not fit, or off a
@@ -183,11 +184,11 @@ def print_table(console: "Console", title: Optional[str], columns: Sequence[str]
         console.print(f"  {head}  {rest}".rstrip(), soft_wrap=True, markup=False, highlight=False)
 
 
-def _fits(console: "Console", renderable: Any) -> bool:
+def _fits(console: Console, renderable: Any) -> bool:
     return console.measure(renderable, options=console.options.update_width(10_000)).maximum <= console.width
 
 
-def _print_split(console: "Console", columns: Sequence[str], body: Sequence[Sequence[str]], short: Sequence[int],
+def _print_split(console: Console, columns: Sequence[str], body: Sequence[Sequence[str]], short: Sequence[int],
                  status_column: Optional[int]) -> None:
     """The short columns aligned, each row followed by its long values, one `column: value` line each."""
     from rich.markup import escape
@@ -197,7 +198,7 @@ def _print_split(console: "Console", columns: Sequence[str], body: Sequence[Sequ
                   highlight=False)
     for row in body:
         cells = [escape(row[i].ljust(widths[i])) for i in short]
-        if status_column in short:
+        if status_column is not None and status_column in short:
             at = list(short).index(status_column)
             cells[at] = styled(escape(row[status_column])) + " " * (widths[status_column] - len(row[status_column]))
         console.print("  ".join(cells).rstrip(), highlight=False, soft_wrap=True)

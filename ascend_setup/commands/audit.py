@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from ascend_setup.audit.findings import run_audit, summary
-from ascend_setup.errors import BadInput
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import MIRROR
-from ascend_setup.host.npu import host_npu
-from ascend_setup.matrix.newcann import recorded_matrix
-from ascend_setup.steps.options import check_soc, parse_index_overrides
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
-from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.utils.paths import check_path_length
 from ascend_setup.dists.venv_reader import read_venv_record
+from ascend_setup.errors import BadInput
+from ascend_setup.host.npu import host_npu
+from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.matrix.newcann import recorded_matrix
+from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.steps.options import check_soc, parse_index_overrides
+from ascend_setup.utils.paths import check_path_length
 
 
 def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, str]]:

@@ -8,8 +8,11 @@ import platform
 import shutil
 from pathlib import Path
 
-from ascend_setup.bundle.make import (BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar)
+from ascend_setup.bundle.make import BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar
 from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
+from ascend_setup.cli import flags
+from ascend_setup.cli.progress import TransferProgress, size_text
+from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console, stdout_console
 from ascend_setup.commands.plan import target_python
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
@@ -17,17 +20,19 @@ from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_sett
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.steps.options import check_build_deps_url, check_device, check_index_url, check_soc, parse_index_overrides
-from ascend_setup.utils.paths import check_dir_path, check_output_file
-from ascend_setup.cli.progress import size_text
-from ascend_setup.cli import flags
-from ascend_setup.cli.progress import TransferProgress
-from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console, stdout_console
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import build_interpreter
-from ascend_setup.resolve.index_session import IndexSession
-from ascend_setup.matrix.soc import device_of
+from ascend_setup.steps.options import (
+    check_build_deps_url,
+    check_device,
+    check_index_url,
+    check_soc,
+    parse_index_overrides,
+)
+from ascend_setup.utils.paths import check_dir_path, check_output_file
 
 
 def _soc(value: str):
@@ -60,8 +65,9 @@ def render_summary(manifest: Manifest, path: Path) -> None:
     """The size and what the bundle holds, one role a line, then each file it could not get."""
     out = stdout_console()
     t = manifest.target
+    npus = t.soc or t.device
     print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}"
-                     f"{' / ' + (t.soc or t.device) if (t.soc or t.device) else ''}, {len(manifest.files)} files, "
+                     f"{' / ' + npus if npus else ''}, {len(manifest.files)} files, "
                      f"{size_text(manifest.size)}")
     for role, info in manifest_json(manifest, path)["roles"].items():
         print_field(out, role, f"{info['files']} files, {size_text(info['bytes'])}")
@@ -76,7 +82,7 @@ def render_summary(manifest: Manifest, path: Path) -> None:
 
 def run(args: argparse.Namespace, output: Output) -> int:
     if getattr(args, "bundle_command", None) == "verify":
-        return run_verify(args)
+        return run_verify(args, output)
     if not args.cann or not args.out:
         raise BadInput("bundle needs --cann VERSION and -o PATH (or: ascend-setup bundle verify PATH)")
     overrides = parse_index_overrides(args.index or [])

@@ -9,19 +9,19 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stderr_console, stdout_console
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
+from ascend_setup.simulate.story import LABEL, QUICK, interrupt_points, run_demo
+from ascend_setup.steps.pipeline import run_lock
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.steps.pipeline import run_lock
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.utils.tempdirs import kept_tempdir
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.simulate.story import LABEL, QUICK, interrupt_points, run_demo
 
 
-def _workdir(args: argparse.Namespace, stack: ExitStack) -> "tuple[Path, bool]":
+def _workdir(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, bool]:
     """(the demo's workdir, whether it is ours to remove afterwards), locked like an install's workdir: a
     second demo in the same directory is refused (exit 3), not raced."""
     if args.workdir:
@@ -82,7 +82,8 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
     resumed = summary["resumed"]
     if resumed:
         continued = f", and the rerun asked for {resumed['continued_with']}" if resumed.get("continued_with") else ""
-        kept = f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"] else ""
+        kept = (f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"]
+                else "")
         out.print(f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
                   soft_wrap=True, markup=False)
     audit = summary["audit"]

@@ -7,19 +7,20 @@ import platform
 from pathlib import Path
 from typing import Optional
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
+from ascend_setup.container.inside import add_container_checks
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput, named_by
-from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpreter
+from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
-from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir, root_dir
 
 
 def target_line(t: FleetTarget) -> str:
@@ -31,6 +32,7 @@ def target_line(t: FleetTarget) -> str:
 
 def run(args: argparse.Namespace, output: Output) -> int:
     workdir = resolve_workdir(args.workdir, mode="read")  # doctor only reads: a missing one is no problem
+    root = root_dir(args.root)
 
     venv, venv_source = VENV.path(args.venv)
     venv = venv or Workdir(workdir).venv
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     interpreter, no_interpreter = install_interpreter(row, sources, python, interpreters)  # the install's, once
     report = run_doctor(row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
                         indexes=sources.as_dict(), settings=settings, install_python=interpreter, soc=soc)
+    add_container_checks(report, root)  # only in a container: what its `docker run` left out
     target = fleet_target(row, sources, workdir=workdir, interpreter=interpreter, no_interpreter=no_interpreter,
                           soc=soc or report.facts["npu"]["soc_version"],
                           cann_installed=installs[0].version if installs else None)
@@ -87,6 +90,7 @@ def doctor_arguments(p: argparse.ArgumentParser) -> None:
     flags.python(p, "check this interpreter instead of searching")
     flags.soc(p, "the build target install would get (default: from npu-smi)")
     flags.vllm_ascend(p)
+    flags.root(p)
     flags.index_url(p, "primary index the install would use, asked which Pythons the row's wheels exist for "
                     "(default: pip's configuration)")
     flags.index_overrides(p)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
 from ascend_setup.fit.cards import Card, card_for
@@ -17,10 +21,6 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
 from ascend_setup.matrix import load_matrix
 from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 
 GIB = 1024 ** 3
 
@@ -155,7 +155,7 @@ def run_probe_command(args: argparse.Namespace, output: Output) -> int:
     if args.device.startswith("npu"):
         found = primary_cann(CANN_HOME.value(args.cann_home)[0])
         env = capture_env(found.set_env_scripts()).apply() if found else None
-    result = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)
+    result: Dict[str, Any] = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)  # its JSON
     path = save_probe(workdir, result)
     if args.json:
         output.print_json({**result, "saved": str(path)})

@@ -6,11 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from ascend_setup.fleet.merged_report import GRID_SEVERITIES, fleet_json, finding_ids, grid, read_fleet
-from ascend_setup.utils.files import atomic_write_text, make_dir
-from ascend_setup.utils.paths import check_output_file, check_path_length
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stdout_console, terminal_safe
+from ascend_setup.fleet.merged_report import GRID_SEVERITIES, finding_ids, fleet_json, grid, read_fleet
+from ascend_setup.utils.files import atomic_write_text, make_dir
+from ascend_setup.utils.paths import check_output_file, check_path_length
 
 
 def run_report(args: argparse.Namespace, output: Output) -> int:
@@ -26,7 +26,8 @@ def run_report(args: argparse.Namespace, output: Output) -> int:
         output.print_json({**data, "report": str(out)})
         return 0 if data["ok"] else 1
     console = stdout_console()
-    print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts))
+    print_table(console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)],
+                grid(hosts))
     for h in hosts:
         if h.error:
             console.print(terminal_safe(f"{h.host}: the audit did not run: {h.error}"), soft_wrap=True, markup=False)

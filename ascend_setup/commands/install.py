@@ -9,26 +9,27 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.progress import ConsoleReporter
+from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
+from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
+from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
+from ascend_setup.engine.runner import Runner, status_rows
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
 from ascend_setup.matrix.newcann import provenance_line, record
+from ascend_setup.steps.install_session import InstallSession, install_store
 from ascend_setup.steps.options import InstallOptions, InstallRow, build_install_options
-from ascend_setup.cli.progress import ConsoleReporter
-from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
-from ascend_setup.engine.runner import Runner, status_rows
 from ascend_setup.steps.pipeline import build_pipeline, run_lock
 from ascend_setup.steps.preflight import host_problems
 from ascend_setup.steps.resolve import preview_closure
-from ascend_setup.steps.install_session import InstallSession, install_store
 from ascend_setup.steps.verify import serving_hints, shell_lines
-from ascend_setup.engine.workdir import Workdir
-from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
+from ascend_setup.utils.paths import resolve_workdir
 
 
-def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False) -> Runner:
+def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *,
+            dry_run: bool = False) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
@@ -51,13 +52,15 @@ def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError)
     failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
     record = state.steps.get(failed) if state and failed else None
     return {"ok": False, "workdir": options.workdir, "step": failed, "error": exc.message, "hint": exc.hint,
-            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code, "exit": exc.exit_code,
+            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code,
+            "exit": exc.exit_code,
             "steps": status_rows(runner.steps, state) if state else []}
 
 
 def closure_line(closure: dict) -> str:
     if closure.get("error"):
-        return f"closure: cannot be resolved now: {closure['error']}" + (f" ({closure['hint']})" if closure.get("hint") else "")
+        return (f"closure: cannot be resolved now: {closure['error']}"
+                + (f" ({closure['hint']})" if closure.get("hint") else ""))
     t, c = closure["target"], closure["summary"]
     where = f" (lock {closure['lock']})" if closure.get("lock") else " (resolved now; the resolve step writes the lock)"
     return (f"closure for glibc {t['glibc']} / {t['arch']} / Python {t['python']}: {c['packages']} packages, "
@@ -93,11 +96,14 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
                  "description": d.step.describe(runner.session)} for d in decisions]})
             return 0
         out = stdout_console()
-        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}", ["step", "action", "why", "what"],
-                    [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.session)] for d in decisions])
+        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}",
+                    ["step", "action", "why", "what"],
+                    [[d.step.name, "run" if d.run else "skip", d.reason,
+                      d.step.describe(runner.session)] for d in decisions])
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
-            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False)
+            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True,
+                      markup=False)
         for p in refused:
             out.print(f"preflight will fail: {p.detail} (fix: {p.fix or ''})", soft_wrap=True, markup=False)
         return 0
@@ -147,7 +153,8 @@ def run_install(args: argparse.Namespace, output: Output) -> int:
     if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
-        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True)
+        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}",
+                               soft_wrap=True)
     return execute(options, loaded, output, dry_run=args.dry_run, assume_yes=args.yes)
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
-
 from pathlib import Path
+from typing import Any, Dict, List, TypedDict
 
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.matrix import load_matrix, select_row
 
 
 def run_list(args: argparse.Namespace, output: Output) -> int:
@@ -23,7 +23,8 @@ def run_list(args: argparse.Namespace, output: Output) -> int:
         return 0
     print_table(stdout_console(), f"Compatibility matrix ({matrix.source})",
                 ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
-                [[r.cann, r.python, *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
+                [[r.cann, r.python,
+                  *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
                  for r in rows])
     return 0
 
@@ -49,9 +50,10 @@ def run_show(args: argparse.Namespace, output: Output) -> int:
     console.print("Serving hints:")
     for hint in row.runtime_hints:
         env = " ".join(f"{k}={v}" for k, v in hint.env.items())
-        args = " ".join(shlex.quote(a) for a in hint.serve_args)
+        serve_args = " ".join(shlex.quote(a) for a in hint.serve_args)
         console.print(f"- {hint.text}" + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
-                      + (f"\n    env: {env}" if env else "") + (f"\n    serve args: {args}" if args else ""),
+                      + (f"\n    env: {env}" if env else "")
+                      + (f"\n    serve args: {serve_args}" if serve_args else ""),
                       soft_wrap=True, markup=False)
     return 0
 
@@ -78,10 +80,10 @@ def _mirror(args: argparse.Namespace) -> list:
 def run_derive(args: argparse.Namespace, output: Output) -> int:
     from packaging.version import InvalidVersion, Version
 
-    from ascend_setup.utils.files import atomic_write_text, read_regular_text
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
     from ascend_setup.steps.options import parse_index_overrides
+    from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
     for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
         try:
@@ -133,12 +135,22 @@ def _sdists(paths: list) -> dict:
     return found
 
 
+class RowCheck(TypedDict):
+    """What `matrix check` found for one row (one entry of its --json `rows`)."""
+
+    inconsistent: List[str]
+    drift: List[str]
+    unverified: List[str]
+    newer: List[Dict[str, Any]]
+    stale_hints: List[str]
+
+
 def run_check(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
-    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.releases import newer_releases
+    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.steps.options import parse_index_overrides
 
     if args.file and args.matrix:
@@ -149,11 +161,13 @@ def run_check(args: argparse.Namespace, output: Output) -> int:
     if unknown:
         raise BadInput(f"--sdist: no row of {matrix.source} pins vllm-ascend {unknown[0]}")
     mirror = _mirror(args) if args.live else []
-    reader, pool = MetadataReader(), {}
-    report = {}
+    reader = MetadataReader()
+    pool: Dict[str, Any] = {}  # the index pages, shared by every row's lookups
+    report: Dict[str, RowCheck] = {}
     for cann in matrix.versions():
         row = matrix.rows[cann]
-        entry = {"inconsistent": consistency(row), "drift": [], "unverified": [], "newer": [], "stale_hints": []}
+        entry: RowCheck = {"inconsistent": consistency(row), "drift": [], "unverified": [], "newer": [],
+                           "stale_hints": []}
         if row.packages["vllm-ascend"] in sdists:
             entry["stale_hints"] = unread_variables(row.hints(), sdists[row.packages["vllm-ascend"]])
         if args.live:

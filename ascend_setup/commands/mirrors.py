@@ -10,21 +10,20 @@ from pathlib import Path
 from typing import Optional
 
 from ascend_setup import STARTED
-from ascend_setup.errors import BadInput, named_by
-from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.interpreters import PREFERRED
-from ascend_setup.matrix.models import Row
-from ascend_setup.resolve.pythons import explicit_python
-from ascend_setup.matrix import load_matrix
-from ascend_setup.mirrors.apply import write_user_config, write_venv_config
-from ascend_setup.host.machine import this_machine
-from ascend_setup.mirrors.choice import candidates, ranked
-from ascend_setup.steps.options import check_index_url, parse_index_overrides
-from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg
-
+from ascend_setup.errors import BadInput, named_by
+from ascend_setup.host.cann import primary_cann, row_for
+from ascend_setup.host.interpreters import PREFERRED
+from ascend_setup.host.machine import this_machine
+from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import Row
+from ascend_setup.mirrors.apply import write_user_config, write_venv_config
+from ascend_setup.mirrors.choice import candidates, ranked
+from ascend_setup.resolve.pythons import explicit_python
+from ascend_setup.steps.options import check_index_url, parse_index_overrides
+from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
 EXIT_RESERVE = 0.15

@@ -8,13 +8,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
-from ascend_setup.engine import login
-from ascend_setup.utils.files import open_append
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.paths import check_dir_path, default_workdir
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console
+from ascend_setup.engine import login
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.utils.files import open_append
+from ascend_setup.utils.paths import check_dir_path, default_workdir
+
+if TYPE_CHECKING:  # imported when a terminal shows the bar
+    from rich.progress import Progress
 
 MODELS_ROOT = Path("/mnt/workspace/models")
 
@@ -105,12 +109,18 @@ class _progress:
     def __init__(self, console, total: int, dest: Path, files) -> None:
         self.console, self.total, self.dest = console, total, dest
         self.base = {f.path: 0 for f in files}
-        self.bar = None
+        self.bar: Optional[Progress] = None
         self.last = time.monotonic()
 
     def __enter__(self):
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
         if self.console.is_terminal:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),

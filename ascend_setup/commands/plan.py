@@ -8,23 +8,28 @@ import platform
 from pathlib import Path
 from typing import Optional, Tuple
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
 from ascend_setup.errors import AscendSetupError, named_by
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.matrix.soc import label
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target, parse_arch, parse_glibc
 from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.models import Row
+from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+from ascend_setup.matrix.soc import label
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
+from ascend_setup.resolve.pythons import (
+    build_interpreter,
+    decide_python,
+    explicit_python,
+    names_interpreter,
+    pick_python,
+)
 from ascend_setup.steps.options import check_device, check_index_url, parse_index_overrides, which_index
 from ascend_setup.utils.paths import PYTHON, check_output_file
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
-from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import (build_interpreter, decide_python, explicit_python, names_interpreter,
-                                         pick_python)
-from ascend_setup.resolve.index_session import IndexSession
 
 
 def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str,

@@ -11,7 +11,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ascend_setup.cli import flags
+from ascend_setup.cli.progress import PhaseReporter
+from ascend_setup.cli.render import Output, stderr_console, stdout_console
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 from ascend_setup.engine.runner import FIRST_RUN
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.fit.calibration import SpeedPoint, judge, now_utc, record_point
 from ascend_setup.fit.cards import Card, card_for
@@ -22,25 +27,20 @@ from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.npu import host_npu
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID
-from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.matrix import load_matrix
-from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
-from ascend_setup.utils.procstat import start_ticks
-from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.serve import record as records
+from ascend_setup.serve import server_records as records
 from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
 from ascend_setup.serve.families import families_for, traits
 from ascend_setup.serve.keys import installed_keys
-from ascend_setup.serve.measure import write_result, measure
-from ascend_setup.serve.preflight import VenvFacts, card_processes, check_port, preflight, venv_facts
-from ascend_setup.serve.progress import PhaseReporter
-from ascend_setup.serve.run import deadline_seconds, start, stop_group, triaged_failure, wait_ready, served
+from ascend_setup.serve.measure import measure, write_result
+from ascend_setup.serve.run import deadline_seconds, served, start, stop_group, triaged_failure, wait_ready
 from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
+from ascend_setup.serve.start_checks import VenvFacts, card_processes, check_port, preflight, venv_facts
 from ascend_setup.serve.stop import status, stop_recorded
 from ascend_setup.serve.validate import check_against
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.interrupts import at_interrupt
+from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
+from ascend_setup.utils.procstat import start_ticks
 
 SIMULATED = "[simulated]"
 DEFAULT_CARD = "910B3"
@@ -255,6 +255,7 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
                        model=ctx.name, tok_s=measurement.tok_s, measured_at=now_utc(),
                        bytes_per_token=bytes_per_token(ctx.files, context=args.measure_tokens, tp=len(ctx.cards)))
     judged = judge(point, ctx.card.decode, probed_bandwidth(ctx.workdir) or ctx.card.peak_gbps)
+    assert ctx.facts is not None  # run() refused a venv without them before anything started
     if not simulated:  # this host's speed, for fit's calibration; a simulated card teaches nothing about a real one
         record_point(point)
     result = write_result(records.serve_dir(ctx.workdir) / f"{ctx.name}.json", card=ctx.card.name,
@@ -270,7 +271,8 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
                + (f"; launch-bound, not bandwidth-bound: {judged.why}" if judged.bound == "launch" else ""))
     record.figures = figures
     records.save(ctx.workdir, record)
-    summary = {**result, "bound": judged.bound, "recorded": not simulated, "name": ctx.name, "url": base, "pid": proc.pid, "log": str(log), "answer": answer,
+    summary = {**result, "bound": judged.bound, "recorded": not simulated, "name": ctx.name, "url": base,
+               "pid": proc.pid, "log": str(log), "answer": answer,
                "ready_seconds": round(seconds, 1), "detached": args.detach}
     if args.json:
         output.print_json(summary)

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ascend_setup.utils.inputs import open_input
-from ascend_setup.knowledge.scan import Diagnosis, triage_stream
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stdout_console
+from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from ascend_setup.knowledge.scan import Diagnosis, triage_stream
+from ascend_setup.utils.inputs import open_input
 
 
 def read_diagnosis(source: str) -> Optional[Diagnosis]:

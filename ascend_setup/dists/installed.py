@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
-from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import PathText, parse_json, read_input_text, validate
 from ascend_setup.dists.markers import applicable
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg, site_packages, venv_python
+from ascend_setup.errors import BadInput
+from ascend_setup.utils.inputs import PathText, parse_json, read_input_text, validate
 
 
 class DirectUrl(BaseModel):
@@ -167,8 +168,8 @@ class _CheckedDistribution(PathDistribution):
         super().__init__(path)
         self._texts = texts
 
-    def read_text(self, filename: str) -> Optional[str]:
-        if filename in CHECKED_MEMBERS:
+    def read_text(self, filename: Union[str, os.PathLike[str]]) -> Optional[str]:
+        if isinstance(filename, str) and filename in CHECKED_MEMBERS:
             return self._texts.get(filename)
         return super().read_text(filename)
 

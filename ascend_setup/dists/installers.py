@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
-from ascend_setup.knowledge.scan import triage
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.procs import LineHook, run_logged
 

@@ -31,7 +31,7 @@ def read_pyvenv_cfg(venv: Path) -> Optional[Dict[str, str]]:
 
 def site_packages(venv: Path) -> List[Path]:
     """The venv's purelib/platlib directories (lib/pythonX.Y/site-packages, lib64 too)."""
-    found = []
+    found: List[Path] = []
     for lib in ("lib", "lib64"):
         for candidate in sorted((venv / lib).glob("python3*/site-packages")):
             if candidate.is_dir() and candidate.resolve() not in [f.resolve() for f in found]:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, Generic, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from pydantic import ValidationError
 
-from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import RunState, StateStore, StepRecord, now
 from ascend_setup.engine.step import Step, fingerprint
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
+from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.utils.files import make_dir, open_append
 
 #: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.
@@ -61,10 +61,14 @@ def _changed_keys(old: Dict[str, Any], new: Dict[str, Any]) -> str:
     return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or "a dependency changed"
 
 
-class Runner:
-    """Runs steps in order; any step can be killed at any second and the next run resumes."""
+S = TypeVar("S", bound=Session)
 
-    def __init__(self, steps: Sequence[Step], session: Session, store: Optional[StateStore] = None,
+
+class Runner(Generic[S]):
+    """Runs steps in order; any step can be killed at any second and the next run resumes. `S`: the session's
+    class, which the command that made the runner reads back (an install's InstallSession)."""
+
+    def __init__(self, steps: Sequence[Step], session: S, store: Optional[StateStore] = None,
                  run_lock: Optional[RunLock] = None) -> None:
         names: List[str] = []
         for step in steps:
@@ -217,7 +221,7 @@ def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] =
     rows = []
     for step in steps:
         rec = state.steps.get(step.name)
-        shown = rec.state if rec else "pending"
+        shown: str = rec.state if rec else "pending"
         if shown == "started":
             shown = f"running (pid {running})" if running else "interrupted"
         rows.append({

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar, Union, cast
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -30,14 +30,15 @@ class Session:
     def root(self) -> Path:
         return self.files.root
 
-    def get(self, step: "Type[Step[O]]") -> O:
+    def get(self, step: Type[Step[O]]) -> O:
         """The outputs `step` recorded when it finished; KeyError when it has not (yet)."""
-        return self.outputs[step.name]  # type: ignore[return-value]
+        return cast(O, self.outputs[step.name])  # the runner records each step's outputs as its Output
 
-    def recorded(self, step: "Type[Step[O]]") -> Optional[O]:
+    def recorded(self, step: Type[Step[O]]) -> Optional[O]:
         """The outputs `step` recorded, or None when it has not finished."""
-        return self.outputs.get(step.name)  # type: ignore[return-value]
+        return cast(Optional[O], self.outputs.get(step.name))  # as in get()
 
-    def has(self, step: "Union[Type[Step], str]") -> bool:
-        """Whether `step` finished (this run or, as recorded, an earlier one)."""
+    def has(self, step: Union[Type[Step], Step, str]) -> bool:
+        """Whether `step` (a step class, one of its instances, or its name) finished (this run or, as recorded,
+        an earlier one)."""
         return (step if isinstance(step, str) else step.name) in self.outputs

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Literal, Optional
+from typing import Any, Callable, Dict, Final, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -14,7 +14,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.inputs import load_json
 
-STATE_VERSION = 1
+STATE_VERSION: Final = 1
 StepStatus = Literal["started", "done", "failed"]
 
 
@@ -69,7 +69,7 @@ class StateStore:
         data = load_json(self.path, "state", follow=False, hint=hint)  # a link here is not the tool's state
         if not isinstance(data, dict) or data.get("format") != self.format:
             raise BadInput(f"state file {self.path} was not written by {self.writer}", hint=hint)
-        where = ()
+        where: Tuple[str, ...] = ()
         try:
             state = RunState.model_validate(data)
             if self.check_options is not None:
@@ -78,8 +78,8 @@ class StateStore:
             return state
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in (*where, *first["loc"]))
-            raise BadInput(f"state file {self.path} is invalid at {where}: {first['msg']}", hint=hint) from None
+            at = ".".join(str(p) for p in (*where, *first["loc"]))
+            raise BadInput(f"state file {self.path} is invalid at {at}: {first['msg']}", hint=hint) from None
 
     def save(self, state: RunState) -> None:
         atomic_write_text(self.path, json.dumps(state.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")

@@ -61,7 +61,8 @@ class SpeedPoint(BaseModel):
             when = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError("not an ISO 8601 time") from None
-        if when.utcoffset() is None or when.utcoffset().total_seconds() != 0:
+        offset = when.utcoffset()
+        if offset is None or offset.total_seconds() != 0:
             raise ValueError("not a UTC time (needs +00:00 or Z)")
         return value
 

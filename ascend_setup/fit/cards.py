@@ -60,7 +60,7 @@ class CardTable(Strict):
     cards: Dict[str, CardSpec]
 
     @model_validator(mode="after")
-    def _known_decode_models(self) -> "CardTable":
+    def _known_decode_models(self) -> CardTable:
         for name, card in self.cards.items():
             if card.decode not in self.decode_models:
                 raise ValueError(f"card {name} names decode model {card.decode!r}, which is not in decode_models")

@@ -75,8 +75,10 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     cfg = text_config(config)
     hints = {h.id: h for h in row.hints()}
     model_type = str(config.get("model_type", cfg.get("model_type", ""))).lower()
-    blockers, args, env, notes = [], [], {}, []
-    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+    blockers, args, notes = [], [], []
+    env: Dict[str, str] = {}
+    given = config.get("quantization_config")
+    quant = given if isinstance(given, dict) else {}
     if str(quant.get("quant_method", "")).lower() == "fp8" and not model_type.startswith("deepseek"):
         blockers.append(f"FP8 checkpoint of a {model_type or 'non-DeepSeek'} model: vllm-ascend "
                         f"{row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's ds_linear "
@@ -192,7 +194,8 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
               kv_tokens=kv_tokens, concurrency=round(concurrency, 2),
               decode_tok_s=round(short.tok_s, 1) if fits else None,
               decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None, decode=decode,
-              speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers, warnings=warnings,
+              speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers,
+              warnings=warnings,
               serve_args=args, env=env, notes=notes, arithmetic=arithmetic,
               calibration=[j.to_json() for j in calibration.points] if calibration else [])
     fit.headline = headline(fit, context)
@@ -221,7 +224,7 @@ def probed_bandwidth(workdir: Path) -> Optional[float]:
     if not isinstance(data, dict) or not str(data.get("device", "")).startswith("npu"):
         return None
     gbps = data.get("gbps")
-    if type(gbps) not in (int, float) or not math.isfinite(gbps) or gbps <= 0:
+    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not math.isfinite(gbps) or gbps <= 0:
         raise BadInput(f"probe result {path}: gbps {str(gbps)[:20]} is not a bandwidth",
                        hint="run 'ascend-setup probe' again, or pass --bandwidth")
     return float(gbps)

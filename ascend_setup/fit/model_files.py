@@ -194,7 +194,7 @@ def state_bytes_per_layer(cfg: Dict[str, Any]) -> int:
         return heads * int(cfg.get("linear_key_head_dim") or 128) * int(cfg.get("linear_value_head_dim") or 128) * 4
     if cfg.get("mamba_d_state") or cfg.get("state_size"):
         d_inner = int(cfg.get("mamba_expand") or cfg.get("expand") or 2) * int(cfg["hidden_size"])
-        return d_inner * int(cfg.get("mamba_d_state") or cfg.get("state_size")) * 4
+        return d_inner * int(cfg.get("mamba_d_state") or cfg["state_size"]) * 4
     return 0
 
 
@@ -257,7 +257,7 @@ def _weights_from_headers(shards: List[Shard], experts: int, active: int) -> Wei
     # one row of the input embedding per token; tied (no LM head stored): the matrix is the LM head, read whole
     unread_embedding = embedding - embedding_row if has_lm_head else 0
     per_token = total - vision - unused_experts - unread_embedding
-    dtype = max(dtypes, key=dtypes.get) if dtypes else "?"
+    dtype = max(dtypes, key=lambda d: dtypes[d]) if dtypes else "?"
     return Weights(total, per_token, "safetensors", dtype, vision_bytes=vision)
 
 
@@ -277,7 +277,8 @@ def linear_width(cfg: Dict[str, Any], quant: str) -> tuple:
     """(bytes per weight of the linear layers, group size or 0, what said so): ModelSlim's quant type, else the
     config's quantization_config (fp8, or GPTQ/AWQ-style bits), else the dtype."""
     found = QUANT_TYPE.match(quant)
-    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    given = cfg.get("quantization_config")
+    q: Dict[str, Any] = given if isinstance(given, dict) else {}
     bits = int(found.group(1)) if found else 8 if str(q.get("quant_method", "")).lower() == "fp8" else \
         q.get("bits") or q.get("weight_bits")
     if not isinstance(bits, int) or not 1 <= bits <= 16:
@@ -317,7 +318,8 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int, quant: 
     note = "estimated from config.json (no safetensors here): attention + MLP per layer + embeddings"
     if quantised:
         note += (f"; {quantised}: linear layers at {width:g} byte per weight plus scales ({ROW_SCALE_BYTES} bytes per "
-                 f"row" + (f", {GROUP_SCALE_BYTES} per group of {group}" if group else "") + "), embeddings at the dtype")
+                 "row" + (f", {GROUP_SCALE_BYTES} per group of {group}" if group else "")
+                 + "), embeddings at the dtype")
     return Weights(total_bytes=linear(body) + vocab * (1 if tied else 2) * bytes_,
                    per_token_bytes=linear(body_read) + (vocab + h) * bytes_,  # the LM head whole, one embedding row
                    source="config", dtype=quantised or str(cfg.get("torch_dtype") or "bfloat16"), note=note)

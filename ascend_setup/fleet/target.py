@@ -73,6 +73,7 @@ def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, interpreter:
         cann=row.cann, arch=arch, glibc=glibc, python=minor,
         python_executable=interpreter.path if interpreter else None, soc=soc, cann_installed=cann_installed,
         lock_name=lock_file_name(row.cann, target) if target else None, indexes=sources.as_dict(),
-        lock_key=lock_file_name(row.cann, target, inputs_digest(row, target, sources, device_of(soc))[:8]) if target else None,
+        lock_key=lock_file_name(row.cann, target,
+                                inputs_digest(row, target, sources, device_of(soc))[:8]) if target else None,
         wheelhouse_key=key,
         wheelhouse=str(workdir / "wheelhouse" / key) if key else None, unknown=unknown)

@@ -7,7 +7,7 @@ import platform
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -109,9 +109,9 @@ def _find_root(start: Path) -> Path:
     return start
 
 
-def _toolkits(root: Path) -> List[tuple]:
+def _toolkits(root: Path) -> List[Tuple[str, Path, Optional[Path]]]:
     """(layout, toolkit dir, set_env.sh) for every toolkit layout present under `root`."""
-    found = []
+    found: List[Tuple[str, Path, Optional[Path]]] = []
     cann = root / "cann"
     if (cann / "set_env.sh").exists():
         found.append(("9.x cann-<ver>", cann.resolve(), cann / "set_env.sh"))

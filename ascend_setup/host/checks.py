@@ -7,7 +7,7 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from ascend_setup.host.cann import CannInstall, candidate_roots, same_cann
 from ascend_setup.matrix.models import Row
@@ -50,7 +50,7 @@ def check_cann(row: Row, found: Optional[CannInstall], cann_home: Optional[str])
     return Check("cann", "pass", f"CANN {found.version} at {where}")
 
 
-def check_disk(row: Row, workdir: Path, free: int) -> Check:
+def check_disk(row: Row, workdir: Union[str, Path], free: int) -> Check:
     """`free` bytes at the workdir against the row's disk need (downloads, the build tree, the venv)."""
     text = f"{free / GIB:.1f} GiB free at {workdir}, the row needs {row.disk_gib:g} GiB"
     if free < row.disk_gib * GIB:

@@ -6,26 +6,27 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
 
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 from ascend_setup.engine.state import RunState
 from ascend_setup.engine.workdir import Workdir
-from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, Driver, find_driver
 from ascend_setup.host.checks import Check, check_cann, check_disk
-from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.interpreters import PREFERRED, Interpreter, find_interpreters, probe
 from ascend_setup.host.machine import MachineFacts, machine_facts
 from ascend_setup.host.npu import NpuFacts, missing_hwhiaiuser_group, npu_facts
+from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.setenv import CapturedEnv, capture_env
-from ascend_setup.matrix.soc import device_of, label
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.index.answers import IndexAnswer, ask_indexes
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import IndexNeed
-from ascend_setup.utils.inputs import load_model, open_input
 from ascend_setup.knowledge.scan import triage_stream
 from ascend_setup.matrix.models import Row
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg
+from ascend_setup.matrix.soc import device_of, label
+from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
+from ascend_setup.utils.inputs import load_model, open_input
+
 
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
     needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]
@@ -126,7 +127,8 @@ def check_set_env(captured: Union[CapturedEnv, Check]) -> Check:
     problems = captured.problems()
     note = f" ({'; '.join(problems)}: a 'set -e' caller would die; captured safely)" if problems else ""
     return Check("set_env", "pass", f"captured {len(captured.changes)} variables from "
-                 f"{', '.join(captured.scripts)}{note}; ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
+                 f"{', '.join(captured.scripts)}{note}; "
+                 f"ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
 
 
 def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
@@ -164,8 +166,9 @@ def check_last_failure(workdir: Path) -> Check:
         log = Path(record.log)
         with open_input(log, "log", follow=False) as stream:
             diagnosis = triage_stream(stream)
-    except BadInput as exc:
-        return Check("last-failure", "warn", f"the last install's record cannot be read: {exc.message}")
+    except (BadInput, AttributeError) as exc:
+        return Check("last-failure", "warn",
+                     f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
     if diagnosis is None or diagnosis.id is None:
         return Check("last-failure", "warn", f"step {name} failed: {record.error or 'no known cause'} ({log})",
                      f"ascend-setup triage {log}")

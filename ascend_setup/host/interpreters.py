@@ -9,7 +9,7 @@ import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -45,12 +45,13 @@ class Interpreter:
 
 _NAME = re.compile(r"^python3(\.\d{1,2})?$")
 #: Where interpreters live on the hosts we serve, below the filesystem root.
-ROOT_PATTERNS = ("usr/local/bin/python3*", "usr/bin/python3*", "usr/local/python3*/bin/python3*",
-                 "opt/*/bin/python3*", "opt/*/*/bin/python3*", "opt/conda/envs/*/bin/python3*")
+ROOT_PATTERNS: Tuple[str, ...] = ("usr/local/bin/python3*", "usr/bin/python3*", "usr/local/python3*/bin/python3*",
+                                  "opt/*/bin/python3*", "opt/*/*/bin/python3*", "opt/conda/envs/*/bin/python3*")
 #: ... and below the user's home (pyenv, conda flavours, uv-managed interpreters).
-HOME_PATTERNS = (".pyenv/versions/*/bin/python3*", "miniconda3/bin/python3*", "anaconda3/bin/python3*",
-                 "miniforge3/bin/python3*", "miniconda3/envs/*/bin/python3*", "anaconda3/envs/*/bin/python3*",
-                 "miniforge3/envs/*/bin/python3*", ".conda/envs/*/bin/python3*", ".local/share/uv/python/*/bin/python3*")
+HOME_PATTERNS: Tuple[str, ...] = (
+    ".pyenv/versions/*/bin/python3*", "miniconda3/bin/python3*", "anaconda3/bin/python3*",
+    "miniforge3/bin/python3*", "miniconda3/envs/*/bin/python3*", "anaconda3/envs/*/bin/python3*",
+    "miniforge3/envs/*/bin/python3*", ".conda/envs/*/bin/python3*", ".local/share/uv/python/*/bin/python3*")
 
 
 #: ... and below the prefixes these variables name.

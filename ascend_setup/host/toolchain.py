@@ -17,9 +17,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 
 from ascend_setup.host.checks import Check
-from ascend_setup.utils.osrelease import os_release
-from ascend_setup.matrix.soc import label
 from ascend_setup.matrix.models import Row
+from ascend_setup.matrix.soc import label
+from ascend_setup.utils.osrelease import os_release
 
 #: vllm-ascend's install guide: "gcc/g++ higher than 8 and C++17 or higher are required".
 GCC_MIN_MAJOR = 9
@@ -95,7 +95,8 @@ def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[Check]:
                                   capture_output=True, text=True, timeout=60)
             if proc.returncode != 0:
                 checks.append(_tool("c++17", False, f"{exe} {version} does not compile C++17: "
-                                        f"{(proc.stderr.strip().splitlines() or ['?'])[0][:160]}", _compiler_fix(manager)))
+                                        f"{(proc.stderr.strip().splitlines() or ['?'])[0][:160]}",
+                                        _compiler_fix(manager)))
                 continue
             detail += ", C++17"
         checks.append(_tool(check_id, True, detail))
@@ -103,7 +104,8 @@ def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[Check]:
 
 
 def _cann_tools(toolkit: Optional[Path], row: Row, arch: str) -> List[Check]:
-    reinstall = f"install (or reinstall) the CANN {row.cann} toolkit (Ascend-cann-toolkit_{row.cann}_linux-{arch}.run --install)"
+    reinstall = (f"install (or reinstall) the CANN {row.cann} toolkit "
+                 f"(Ascend-cann-toolkit_{row.cann}_linux-{arch}.run --install)")
     if toolkit is None:
         return [_tool("bisheng", False, "no CANN toolkit, so no bisheng", reinstall),
                 _tool("setenv.bash", False, "no CANN toolkit, so no bin/setenv.bash", reinstall)]
@@ -138,7 +140,8 @@ def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) 
     return checks
 
 
-def toolchain_checks(row: Row, *, toolkit: Optional[Path], arch: str, pins: Optional[Mapping[str, Optional[str]]] = None,
+def toolchain_checks(row: Row, *, toolkit: Optional[Path], arch: str,
+                     pins: Optional[Mapping[str, Optional[str]]] = None,
                      backend: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                      release: Optional[Mapping[str, str]] = None) -> List[Check]:
     """Every piece at once: gcc and g++ (version, C++17), CANN's bisheng and bin/setenv.bash, and, given the

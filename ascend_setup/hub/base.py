@@ -46,7 +46,7 @@ class Listing:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Listing":
+    def from_json(cls, data: Dict[str, Any]) -> Listing:
         return cls(**{**data, "files": [RemoteFile(**f) for f in data["files"]]})
 
 

@@ -15,6 +15,7 @@ from typing import Callable, List, Optional, Sequence
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fit.model_files import SMALL_FILES
 from ascend_setup.hub.base import Listing, RemoteFile
+from ascend_setup.index import download as _download
 from ascend_setup.index.download import download
 
 Progress = Callable[[RemoteFile, int], None]
@@ -56,6 +57,12 @@ def check_disk(files: Sequence[RemoteFile], dest: Path) -> int:
     return need
 
 
+
+def _bytes_of(f: RemoteFile, on_progress: Progress) -> _download.Progress:
+    """The download's progress callback for the file `f` (its total is f.size, known already)."""
+    return lambda done, _total: on_progress(f, done)
+
+
 def fetch_files(files: Sequence[RemoteFile], dest: Path, url_of: Callable[[str], str], *,
                 on_progress: Optional[Progress] = None, on_retry: Optional[Callable[[str, str], None]] = None) -> None:
     for f in files:
@@ -65,7 +72,7 @@ def fetch_files(files: Sequence[RemoteFile], dest: Path, url_of: Callable[[str],
         for attempt in (1, 2):
             try:
                 download([url_of(f.path)], target, sha256=f.sha256, size=f.size,
-                         on_progress=(lambda done, _total, f=f: on_progress(f, done)) if on_progress else None)
+                         on_progress=_bytes_of(f, on_progress) if on_progress else None)
                 break
             except AscendSetupError as exc:
                 if attempt == 2 or "sha256" not in exc.message:

@@ -17,13 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.fit.config import check_config
-from ascend_setup.utils.inputs import Name, PathText, load_model, parse_json
 from ascend_setup.fit.model_files import CONFIG, INDEX, QUANT, ModelFiles, Shard, read_small_json, shard_names
 from ascend_setup.fit.safetensors import header_length, parse_header
-from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.hub.base import SOURCES, HubNotFound, HubUnreachable, Listing, read_range, read_small
 from ascend_setup.hub.huggingface import HuggingFace
 from ascend_setup.hub.modelscope import ModelScope
+from ascend_setup.utils.files import atomic_write_text
+from ascend_setup.utils.inputs import Name, PathText, load_model, parse_json
 
 HEADERS = "headers.json"
 #: Files in one model repository, shards of one model: far above any real one.
@@ -141,7 +141,9 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
                           f"({missing[0]})")
     headers: Dict[str, Dict[str, Any]] = {}
     for name in names:
-        size = listing.get(name).size
+        listed = listing.get(name)
+        assert listed is not None  # every shard is listed: the missing ones were refused above
+        size = listed.size
         url = hub.url(listing, name)
         length = header_length(f"{what} {name}", read_range(url, 0, 8, what=name), size)
         blob = read_range(url, 8, length, what=name)

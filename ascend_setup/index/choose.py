@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Literal, Optional, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
@@ -13,11 +13,14 @@ from packaging.version import Version
 from ascend_setup.index.simple import IndexFile, ProjectPage
 from ascend_setup.index.tags import Target, manylinux_glibc, platform_arch, tag_priorities
 
+#: What a lock does for a package on a target (the lock's field of the same name).
+Outcome = Literal["wheel", "sdist", "unavailable"]
+
 
 @dataclass
 class Choice:
     name: str
-    outcome: str  # wheel | sdist | unavailable
+    outcome: Outcome
     version: Optional[str] = None
     file: Optional[IndexFile] = None
     reason: Optional[str] = None

@@ -33,6 +33,7 @@ def _keeping(lookup: Callable[..., Any]) -> Callable[..., Any]:
             answers[key] = (time.monotonic(), answer)
         return answer
 
+    # a mark on the function itself, read back with getattr: mypy types no attribute set on a function
     getaddrinfo.keeps_answers = True  # type: ignore[attr-defined]
     return getaddrinfo
 
@@ -40,4 +41,4 @@ def _keeping(lookup: Callable[..., Any]) -> Callable[..., Any]:
 def keep_answers() -> None:
     """From now on in this process, a name resolved once is not asked again for KEEP_SECONDS."""
     if not getattr(socket.getaddrinfo, "keeps_answers", False):
-        socket.getaddrinfo = _keeping(socket.getaddrinfo)  # type: ignore[assignment]
+        socket.getaddrinfo = _keeping(socket.getaddrinfo)

@@ -20,10 +20,10 @@ from urllib.parse import urlsplit
 
 import requests
 
-from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.utils.files import fsync_dir, make_dir, open_binary, refuse_link
 from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.utils.diskfull import disk_full, is_enospc
+from ascend_setup.utils.files import fsync_dir, make_dir, open_binary, refuse_link
 
 CHUNK = 256 * 1024
 Progress = Callable[[int, Optional[int]], None]

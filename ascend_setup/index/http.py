@@ -6,7 +6,7 @@ import os
 import ssl
 import sys
 import threading
-from typing import Dict, Optional
+from typing import Dict, Optional, TypedDict, Union
 
 import requests
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -16,7 +16,14 @@ from ascend_setup.errors import AscendSetupError
 
 USER_AGENT = f"ascend-setup/{__version__}"
 _local = threading.local()
-_trust = {"injected": False, "ca_bundle": None}
+
+
+class _Trust(TypedDict):
+    injected: bool  # truststore stands in for ssl's default context
+    ca_bundle: Optional[str]  # pip's configured `cert`
+
+
+_trust: _Trust = {"injected": False, "ca_bundle": None}
 _trust_lock = threading.Lock()
 TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
             "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
@@ -65,7 +72,7 @@ def system_ca() -> Optional[str]:
     return None
 
 
-def _verify() -> object:
+def _verify() -> Union[str, bool]:
     bundle = _trust["ca_bundle"]
     if bundle:
         return bundle
@@ -94,7 +101,7 @@ def session() -> requests.Session:
     if s is None:
         use_system_trust()
         s = requests.Session()
-        s.verify = _verify()  # type: ignore[assignment]
+        s.verify = _verify()
         s.headers["User-Agent"] = USER_AGENT
         adapter = requests.adapters.HTTPAdapter(pool_connections=16, pool_maxsize=16)
         s.mount("http://", adapter)

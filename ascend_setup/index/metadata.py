@@ -9,7 +9,7 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TypedDict
 
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable, get
@@ -43,7 +43,7 @@ class RangeReader(io.RawIOBase):
         self.pos = max(0, base + offset)
         return self.pos
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         want = min(len(buffer), self.size - self.pos)
         if want <= 0:
             return 0
@@ -146,9 +146,13 @@ def _sdist_pyproject(f: IndexFile) -> str:
         stream.close()
 
 
-def build_system(f: IndexFile, cache: Optional[FileTextCache] = None) -> Dict[str, object]:
+#: An sdist's [build-system] table, the two keys the lock reads (a name with a dash: the functional form).
+BuildSystem = TypedDict("BuildSystem", {"build-backend": str, "requires": List[str]})
+
+
+def build_system(f: IndexFile, cache: Optional[FileTextCache] = None) -> BuildSystem:
     """An sdist's [build-system] table (setuptools' legacy default when it has no pyproject.toml)."""
-    legacy = {"build-backend": "setuptools.build_meta:__legacy__", "requires": ["setuptools", "wheel"]}
+    legacy: BuildSystem = {"build-backend": "setuptools.build_meta:__legacy__", "requires": ["setuptools", "wheel"]}
     text = (cache or FileTextCache(None)).text(f.sha256, "pyproject", lambda: _sdist_pyproject(f))
     if not text:
         return legacy

@@ -57,7 +57,7 @@ class PipSettings:
         """The index pip is configured with, else pip's own default."""
         return self.index_url or self.default_index
 
-    def kept(self, respect: bool) -> "PipSettings":
+    def kept(self, respect: bool) -> PipSettings:
         return PipSettings(self.default_index, self.index_url, self.network, self.ignored, self.files, respect)
 
     def describe_ignored(self) -> List[str]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from ascend_setup.utils.deadline import failure_text, run_until
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
+from ascend_setup.utils.deadline import failure_text, run_until
 
 GATE_SECONDS = 10.0
 
@@ -86,9 +87,9 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
         finally:
             came[(index.url, name)] = time.monotonic() - start
 
-    pages = run_until([lambda i=index, n=name: ask(i, n) for index, name in jobs], start + deadline)
+    answers = run_until([partial(ask, index, name) for index, name in jobs], start + deadline)
     results: Dict[tuple, Union[ProjectPage, Exception]] = {(index.url, name): page for (index, name), page
-                                                           in zip(jobs, pages) if page is not None}
+                                                           in zip(jobs, answers) if page is not None}
     checks = []
     for need in needs:
         keys = [(pool[url].url, name) for url in need.urls for name in need.pins]

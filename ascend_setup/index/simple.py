@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -289,7 +288,7 @@ class SimpleIndex:
 class IndexSet:
     """The primary index plus extras, asked concurrently, like pip's --index-url/--extra-index-url."""
 
-    def __init__(self, urls: Iterable[str], workers: int = 16, pool: Optional[Dict[str, "SimpleIndex"]] = None) -> None:
+    def __init__(self, urls: Iterable[str], workers: int = 16, pool: Optional[Dict[str, SimpleIndex]] = None) -> None:
         """`pool` (url -> SimpleIndex) shares already fetched pages between sets (the gate's, the forecast's)."""
         pool = {} if pool is None else pool
         self.indexes = [pool.setdefault(u, SimpleIndex(u)) for u in dict.fromkeys(urls)]
@@ -311,7 +310,7 @@ class IndexSet:
         return {n: self.pages(n) for n in names}
 
 
-class IndexPool(dict):
+class IndexPool(Dict[str, SimpleIndex]):
     """url -> SimpleIndex for one consumer (a gate, a closure), its indexes reading and adding to `shared`:
     each consumer keeps its own deadline and its own view of an index that is down, and no page is fetched
     twice in one command. Consumers add indexes with `setdefault(url, SimpleIndex(url, ...))`."""
@@ -320,7 +319,7 @@ class IndexPool(dict):
         super().__init__()
         self.shared = shared
 
-    def setdefault(self, url: str, index: SimpleIndex) -> SimpleIndex:  # type: ignore[override]
+    def setdefault(self, url: str, index: SimpleIndex) -> SimpleIndex:
         if url not in self:
             index.shared = self.shared
             self[url] = index

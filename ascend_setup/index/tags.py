@@ -27,7 +27,7 @@ class Target:
     python: str
 
     @classmethod
-    def parse(cls, glibc: str, arch: str, python: str) -> "Target":
+    def parse(cls, glibc: str, arch: str, python: str) -> Target:
         """Each error names the value only; the caller adds the flag it came from (BadInput.given_as)."""
         return cls(glibc=parse_glibc(glibc), arch=parse_arch(arch), python=parse_python(python))
 

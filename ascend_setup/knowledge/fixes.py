@@ -48,7 +48,7 @@ class Host:
     set_env: str = DEFAULT_SET_ENV
 
     @classmethod
-    def detect(cls, soc: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> "Host":
+    def detect(cls, soc: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Host:
         """This machine: its OS from os-release, its device from `soc` (or SOC_VERSION), its CANN's set_env.sh
         from ASCEND_TOOLKIT_HOME/ASCEND_HOME_PATH when one is sourced."""
         env = os.environ if env is None else env
@@ -78,13 +78,13 @@ class Fix:
         parts = [self.text] if self.text else []
         commands = {"apt": f"sudo apt-get install -y {self.apt}" if self.apt else "",
                     "yum": f"sudo yum install -y {self.yum}" if self.yum else ""}
-        if host.family in commands and commands[host.family]:
+        if host.family is not None and commands.get(host.family):
             parts.append(commands[host.family])
         elif any(commands.values()):
             parts.append("; ".join(f"{c} ({'Ubuntu/Debian' if f == 'apt' else 'openEuler/Kylin'})"
                                    for f, c in commands.items() if c))
         by_device = {"A2": self.a2, "A3": self.a3}
-        if host.device in by_device and by_device[host.device]:
+        if host.device is not None and by_device.get(host.device):
             parts.append(by_device[host.device])
         elif self.a2 or self.a3:
             parts.append("; ".join(f"on {d}: {t}" for d, t in by_device.items() if t))

@@ -65,7 +65,8 @@ SHAPE_GUARDED = (
     (("not set",), re.compile(r": .*\bnot set\b")),
     (("' not found",), re.compile(r"GLIBC_[\d.]+' not found")),
     (("EI",), re.compile(r"EI\d{4}")),
-    (("fail",), re.compile(r"\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")),  # a C return code
+    # a C return code
+    (("fail",), re.compile(r"\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")),
 )
 SHAPE_SUBSTRINGS = ("No such file or directory", "No solution found", "undefined symbol: ",
                     "cannot open shared object file", "undefined reference to")
@@ -86,7 +87,8 @@ def error_shaped(text: str) -> bool:
 
 
 #: Lines that name files or packages, a traceback's `raise` source lines: they never name a cause.
-NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |Copy: |"
+NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |"
+                       r"Copy: |"
                        r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
                        r"Building (?:CXX|C|ASM) object|Linking |Scanning dependencies|Collecting |Downloading |"
                        r"Using cached |Requirement already satisfied|Processing |Successfully (?:installed|built) |"

@@ -13,18 +13,18 @@ from email.parser import HeaderParser
 from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ascend_setup.dists.markers import requirements
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device
 from ascend_setup.index.metadata import MetadataReader, wheel_member
 from ascend_setup.index.simple import IndexFile, IndexSet
 from ascend_setup.index.tags import manylinux_glibc, platform_arch
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.dists.markers import requirements
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device
 
 ARCHES = ("aarch64", "x86_64")
 #: Row fields that no package metadata holds: carried over from the matrix's newest row.
@@ -157,37 +157,40 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
     provenance["plugin_requirements"] = f"{plugin_file.filename} Requires-Dist (bounds on vllm's own requirements)"
     problems: List[str] = []
     package_index: Dict[str, str] = {}
-    for name, version in packages.items():
-        if _files(main, name, version):
+    for dist, version in packages.items():
+        if _files(main, dist, version):
             continue
-        host = next((n for n, index in named.items() if _files(index, name, version)), None)
+        host = next((n for n, index in named.items() if _files(index, dist, version)), None)
         if host:
-            package_index[name] = host
-            provenance[f"package_index.{name}"] = f"{name} {version} is on the {host} index, not on the mirror"
+            package_index[dist] = host
+            provenance[f"package_index.{dist}"] = f"{dist} {version} is on the {host} index, not on the mirror"
         else:
-            errors = [p.error for i in [main, *named.values()] for p in i.pages(name) if p.error]
-            problems.append(f"{name} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
+            errors = [p.error for i in [main, *named.values()] for p in i.pages(dist) if p.error]
+            problems.append(f"{dist} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
                                                       else "no index serves it"))
-            kept = matrix.newest().index_of(name)
+            kept = matrix.newest().index_of(dist)
             if errors and kept != MIRROR:  # the file could not be looked for: keep where the matrix takes it from
-                package_index[name] = kept
-                provenance[f"package_index.{name}"] = (f"row {matrix.newest().cann} (not verified: an index could "
+                package_index[dist] = kept
+                provenance[f"package_index.{dist}"] = (f"row {matrix.newest().cann} (not verified: an index could "
                                                        "not be reached)")
     arch: Dict[str, Dict[str, Dict[str, str]]] = {}
     npu_files = _files(main, "torch-npu", packages.get("torch-npu", ""))
     for arch_name in ARCHES:
-        wheels = [f for f in npu_files if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)]
+        wheels = [f for f in npu_files
+                  if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)]
         if not wheels:
             continue
-        torch_req = next((r for r in _unconditional(reader.requires(wheels[0])) if canonicalize_name(r.name) == "torch"),
-                         None)
+        torch_req = next((r for r in _unconditional(reader.requires(wheels[0]))
+                          if canonicalize_name(r.name) == "torch"), None)
         pin = _exact(torch_req) if torch_req else None
         local = Version(pin).local if pin else None
         if pin and local:
             cpu = next((n for n, index in named.items() if _files(index, "torch", pin)), "pytorch-cpu")
-            arch[arch_name] = {"packages": {"torch": pin, **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio")
+            arch[arch_name] = {"packages": {"torch": pin,
+                                            **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio")
                                                               if n in packages}},
-                               "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio") if n in packages}}
+                               "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio")
+                                                 if n in packages}}
             provenance[f"arch.{arch_name}"] = f"{wheels[0].filename} Requires-Dist: {torch_req}"
     wheel_glibc: Dict[str, Dict[str, str]] = {}
     for arch_name in ARCHES:
@@ -260,7 +263,8 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
         for name in sorted(set(mine.packages) | set(theirs.packages)):
             a, b = mine.packages.get(name), theirs.packages.get(name)
             if a != b:
-                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, {b or 'not pinned'} in the metadata")
+                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, "
+                             f"{b or 'not pinned'} in the metadata")
             elif a and name not in skip and mine.index_of(name) != theirs.index_of(name):
                 found.append(f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
                              f"{theirs.index_of(name)} by the indexes")
@@ -288,9 +292,11 @@ def consistency(row: Row) -> List[str]:
             found.append(f"plugin_requirements {text} excludes the row's own pin {name}=={row.packages[name]}")
     for arch_name in ARCHES:
         view = row.for_arch(arch_name)
-        locals_ = {n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio") if n in view.packages}
+        locals_ = {n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio")
+                   if n in view.packages}
         if len(set(locals_.values())) > 1:
-            found.append(f"{arch_name}: the torch family mixes builds ({', '.join(f'{n} {view.packages[n]}' for n in locals_)})")
+            builds = ", ".join(f"{n} {view.packages[n]}" for n in locals_)
+            found.append(f"{arch_name}: the torch family mixes builds ({builds})")
         named = {view.index_of(n) for n in locals_}
         if len(named) > 1:
             found.append(f"{arch_name}: the torch family comes from different indexes ({', '.join(sorted(named))})")

@@ -8,10 +8,11 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.inputs import check_yaml_shape, read_input_text
 from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.utils.inputs import check_yaml_shape, read_input_text
 
 #: libyaml when present (fast), the pure-Python loader otherwise; both keep line marks.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -46,7 +47,7 @@ def _line_of(node: Optional[yaml.Node], loc: Sequence[Union[str, int]]) -> int:
     return line
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     loc = ".".join(str(p) for p in error["loc"] if p != "cann")
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "missing":

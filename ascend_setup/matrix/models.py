@@ -141,7 +141,7 @@ class Row(BaseModel):
     @field_validator("packages")
     @classmethod
     def _packages_pinned(cls, value: Mapping[str, str]) -> Mapping[str, str]:
-        pins = {canonicalize_name(name): ver for name, ver in value.items()}
+        pins: Dict[str, str] = {canonicalize_name(name): ver for name, ver in value.items()}
         missing = [name for name in REQUIRED_PACKAGES if name not in pins]
         if missing:
             raise ValueError(f"missing pins for {', '.join(missing)}")
@@ -157,7 +157,7 @@ class Row(BaseModel):
     @field_validator("wheel_glibc")
     @classmethod
     def _glibc_versions(cls, value: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
-        frozen = {}
+        frozen: Dict[str, Mapping[str, str]] = {}
         for name, per_arch in value.items():
             for arch, glibc in per_arch.items():
                 if not re.fullmatch(r"\d+\.\d+", str(glibc)):
@@ -197,7 +197,7 @@ class Row(BaseModel):
         return MappingProxyType(dict(value))
 
     @model_validator(mode="after")
-    def _index_names_pinned(self) -> "Row":
+    def _index_names_pinned(self) -> Row:
         unknown = [n for n in self.package_index if n not in self.packages]
         for arch, variant in self.arch.items():
             unknown += [f"{n} ({arch})" for n in variant.packages if n not in self.packages]
@@ -206,7 +206,7 @@ class Row(BaseModel):
             raise ValueError(f"package_index names packages the row does not pin: {', '.join(unknown)}")
         return self
 
-    def for_arch(self, arch: str) -> "Row":
+    def for_arch(self, arch: str) -> Row:
         """The row as a host of `arch` takes it: that architecture's pins and indexes merged in.
         Every caller that installs or forecasts for a machine asks for this view, never the generic row."""
         variant = self.arch.get(arch)
@@ -296,7 +296,7 @@ class Matrix(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _indexes_known(self) -> "Matrix":
+    def _indexes_known(self) -> Matrix:
         if not self.rows:
             raise ValueError("the matrix has no rows")
         if MIRROR in self.indexes:
@@ -310,7 +310,7 @@ class Matrix(BaseModel):
                     raise ValueError(f"row {row.cann}: {name} comes from unknown index {index!r}")
         return self
 
-    def with_indexes(self, overrides: Mapping[str, str]) -> "Matrix":
+    def with_indexes(self, overrides: Mapping[str, str]) -> Matrix:
         """The matrix with named indexes replaced (`--index NAME=URL`); an unknown name is bad input."""
         if not overrides:
             return self

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import atomic_write_text, read_regular_text
 from ascend_setup.matrix.load import parse_matrix
 from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
 if TYPE_CHECKING:  # audit imports this module for recorded_matrix: no HTTP stack at start-up
     from ascend_setup.matrix.derive import DerivedRow
@@ -41,7 +41,8 @@ def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:
                                     "derive one now with --vllm-ascend VERSION")
     names = ", ".join(r.label() for r in found)
     return BadInput(f"{known}; the index has vllm-ascend {names} for CANN {cann}",
-                    hint=f"derive its row now with --vllm-ascend {found[-1].version} (or keep it: matrix derive --into FILE)")
+                    hint=f"derive its row now with --vllm-ascend {found[-1].version} "
+                         "(or keep it: matrix derive --into FILE)")
 
 
 def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
@@ -97,8 +98,8 @@ def record(matrix: Matrix, derived: DerivedRow, workdir: Path) -> Path:
 def recorded_matrix(venv: Path) -> Optional[str]:
     """The matrix with the derived row an install of `venv` recorded in its workdir, unless the user chose one
     (--matrix is the caller's, $ASCEND_SETUP_MATRIX is checked here); None for every other venv."""
-    from ascend_setup.matrix.load import MATRIX_ENV
     from ascend_setup.dists.venv_reader import read_venv_record
+    from ascend_setup.matrix.load import MATRIX_ENV
 
     record = read_venv_record(venv)
     if record is None or os.environ.get(MATRIX_ENV):

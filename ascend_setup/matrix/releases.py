@@ -139,7 +139,8 @@ def newer_releases(matrix: Matrix, row: Row, mirror: List[str], *, pre: bool, re
     return found
 
 
-def releases_for_cann(matrix: Matrix, cann: str, mirror: List[str], reader: Optional[MetadataReader] = None) -> List[Release]:
+def releases_for_cann(matrix: Matrix, cann: str, mirror: List[str],
+                      reader: Optional[MetadataReader] = None) -> List[Release]:
     """The plugin's releases the index has for `cann`, as far as it can tell: those newer than the oldest pin of
     the matrix (older ones predate the CANN releases it knows)."""
     reader = reader or MetadataReader()

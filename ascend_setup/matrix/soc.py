@@ -42,7 +42,7 @@ class SocTable(BaseModel):
     board_aliases: Dict[str, str]
 
     @model_validator(mode="after")
-    def _known_names(self) -> "SocTable":
+    def _known_names(self) -> SocTable:
         bad = [f"{s}: {d}" for s, d in {**self.socs, **self.contains}.items() if d not in self.devices]
         bad += [f"{a}: {s}" for a, s in self.board_aliases.items() if s not in self.socs]
         if bad:

@@ -200,7 +200,7 @@ def write_user_config(index_url: str) -> Path:
     return path
 
 
-def _parse_ini(text: str, path: Path) -> configparser.ConfigParser:
+def _parse_ini(text: str, path: Path) -> configparser.RawConfigParser:
     parser = configparser.RawConfigParser()
     try:
         parser.read_string(text, source=str(path))

@@ -10,13 +10,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
-from ascend_setup.utils.inputs import Name, PathText, Prose, load_model
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.mirrors.rank import MirrorResult, Ranking, rank_mirrors
+from ascend_setup.utils.files import atomic_write_text, open_append, refuse_link
+from ascend_setup.utils.inputs import Name, PathText, Prose, load_model
 
 CACHE_NAME = "mirrors.json"
 CACHE_TTL = 6 * 3600

@@ -13,20 +13,21 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlparse
 
 import requests
-from urllib3.exceptions import ReadTimeoutError
 from packaging.specifiers import SpecifierSet
+from urllib3.exceptions import ReadTimeoutError
 
-from ascend_setup.utils.deadline import Calls, failure_text, run_until
 from ascend_setup.index.choose import choose
 from ascend_setup.index.dnscache import keep_answers
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import MIRROR, Row
+from ascend_setup.utils.deadline import Calls, failure_text, run_until
 
 SAMPLE_BYTES = 16 * 1024 * 1024
 #: Of the budget: project pages (DNS and connect included) by 40 %, first bytes by 60 %, throughput after.
@@ -84,11 +85,12 @@ def _pages(url: str, names: Sequence[str], timeout: float) -> Optional[Dict[str,
     """The pinned projects' pages of one mirror, or None when they did not all come within `timeout` (a
     page that could not be read at all raises its cause)."""
     index = SimpleIndex(url, timeout=timeout, attempts=1)
-    pages = run_until([lambda n=n: index.project(n) for n in names], time.monotonic() + timeout)
+    pages = run_until([partial(index.project, n) for n in names], time.monotonic() + timeout)
     failed = next((p for p in pages if isinstance(p, Exception)), None)
     if failed is not None:
         raise failed
-    return dict(zip(names, pages)) if all(p is not None for p in pages) else None  # type: ignore[arg-type]
+    answered = [p for p in pages if isinstance(p, ProjectPage)]  # the others: None, not come within `timeout`
+    return dict(zip(names, answered)) if len(answered) == len(pages) else None
 
 
 @dataclass
@@ -120,7 +122,9 @@ def _contact(url: str, names: Sequence[str], contact: Contact, end: float) -> Op
         try:
             address = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)[0][4]
             contact.dns_s, contact.phase = time.monotonic() - start, "connect"
-            with socket.create_connection(address[:2], timeout=max(0.1, end - time.monotonic())):
+            host, at = address[0], address[1]
+            assert isinstance(host, str) and isinstance(at, int)  # an AF_INET(6) address: (host, port, ...)
+            with socket.create_connection((host, at), timeout=max(0.1, end - time.monotonic())):
                 pass
             contact.connect_s = time.monotonic() - start - contact.dns_s
         except OSError:
@@ -180,6 +184,12 @@ def _timed_out(exc: requests.RequestException) -> bool:
     return isinstance(exc, requests.Timeout) or any(isinstance(a, ReadTimeoutError) for a in exc.args)
 
 
+def _first_byte_by(url: Optional[str], end: float) -> Tuple[str, str, Optional[float]]:
+    """first_byte(url) with what is left until `end` when the call starts (in its own thread) as its timeout."""
+    assert url is not None  # a probed mirror has its sample's URL
+    return first_byte(url, max(0.1, end - time.monotonic()))
+
+
 def first_byte(url: str, timeout: float = FIRST_BYTE_TIMEOUT) -> Tuple[str, str, Optional[float]]:
     """(status, detail, seconds) of the first byte of the sample; errors, 404s and silent servers are decided
     here. It returns rather than records: a probe left behind at the deadline must not change a result later."""
@@ -199,6 +209,7 @@ def first_byte(url: str, timeout: float = FIRST_BYTE_TIMEOUT) -> Tuple[str, str,
 def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
     """Bytes per second after the first byte, over at most `window` seconds; cut off early when
     clearly slower than `best`."""
+    assert result.sample_url is not None  # measured only for a mirror whose first byte of the sample came
     got = 0
     first: Optional[float] = None
     try:
@@ -244,7 +255,7 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
     pins = gated_packages(row)
     pages_within = budget * PAGES_SHARE
     contacts = [Contact() for _ in urls]
-    pending = Calls([lambda u=u, c=c: _contact(u, list(pins), c, end) for u, c in zip(urls, contacts)])
+    pending = Calls([partial(_contact, u, list(pins), c, end) for u, c in zip(urls, contacts)])
     answers = pending.results(start + pages_within)
     pages: Dict[str, Dict[str, ProjectPage]] = {}
     late: List[MirrorResult] = []
@@ -271,16 +282,14 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
             on_result(r)
     probing = [r for r in fresh if r.status == "ok"]
     probe_within = max(0.1, min(FIRST_BYTE_TIMEOUT, start + budget * FIRST_BYTE_SHARE - time.monotonic()))
-    probe_calls = Calls([lambda r=r: first_byte(r.sample_url, max(0.1, end - time.monotonic())) for r in probing])
+    probe_calls = Calls([partial(_first_byte_by, r.sample_url, end) for r in probing])
     probes = probe_calls.results(time.monotonic() + probe_within)
     slow_first_byte = []
     for r, probe in zip(probing, probes):
-        if isinstance(probe, Exception):
-            probe = ("error", failure_text(probe), None)
         if probe is None:
             slow_first_byte.append(r)
             continue
-        r.status, r.detail, r.ttfb_s = probe
+        r.status, r.detail, r.ttfb_s = ("error", failure_text(probe), None) if isinstance(probe, Exception) else probe
         if r.status != "ok" and on_result:
             on_result(r)
     answered = sorted((r for r in probing if r.status == "ok" and r not in slow_first_byte),

@@ -19,21 +19,21 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 
-from ascend_setup.resolve.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
-from ascend_setup.matrix.soc import label
 from ascend_setup.index.choose import Choice, choose, from_source
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable
-from ascend_setup.index.metadata import MetadataReader, build_system, content_length
+from ascend_setup.index.metadata import BuildSystem, MetadataReader, build_system, content_length
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import GATE_SECONDS, IndexCheck, IndexNeed, check_indexes
 from ascend_setup.index.simple import IndexFile, IndexSet, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
-from ascend_setup.utils.paths import files_cache
+from ascend_setup.matrix.soc import label
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, LockWarning
+from ascend_setup.resolve.requirement_set import SUBSTITUTES, Derived, cann_requirements, derive, target_environment
 from ascend_setup.resolve.uvcompile import ROOT_PROJECT, ClosureRequest, Resolved, compile_closure
+from ascend_setup.utils.paths import files_cache
 
 #: Installed alone with --no-deps: vllm's own requirements would displace the row's torch, and the
 #: plugin's are part of the derived set. Their requirements enter the resolution through `derive`.
@@ -49,7 +49,7 @@ class IndexSources:
     named: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def for_row(cls, matrix: Matrix, row: Row, mirror: str, extra: Sequence[str] = ()) -> "IndexSources":
+    def for_row(cls, matrix: Matrix, row: Row, mirror: str, extra: Sequence[str] = ()) -> IndexSources:
         return cls(mirror, tuple(extra), {n: matrix.index_url(n) for n in row.named_indexes()})
 
     def urls_for(self, index: str) -> List[str]:
@@ -70,7 +70,8 @@ def inputs_digest(row: Row, target: Target, sources: IndexSources, device: Optio
 def gate(row: Row, sources: IndexSources, *, deadline: float = GATE_SECONDS,
          pool: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
     """Every index the row needs, asked at once under one deadline. The mirror comes first."""
-    needs = [IndexNeed(name, sources.urls_for(name), row.packages_from(name)) for name in [MIRROR, *row.named_indexes()]]
+    needs = [IndexNeed(name, sources.urls_for(name), row.packages_from(name))
+             for name in [MIRROR, *row.named_indexes()]]
     return check_indexes(needs, deadline=deadline, indexes=pool)
 
 
@@ -134,7 +135,7 @@ def _file_for_metadata(choice: Choice, pages_files: List[IndexFile]) -> Optional
 
 def _locked(choice: Choice, index: str, index_url: str) -> LockedPackage:
     f = choice.file
-    return LockedPackage(name=choice.name, version=choice.version, outcome=choice.outcome, index=index,  # type: ignore[arg-type]
+    return LockedPackage(name=choice.name, version=choice.version, outcome=choice.outcome, index=index,
                          index_url=f.index if f else index_url, file=f.filename if f else None,
                          url=f.url if f else None, sha256=f.sha256 if f else None, size=f.size if f else None,
                          reason=choice.reason)
@@ -160,7 +161,7 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
     sdists = [p for p in packages if p.outcome == "sdist" and p.name in files]
     cache = FileTextCache(files_cache())
 
-    def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[dict], str]:
+    def read(p: LockedPackage) -> Tuple[LockedPackage, Optional[BuildSystem], str]:
         try:
             return p, build_system(files[p.name], cache), ""
         except (IndexUnreachable, OSError, ValueError) as exc:
@@ -174,7 +175,7 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
                                                     f"({error})"))
                 continue
             p.backend = str(table["build-backend"])
-            needs = toolchain_for(p.backend, table.get("requires", []))  # type: ignore[arg-type]
+            needs = toolchain_for(p.backend, table.get("requires", []))
             warnings.append(LockWarning(id="sdist-build", package=p.name, message=(
                 f"{p.name} {p.version} has no wheel for this target ({p.reason}): it is built from source with "
                 f"{p.backend}" + (f", which needs {needs}" if needs else ""))))
@@ -244,10 +245,12 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     meta_files = {n: _file_for_metadata(c, files) for n, (c, files) in heads.items()}
     missing = [n for n, f in meta_files.items() if f is None]
     if missing:
-        raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of {', '.join(groups[MIRROR].urls)}: "
-                               "its requirements cannot be read", hint=heads[missing[0]][0].reason)
+        raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of "
+                               f"{', '.join(groups[MIRROR].urls)}: its requirements cannot be read",
+                               hint=heads[missing[0]][0].reason)
     with ThreadPoolExecutor(max_workers=2) as tp:
-        vllm_req, plugin_req = tp.map(lambda n: reader.requires(meta_files[n]), NO_DEPS)  # type: ignore[arg-type]
+        found = {n: f for n, f in meta_files.items() if f is not None}  # all of them: none is missing
+        vllm_req, plugin_req = tp.map(lambda n: reader.requires(found[n]), NO_DEPS)
     derived = derive(row, vllm_req, plugin_req, target_environment(target))
     if on_derived is not None:
         on_derived(derived)
@@ -319,7 +322,8 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
         index = index_of(r.name)
         choice = choices[r.name]
         locked = _locked(choice, index, sources.urls_for(index)[0])
-        locked.via, locked.requires, locked.no_deps = chains[r.name], sorted(requires.get(r.name, [])), r.name in NO_DEPS
+        locked.via, locked.requires = chains[r.name], sorted(requires.get(r.name, []))
+        locked.no_deps = r.name in NO_DEPS
         if choice.file is not None:
             files[r.name] = choice.file
         packages.append(locked)

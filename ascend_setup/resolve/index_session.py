@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from ascend_setup.dists.installers import uv_command
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.reach import GATE_SECONDS, IndexCheck
 from ascend_setup.index.simple import IndexPool, SharedPages
 from ascend_setup.index.tags import Target
-from ascend_setup.dists.installers import uv_command
 from ascend_setup.matrix.models import Row
-from ascend_setup.utils.paths import cache_dir
 from ascend_setup.resolve.closure import IndexSources, gate, resolve_closure
 from ascend_setup.resolve.lockfile import Lock
+from ascend_setup.utils.paths import cache_dir
 
 
 @dataclass

@@ -13,18 +13,21 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Dict, Iterable, List, Literal, Optional
+from typing import Annotated, Dict, Final, Iterable, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import atomic_write_text, make_dir
-from ascend_setup.utils.inputs import parse_json, read_input_text
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
+from ascend_setup.utils.files import atomic_write_text, make_dir
+from ascend_setup.utils.inputs import parse_json, read_input_text
 
-LOCK_FORMAT = "ascend-setup-lock"
+LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
+#: What the lock does for a package. The same Literal as index.choose.Outcome, written again rather than
+#: imported: index.choose pulls in the HTTP stack, which audit (a lock reader) must start without. mypy checks
+#: that the two agree where a Choice becomes a LockedPackage.
 Outcome = Literal["wheel", "sdist", "unavailable"]
 #: What pip's --hash takes: a lock with anything else would fail only at install time, or never check.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -73,7 +76,7 @@ class LockTarget(BaseModel):
     device: Optional[str] = None  # the NPU device type (A2, A3, _310P, A5) it was resolved for; None: unknown
 
     @classmethod
-    def of(cls, target: Target, device: Optional[str] = None) -> "LockTarget":
+    def of(cls, target: Target, device: Optional[str] = None) -> LockTarget:
         return cls(arch=target.arch, glibc=target.glibc, python=target.python, device=device)
 
 
@@ -174,7 +177,8 @@ def read_lock(path: Path, flag: str = "--lock") -> Lock:
     if line is None:
         raise BadInput(f"{flag} {path} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
                        hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'")
-    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}", hint="make it again with 'ascend-setup plan --lock FILE'")
+    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}",
+                      hint="make it again with 'ascend-setup plan --lock FILE'")
     try:
         return Lock.model_validate(data)
     except ValueError as exc:

@@ -18,8 +18,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ascend_setup.errors import BadInput
-from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
+from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, parse_python
@@ -53,7 +53,8 @@ def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, li
     for name in binary_packages(row, pages):
         choice = choose(name, pages[name], SpecifierSet(f"=={row.packages[name]}"), target, binary_only=True)
         if choice.file is None:
-            gaps[name] = f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel for {arch} / glibc {glibc}"
+            gaps[name] = (f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel "
+                          f"for {arch} / glibc {glibc}")
     return gaps
 
 
@@ -129,7 +130,8 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
 
 
 def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
-                  pool: Optional[Dict[str, SimpleIndex]] = None, found: Optional[List[Interpreter]] = None) -> PythonChoice:
+                  pool: Optional[Dict[str, SimpleIndex]] = None,
+                  found: Optional[List[Interpreter]] = None) -> PythonChoice:
     """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
     `plan` (for this machine), doctor and the fleet report follow, so their answers cannot drift apart."""
     return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool,

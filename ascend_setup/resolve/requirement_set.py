@@ -11,15 +11,15 @@ the row's pins above all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping
+from typing import Dict, Iterable, List, Mapping, cast
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
-from ascend_setup.index.tags import Target
 from ascend_setup.dists.markers import applicable
+from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 
 #: Requirements another package of the row stands in for: triton-ascend installs the `triton` package itself,
@@ -52,7 +52,7 @@ class Derived:
 
 def target_environment(target: Target) -> Dict[str, str]:
     """Marker environment of a Linux CPython target that need not be this machine."""
-    env = dict(default_environment())
+    env = cast(Dict[str, str], dict(default_environment()))  # packaging's Environment: a TypedDict of str
     env.update({"python_version": target.python, "python_full_version": target.python_full,
                 "platform_machine": target.arch, "sys_platform": "linux", "platform_system": "Linux",
                 "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
@@ -67,7 +67,7 @@ def _is_pin(spec: SpecifierSet) -> bool:
 def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str],
            env: Mapping[str, str]) -> List[Derived]:
     """The requirement set with a reason per entry, in a stable order (vllm's order, then the plugin's)."""
-    out: Dict[str, Derived] = {}
+    out: Dict[NormalizedName, Derived] = {}
     plugin = {canonicalize_name(r.name): r for r in applicable(plugin_requires, env)}
     for text in row.plugin_requirements:
         r = Requirement(text)
@@ -82,19 +82,19 @@ def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str
             entry.included, entry.why = False, "CUDA-only: stripped by the row"
         out[name] = entry
     for name, req in plugin.items():
-        entry = out.get(name)
-        if entry is None:
+        known = out.get(name)
+        if known is None:
             out[name] = Derived(name, req.specifier, sorted(req.extras), why="required by the plugin",
                                 sources=[f"vllm-ascend: {req}"])
             continue
-        entry.sources.append(f"vllm-ascend: {req}")
-        entry.extras = sorted(set(entry.extras) | set(req.extras))
+        known.sources.append(f"vllm-ascend: {req}")
+        known.extras = sorted(set(known.extras) | set(req.extras))
         if _is_pin(req.specifier):
-            entry.specifier, entry.why = req.specifier, "the plugin's pin wins over vllm's"
+            known.specifier, known.why = req.specifier, "the plugin's pin wins over vllm's"
         else:
-            entry.specifier &= req.specifier
-            entry.why = "vllm's and the plugin's bounds combined"
-        entry.included = True
+            known.specifier &= req.specifier
+            known.why = "vllm's and the plugin's bounds combined"
+        known.included = True
     for name, entry in out.items():
         if name in row.packages:
             entry.specifier = SpecifierSet(f"=={row.packages[name]}")

@@ -109,7 +109,8 @@ def _user_flags(user_args: List[str]) -> set:
 
 def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, Any], found: List[str],
             families: List[Family], plugin: str, port: int, cards: List[int], max_model_len: int, why_len: str,
-            concurrency: int, utilisation: float, user_args: List[str], table: Optional[ServeTable] = None) -> ServePlan:
+            concurrency: int, utilisation: float, user_args: List[str],
+            table: Optional[ServeTable] = None) -> ServePlan:
     """The plan; a flag the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
     table = table or load_table()
     tp = len(cards)
@@ -130,9 +131,9 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
                    "share of HBM vLLM may take; fit's KV budget assumes the same")]
     if tp > 1:
         args.append(Choice(["--tensor-parallel-size", str(tp)], f"--tp {tp}: weights and KV over {tp} cards"))
-    for item in table.baseline.args + [a for f in families for a in f.args]:
-        if item.applies(plugin, tp):
-            args.append(Choice(list(item.args), item.why))
+    for arg in table.baseline.args + [a for f in families for a in f.args]:
+        if arg.applies(plugin, tp):
+            args.append(Choice(list(arg.args), arg.why))
     for family in families:
         plan.notes += family.notes
         allowed = family.eager_unless_heads_per_card_in
@@ -140,7 +141,8 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
         if allowed and heads not in allowed:
             args = [a for a in args if a.words[0] != "--compilation-config"]
             args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in {allowed}, which "
-                                        "graph mode needs (EZ9999 'MLA only support'); eager is slower, measured as such"))
+                                        "graph mode needs (EZ9999 'MLA only support'); eager is slower, measured "
+                                        "as such"))
     hint_args = merged_serve_args(fit.serve_args)
     i = 0
     while i < len(hint_args):

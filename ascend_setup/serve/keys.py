@@ -112,10 +112,10 @@ def _class_sub_keys(cls: ast.ClassDef, spread: bool) -> Set[str]:
     `kwargs.get("s")` and a class-level `_defaults` dict."""
     found: Set[str] = set()
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-    for node in cls.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_defaults" for t in node.targets) \
-                and isinstance(node.value, ast.Dict):
-            found |= {k for k in map(_const, node.value.keys) if k}
+    for statement in cls.body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Dict) and \
+                any(isinstance(t, ast.Name) and t.id == "_defaults" for t in statement.targets):
+            found |= {k for k in map(_const, statement.value.keys) if k}
     if init is None:
         return found
     params = [a.arg for a in init.args.args[1:]]
@@ -158,10 +158,15 @@ def read_config_keys(ascend_config: Path, keys: KeySet) -> None:
 def read_env_names(envs: Path, keys: KeySet) -> None:
     """The keys of envs.py's `env_variables` dict: the variables vllm-ascend reads."""
     for node in ast.walk(_parse(envs)):
-        target = node.target if isinstance(node, ast.AnnAssign) else \
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id == "env_variables" and isinstance(node.value, ast.Dict):
-            keys.env |= {k for k in map(_const, node.value.keys) if k}
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "env_variables" and isinstance(value, ast.Dict):
+            keys.env |= {k for k in map(_const, value.keys) if k}
 
 
 def installed_keys(package_dir: Path, version: str) -> KeySet:

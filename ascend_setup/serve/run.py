@@ -34,7 +34,8 @@ GRACE_SECONDS = 10.0
 
 #: What vLLM (and vllm-ascend) log as start-up goes on, in order: the phase a person waits in.
 PHASES = (
-    (re.compile(r"Starting to load model|Loading weights|Loading safetensors|Loading model weights"), "loading weights"),
+    (re.compile(r"Starting to load model|Loading weights|Loading safetensors|Loading model weights"),
+     "loading weights"),
     (re.compile(r"Dynamo bytecode transform|torch\.compile|Compiling a graph"), "compiling"),
     (re.compile(r"[Cc]apturing (?:CUDA |ACL |NPU )?graphs?|Graph capturing"), "capturing graphs"),
     (re.compile(r"KV cache|init engine"), "allocating the KV cache"),

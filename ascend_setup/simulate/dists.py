@@ -6,7 +6,7 @@ import io
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Union
+from typing import Dict, Iterable, Mapping, Optional, Union
 
 from packaging.utils import canonicalize_name
 
@@ -24,13 +24,14 @@ def metadata_text(name: str, version: str, requires: Iterable[str] = (), require
 
 
 def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-any", requires: Iterable[str] = (),
-                requires_python: Optional[str] = None, files: Optional[Dict[str, Union[str, bytes]]] = None,
+                requires_python: Optional[str] = None, files: Optional[Mapping[str, Union[str, bytes]]] = None,
                 build: Optional[str] = None, description: str = "") -> Path:
     """A wheel pip can install. `files` maps archive paths to text; default: an importable package."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
     module = dist
-    files = dict(files) if files is not None else {f"{module}/__init__.py": f"__version__ = {version!r}\n"}
+    given: Dict[str, Union[str, bytes]] = (dict(files) if files is not None
+                                           else {f"{module}/__init__.py": f"__version__ = {version!r}\n"})
     info = f"{dist}-{version}.dist-info"
     tags = tag.split("-")
     pys, abis, plats = (part.split(".") for part in tags)
@@ -39,8 +40,9 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     wheel_lines += [f"Tag: {p}-{a}-{pl}" for p in pys for a in abis for pl in plats]
     if build:
         wheel_lines.append(f"Build: {build}")
-    contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in files.items()}
-    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python, description=description).encode()
+    contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in given.items()}
+    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python,
+                                                 description=description).encode()
     contents[f"{info}/WHEEL"] = ("\n".join(wheel_lines) + "\n").encode()
     record = [f"{p},{record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -48,10 +50,10 @@ def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-
     path = out_dir / filename
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in contents.items():
-            info = zipfile.ZipInfo(member)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (0o100755 if ".data/scripts/" in member else 0o100644) << 16  # pip keeps the x bit
-            archive.writestr(info, data)
+            entry = zipfile.ZipInfo(member)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = (0o100755 if ".data/scripts/" in member else 0o100644) << 16  # pip keeps the x bit
+            archive.writestr(entry, data)
     return path
 
 

@@ -11,7 +11,7 @@ import platform
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional, Union
 
 HOSTILE_BODY = """\
 echo "Welcome to the CANN toolkit environment"
@@ -37,7 +37,8 @@ TAILS = {
 
 NPU_SMI = """#!/usr/bin/env bash
 missing() {{
-  echo "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such file or directory" >&2
+  echo "npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: \
+No such file or directory" >&2
   exit 127
 }}
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac
@@ -98,7 +99,7 @@ echo "+===========================+===============+=============================
 
 #: What npu-smi prints per card, as upstream's get_chip_type reads it: an A2 board has a Chip Type, an A3
 #: has none and an NPU Name instead, and an A5 names its chip in the board query without `-c 0`.
-BOARDS = {
+BOARDS: Dict[str, Dict[str, Union[str, bool]]] = {
     "A2": {"chip": "910B3"},
     "A3": {"chip": "Ascend910", "chip_type": "", "npu_name": "9391"},
     "310P": {"chip": "310P3"},

@@ -142,7 +142,7 @@ class LocalHub:
                 return self._redirect(h, repo, query["FilePath"])
         elif path.startswith("/api/models/"):  # Hugging Face model_info
             rest = path[len("/api/models/"):]
-            repo, _, revision = rest.partition("/revision/")
+            repo, _, _revision = rest.partition("/revision/")
             if repo not in self.models:
                 return self._json(h, 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
             root = self.models[repo]

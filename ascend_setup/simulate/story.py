@@ -18,18 +18,18 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Union
 
-from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
-from ascend_setup.utils.interrupts import descendants
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
-from ascend_setup.simulate.models import build_model
+from ascend_setup.simulate.model_dirs import build_model
 from ascend_setup.simulate.world import start_simulated_host
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
+from ascend_setup.utils.files import open_append
+from ascend_setup.utils.interrupts import descendants
 
 CANN = "9.1.0"
 DOWNLOAD = "download"  # --interrupt-at's default: the middle of the vllm-ascend sdist download

@@ -21,10 +21,10 @@ import tarfile
 from pathlib import Path
 from typing import Dict, Iterable, Sequence
 
+from ascend_setup.matrix.soc import soc_table
 from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
 from ascend_setup.simulate.stub_plugin_config import FILES as CONFIG_FILES
 from ascend_setup.simulate.third_party import StubArchive
-from ascend_setup.matrix.soc import soc_table
 
 BACKEND = r'''
 import importlib.metadata as md, json, os, platform, re, shutil, subprocess, sys, time, urllib.request
@@ -245,12 +245,12 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
     members["_stub_cmake.json"] = json.dumps([{"name": a.name, "url": a.url, "found": a.found, "cmake": a.cmake_name}
                                               for a in third_party]).encode()
     path = out_dir / f"{base}.tar.gz"
-    with tarfile.open(path, "w:gz", compresslevel=1) as archive:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(f"{base}/{name}")
             info.size = len(data)
             info.mode = 0o644
-            archive.addfile(info, io.BytesIO(data))
+            tar.addfile(info, io.BytesIO(data))
     return path
 
 

@@ -42,7 +42,8 @@ class AscendConfig:
             additional_config, "enable_matmul_allreduce", "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
             ascend_envs.VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE)
         self.enable_fused_mc2 = self._get_config_value(
-            additional_config, "enable_fused_mc2", "VLLM_ASCEND_ENABLE_FUSED_MC2", ascend_envs.VLLM_ASCEND_ENABLE_FUSED_MC2)
+            additional_config, "enable_fused_mc2", "VLLM_ASCEND_ENABLE_FUSED_MC2",
+            ascend_envs.VLLM_ASCEND_ENABLE_FUSED_MC2)
         self.enable_mlapo = self._get_config_value(
             additional_config, "enable_mlapo", "VLLM_ASCEND_ENABLE_MLAPO", ascend_envs.VLLM_ASCEND_ENABLE_MLAPO)
         self.enable_flashcomm2_parallel_size = self._get_config_value(
@@ -51,7 +52,8 @@ class AscendConfig:
         self.msmonitor_use_daemon = self._get_config_value(
             additional_config, "msmonitor_use_daemon", "MSMONITOR_USE_DAEMON", ascend_envs.MSMONITOR_USE_DAEMON)
         self.enable_transpose_kv_cache_by_block = self._get_config_value(
-            additional_config, "enable_transpose_kv_cache_by_block", "VLLM_ASCEND_FUSION_OP_TRANSPOSE_KV_CACHE_BY_BLOCK",
+            additional_config, "enable_transpose_kv_cache_by_block",
+            "VLLM_ASCEND_FUSION_OP_TRANSPOSE_KV_CACHE_BY_BLOCK",
             ascend_envs.VLLM_ASCEND_FUSION_OP_TRANSPOSE_KV_CACHE_BY_BLOCK)
         self.weight_nz_mode = self._get_config_value(
             additional_config, "weight_nz_mode", "VLLM_ASCEND_ENABLE_NZ", ascend_envs.VLLM_ASCEND_ENABLE_NZ)

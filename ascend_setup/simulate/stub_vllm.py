@@ -129,7 +129,8 @@ def start_up(args):
                 time.sleep(1.0)
         time.sleep(pause)
         log(eng, "INFO", "model_runner.py:3520", "Graph capturing finished in %.0f secs" % pause)
-    log(eng, "INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))
+    log(eng, "INFO", "core.py:210",
+        "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))
     log(eng, "INFO", "core.py:215", "[simulated] decode rate %.2f tok/s (%g GB/s x %s / %.2f GB per token)"
         % (state["rate"], gbps, EFFICIENCY, gb))
 
@@ -153,7 +154,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
     def log_message(self, fmt, *args):
-        log(API, "INFO", "api_server.py:1300", '127.0.0.1 - "%s" %s' % (self.requestline, args[1] if len(args) > 1 else ""))
+        log(API, "INFO", "api_server.py:1300",
+            '127.0.0.1 - "%s" %s' % (self.requestline, args[1] if len(args) > 1 else ""))
 
     def reply(self, code, body):
         data = json.dumps(body).encode()
@@ -220,7 +222,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"id": "cmpl-sim", "object": "text_completion", "choices": [],
-                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}}
+                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
+                               "total_tokens": prompt_tokens + n}}
             self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -236,7 +239,8 @@ def run(argv):
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
     log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (args.host, args.port))
-    log(API, "INFO", "launcher.py:37", "Available routes are: /health, /v1/models, /v1/chat/completions, /v1/completions")
+    log(API, "INFO", "launcher.py:37",
+        "Available routes are: /health, /v1/models, /v1/chat/completions, /v1/completions")
     log(API, "INFO", "on.py:62", "Application startup complete.")
     server.serve_forever()
 '''

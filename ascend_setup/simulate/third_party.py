@@ -36,7 +36,7 @@ class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
-    def send_head(self):  # type: ignore[override]
+    def send_head(self):
         if self.requests is not None:
             self.requests.append(self.path)
         return super().send_head()

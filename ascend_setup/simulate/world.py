@@ -42,7 +42,7 @@ class SimulatedHost:
             if index is not None:
                 index.close()
 
-    def __enter__(self) -> "SimulatedHost":
+    def __enter__(self) -> SimulatedHost:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,8 +6,8 @@ import os
 import re
 import shutil
 import tarfile
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional
 
 from ascend_setup.errors import AscendSetupError

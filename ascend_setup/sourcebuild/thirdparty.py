@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -168,7 +169,7 @@ def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
                 dest.unlink()  # ours, and not what the CMake file names
             try:
                 download([source_url(archive, mirror)], dest, sha256=archive.sha256,
-                         on_progress=(lambda d, t: on_progress(archive.name, d, t)) if on_progress else None)
+                         on_progress=partial(on_progress, archive.name) if on_progress else None)
             except AscendSetupError as exc:
                 raise StepFailed(f"{archive.name} could not be fetched ({exc.message}); {archive.hash_text()}",
                                  hint=exc.hint or "check the mirror given by --build-deps-url") from None

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional
 
 from ascend_setup.dists.installed import VenvContents, read_venv, requirements_unmet
-from ascend_setup.resolve.requirement_set import target_environment
-from ascend_setup.errors import BadInput
-from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg
+from ascend_setup.errors import BadInput
+from ascend_setup.resolve.requirement_set import target_environment
+from ascend_setup.steps.install_session import InstallSession
 
 #: Their own requirements are not honoured on purpose (vllm's CUDA pins); every other row package's are.
 REQUIREMENTS_WAIVED = {"vllm"}

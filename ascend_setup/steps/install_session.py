@@ -12,23 +12,31 @@ from typing import Dict, Optional, Type, TypeVar
 from pydantic import BaseModel
 
 from ascend_setup.bundle.offline import Bundle, bundle_pages
+from ascend_setup.dists.installers import Indexes, Installer, get_installer
+from ascend_setup.dists.venv_reader import venv_python
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
-from ascend_setup.dists.installers import Indexes, Installer, get_installer
 from ascend_setup.matrix.models import Matrix, Row
-from ascend_setup.steps.options import InstallOptions, check_recorded_options
-from ascend_setup.utils.paths import cache_dir
-from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.matrix.soc import device_of
+from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, read_lock
+from ascend_setup.steps.options import InstallOptions, check_recorded_options
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
-from ascend_setup.dists.venv_reader import venv_python
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.paths import cache_dir
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+def _given(value: Optional[T], name: str) -> T:
+    """`value`, which a whole run always has; the AttributeError its use on None would have raised otherwise."""
+    if value is None:
+        raise AttributeError(f"this install session has no {name}")
+    return value
 
 
 def install_store(workdir: Workdir) -> StateStore:
@@ -70,6 +78,23 @@ class InstallSession(Session):
     def workdir(self) -> Workdir:
         assert isinstance(self.files, Workdir)
         return self.files
+
+    # -- what a run always has (None only in tests of a single step's check): the step that needs one says so
+    @property
+    def the_matrix(self) -> Matrix:
+        return _given(self.matrix, "matrix")
+
+    @property
+    def the_row(self) -> Row:
+        return _given(self.row, "row")
+
+    @property
+    def the_pip_settings(self) -> PipSettings:
+        return _given(self.pip_settings, "pip_settings")
+
+    @property
+    def the_index(self) -> IndexSession:
+        return _given(self.index, "index")
 
     def find(self, model: Type[M]) -> Optional[M]:
         """The one finished step's output of this type (HostFacts, MirrorChoice, LockRef), or None."""

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ascend_setup.engine.step import Step
-from ascend_setup.steps.options import named_index
-from ascend_setup.steps.install_session import InstallSession
-from ascend_setup.steps.outputs import MirrorChoice
-from ascend_setup.utils.files import open_append
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.options import named_index
+from ascend_setup.steps.outputs import MirrorChoice
+from ascend_setup.utils.files import open_append
 
 
 def user_extra_indexes(ctx: InstallSession) -> list:
@@ -44,11 +44,12 @@ class ChooseMirror(Step[MirrorChoice]):
         elif named:
             chosen, source = named
         elif o.mirror == "none":
-            chosen, source = ctx.pip_settings.index, "pip's configuration"
+            chosen, source = ctx.the_pip_settings.index, "pip's configuration"
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 
-            chosen, source, fallbacks = choose_for_install(ctx.matrix, ctx.row, ctx.root, ctx.facts.python_minor, log)
+            chosen, source, fallbacks = choose_for_install(ctx.the_matrix, ctx.the_row, ctx.root,
+                                                           ctx.facts.python_minor, log)
         with open_append(log) as handle:
             handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
         return MirrorChoice(index_url=chosen, extra_index_urls=extras, source=source, fallbacks=fallbacks)

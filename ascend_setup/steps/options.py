@@ -12,15 +12,15 @@ from urllib.parse import urlparse
 from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from ascend_setup.dists.venv_reader import check_venv_target
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput, named_by
 from ascend_setup.index.urls import is_index_url
-from ascend_setup.matrix.soc import device_of, label, parse_device, soc_table
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import ExactVersion, IndexUrl, Matrix, Row, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
+from ascend_setup.matrix.soc import device_of, label, parse_device, soc_table
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
-from ascend_setup.dists.venv_reader import check_venv_target
-from ascend_setup.engine.workdir import Workdir
 
 if TYPE_CHECKING:
     from ascend_setup.matrix.derive import DerivedRow
@@ -103,7 +103,7 @@ class InstallOptions:
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
 
-    def moved_to(self, workdir: Path) -> "InstallOptions":
+    def moved_to(self, workdir: Path) -> InstallOptions:
         """These options in `workdir` (a copied workdir resumes there, never in its original): a venv that
         lived inside the recorded workdir moves along."""
         old = Path(self.workdir)
@@ -115,13 +115,14 @@ class InstallOptions:
             matrix = str(workdir / Path(matrix).name)
         return InstallOptions(**{**self.to_record(), "workdir": str(workdir), "venv": str(venv), "matrix": matrix})
 
-    def load_row(self) -> "InstallRow":
+    def load_row(self) -> InstallRow:
         """The matrix and row these options name (a resumed install loads them here, once)."""
         return load_install_row(cann=self.cann, matrix=self.matrix, indexes=self.indexes, vllm_ascend=self.vllm_ascend,
-                                index_url=self.index_url, mirror=self.mirror, respect_pip_config=self.respect_pip_config)
+                                index_url=self.index_url, mirror=self.mirror,
+                                respect_pip_config=self.respect_pip_config)
 
     @classmethod
-    def from_record(cls, data: Dict[str, Any]) -> "InstallOptions":
+    def from_record(cls, data: Dict[str, Any]) -> InstallOptions:
         """The options a state file recorded, each of the right type (a hand-edited file is bad input)."""
         from pydantic import TypeAdapter, ValidationError
 
@@ -200,7 +201,7 @@ class InstallRow:
 
     matrix: Matrix
     row: Row
-    derived: Optional["DerivedRow"] = None
+    derived: Optional[DerivedRow] = None
 
 
 def load_install_row(*, cann: str, matrix: Optional[str], indexes: Dict[str, str], vllm_ascend: Optional[str],

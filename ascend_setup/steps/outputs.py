@@ -7,9 +7,9 @@ from typing import List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ascend_setup.dists.installers import Indexes
 from ascend_setup.host.machine import GLIBC_FLOOR
 from ascend_setup.index.tags import Target
-from ascend_setup.dists.installers import Indexes
 
 
 class _Output(BaseModel):

@@ -11,16 +11,16 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.dists.record import Damage, check_dist, drop_bytecode
-from ascend_setup.utils.files import atomic_write_text, open_append
 from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
+from ascend_setup.dists.record import Damage, check_dist, drop_bytecode
+from ascend_setup.dists.versions import local_only_differs, same_version
+from ascend_setup.engine.step import Step
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
-from ascend_setup.engine.step import Step
-from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents
-from ascend_setup.dists.versions import local_only_differs, same_version
+from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import SliceInstalled
+from ascend_setup.utils.files import atomic_write_text, open_append
 
 TORCH_STACK = ["torch", "torch-npu", "torchvision", "torchaudio"]
 #: The order in which steps take their slices; a package belongs to the first slice that reaches it.
@@ -44,7 +44,7 @@ def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
 
 def slice_of(ctx: InstallSession, step: str) -> List[LockedPackage]:
     lock = ctx.lock()
-    return lock_slices(lock, ctx.row)[step] if lock else []
+    return lock_slices(lock, ctx.the_row)[step] if lock else []
 
 
 def unmet(ctx: InstallSession, packages: List[LockedPackage]) -> List[str]:

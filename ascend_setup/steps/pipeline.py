@@ -6,6 +6,7 @@ from typing import List
 
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.step import Step
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.packages import CannPythonDeps, PluginDeps, TorchStack, Vllm
 from ascend_setup.steps.plugin import VllmAscend
@@ -14,7 +15,6 @@ from ascend_setup.steps.resolve import Resolve
 from ascend_setup.steps.triton import Triton
 from ascend_setup.steps.venv import CreateVenv
 from ascend_setup.steps.verify import Verify
-from ascend_setup.engine.workdir import Workdir
 
 
 def build_pipeline() -> List[Step]:

@@ -10,26 +10,26 @@ from typing import Any, Dict, List
 
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ascend_setup.knowledge.scan import triage
-from ascend_setup.sourcebuild import thirdparty
-from ascend_setup.sourcebuild.jobs import host_job_budget
-from ascend_setup.sourcebuild.kernels import missing_kernels
-from ascend_setup.sourcebuild.kernel_meta import sweep_kernel_meta_locks
-from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
-from ascend_setup.sourcebuild.tree import build_key, tree_for
+from ascend_setup.dists.installers import InstallRequest
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.download import download
 from ascend_setup.index.simple import SimpleIndex
-from ascend_setup.dists.installers import InstallRequest
-from ascend_setup.utils.procs import run_logged
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.resolve.lockfile import LockedPackage
-from ascend_setup.engine.step import Step
+from ascend_setup.sourcebuild import thirdparty
+from ascend_setup.sourcebuild.jobs import host_job_budget
+from ascend_setup.sourcebuild.kernel_meta import sweep_kernel_meta_locks
+from ascend_setup.sourcebuild.kernels import missing_kernels
+from ascend_setup.sourcebuild.source import build_env, cached_wheel, list_wheels, stage_watcher, wheelhouse_key
+from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.outputs import PluginInstalled
-from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.packages import install_locked, slice_of, unmet
+from ascend_setup.steps.preflight import Preflight
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.procs import run_logged
 
 
 def alternate_urls(ctx: InstallSession, filename: str) -> List[str]:
@@ -71,7 +71,7 @@ class VllmAscend(Step[PluginInstalled]):
     def run(self, ctx: InstallSession, log: Path) -> PluginInstalled:
         locked = slice_of(ctx, self.name)
         if not locked or locked[0].outcome == "unavailable":
-            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.row.packages['vllm-ascend']}",
+            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.the_row.packages['vllm-ascend']}",
                              hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
         plugin = locked[0]
         _note(log, f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}")
@@ -99,7 +99,8 @@ class VllmAscend(Step[PluginInstalled]):
         if cached is not None:
             _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        tree = tree_for(sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.row.packages["torch"]))
+        tree = tree_for(sdist, ctx.workdir.src,
+                        build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"]))
         _note(log, f"build tree {tree.path}: {tree.case}")
         ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
         source = tree.path

@@ -7,23 +7,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import CannInstall, primary_cann, same_cann
 from ascend_setup.host.checks import Check, check_cann, check_disk
 from ascend_setup.host.interpreters import probe
-from ascend_setup.host.machine import free_disk_bytes, glibc_version, usable_cpus, memory_bytes
+from ascend_setup.host.machine import free_disk_bytes, glibc_version, memory_bytes, usable_cpus
 from ascend_setup.host.npu import host_npu
-from ascend_setup.matrix.soc import device_of
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
 from ascend_setup.matrix.models import MIRROR, Row
-from ascend_setup.steps.options import which_index
+from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.resolve.pythons import PythonChoice, decide_python
 from ascend_setup.sourcebuild.jobs import host_job_budget
-from ascend_setup.engine.step import Step
-from ascend_setup.steps.outputs import HostFacts
 from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.options import which_index
+from ascend_setup.steps.outputs import HostFacts
 from ascend_setup.utils.files import open_append
 
 
@@ -54,7 +54,7 @@ def _fail(problems: List[Check], log: Path) -> None:
 def host_problems(ctx: InstallSession) -> List[Check]:
     """What preflight refuses for certain from the host's facts alone (CANN, disk): the failing checks. The dry
     run predicts its verdict with the same function (it once said every step would run, on a host without CANN)."""
-    row: Row = ctx.row
+    row: Row = ctx.the_row
     options = ctx.options
     cann = _cann_problem(row, primary_cann(options.cann_home), bool(options.force), options.cann_home)
     disk = check_disk(row, ctx.root, free_disk_bytes(ctx.root))
@@ -83,14 +83,14 @@ class Preflight(Step[HostFacts]):
         return found is not None and same_cann(found.version, facts.cann_version)
 
     def run(self, ctx: InstallSession, log: Path) -> HostFacts:
-        row: Row = ctx.row
+        row: Row = ctx.the_row
         options = ctx.options
         _log_ignored_pip_settings(ctx, log)
         problems = host_problems(ctx)
         found = primary_cann(options.cann_home)
         interp = None
         try:
-            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.index.pool())
+            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.the_index.pool())
             interp = choice.interpreter
             _log_python_choice(ctx, log, choice, bool(options.python))
         except BadInput as exc:  # about the recorded --python
@@ -108,7 +108,7 @@ class Preflight(Step[HostFacts]):
         if problems:
             _fail(problems, log)
         assert found is not None and interp is not None
-        facts = {
+        facts: Dict[str, Any] = {  # HostFacts validates each field
             "python": interp.path, "python_version": interp.version,
             "cann_version": found.version, "cann_toolkit": found.toolkit, "cann_root": found.root,
             "set_env": [str(p) for p in found.set_env_scripts()],
@@ -143,7 +143,8 @@ def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInsta
     problems = [replace(c, detail=f"{c.id}: {c.detail}") for c in checks
                 if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
     if soc and device_of(soc) is None:
-        problems.append(Check("soc", "fail", f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
+        problems.append(Check("soc", "fail",
+                              f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
                               "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
     return problems
 
@@ -157,7 +158,7 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
         return IndexSources(lock.indexes[MIRROR], tuple(lock.extra_index_urls),
                             {n: u for n, u in lock.indexes.items() if n != MIRROR})
     mirror = which_index(options.index_url, options.mirror, lambda: ctx.pip_settings.index if ctx.pip_settings else "")
-    return IndexSources.for_row(ctx.matrix, ctx.row, mirror, options.extra_index_urls or [])
+    return IndexSources.for_row(ctx.the_matrix, ctx.the_row, mirror, options.extra_index_urls or [])
 
 
 def _log_python_choice(ctx: InstallSession, log: Path, choice: PythonChoice, explicit: bool) -> None:

@@ -6,20 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.resolve.requirement_set import Derived
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.host.machine import this_machine
+from ascend_setup.host.npu import host_npu
+from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.reach import IndexNeed, check_indexes
-from ascend_setup.host.machine import this_machine
-from ascend_setup.host.npu import host_npu
-from ascend_setup.matrix.soc import label
-from ascend_setup.host.toolchain import toolchain_checks
 from ascend_setup.matrix.models import MIRROR
+from ascend_setup.matrix.soc import label
 from ascend_setup.resolve.closure import IndexSources, inputs_digest
 from ascend_setup.resolve.lockfile import Lock, lock_file_name, read_lock, write_lock
 from ascend_setup.resolve.pythons import build_interpreter, decide_python
-from ascend_setup.engine.step import Step
+from ascend_setup.resolve.requirement_set import Derived
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.outputs import LockRef
@@ -27,13 +27,14 @@ from ascend_setup.steps.preflight import Preflight, preflight_sources
 from ascend_setup.utils.files import atomic_write_text, make_dir, open_append
 from ascend_setup.utils.inputs import read_input_text
 
+
 def lock_path(ctx: InstallSession) -> Path:
-    return ctx.workdir.lock_dir / lock_file_name(ctx.row.cann, ctx.target)
+    return ctx.workdir.lock_dir / lock_file_name(ctx.the_row.cann, ctx.target)
 
 
 def sources_of(ctx: InstallSession) -> IndexSources:
     idx = ctx.indexes
-    return IndexSources.for_row(ctx.matrix, ctx.row, idx.index_url, idx.extra_index_urls)
+    return IndexSources.for_row(ctx.the_matrix, ctx.the_row, idx.index_url, idx.extra_index_urls)
 
 
 def _upstream_known(ctx: InstallSession) -> bool:
@@ -54,7 +55,8 @@ def _log_derived(log: Path, derived: List[Derived]) -> None:
     with open_append(log) as handle:
         handle.write("derived requirement set (in/out, requirement, why, sources):\n")
         for d in derived:
-            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n")
+            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  "
+                         f"[{'; '.join(d.sources)}]\n")
 
 
 def gate_lock(lock: Lock, row_names: List[str], pool: Optional[Dict[str, Any]] = None) -> None:
@@ -83,7 +85,7 @@ class Resolve(Step[LockRef]):
             return {"lock_file": given, "sha256": sha256_of(Path(given)) if Path(given).is_file() else None}
         if not _upstream_known(ctx):
             return {"inputs": "known after preflight and mirror"}
-        return {"inputs": inputs_digest(ctx.row, ctx.target, sources_of(ctx), ctx.device)}
+        return {"inputs": inputs_digest(ctx.the_row, ctx.target, sources_of(ctx), ctx.device)}
 
     def is_done(self, ctx: InstallSession) -> bool:
         if not _upstream_known(ctx):
@@ -95,13 +97,13 @@ class Resolve(Step[LockRef]):
         if given:
             return Path(given).is_file() and sha256_of(Path(given)) == sha256_of(path)
         try:
-            return read_lock(path).inputs == inputs_digest(ctx.row, ctx.target, sources_of(ctx), ctx.device)
+            return read_lock(path).inputs == inputs_digest(ctx.the_row, ctx.target, sources_of(ctx), ctx.device)
         except Exception:  # a damaged lock of ours is simply made again
             return False
 
     def run(self, ctx: InstallSession, log: Path) -> LockRef:
         path = _lock_dir(ctx.workdir.lock_dir) / lock_path(ctx).name
-        row = ctx.row
+        row = ctx.the_row
         given = ctx.options.lock
         if given:
             lock = read_lock(Path(given))
@@ -113,7 +115,7 @@ class Resolve(Step[LockRef]):
                              f"/ Python {lock.target.python})\n")
             return LockRef(lock=str(path), packages=len(lock.packages), source=given)
         sources = sources_of(ctx)
-        checks = ctx.index.gate(row, sources)
+        checks = ctx.the_index.gate(row, sources)
         with open_append(log) as handle:
             for check in checks:
                 handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
@@ -123,7 +125,7 @@ class Resolve(Step[LockRef]):
             raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
         try:
             target = ctx.target
-            lock = ctx.index.resolve(row, target, sources, checks=checks,
+            lock = ctx.the_index.resolve(row, target, sources, checks=checks,
                                      on_derived=lambda derived: _log_derived(log, derived),
                                      build_python=build_interpreter(target.python, ctx.get(Preflight).python),
                                      device=ctx.device)
@@ -157,7 +159,7 @@ def check_build_tools(ctx: InstallSession, lock: Lock, log: Path) -> None:
     if plugin is None or plugin.outcome != "sdist":
         return
     toolkit = ctx.get(Preflight).cann_toolkit
-    checks = toolchain_checks(ctx.row, toolkit=Path(toolkit) if toolkit else None, arch=ctx.target.arch,
+    checks = toolchain_checks(ctx.the_row, toolkit=Path(toolkit) if toolkit else None, arch=ctx.target.arch,
                               pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
     with open_append(log) as handle:
         handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
@@ -178,11 +180,12 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     if recorded and Path(recorded).is_file():
         lock, source = read_lock(Path(recorded)), recorded
     else:
-        row, sources = ctx.row, preflight_sources(ctx)
+        row, sources = ctx.the_row, preflight_sources(ctx)
         try:
-            interpreter = decide_python(row, sources, explicit=ctx.options.python, pool=ctx.index.pool()).interpreter
+            interpreter = decide_python(row, sources, explicit=ctx.options.python,
+                                        pool=ctx.the_index.pool()).interpreter
             device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
-            lock = ctx.index.resolve(row, this_machine(interpreter.minor), sources,
+            lock = ctx.the_index.resolve(row, this_machine(interpreter.minor), sources,
                                      build_python=build_interpreter(interpreter.minor, interpreter.path),
                                      device=device)
         except AscendSetupError as exc:

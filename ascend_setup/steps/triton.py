@@ -11,17 +11,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
+from ascend_setup.dists.installers import InstallRequest
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.index.download import download
-from ascend_setup.dists.installers import InstallRequest
-from ascend_setup.utils.procs import capture
-from ascend_setup.utils.files import atomic_write_text, make_dir, open_append
 from ascend_setup.resolve.lockfile import LockedPackage, render_requirements
-from ascend_setup.engine.step import Step
-from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.common import installed_versions
+from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import TritonSwapped
 from ascend_setup.steps.packages import slice_of, unmet
+from ascend_setup.utils.files import atomic_write_text, make_dir, open_append
+from ascend_setup.utils.procs import capture
 
 #: Run from a file: triton.jit reads the kernel's source with inspect, which `python -c` cannot give.
 CHECK = '''\
@@ -92,7 +92,7 @@ class Triton(Step[TritonSwapped]):
         lock = ctx.lock()
         entry = lock.get("triton-ascend") if lock else None  # an unavailable entry is in no slice, but says why
         if entry is None:
-            raise StepFailed(f"the lock has no triton-ascend {ctx.row.packages['triton-ascend']}",
+            raise StepFailed(f"the lock has no triton-ascend {ctx.the_row.packages['triton-ascend']}",
                              hint="rerun: the resolve step makes the lock again")
         locked = [entry]
         local = fetch_verified(ctx, entry)

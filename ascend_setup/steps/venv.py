@@ -16,21 +16,26 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict
 
-from ascend_setup.knowledge.scan import triage
-from ascend_setup.utils.diskfull import DiskFull
+from ascend_setup.dists.venv_reader import (
+    VenvRecord,
+    leftovers_only,
+    read_pyvenv_cfg,
+    read_venv_record,
+    write_venv_record,
+)
+from ascend_setup.engine.step import Step
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.host.interpreters import probe
+from ascend_setup.knowledge.scan import triage
 from ascend_setup.mirrors.apply import venv_config_matches, write_venv_config
-from ascend_setup.utils.procs import run_logged
-from ascend_setup.engine.step import Step
-from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.common import installed_versions
+from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import VenvMade
+from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
 from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.resolve import Resolve
-from ascend_setup.steps.packages import install_locked, repair_damaged, slice_of, unmet
-from ascend_setup.dists.venv_reader import (VenvRecord, leftovers_only, read_pyvenv_cfg, read_venv_record,
-                                   write_venv_record)
+from ascend_setup.utils.diskfull import DiskFull
+from ascend_setup.utils.procs import run_logged
 
 
 class CreateVenv(Step[VenvMade]):

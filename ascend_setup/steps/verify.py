@@ -8,18 +8,18 @@ from typing import Any, Dict, List, Optional
 
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.dists.installed import read_venv
-from ascend_setup.errors import StepFailed
-from ascend_setup.matrix.soc import label
-from ascend_setup.utils.procs import capture
+from ascend_setup.dists.venv_reader import site_packages
 from ascend_setup.engine.step import Step
+from ascend_setup.errors import StepFailed
+from ascend_setup.matrix.serve_hints import hint_lines as hints_for
+from ascend_setup.matrix.soc import label
+from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import Verified
 from ascend_setup.steps.preflight import Preflight
 from ascend_setup.steps.triton import triton_check
-from ascend_setup.matrix.serve_hints import hint_lines as hints_for
-from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
-from ascend_setup.dists.venv_reader import site_packages
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.procs import capture
 
 MODULES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm_ascend": "vllm-ascend"}
 
@@ -44,12 +44,11 @@ def problems(ctx: InstallSession) -> List[str]:
     except (ValueError, IndexError):
         return [f"the venv's Python could not run the import check: {(proc.stderr or proc.stdout).strip()[-300:]}"]
     found = []
-    row = ctx.row
     for dist, info in result.items():
         if not info["ok"]:
             found.append(f"import of {dist} fails: {info['error']}")
-        elif info["version"] != row.packages[dist]:
-            found.append(f"{dist} is {info['version']}, the row says {row.packages[dist]}")
+        elif info["version"] != ctx.the_row.packages[dist]:
+            found.append(f"{dist} is {info['version']}, the row says {ctx.the_row.packages[dist]}")
     if result.get("vllm-ascend", {}).get("ok"):
         found += kernel_problems(ctx)
     triton = triton_check(ctx)
@@ -86,7 +85,7 @@ def shell_lines(ctx: InstallSession) -> List[str]:
 
 
 def serving_hints(ctx: InstallSession) -> List[str]:
-    return hints_for(ctx.row)
+    return hints_for(ctx.the_row)
 
 
 class Verify(Step[Verified]):
@@ -97,7 +96,7 @@ class Verify(Step[Verified]):
     depends_on = ("vllm-ascend",)
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        return {"pins": {d: ctx.row.packages[d] for d in MODULES.values()}}
+        return {"pins": {d: ctx.the_row.packages[d] for d in MODULES.values()}}
 
     def is_done(self, ctx: InstallSession) -> bool:
         return not problems(ctx)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, TypeVar, Union
+from typing import Callable, Dict, Generic, List, Optional, Sequence, TypeVar, Union
 
 T = TypeVar("T")
 
 
-class Calls:
+class Calls(Generic[T]):
     """Calls started at once in daemon threads; their results can be read at several deadlines (the ranking
     goes on with the calls that answered in time, and looks again for the late ones at the end)."""
 

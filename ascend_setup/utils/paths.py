@@ -48,6 +48,18 @@ WORKDIR = Flag("--workdir", "ASCEND_SETUP_WORKDIR")
 VENV = Flag("--venv", "ASCEND_SETUP_VENV")
 PYTHON = Flag("--python", "ASCEND_SETUP_PYTHON")
 CANN_HOME = Flag("--cann-home", "ASCEND_SETUP_CANN_HOME")
+#: The filesystem root the container checks read as `/` (a container's rootfs seen from the host, a test's).
+ROOT = Flag("--root", "ASCEND_SETUP_ROOT")
+
+
+def root_dir(given: Optional[str]) -> Path:
+    """--root (or its variable) as an existing directory, else /."""
+    path, source = ROOT.path(given)
+    if path is None:
+        return Path("/")
+    if not path.is_dir():
+        raise BadInput(f"{source} {path} is not a directory")
+    return path
 
 
 def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = True) -> Path:

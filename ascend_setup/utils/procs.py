@@ -7,13 +7,15 @@ import os
 import subprocess
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
-from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.errors import StepFailed
+from ascend_setup.utils.diskfull import disk_full, in_output, path_in
 from ascend_setup.utils.files import open_append
 
 LineHook = Callable[[str], None]
+#: An argument of a command: a string, or a path (each passed as str()).
+Arg = Union[str, "os.PathLike[str]"]
 #: Who is shown each output line as it arrives (the terminal's live progress), besides the step log.
 _activity: ContextVar[Optional[LineHook]] = ContextVar("activity", default=None)
 
@@ -35,7 +37,7 @@ def set_activity(hook: Optional[LineHook]) -> None:
     _activity.set(hook)
 
 
-def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str]] = None,
+def run_logged(argv: Sequence[Arg], log: Path, *, env: Optional[Mapping[str, str]] = None,
                cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None,
                writes: Optional[Path] = None, explain: Optional[Explain] = None) -> None:
     """Run `argv`, appending every output line to `log`; a non-zero exit raises StepFailed naming the
@@ -88,7 +90,7 @@ def run_logged(argv: Sequence[str], log: Path, *, env: Optional[Mapping[str, str
         raise StepFailed(f"{what} exited with status {code}", hint=f"see {log}")
 
 
-def capture(argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
+def capture(argv: Sequence[Arg], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
             cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """Run a short check and keep its output (no log). A program that cannot start is exit 127."""
     args = [str(a) for a in argv]

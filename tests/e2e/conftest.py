@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers.stack import _stack
 
 from ascend_setup.host.machine import glibc_version
-from helpers.stack import _stack
 
 
 @pytest.fixture(scope="module")

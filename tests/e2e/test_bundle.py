@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import List
 
 import pytest
-
 from helpers.cli import assert_one_line_error, clean_env
 from helpers.stack import ROW, installed, kill_group, lock_versions
+
 from ascend_setup.bundle.tool import tool_requirements
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.simulate.world import start_simulated_host
@@ -246,7 +246,6 @@ def _play(world: World, inventory: Path, *extra: str, offline: bool = True) -> s
 @needs_netns
 def test_a_fleet_installs_from_one_bundle_with_no_network(world, made, tmp_path):
     import yaml
-
     from helpers.ansible import recap
 
     hosts = ("node1", "node2")

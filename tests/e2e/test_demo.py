@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import clean_env
 from helpers.processes import processes_mentioning as _processes_mentioning
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.stack import ROW, installed, lock_versions
+
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
@@ -93,7 +93,8 @@ def _ascend_down(stack) -> list:
 
 def test_a_tampered_pin_is_drift_while_the_ascend_index_is_down(source_stack, tmp_path: Path) -> None:
     tampered = tmp_path / "tampered.yaml"
-    tampered.write_text(PACKAGED_MATRIX.read_text().replace('      triton-ascend: "3.2.2"', '      triton-ascend: "3.2.1"', 1))
+    tampered.write_text(PACKAGED_MATRIX.read_text().replace('      triton-ascend: "3.2.2"',
+                                                            '      triton-ascend: "3.2.1"', 1))
     proc = source_stack.cli("matrix", "check", str(tampered), "--live", *_ascend_down(source_stack), "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     entry = json.loads(proc.stdout)["rows"]["9.1.0"]
@@ -161,7 +162,8 @@ def test_a_cann_without_a_row_installs_from_the_derived_row(source_stack, tmp_pa
     assert resume.returncode == 0 and "has no row" not in resume.stderr, resume.stderr[-3000:]
     audit = subprocess.run([*offline, "audit", "--venv", str(workdir / "venv"), "--json"], capture_output=True,
                            text=True, env=source_stack.env(), timeout=600)
-    assert audit.returncode == 0 and json.loads(audit.stdout)["row"] == "9.1.5", audit.stdout[-2000:] + audit.stderr[-2000:]
+    assert audit.returncode == 0 and json.loads(audit.stdout)["row"] == "9.1.5", \
+        audit.stdout[-2000:] + audit.stderr[-2000:]
 
 
 @pytest.mark.live
@@ -207,7 +209,8 @@ def test_live_plan_for_a_cann_without_a_row(cli) -> None:
                "--python", "3.11", "--index-url", pip_settings().index, timeout=900)
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("CANN 9.2.0 has no row")]
     assert "derived from vllm-ascend 0.30.0rc2's own metadata" in line
-    summary = re.search(r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11 / A2 NPUs: (\d+) packages", proc.stdout)  # plan --soc defaults to A2
+    summary = re.search(r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11 / A2 NPUs: (\d+) packages",
+                        proc.stdout)  # plan --soc defaults to A2
     assert summary and int(summary.group(1)) > 150, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "vllm-ascend==0.30.0rc2" in proc.stdout
     if proc.returncode:  # only the unreachable Ascend index may leave a package without a file

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import clean_env
 
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from helpers.cli import clean_env
 
 pytestmark = pytest.mark.skipif(tuple(map(int, (glibc_version() or "0.0").split("."))) < (2, 34),
                                 reason="the published wheels need glibc 2.34: this host could not take them anyway")

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.stack import installed, lock_versions
-from ascend_setup.utils.diskfull import DiskFull
+
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.index.download import download
 from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.steps.install_session import install_store
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.utils.diskfull import DiskFull
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.
@@ -33,7 +33,8 @@ def tmpfs(tmp_path: Path):
     """A real small tmpfs (we are root in CI)."""
     mount = Tmpfs(tmp_path / "small")
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {made.stderr.strip()}")
     try:

@@ -41,7 +41,8 @@ def test_the_fix_plan_never_breaks_imports_and_ends_clean(wheel_stack, tmp_path:
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "decorator"], check=True,
                    env=clean_env(tmp_path))
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
+                                           "include-system-site-packages = true"))
     assert _imports(venv).returncode == 0  # broken for vLLM-Ascend, but every module still imports
 
     audit = wheel_stack.cli("audit", "--venv", str(venv), "--json")

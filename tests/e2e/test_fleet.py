@@ -17,11 +17,11 @@ from typing import Dict, List
 
 import pytest
 import yaml
+from helpers.ansible import recap
+from helpers.stack import Stack, freeze, installed, kill_group, lock_versions
 
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.simulate.index_server import LocalIndex
-from helpers.ansible import recap
-from helpers.stack import Stack, freeze, installed, kill_group, lock_versions
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
 HOSTS = ("host1", "host2", "host3")

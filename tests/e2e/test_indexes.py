@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
 from helpers.stack import installed, lock_versions, status
+
+from ascend_setup.host.machine import glibc_version
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import BlackHole
-from ascend_setup.host.machine import glibc_version
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.
@@ -62,7 +62,8 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
     doctor = source_stack.cli("doctor", "--cann-home", str(source_stack.cann.root), "--workdir", str(workdir),
                               "--json", env=env)
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "pip-config")
-    assert check["status"] == "warn" and "global.constraint" in check["detail"] and "global.find-links" in check["detail"]
+    assert check["status"] == "warn"
+    assert "global.constraint" in check["detail"] and "global.find-links" in check["detail"]
     assert "global.extra-index-url" in check["detail"] and "ignored" in check["detail"]
     assert "timeout" not in check["detail"].split("ignored", 1)[1]  # a network setting is kept
 

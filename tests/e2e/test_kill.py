@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-
-from helpers.processes import attempts as _headers, wait_for as _wait_for
+from helpers.processes import attempts as _headers
+from helpers.processes import wait_for as _wait_for
 from helpers.stack import freeze, installed, kill_group, lock_versions
-from ascend_setup.steps.install_session import install_store
+
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
 
@@ -41,7 +42,8 @@ class Driver:
     def attempt(self) -> bool:
         """One attempt; True when it ran to the end."""
         workdir = self.workdir
-        done_before = {n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists() else set()
+        done_before = ({n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists()
+                       else set())
         headers_before = _headers(workdir)
         self.stack.main.requests.clear()
         proc = self.stack.spawn(workdir)
@@ -181,8 +183,8 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             attempts += 1
             seen = venv_log.read_text().count("pip install") if venv_log.exists() else 0
             proc = wheel_stack.spawn(workdir, "--installer", "pip")
-            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,
-                            poll=0.005)
+            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,  # noqa: B023
+                            poll=0.005)  # (the lambda is called only within this iteration)
             assert hit, (attempts, proc.returncode, proc.stderr_path.read_text()[-2000:])
             time.sleep(rng.uniform(0.0, 0.1))
             kill_group(proc)

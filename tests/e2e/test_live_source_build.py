@@ -22,12 +22,12 @@ from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.download import download
 from ascend_setup.index.pipconfig import configured_index
 from ascend_setup.index.simple import SimpleIndex
-from ascend_setup.utils.procs import run_logged
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.third_party import build_stub_archives
 from ascend_setup.sourcebuild import thirdparty
 from ascend_setup.sourcebuild.source import build_env
 from ascend_setup.sourcebuild.tree import build_key, tree_for
+from ascend_setup.utils.procs import run_logged
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
 BUILD_DEPS = ["setuptools>=67.1", "setuptools-scm>=8", "wheel", "pybind11", "cmake>=3.26", "decorator", "attrs",

@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers.stack import kill_group
 import pytest
+from helpers.stack import kill_group
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import List
 
 import pytest
-
 from helpers.cli import clean_env
+from helpers.serving import serving_venv
+
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.model_dirs import build_model
 from ascend_setup.utils.interrupts import descendants
 from ascend_setup.utils.procs import pid_alive
-from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.models import build_model
-from helpers.serving import serving_venv
 
 RATE = re.compile(r"\[simulated\] decode rate ([\d.]+) tok/s")
 

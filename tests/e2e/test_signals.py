@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import clean_env
 from helpers.processes import processes_mentioning as _processes_mentioning
 from helpers.stack import status
+
 from ascend_setup.simulate.index_server import BlackHole
 
 

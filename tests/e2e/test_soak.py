@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-
+from helpers.processes import attempts as _headers
+from helpers.processes import wait_for as _wait_for
 from helpers.stack import installed, kill_group, lock_versions
-from helpers.processes import attempts as _headers, wait_for as _wait_for
+
 from ascend_setup.engine.state import StateStore
-from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
 
 KILLS_PER_INSTALLER = 25
 #: A kill's moment: with STARTUP_SHARE, during the start-up (seconds after the spawn, before any step
@@ -72,7 +73,7 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
                 _wait_for(lambda: False, proc, timeout=rng.uniform(*STARTUP))
             else:
                 delay = rng.uniform(*AFTER_FIRST_STEP)
-                if _wait_for(lambda: _headers(workdir) != before, proc, timeout=300, poll=0.05):
+                if _wait_for(lambda: _headers(workdir) != before, proc, timeout=300, poll=0.05):  # noqa: B023
                     _wait_for(lambda: False, proc, timeout=delay)
             if proc.poll() is None:
                 kill_group(proc)

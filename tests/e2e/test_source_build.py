@@ -8,8 +8,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from helpers.stack import status
 import pytest
+from helpers.stack import status
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.

@@ -11,13 +11,14 @@ from typing import Optional
 
 import pytest
 
+from ascend_setup.engine.step import fingerprint
 from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import glibc_version
-from ascend_setup.engine.step import fingerprint
 
 #: The pipeline of that release (step, the steps it depends on), in order: its fingerprints chain along it.
 PIPELINE = [("preflight", ()), ("mirror", ("preflight",)), ("resolve", ("preflight", "mirror")),
-            ("venv", ("preflight", "mirror", "resolve")), ("cann-python-deps", ("venv",)), ("torch-stack", ("cann-python-deps",)),
+            ("venv", ("preflight", "mirror", "resolve")), ("cann-python-deps", ("venv",)),
+            ("torch-stack", ("cann-python-deps",)),
             ("vllm", ("torch-stack",)), ("plugin-deps", ("vllm",)), ("triton", ("plugin-deps",)),
             ("vllm-ascend", ("triton",)), ("verify", ("vllm-ascend",))]
 

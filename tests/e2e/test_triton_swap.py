@@ -10,12 +10,11 @@ import venv as venv_module
 from pathlib import Path
 
 import pytest
+from helpers.cli import clean_env
+from helpers.session import session_for
 from packaging.specifiers import SpecifierSet
 from rich.console import Console
 
-from helpers.cli import clean_env
-from ascend_setup.simulate.ecosystem import build_ecosystem
-from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.errors import StepFailed
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.choose import choose
@@ -25,10 +24,11 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.resolve.closure import _locked
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, write_lock
-from helpers.session import session_for
-from ascend_setup.steps.outputs import LockRef
-from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.steps.common import installed_versions
+from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.outputs import LockRef
 from ascend_setup.steps.triton import Triton
 
 MATRIX = load_matrix()

@@ -9,28 +9,10 @@ from pathlib import Path
 from typing import Dict
 
 from helpers.cli import assert_one_line_error
-from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
-from helpers.fake_dists import fake_install, make_venv
+from helpers.fake_dists import MATRIX, ROW, clean_venv, fake_install, make_venv
+
 from ascend_setup.audit.findings import run_audit
-from ascend_setup.matrix import load_matrix
-
-MATRIX = load_matrix()
-ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)
-VERSIONS = stub_versions(dict(ROW.packages), dict(ROW.cann_python_deps))
-SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
-TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
-
-
-def clean_venv(path: Path, skip=(), override: Dict[str, str] = None) -> Path:
-    """Everything the row and its requirements need, at versions that satisfy them."""
-    make_venv(path)
-    versions = dict(VERSIONS, **(override or {}))
-    for name, version in sorted(versions.items()):
-        if name in skip or (ROW.is_cuda_only(name) and name not in ROW.packages):
-            continue
-        files = TRITON_FILES if name == "triton-ascend" else None
-        fake_install(path, name, version, requires=SPECIAL.get(name, ()), files=files)
-    return path
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES
 
 
 def _ids(report) -> Dict[str, list]:
@@ -206,7 +188,8 @@ def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(t
 def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"torch": "2.11.0"})
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
+                                           "include-system-site-packages = true"))
     plan = run_audit(MATRIX, venv).plan
     assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
     assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error, clean_env
 
 
@@ -106,8 +105,8 @@ def test_version_and_module_entry(cli) -> None:
 
 def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
     from ascend_setup.engine.state import StepRecord
-    from ascend_setup.steps.install_session import install_store
     from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
 
     workdir = tmp_path / "wd"
     workdir.mkdir()
@@ -135,7 +134,8 @@ def _private_mounts() -> bool:
     """Root with unshare, where / is a mount point (not inside a chroot): a read-only bind can be made safely."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return False
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                          capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(not _private_mounts(), reason="needs root, unshare and a private mount namespace for a ro mount")
@@ -158,7 +158,8 @@ def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -
     script = f"mount --bind {workdir} {workdir} && mount -o remount,bind,ro {workdir} || exit 98; " \
              f"touch {workdir}/probe 2>/dev/null && exit 99; "
     for i, (command, worst) in enumerate(commands):
-        script += " ".join([sys.executable, "-m", "ascend_setup", *command, ">/dev/null"]) + f"; [ $? -le {worst} ] || exit {i + 10}; "
+        script += (" ".join([sys.executable, "-m", "ascend_setup", *command, ">/dev/null"])
+                   + f"; [ $? -le {worst} ] || exit {i + 10}; ")
     proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script],
                           capture_output=True, text=True, env=clean_env(home), timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

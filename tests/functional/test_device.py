@@ -12,17 +12,17 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
 from helpers.fake_dists import fake_install, make_venv
+
 from ascend_setup.audit.findings import run_audit
 from ascend_setup.host.npu import npu_facts, parse_chips, soc_from_board
-from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.host.toolchain import builds_from_source, lock_tool_checks, package_manager, toolchain_checks
 from ascend_setup.index.metadata import wheel_member
 from ascend_setup.index.simple import SimpleIndex
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.derive import wheel_devices
+from ascend_setup.matrix.soc import BUILD_INFO, build_info_device, device_of, label, parse_device, soc_table
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, stub_versions
 from ascend_setup.simulate.fake_cann import build_fake_cann
@@ -178,7 +178,8 @@ def test_audit_catches_an_a2_wheel_on_an_a3_host(cli, tmp_path: Path) -> None:
     assert not [f for f in run_audit(MATRIX, venv, "9.1.0").findings if f.id == "device-type"]  # no NPU known
     # the CLI asks npu-smi: a fake CANN whose npu-smi says A3
     fake = build_fake_cann(tmp_path / "Ascend", board="A3")
-    proc = cli("audit", "--venv", str(venv), "--cann", "9.1.0", "--json", env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
+    proc = cli("audit", "--venv", str(venv), "--cann", "9.1.0", "--json",
+               env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
     assert proc.returncode == 1
     assert "device-type" in {f["id"] for f in json.loads(proc.stdout)["findings"]}
 
@@ -271,6 +272,7 @@ def test_live_the_published_0_23_0_wheels_say_a2_by_range_reads(cli) -> None:
 
 def test_verify_names_a_build_for_another_device_type(tmp_path: Path) -> None:
     from helpers.session import session_for
+
     from ascend_setup.steps.outputs import HostFacts
     from ascend_setup.steps.verify import device_problem
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
+
 from ascend_setup.dists.record import HASH_LIMIT, check_dist
 from ascend_setup.dists.venv_reader import VenvRecord, venv_target_kind, write_venv_record
 

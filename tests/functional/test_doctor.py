@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.host.doctor_checks import check_glibc, check_locks, check_venv
 from ascend_setup.host.machine import machine_facts
 from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.simulate.fake_cann import build_fake_cann
 
 
 def _checks(data: dict) -> dict:
@@ -72,7 +72,8 @@ def test_glibc_forecast() -> None:
     facts = machine_facts(Path("/tmp"))
     facts.glibc, facts.arch = "2.31", "aarch64"
     check = check_glibc(row, facts)
-    assert check.status == "warn" and "glibc 2.31 < 2.34: vllm-ascend will be built from source, ~40 min" in check.detail
+    assert check.status == "warn"
+    assert "glibc 2.31 < 2.34: vllm-ascend will be built from source, ~40 min" in check.detail
     facts.glibc = "2.35"
     assert check_glibc(row, facts).status == "pass"
 
@@ -196,9 +197,11 @@ def test_index_answers_fine_slow_refusing_and_silent_within_the_bound(tmp_path: 
     slow = _serving(tmp_path, {"torch": "2.10.0"}, page_delay=1.0)
     stale = _serving(tmp_path, {"triton-ascend": "3.1.0"})
     silent = BlackHole()
-    needs = [IndexNeed("mirror", [fine.url], {"vllm": "0.23.0"}), IndexNeed("pytorch-cpu", [slow.url], {"torch": "2.10.0"}),
+    needs = [IndexNeed("mirror", [fine.url], {"vllm": "0.23.0"}),
+             IndexNeed("pytorch-cpu", [slow.url], {"torch": "2.10.0"}),
              IndexNeed("ascend", [stale.url], {"triton-ascend": "3.2.2"}),
-             IndexNeed("refusing", [_refusing()], {"vllm": "0.23.0"}), IndexNeed("silent", [silent.url], {"vllm": "0.23.0"})]
+             IndexNeed("refusing", [_refusing()], {"vllm": "0.23.0"}),
+             IndexNeed("silent", [silent.url], {"vllm": "0.23.0"})]
     start = time.monotonic()
     answers = {a.name: a for a in ask_indexes(needs, within=2.5, slow=0.5)}
     took = time.monotonic() - start

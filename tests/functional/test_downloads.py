@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from helpers.cli import clean_env
+
 from ascend_setup.index.download import PER_HOST
 from ascend_setup.sourcebuild import thirdparty
 

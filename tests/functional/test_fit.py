@@ -8,10 +8,12 @@ import venv as venv_module
 from pathlib import Path
 
 import pytest
+from helpers.models import CARD, HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, SLIDING
+from helpers.models import make_model as _model
 
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model_files import ModelFiles, kv_layout, local_files, weights
-from helpers.models import CARD, HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, SLIDING, make_model as _model
+
 
 def test_exact_weight_bytes_from_sharded_headers(tmp_path: Path) -> None:
     model = _model(tmp_path / "m", QWEN3_VL_8B, {

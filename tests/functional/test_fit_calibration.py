@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
-from helpers.models import CARD, HYBRID_27B, QWEN3_VL_8B, make_model as _model
+from helpers.models import CARD, HYBRID_27B, QWEN3_VL_8B
+from helpers.models import make_model as _model
+
 from ascend_setup.fit.calibration import SpeedPoint, now_utc, points_path, record_point
 from ascend_setup.fit.decode import Terms, bytes_per_token, predict
 from ascend_setup.fit.model_files import local_files

@@ -7,15 +7,16 @@ import json
 import os
 import struct
 from pathlib import Path
+from typing import Optional
 
 import pytest
-
 from helpers.cli import assert_one_line_error
-from helpers.models import CARD, DEEPSEEK_V2_LITE, DENSE, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW, make_model as _model
+from helpers.models import CARD, DEEPSEEK_V2_LITE, DENSE, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW
+from helpers.models import make_model as _model
+
 from ascend_setup.fit.cards import card_for
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model_files import ModelFiles, local_files, weights
-
 
 
 def _config_only(config: dict) -> ModelFiles:
@@ -105,7 +106,7 @@ def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_p
     assert_one_line_error(cli("fit", str(model), "--tp", "3", "--workdir", str(tmp_path / "wd")))
 
 
-def _shard(path: Path, header, data: bytes = b"", raw: bytes = None) -> None:
+def _shard(path: Path, header, data: bytes = b"", raw: Optional[bytes] = None) -> None:
     blob = raw if raw is not None else json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(blob)) + blob + data)
 

@@ -3,15 +3,16 @@ commands share (the CANN check of preflight and doctor, the install's Python in 
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
 from helpers.cli import assert_one_line_error
 from helpers.session import session_for
+from rich.console import Console
+
 from ascend_setup.errors import BadInput
 from ascend_setup.host.interpreters import Interpreter
 from ascend_setup.index.tags import Target
@@ -59,7 +60,7 @@ def test_preflight_and_doctor_say_the_same_of_a_cann_that_differs(cli, tmp_path:
     matrix = load_matrix()
     (tmp_path / "wd").mkdir()
     ctx = session_for(tmp_path / "wd", cann_home=str(fake.root), matrix=matrix, row=select_row(matrix, "9.1.0"),
-                      console=Console(file=open(tmp_path / "console.txt", "w")))
+                      console=Console(file=io.StringIO()))
     (refused,) = [p for p in host_problems(ctx) if p.id == "cann"]
     proc = cli("doctor", "--cann-home", str(fake.root), "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"),
                "--index-url", "http://127.0.0.1:9/simple/", "--json")
@@ -74,7 +75,7 @@ def test_preflight_and_doctor_say_the_same_of_a_cann_that_differs(cli, tmp_path:
 def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, capsys) -> None:
     """The python check and the install's choice (decide_python) read one search: a search is seconds."""
     from ascend_setup.cli import main as cli
-    from ascend_setup.host import doctor
+    from ascend_setup.host import doctor_checks as doctor
     from ascend_setup.resolve import pythons
 
     real = Interpreter(sys.executable, "%d.%d.%d" % sys.version_info[:3], True)

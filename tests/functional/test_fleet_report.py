@@ -10,13 +10,15 @@ from ascend_setup.fleet.merged_report import grid, read_fleet
 CLEAN = {"venv": "/v", "lock": "/l", "ok": True, "findings": [
     {"id": "direct-url", "severity": "info", "package": "vllm-ascend", "message": "from a file"}]}
 BROKEN = {"venv": "/v", "lock": "/l", "ok": False, "findings": [
-    {"id": "triton-upstream", "severity": "error", "package": "triton", "message": "upstream triton 3.5.0 is installed"},
+    {"id": "triton-upstream", "severity": "error", "package": "triton",
+     "message": "upstream triton 3.5.0 is installed"},
     {"id": "extra", "severity": "warning", "package": "foo", "message": "foo is not in the lock"}]}
 
 
 def write(directory: Path, host: str, rc: int, audit, stderr: str = "") -> None:
     directory.mkdir(exist_ok=True)
-    (directory / f"{host}.audit.json").write_text(json.dumps({"host": host, "rc": rc, "stderr": stderr, "audit": audit}))
+    (directory / f"{host}.audit.json").write_text(json.dumps({"host": host, "rc": rc, "stderr": stderr,
+                                                              "audit": audit}))
 
 
 def test_report_names_each_host_and_finding(cli, tmp_path: Path) -> None:

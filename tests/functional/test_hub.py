@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.cli import REPO, clean_env
+from helpers.models import HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B
+from helpers.models import make_model as _model
 
 from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
-from helpers.cli import REPO, clean_env
-from helpers.models import HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B, make_model as _model
 
 DENSE_GQA = {  # Qwen3-8B
     "model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,

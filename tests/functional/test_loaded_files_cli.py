@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
-
 from helpers.cli import assert_one_line_error
 
 FINDING = {"id": "triton-upstream", "severity": "error", "package": "triton", "message": "upstream triton"}

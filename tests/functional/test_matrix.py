@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
-
 from helpers.cli import REPO, assert_one_line_error
+from packaging.version import Version
+from pydantic import ValidationError
+
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix, parse_matrix, select_row
 from ascend_setup.matrix.load import PACKAGED_MATRIX
@@ -47,7 +48,7 @@ def test_rows_cannot_be_mixed() -> None:
     row = select_row(matrix, "9.1.0")
     with pytest.raises(TypeError):
         row.packages["torch-npu"] = "2.10.0.post2"  # type: ignore[index]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         row.cann = "9.0.1"  # frozen model
     other = select_row(matrix, "9.0.1")
     assert row.packages["torch-npu"] != other.packages["torch-npu"]
@@ -60,11 +61,14 @@ def test_unknown_version_lists_known_ones() -> None:
 
 
 @pytest.mark.parametrize("mutate, line, words", [
-    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"", "not a valid version"),
+    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"",
+     "not a valid version"),
     (lambda t: t.replace('      transformers: "5.5.4"\n', "", 1), '    packages:', "missing pins for transformers"),
     (lambda t: t.replace('    python: ">=3.10,<3.13"\n', "", 1), '  "9.1.0":', "python: required field is missing"),
-    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1", "unknown field"),
-    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None, "unknown index 'nowhere'"),
+    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1",
+     "unknown field"),
+    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None,
+     "unknown index 'nowhere'"),
 ])
 def test_malformed_matrix_names_the_line(mutate, line, words) -> None:
     text = mutate(GOOD)
@@ -123,7 +127,8 @@ def test_missing_matrix_file(cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mutate, words", [
     (lambda t: t.replace("  x86_64:\n    packages:", "  sparc:\n    packages:", 1), "unknown architecture 'sparc'"),
-    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1), "unknown index 'nowhere'"),
+    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1),
+     "unknown index 'nowhere'"),
     (lambda t: t.replace('{torch: "2.10.0+cpu"', '{tensorflow: "2.10.0"', 1), "tensorflow (x86_64)"),
     (lambda t: t.replace('torchaudio: "2.10.0+cpu"}', 'torchaudio: "2.10.x"}', 1), "not a valid version"),
 ])
@@ -165,7 +170,8 @@ def test_hints_follow_the_rows_plugin_version() -> None:
     flashcomm = [h for h in matrix.rows["9.1.0"].hints() if h.id == "vision-flashcomm"]
     assert len(flashcomm) == 1 and not flashcomm[0].env  # 0.23.0: the config key, not the deprecated variable
     assert json.loads(flashcomm[0].serve_args[1]) == {"enable_flashcomm1": False}
-    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages, "vllm-ascend": "0.19.1rc1"}})
+    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages,
+                                                               "vllm-ascend": "0.19.1rc1"}})
     (env_hint,) = [h for h in old.hints() if h.id == "vision-flashcomm"]
     assert dict(env_hint.env) == {"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0"}  # before the key existed: the variable
     lines = hint_lines(matrix.rows["9.1.0"])
@@ -178,8 +184,8 @@ def test_a_hint_the_plugin_source_no_longer_reads_is_flagged(tmp_path: Path) -> 
     import io
     import tarfile
 
-    from ascend_setup.matrix.serve_hints import unread_variables
     from ascend_setup.matrix.models import RuntimeHint
+    from ascend_setup.matrix.serve_hints import unread_variables
 
     sdist = tmp_path / "vllm_ascend-0.23.0.tar.gz"
     with tarfile.open(sdist, "w:gz") as archive:

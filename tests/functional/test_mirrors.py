@@ -8,15 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
-from ascend_setup.simulate.index_server import Behaviour, BlackHole, LocalIndex
 from helpers.mirror_farm import build_farm
+
 from ascend_setup.index.download import download, sha256_of
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.apply import pip_conf_text
 from ascend_setup.mirrors.rank import gated_packages, rank_mirrors
+from ascend_setup.simulate.index_server import Behaviour, BlackHole, LocalIndex
 
 ROW = load_matrix().rows["9.1.0"].for_arch(platform.machine())
 TARGET = Target(glibc="2.31", arch=platform.machine(), python="3.11")
@@ -170,10 +170,11 @@ def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, t
 
 
 def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path: Path) -> None:
+    from helpers.session import session_for
+
+    from ascend_setup.simulate.dists import build_sdist
     from ascend_setup.steps.outputs import MirrorChoice
     from ascend_setup.steps.plugin import alternate_urls
-    from ascend_setup.simulate.dists import build_sdist
-    from helpers.session import session_for
 
     sdist = build_sdist(tmp_path, "vllm-ascend", "0.23.0")
     mirror_b = LocalIndex()

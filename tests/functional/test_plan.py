@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error, clean_env
-from ascend_setup.simulate.index_server import BlackHole, LocalIndex
+
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix import load_matrix
 from ascend_setup.resolve.lockfile import read_lock
+from ascend_setup.simulate.index_server import BlackHole, LocalIndex
 
 ROW = load_matrix().rows["9.1.0"]
 
@@ -53,7 +53,8 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
     assert pkgs["torch"]["version"] == "2.10.0" and pkgs["torch"]["index"] == "mirror"
     assert pkgs["torch-npu"]["outcome"] == "wheel" and "aarch64" in pkgs["torch-npu"]["file"]
     assert pkgs["triton-ascend"]["index"] == "ascend" and pkgs["triton-ascend"]["index_url"] == indexes[1].url
-    assert pkgs["arctic-inference"]["outcome"] == "sdist" and "no wheels published" in pkgs["arctic-inference"]["reason"]
+    assert pkgs["arctic-inference"]["outcome"] == "sdist"
+    assert "no wheels published" in pkgs["arctic-inference"]["reason"]
     for stripped in ("flashinfer-python", "tilelang", "nvidia-cudnn-frontend", "fastsafetensors", "triton"):
         assert stripped not in pkgs
     counts = data["summary"]
@@ -66,7 +67,8 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
 
 def _ours(index: LocalIndex, since: int) -> list:
     """The paths ascend-setup itself (not uv) asked of `index` since request number `since`."""
-    return [path for path, headers in index.requests[since:] if headers.get("User-Agent", "").startswith("ascend-setup/")]
+    return [path for path, headers in index.requests[since:]
+            if headers.get("User-Agent", "").startswith("ascend-setup/")]
 
 
 def test_files_come_from_uv_and_what_was_read_once_is_not_read_again(cli, indexes) -> None:
@@ -106,7 +108,8 @@ def test_unreachable_and_unpublished_are_different_outcomes(cli, indexes) -> Non
     proc, data = _plan(cli, indexes, ascend="http://ascend.invalid/simple/")
     assert proc.returncode == 1
     ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
-    assert ta["outcome"] == "unavailable" and "could not be reached" in ta["reason"] and "ascend.invalid" in ta["reason"]
+    assert ta["outcome"] == "unavailable"
+    assert "could not be reached" in ta["reason"] and "ascend.invalid" in ta["reason"]
     proc, data = _plan(cli, indexes, ascend=indexes[0].url)
     assert proc.returncode == 1
     ta = next(p for p in data["packages"] if p["name"] == "triton-ascend")
@@ -158,7 +161,8 @@ def test_plan_rows_are_never_cropped(capsys, monkeypatch) -> None:
                 indexes={"mirror": "http://m/simple/", "ascend": "http://a/simple/", "pytorch-cpu": "http://p/simple/"},
                 inputs="0", packages=packages)
     cells = [["opentelemetry-exporter-otlp-proto-common==1.45.2", "wheel", "0.0", "mirror"],
-             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"], ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
+             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"],
+             ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
              ["triton-ascend==3.2.2", "unavailable", "-", "ascend"]]
     for columns in (80, 50):
         monkeypatch.setenv("COLUMNS", str(columns))
@@ -181,7 +185,7 @@ def test_bad_plan_input(cli) -> None:
 def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) -> None:
     """What pip resolves for the same root set (on one flat index, as pip has no per-package index)
     equals the lock for this host, package for package."""
-    main, asc, torch_cpu, eco = indexes
+    _main, _asc, _torch_cpu, eco = indexes
     arch, glibc = platform.machine(), glibc_version()
     proc, data = _plan(cli, indexes, glibc=glibc, arch=arch, python="%d.%d" % sys.version_info[:2])
     assert proc.returncode == 0, proc.stderr
@@ -211,8 +215,8 @@ def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) ->
 def test_uv_is_handed_the_build_interpreter_and_asks_no_shim(indexes, tmp_path: Path, monkeypatch) -> None:
     """An interpreter of the target's Python at hand is given to uv: it no longer runs the python3.X it finds
     on PATH (behind pyenv's shims that cost 0.13 s of every uv run). Without one, uv looks as before."""
-    from ascend_setup.index.tags import Target
     from ascend_setup.dists.installers import uv_command
+    from ascend_setup.index.tags import Target
     from ascend_setup.resolve.pythons import build_interpreter
     from ascend_setup.resolve.uvcompile import ClosureRequest, compile_closure
 
@@ -261,10 +265,12 @@ def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
     assert Version(pkgs["tokenizers"]["version"]) <= Version("0.23.0")
     assert Version(pkgs["prometheus-fastapi-instrumentator"]["version"]) < Version("8")
     if glibc == "2.31":
-        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], pkgs["vllm-ascend"]
+        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], \
+            pkgs["vllm-ascend"]
         assert any(w["package"] == "vllm-ascend" for w in data["warnings"])
     # the Ascend and PyTorch CPU indexes cannot be reached from everywhere: then those are unreachable,
     # not unpublished, and the rest of the closure is still forecast
     for p in data["packages"]:
         if p["outcome"] == "unavailable":
-            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], (p["name"], p["reason"])
+            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], \
+                (p["name"], p["reason"])

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from ascend_setup.utils.procs import run_logged
 # the strings are built at run time: the log's own `$ argv` line must not contain them
-child = "import time; print('collecting', 'torch-npu', flush=True); print('downloading', 40, flush=True); time.sleep(60)"
+child = ("import time; print('collecting', 'torch-npu', flush=True); print('downloading', 40, flush=True); "
+         "time.sleep(60)")
 run_logged([sys.executable, "-c", child], Path(sys.argv[1]))
 """
 

@@ -3,6 +3,7 @@ plan's assumption when no interpreter fits, and install hints that work on the O
 
 from __future__ import annotations
 
+import io
 import json
 import platform
 import stat
@@ -10,20 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.session import session_for
 from rich.console import Console
 
-from ascend_setup.simulate.ecosystem import build_ecosystem
-from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.commands.plan import target_python
-from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.host.interpreters import Interpreter, candidate_paths, find_interpreters
 from ascend_setup.host.machine import glibc_version
+from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.resolve import pythons
 from ascend_setup.resolve.closure import IndexSources
-from helpers.session import session_for
+from ascend_setup.simulate.ecosystem import build_ecosystem
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.index_server import LocalIndex
 from ascend_setup.steps.preflight import Preflight
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
@@ -102,7 +103,7 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
         pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
     monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter(str(python312), "3.12.7", True), real])
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    ctx = session_for(tmp_path / "wd", console=Console(file=open(tmp_path / "console.txt", "w")),
+    ctx = session_for(tmp_path / "wd", console=Console(file=io.StringIO()),
                       cann_home=str(cann.root), index_url=mirror, soc="ascend910b3",
                       matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
     (tmp_path / "wd").mkdir()
@@ -116,7 +117,7 @@ def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeyp
     """3.12 fits the row's range and passes the python check; the install takes 3.11 (triton-ascend has no
     cp312 wheel), and doctor says so instead of leaving the newest one standing as the answer."""
     from ascend_setup.cli import main as cli
-    from ascend_setup.host import doctor
+    from ascend_setup.host import doctor_checks as doctor
 
     matrix, mirror = stub
     python312 = fake_python(tmp_path / "bin" / "python3.12", "3.12.7")
@@ -128,7 +129,8 @@ def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeyp
     monkeypatch.setattr(doctor, "find_interpreters", lambda: found)
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
     argv = ["doctor", "--cann-home", str(cann.root), "--workdir", str(tmp_path / "wd"), "--index-url", mirror,
-            "--index", f"ascend={matrix.index_url('ascend')}", "--index", f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
+            "--index", f"ascend={matrix.index_url('ascend')}", "--index",
+            f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
             "--json"]
     cli.main(argv)
     data = json.loads(capsys.readouterr().out)

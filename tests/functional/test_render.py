@@ -15,8 +15,8 @@ from rich.console import Console
 from ascend_setup.cli.progress import ConsoleReporter
 from ascend_setup.cli.render import print_table
 from ascend_setup.engine.state import StepRecord
-from ascend_setup.steps.install_session import install_store
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import install_store
 
 LONG = "/srv/" + "a-very-long-directory-name/" * 4 + "logs/plugin-deps.log"
 
@@ -116,8 +116,8 @@ def test_every_table_command_prints_each_value_whole(cli, tmp_path: Path, column
     checks = json.loads(cli("doctor", "--workdir", str(tmp_path / "wd"), "--json").stdout)["checks"]
     assert_whole(text, [c["id"] for c in checks], width)
 
-    from test_audit import clean_venv
-    from test_fit import QWEN3_VL_8B
+    from helpers.fake_dists import clean_venv
+    from helpers.models import QWEN3_VL_8B
 
     venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"})
     report = json.loads(cli("audit", "--venv", str(venv), "--json").stdout)

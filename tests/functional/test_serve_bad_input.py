@@ -7,11 +7,11 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
-from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.models import build_model
 from helpers.serving import serving_venv
+
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.model_dirs import build_model
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.serving import serving_venv
 
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.models import build_model
-from helpers.serving import serving_venv
+from ascend_setup.simulate.model_dirs import build_model
 
 GRAPH = ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}', "--async-scheduling"]
 FUSION_OFF = ["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}}']

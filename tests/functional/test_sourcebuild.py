@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
+
 from ascend_setup.errors import StepFailed
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives

@@ -29,7 +29,8 @@ def _start(tmp: Path, seconds: float) -> subprocess.Popen:
 
 
 def _enter_once(tmp: Path) -> None:
-    subprocess.run([sys.executable, "-c", "from ascend_setup import tempdirs; tempdirs.enter(); tempdirs.leave()"],
+    enter_and_leave = "from ascend_setup.utils import tempdirs; tempdirs.enter(); tempdirs.leave()"
+    subprocess.run([sys.executable, "-c", enter_and_leave],
                    env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)}, check=True)
 
 

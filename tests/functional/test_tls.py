@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-
 from helpers.cli import REPO
+from helpers.tls import make_site_ca
+
 from ascend_setup.simulate.dists import build_wheel
 from ascend_setup.simulate.index_server import LocalIndex
-from helpers.tls import make_site_ca
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.

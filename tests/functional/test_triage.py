@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import assert_one_line_error
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"

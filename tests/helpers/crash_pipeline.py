@@ -13,13 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
 from ascend_setup.engine.run_files import RunFiles
 from ascend_setup.engine.runner import Runner
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.step import Step
+from ascend_setup.utils.files import atomic_write_text
 
 CHUNKS = 25
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import platform
 import venv
 from pathlib import Path
 from typing import Dict, Iterable, Optional
 
 from packaging.utils import canonicalize_name
 
+from ascend_setup.matrix import load_matrix
 from ascend_setup.simulate.dists import metadata_text
+from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
 
 
 def make_venv(path: Path, system_site_packages: bool = False) -> Path:
@@ -43,3 +46,22 @@ def fake_install(venv_path: Path, name: str, version: str, *, requires: Iterable
     record = [f"{rel},," for rel in files] + [f"{info.name}/{m},," for m in ("METADATA", "INSTALLER", "RECORD")]
     (info / "RECORD").write_text("\n".join(record) + "\n")
     return info
+
+
+MATRIX = load_matrix()
+ROW = MATRIX.rows["9.1.0"].for_arch(platform.machine())  # the row as this machine takes it (+cpu on x86_64)
+VERSIONS = stub_versions(dict(ROW.packages), dict(ROW.cann_python_deps))
+SPECIAL = {"vllm": VLLM_REQUIRES, "vllm-ascend": PLUGIN_REQUIRES}
+TRITON_FILES = {"triton/__init__.py": "", "triton/language/core.py": ""}
+
+
+def clean_venv(path: Path, skip=(), override: Optional[Dict[str, str]] = None) -> Path:
+    """Everything the row and its requirements need, at versions that satisfy them."""
+    make_venv(path)
+    versions = dict(VERSIONS, **(override or {}))
+    for name, version in sorted(versions.items()):
+        if name in skip or (ROW.is_cuda_only(name) and name not in ROW.packages):
+            continue
+        files = TRITON_FILES if name == "triton-ascend" else None
+        fake_install(path, name, version, requires=SPECIAL.get(name, ()), files=files)
+    return path

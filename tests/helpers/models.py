@@ -56,7 +56,8 @@ def make_model(tmp_path: Path, config: dict, shards: Optional[Dict[str, Dict[str
     for shard, tensors in (shards or {}).items():
         header, offset = {"__metadata__": {"format": "pt"}}, 0
         for name, (dtype, size) in tensors.items():
-            header[name] = {"dtype": dtype, "shape": [size // DTYPE_BYTES[dtype]], "data_offsets": [offset, offset + size]}
+            header[name] = {"dtype": dtype, "shape": [size // DTYPE_BYTES[dtype]],
+                            "data_offsets": [offset, offset + size]}
             offset += size
             weight_map[name] = shard
         blob = json.dumps(header).encode()

@@ -8,9 +8,9 @@ from typing import Any, Dict, Optional
 
 from pydantic import BaseModel
 
-from ascend_setup.steps.options import InstallOptions
-from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.install_session import InstallSession
+from ascend_setup.steps.options import InstallOptions
 
 
 def session_for(workdir: Path, outputs: Optional[Dict[str, BaseModel]] = None, **fields: Any) -> InstallSession:

@@ -13,11 +13,11 @@ from typing import List, Optional
 
 from packaging.utils import canonicalize_name
 
-from helpers.cli import clean_env
 from ascend_setup.matrix import load_matrix
 from ascend_setup.simulate.fake_cann import FakeCann
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.simulate.world import SimulatedHost, start_simulated_host
+from helpers.cli import clean_env
 
 ROW = load_matrix().rows["9.1.0"]
 

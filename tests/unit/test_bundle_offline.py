@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.bundle.manifest import LOCK, MANIFEST, BundleTarget, Manifest, Missing, entry, verify_bundle, \
-    write_manifest
+from ascend_setup.bundle.manifest import (
+    LOCK,
+    MANIFEST,
+    BundleTarget,
+    Manifest,
+    Missing,
+    entry,
+    verify_bundle,
+    write_manifest,
+)
 from ascend_setup.bundle.offline import Bundle, bundle_pages, check_bundle, unpack
 from ascend_setup.errors import BadInput
 from ascend_setup.index.reach import IndexNeed, check_indexes
@@ -78,7 +86,7 @@ def _bundle(root: Path) -> tuple:
 
 
 def test_the_gate_reads_the_bundle_behind_the_locks_index_url(tmp_path: Path) -> None:
-    lock, wheel = _bundle(tmp_path / "b")
+    lock, _wheel = _bundle(tmp_path / "b")
     session_pages = bundle_pages(Bundle(tmp_path / "b"), lock)
     pool = IndexPool(session_pages)
     (check,) = check_indexes([IndexNeed("mirror", [DEAD], {"decorator": "5.1.1"})], indexes=pool)

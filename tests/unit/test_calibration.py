@@ -8,13 +8,20 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from helpers.models import CARD, DEEPSEEK_V2_LITE, HYBRID_27B, QWEN3_VL_8B, ROW
+from helpers.models import make_model as _model
 from pydantic import ValidationError
 
-from helpers.models import CARD, HYBRID_27B, QWEN3_VL_8B, ROW, make_model as _model
-from helpers.models import DEEPSEEK_V2_LITE
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.calibration import (SpeedPoint, calibrate, forget_points, load_points, now_utc, points_path,
-                                          record_point)
+from ascend_setup.fit.calibration import (
+    SpeedPoint,
+    calibrate,
+    forget_points,
+    load_points,
+    now_utc,
+    points_path,
+    record_point,
+)
 from ascend_setup.fit.decode import Terms, bytes_per_token, predict
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model_files import local_files
@@ -95,7 +102,7 @@ def test_a_corrupt_points_file_is_bad_input_and_never_overwritten(tmp_path: Path
         path.write_text(text)
         for call in (lambda: record_point(_point("m", 1e9, 50), tmp_path), lambda: load_points("910B3", tmp_path),
                      lambda: forget_points("910B3", tmp_path)):
-            with pytest.raises(BadInput, match="speed measurements file .* corrupt") as exc:
+            with pytest.raises(BadInput, match=r"speed measurements file .* corrupt") as exc:
                 call()
             assert exc.value.exit_code == 2 and "never overwrites" in exc.value.hint
         assert path.read_text() == text

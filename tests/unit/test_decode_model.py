@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.models import CARD, DENSE, HYBRID_27B, QWEN3_VL_8B, ROW
+from helpers.models import make_model as _model
 
-from helpers.models import CARD, HYBRID_27B, QWEN3_VL_8B, ROW, make_model as _model
-from helpers.models import DENSE
 from ascend_setup.fit.cards import load_table
 from ascend_setup.fit.decode import bytes_per_token, predict, solve
 from ascend_setup.fit.estimate import estimate
@@ -19,7 +19,8 @@ A2 = load_table().decode_models["a2-graph"]
 
 
 def _report_models(tmp_path: Path) -> dict:
-    """The report's two models as tests/functional/test_fit.py builds them: Qwen3-VL-8B's config, Qwen3.8-27B's headers."""
+    """The report's two models as tests/helpers/models.py builds them: Qwen3-VL-8B's config, Qwen3.8-27B's
+    headers."""
     return {"Qwen3-VL-8B": local_files(_model(tmp_path / "vl8b", QWEN3_VL_8B)),
             "Qwen3.8-27B": local_files(_model(tmp_path / "27b", HYBRID_27B, {
                 "model.safetensors": {"model.weight": ("BF16", 54_000_000_000)}}, data=False))}

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import detect_cann, primary_cann, same_cann
 from ascend_setup.host.interpreters import choose_interpreter, find_interpreters, probe
 from ascend_setup.host.machine import glibc_version, machine_facts, usable_cpus
 from ascend_setup.host.npu import npu_facts, parse_board, soc_from_board
 from ascend_setup.host.setenv import capture_env
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.
@@ -185,9 +185,10 @@ def test_stale_lock_sweep_touches_only_dead_exact_locks(tmp_path: Path) -> None:
 
 
 def test_hwhiaiuser_group_needed_for_non_root() -> None:
-    from ascend_setup.host.npu import missing_hwhiaiuser_group
     import grp
     import pwd
+
+    from ascend_setup.host.npu import missing_hwhiaiuser_group
 
     assert missing_hwhiaiuser_group(0) is False
     nobody = pwd.getpwnam("nobody").pw_uid

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
-from ascend_setup.sourcebuild.source import extract_once
 from ascend_setup.knowledge.fixes import Host
 from ascend_setup.knowledge.scan import triage, triage_stream
 from ascend_setup.knowledge.signatures import RESOLVER_BLOCKS, SIGNATURES
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
+from ascend_setup.sourcebuild.source import extract_once
 
 NOISE = "-- [cmake] checking feature: ok"
 

@@ -10,7 +10,7 @@ import pytest
 from ascend_setup.errors import BadInput
 from ascend_setup.serve.families import families_for, load_table, traits
 from ascend_setup.serve.run import MAX_SECONDS, deadline_seconds, phase_of
-from ascend_setup.simulate.models import CONFIGS
+from ascend_setup.simulate.model_dirs import CONFIGS
 
 
 def test_the_packaged_table_loads_and_every_trait_has_a_family() -> None:

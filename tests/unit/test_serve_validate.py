@@ -66,8 +66,9 @@ def test_unread_and_deprecated_variables_are_refused_all_at_once(keys: KeySet) -
 
 
 def test_what_the_plugin_reads_passes(keys: KeySet) -> None:
-    check_against(keys, args=["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
-                                                     '"enable_flashcomm1": false, "hamming_sparse": {"enabled": true}}'],
+    config = ('{"ascend_compilation_config": {"fuse_qknorm_rope": false}, "enable_flashcomm1": false, '
+              '"hamming_sparse": {"enabled": true}}')
+    check_against(keys, args=["--additional-config", config],
                   env={"VLLM_ASCEND_ENABLE_BATCH_MEMCPY": "1", "TASK_QUEUE_ENABLE": "1"}, user_env={"HOME": "/root"})
 
 
@@ -77,5 +78,5 @@ def test_an_additional_config_that_is_not_an_object_is_bad_input(keys: KeySet) -
 
 
 def test_a_plugin_without_the_sources_is_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="has no ascend_config.py"):
+    with pytest.raises(BadInput, match=r"has no ascend_config\.py"):
         installed_keys(tmp_path, "0.23.0")

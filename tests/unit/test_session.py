@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from helpers.session import session_for
+
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.preflight import Preflight

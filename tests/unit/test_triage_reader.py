@@ -20,12 +20,14 @@ def _triage(lines: List[str], ending: str = "\n") -> Optional[Diagnosis]:
 
 def test_every_prefix_comes_off_and_its_level_and_process_stay() -> None:
     assert strip_prefixes(ENGINE + "  File \"x.py\", line 1") == ('  File "x.py", line 1', "EngineCore_DP0", "ERROR")
-    assert strip_prefixes("(VllmWorker rank=3 pid=112081) INFO 07-17 08:06:53 [gpu.py:1] ok")[1:] == ("VllmWorker", "INFO")
+    assert strip_prefixes("(VllmWorker rank=3 pid=112081) INFO 07-17 08:06:53 [gpu.py:1] ok")[1:] == \
+        ("VllmWorker", "INFO")
     assert strip_prefixes("(RayWorkerWrapper pid=5, ip=10.0.0.2) x")[:2] == ("x", "RayWorkerWrapper")
     assert strip_prefixes("[rank1]: KeyError: 'a'")[:2] == ("KeyError: 'a'", "rank1")
     assert strip_prefixes("[ERROR] 2025-08-05-08:05:26 (PID:5, Device:0, RankID:-1) ERR00100 PTA call acl api failed") \
         == ("ERR00100 PTA call acl api failed", "", "ERROR")
-    assert strip_prefixes("[ERROR] HCCL(27,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] [27]x")[0] == "[27]x"
+    line = "[ERROR] HCCL(27,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] [27]x"
+    assert strip_prefixes(line)[0] == "[27]x"
     assert strip_prefixes("WARNING:root:Failed to import")[::2] == ("Failed to import", "WARNING")
     assert strip_prefixes("  × No solution found")[::2] == ("No solution found", "×")
     [line] = normalise(7, "\x1b[1;31mERROR 11-27 08:19:08 [core.py:1] boom\x1b[0m\r\n")

@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
+from helpers.cli import clean_env
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
-from helpers.cli import clean_env
-from ascend_setup.simulate.dists import build_sdist, build_wheel
-from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.choose import choose
 from ascend_setup.index.metadata import MetadataReader
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, platforms, supported_tags
+from ascend_setup.simulate.dists import build_sdist, build_wheel
+from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.
@@ -103,7 +103,9 @@ def test_json_and_html_pages_agree(assorted_index: LocalIndex) -> None:
         html_page = SimpleIndex(assorted_index.url).project("gamma")
     finally:
         assorted_index.behaviour.json_pages = True
-    key = lambda f: (f.filename, f.sha256, f.yanked, f.requires_python)  # noqa: E731
+    def key(f):
+        return (f.filename, f.sha256, f.yanked, f.requires_python)
+
     assert sorted(map(key, json_page.files)) == sorted(map(key, html_page.files))
     assert {f.filename: f.yanked for f in json_page.files} == {
         "gamma-3.0-py3-none-any.whl": True, "gamma-2.0-py3-none-any.whl": False}

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import pytest
-
 from helpers.cli import assert_one_line_error, clean_env
+
+from ascend_setup.utils.files import atomic_write_text
 
 DEAD = "http://127.0.0.1:9/simple/"  # refused at once: a case that wrongly goes on fails fast, offline
 
@@ -77,9 +78,14 @@ COMMANDS: Dict[str, Tuple[List[str], Dict[str, str], Dict[str, str]]] = {
               {"ASCEND_SETUP_MATRIX": "infile"}),
     "doctor": (["doctor", "--workdir", "{c}/wd"],
                {"--workdir": "readdir", "--venv": "readdir", "--cann-home": "existingdir", "--python": "exe",
-                "--cann": "cann", "--index": "index", "--matrix": "infile", "--soc": "cann", "--index-url": "url"},
+                "--cann": "cann", "--index": "index", "--matrix": "infile", "--soc": "cann", "--index-url": "url",
+                "--root": "existingdir"},
                {"ASCEND_SETUP_WORKDIR": "readdir", "ASCEND_SETUP_VENV": "readdir", "ASCEND_SETUP_PYTHON": "exe",
-                "ASCEND_SETUP_CANN_HOME": "existingdir"}),
+                "ASCEND_SETUP_CANN_HOME": "existingdir", "ASCEND_SETUP_ROOT": "existingdir"}),
+    "container run-command": (["container", "run-command"],
+                              {"--root": "existingdir", "--cards": "card", "--cache": "readdir", "--cann": "cann",
+                               "--matrix": "infile", "--runtime": "arch"},
+                              {"ASCEND_SETUP_ROOT": "existingdir", "ASCEND_SETUP_MATRIX": "infile"}),
     "mirrors": (["mirrors", "--only", "--candidate", DEAD, "--workdir", "{c}/wd"],
                 {"--budget": "number", "--candidate": "url", "--python": "pyversion", "--workdir": "readdir",
                  "--index": "index", "--matrix": "infile", "--cann": "cann"}, {}),
@@ -114,7 +120,8 @@ CONFLICTS = [
     ("mirror-and-index-url", ["install", "--cann", "9.1.0", "--workdir", "{c}/wd", "--mirror", "http://a/simple",
                               "--index-url", "http://b/simple", "--yes"]),
     ("global-without-apply", ["mirrors", "--only", "--candidate", DEAD, "--global", "--workdir", "{c}/wd"]),
-    ("venv-without-apply", ["mirrors", "--only", "--candidate", DEAD, "--venv", "{t}/good-venv", "--workdir", "{c}/wd"]),
+    ("venv-without-apply",
+     ["mirrors", "--only", "--candidate", DEAD, "--venv", "{t}/good-venv", "--workdir", "{c}/wd"]),
     ("validate-two-files", ["matrix", "validate", "{t}/garbage.bin", "--matrix", "{t}/garbage.bin"]),
     ("only-without-candidates", ["mirrors", "--only", "--workdir", "{c}/wd"]),
     ("apply-without-target", ["mirrors", "--only", "--candidate", DEAD, "--apply", "--workdir", "{c}/wd"]),
@@ -199,7 +206,7 @@ def test_every_bad_input_is_exit_2_one_line_and_touches_nothing(tree: Path) -> N
     before = {f"case-{i}/home": ("dir", 0) for i in range(len(cases))}
     broken = []
     for future in futures:
-        (name, argv, env), proc = future.result()
+        (name, _argv, env), proc = future.result()
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         if proc.returncode != 2 or len(lines) != 1 or "Traceback" in proc.stderr:
             broken.append(f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
@@ -249,27 +256,29 @@ def test_install_refuses_a_link_at_each_file_it_writes_first(tmp_path: Path, pla
 
 def _later_writes(workdir: Path, venv: Path) -> Dict[str, Tuple[Path, Callable[[], object]]]:
     """What the install's later steps write, each through the function the step calls."""
-    from ascend_setup.utils.files import atomic_write_text
+    from ascend_setup.dists.venv_reader import RECORD_NAME, VenvRecord, write_venv_record
     from ascend_setup.index.download import download
     from ascend_setup.mirrors.apply import write_venv_config
     from ascend_setup.mirrors.choice import CACHE_NAME, save_cache
     from ascend_setup.resolve.lockfile import Lock, LockTarget, write_lock
-    from ascend_setup.dists.venv_reader import RECORD_NAME, VenvRecord, write_venv_record
 
     lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"), indexes={"mirror": DEAD},
                 inputs="0", packages=[])
     return {
-        "downloads/x.tar.gz": (workdir / "downloads" / "x.tar.gz", lambda: download([DEAD + "x"], workdir / "downloads" /
+        "downloads/x.tar.gz": (workdir / "downloads" / "x.tar.gz",
+                               lambda: download([DEAD + "x"], workdir / "downloads" /
                                                                                     "x.tar.gz", stall_seconds=1)),
         "downloads/x.tar.gz.part": (workdir / "downloads" / "x.tar.gz.part",
-                                    lambda: download([DEAD + "x"], workdir / "downloads" / "x.tar.gz", stall_seconds=1)),
+                                    lambda: download([DEAD + "x"], workdir / "downloads" / "x.tar.gz",
+                                                     stall_seconds=1)),
         "lock/<row>.txt": (workdir / "lock" / "9.1.0.txt", lambda: write_lock(lock, workdir / "lock" / "9.1.0.txt")),
         "mirrors.json": (workdir / CACHE_NAME, lambda: save_cache(workdir, {"key": {}})),
         "requirements": (workdir / "requirements" / "torch-stack.txt",
                          lambda: atomic_write_text(workdir / "requirements" / "torch-stack.txt", "six==1.16.0\n")),
         "venv/pip.conf": (venv / "pip.conf", lambda: write_venv_config(venv, DEAD, [])),
         "venv/uv.toml": (venv / "uv.toml", lambda: write_venv_config(venv, DEAD, [])),
-        "venv/ascend-setup.json": (venv / RECORD_NAME, lambda: write_venv_record(venv, VenvRecord(workdir=str(workdir)))),
+        "venv/ascend-setup.json": (venv / RECORD_NAME,
+                                   lambda: write_venv_record(venv, VenvRecord(workdir=str(workdir)))),
     }
 
 
@@ -383,7 +392,8 @@ def test_resume_refuses_recorded_values_its_model_rejects(tmp_path: Path, option
                           capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert json.loads(proc.stdout)["exit"] == 2
-    assert (workdir / "state.json").read_bytes() == before and sorted(p.name for p in workdir.iterdir()) == ["state.json"]
+    assert (workdir / "state.json").read_bytes() == before
+    assert sorted(p.name for p in workdir.iterdir()) == ["state.json"]
 
 
 def _lock_with(**changes: object) -> str:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
-
 from helpers.cli import clean_env
 
 DEAD = "http://127.0.0.1:9/simple/"

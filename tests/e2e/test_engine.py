@@ -8,15 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-
 from helpers.cli import REPO, clean_env
-from ascend_setup.errors import BadInput, LockHeld, StepFailed
-from ascend_setup.utils.files import atomic_write_text
 from pydantic import BaseModel
 
 from ascend_setup.engine.run_files import RunFiles
@@ -25,6 +22,8 @@ from ascend_setup.engine.runner import Runner
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
 from ascend_setup.engine.step import Step, fingerprint
+from ascend_setup.errors import BadInput, LockHeld, StepFailed
+from ascend_setup.utils.files import atomic_write_text
 
 #: The engine knows no tool: each names its own state format (here a toy's).
 TOY_FORMAT = "toy-state"
@@ -165,7 +164,8 @@ def test_lock_is_exclusive_and_names_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys,time; sys.path.insert(0, sys.argv[2]);"
                                "from pathlib import Path; from ascend_setup.engine.runlock import RunLock;"
-                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True); time.sleep(30)",
+                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True);"
+                               "time.sleep(30)",
                                str(tmp_path / "lock"), str(REPO)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -1,0 +1,1 @@
+"""Containers: whether doctor runs in one and what it lacks, and the `docker run` this host needs."""

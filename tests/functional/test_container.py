@@ -1,0 +1,151 @@
+"""The CLI on fake roots: `container run-command` for an A2 and an A3 host against vllm-ascend's documented
+`docker run`, its runtimes and its bad input; `doctor` in a faked container, each documented mount missing in
+turn named with its flag, and no container check outside one."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+from typing import Dict, List, Set, Tuple
+
+import pytest
+from helpers.cli import assert_one_line_error
+
+from ascend_setup.container.facts import MOUNTS, Mount
+from ascend_setup.simulate.fake_devices import build_fake_root
+
+#: vllm-ascend's docs' command (docs/source/quick_start.md, installation.md at 182b75ea; the research's
+#: baseline), with the A2 example's 8 cards; the A3 one mounts davinci0-15.
+DOCS = """docker run --rm --name vllm-ascend --shm-size=1g {devices}
+--device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc
+-v /usr/local/dcmi:/usr/local/dcmi -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi
+-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/
+-v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info
+-v /etc/ascend_install.info:/etc/ascend_install.info -v /root/.cache:/root/.cache -p 8000:8000 -it $IMAGE bash"""
+
+
+def pairs(argv: List[str]) -> Set[Tuple[str, str]]:
+    """A command's options as (flag, value) pairs; order-free, as docker reads them."""
+    takes = {"--name", "--device", "-v", "-p", "-e", "--runtime", "-it"}
+    out, i = set(), 0
+    while i < len(argv):
+        if argv[i] in takes:
+            out.add((argv[i], argv[i + 1]))
+            i += 2
+        else:
+            out.add((argv[i], ""))
+            i += 1
+    return out
+
+
+def without_shm(found: Set[Tuple[str, str]]) -> Set[Tuple[str, str]]:
+    return {p for p in found if not p[0].startswith("--shm-size=")}
+
+
+def shm_gib(found: Set[Tuple[str, str]]) -> float:
+    (size,) = [f.split("=")[1] for f, _ in found if f.startswith("--shm-size=")]
+    return float(size.rstrip("g"))
+
+
+@pytest.mark.parametrize("board, cards, image", [("A2", 8, "quay.io/ascend/vllm-ascend:v0.23.0"),
+                                                 ("A3", 16, "quay.io/ascend/vllm-ascend:v0.23.0-a3")])
+def test_run_command_is_the_docs_command_for_the_host(cli, tmp_path: Path, board: str, cards: int,
+                                                      image: str) -> None:
+    build_fake_root(tmp_path / "root", board=board)
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), "--cache", "/root/.cache")
+    assert proc.returncode == 0, proc.stderr
+    ours = pairs(shlex.split(proc.stdout.replace("\\\n", " ")))
+    devices = " ".join(f"--device /dev/davinci{n}" for n in range(cards))
+    docs = pairs(shlex.split(DOCS.format(devices=devices).replace("$IMAGE", image)))
+    assert without_shm(ours) == without_shm(docs)
+    assert shm_gib(ours) >= shm_gib(docs)  # the serving need, over the docs' 1g floor
+    lines = proc.stdout.rstrip("\n").split(" \\\n  ")
+    assert lines[0] == "docker run --rm --name vllm-ascend" and lines[-1] == f"-it {image} bash"
+    assert all(len(shlex.split(line)) <= 5 for line in lines)  # one item per line
+    data = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--cache", "/root/.cache",
+                          "--json").stdout)
+    assert data["device_type"] == board and data["image"] == image and data["cards"] == list(range(cards))
+    assert pairs(data["argv"]) == ours and data["missing"] == [] and data["notes"] == []
+
+
+def test_run_command_chosen_cards_and_runtimes(cli, home: Path, tmp_path: Path) -> None:
+    build_fake_root(tmp_path / "root", board="A3")
+    base = ["container", "run-command", "--root", str(tmp_path / "root"), "--cards", "0,1", "--json"]
+    docker = json.loads(cli(*base).stdout)
+    assert [a for a in docker["argv"] if a.startswith("/dev/davinci")] == \
+        ["/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager"]
+    assert json.loads(cli(*base, "--runtime", "nerdctl").stdout)["argv"][0] == "nerdctl"
+    adr = json.loads(cli(*base, "--runtime", "ascend-docker-runtime").stdout)
+    assert "--device" not in adr["argv"] and "ASCEND_VISIBLE_DEVICES=0,1" in adr["argv"]
+    assert ("--runtime", "ascend") in pairs(adr["argv"])
+    # the runtime mounts lib64, dcmi and npu-smi itself; not version.info and ascend_install.info
+    assert {v for f, v in pairs(adr["argv"]) if f == "-v"} == {
+        "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info",
+        "/etc/ascend_install.info:/etc/ascend_install.info", f"{home}/.cache:/root/.cache"}
+    one = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--cards", "3",
+                         "--image", "my/image:1", "--json").stdout)
+    assert one["image"] == "my/image:1" and any("at least 2 NPUs" in n for n in one["notes"])
+
+
+def test_run_command_leaves_out_what_the_host_lacks(cli, tmp_path: Path) -> None:
+    build_fake_root(tmp_path / "root")
+    (tmp_path / "root/etc/ascend_install.info").unlink()
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"))
+    assert proc.returncode == 0 and "/etc/ascend_install.info" not in proc.stdout
+    assert "note: not found on this host, left out: /etc/ascend_install.info" in proc.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--cards", "9"], "--cards 9: this host has no card 9 (cards: 0, 1, 2, 3, 4, 5, 6, 7)"),
+    (["--cards", "0,x"], "--cards '0,x' is not a card list"),
+    (["--cards", "3-1"], "runs backwards"),
+    (["--runtime", "podman"], "invalid choice"),
+    (["--cache", "{root}/etc/passwd"], "exists and is not a directory"),
+    (["--root", "{root}/nowhere"], "is not a directory"),
+])
+def test_run_command_bad_input_is_one_line(cli, tmp_path: Path, args: List[str], said: str) -> None:
+    build_fake_root(tmp_path / "root")
+    args = [a.format(root=tmp_path / "root") for a in args]
+    line = assert_one_line_error(cli("container", "run-command", "--root", str(tmp_path / "root"), *args))
+    assert said in line, line
+
+
+#: How each documented mount goes missing from the faked container.
+REMOVE: Dict[str, str] = {"dcmi": "usr/local/dcmi", "npu-smi": "usr/local/bin/npu-smi",
+                          "driver lib64": "usr/local/Ascend/driver/lib64/driver/libascend_hal.so",
+                          "version.info": "usr/local/Ascend/driver/version.info",
+                          "ascend_install.info": "etc/ascend_install.info"}
+
+
+def doctor(cli, root: Path, *extra: str) -> dict:
+    proc = cli("doctor", "--root", str(root), "--cann-home", str(root / "usr/local/Ascend"), "--workdir",
+               str(root.parent / "wd"), "--index-url", "http://127.0.0.1:9/simple/", "--json", *extra)
+    assert proc.returncode in (0, 1), proc.stderr
+    return {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+
+
+def test_doctor_in_a_complete_container(cli, tmp_path: Path) -> None:
+    build_fake_root(tmp_path / "root", cards=2, container=True)
+    found = doctor(cli, tmp_path / "root")
+    container = {k: v["status"] for k, v in found.items() if k.startswith("container")}
+    assert container == {"container": "pass", "container-devices": "pass", "container-mounts": "pass",
+                         "container-shm": "pass", "container-user": "pass", "container-cann-driver": "pass",
+                         "container-visible": "pass"}
+
+
+@pytest.mark.parametrize("mount", MOUNTS, ids=lambda m: m.name)
+def test_doctor_names_each_missing_mount_with_its_flag(cli, tmp_path: Path, mount: Mount) -> None:
+    root = tmp_path / "root"
+    build_fake_root(root, cards=2, container=True)
+    path = root / REMOVE[mount.name]
+    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    check = doctor(cli, root)["container-mounts"]
+    assert check["status"] == "fail" and mount.target in check["detail"]
+    assert check["fix"] == f"-v {mount.target}:{mount.target}"
+
+
+def test_doctor_outside_a_container_has_no_container_checks(cli, tmp_path: Path) -> None:
+    build_fake_root(tmp_path / "root", cards=2)
+    assert not [k for k in doctor(cli, tmp_path / "root") if k.startswith("container")]
