@@ -1,5 +1,5 @@
-"""Benchmark: the install's overhead over the same pip commands typed by hand (loopback index), and
-the time from a rerun's start to its first new work after a SIGKILL.
+"""Benchmark, for uv (the default) and for pip: the install's overhead over the same commands typed by hand
+(loopback index), and the time from a rerun's start to its first new work after a SIGKILL.
 
     python benchmarks/install.py
 """
@@ -20,15 +20,15 @@ from _common import clean_env, serve_stack
 ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "triton", "vllm-ascend"]
 
 
-def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-install-"))
-    _, host = serve_stack(tmp)
-    env = clean_env(tmp)
+def measure(tmp: Path, host, env: dict, installer: str) -> None:
+    """One installer's figures, each install in its own workdir under `tmp/installer`."""
+    tmp = tmp / installer
+    tmp.mkdir()
 
     def argv(workdir: Path):
         return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(host.cann.root),
                 *host.index_args(), "--mirror", "none", "--yes",
-                "--workdir", str(workdir), "--python", sys.executable]
+                "--workdir", str(workdir), "--python", sys.executable, "--installer", installer]
 
     workdir = tmp / "tool"
     start = time.perf_counter()
@@ -69,11 +69,19 @@ def main() -> None:
             resumed_at = line.split(":")[0]
     rerun.wait()
 
-    print(f"pip commands the install ran: {len(commands)}")
-    print(f"ascend-setup install (all steps, checks, state): {ours:.1f} s")
-    print(f"the same pip commands typed by hand:            {hand:.1f} s")
-    print(f"overhead ratio ours/by-hand: {ours / hand:.2f}x")
-    print(f"rerun after a SIGKILL mid-install: first new work after {first_new_work:.2f} s ({resumed_at})")
+    print(f"--installer {installer}: commands the install ran: {len(commands)}")
+    print(f"  ascend-setup install (all steps, checks, state): {ours:.1f} s")
+    print(f"  the same commands typed by hand:                 {hand:.1f} s")
+    print(f"  overhead ratio ours/by-hand: {ours / hand:.2f}x")
+    print(f"  rerun after a SIGKILL mid-install: first new work after {first_new_work:.2f} s ({resumed_at})")
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-install-"))
+    _, host = serve_stack(tmp)
+    env = clean_env(tmp)
+    for installer in ("uv", "pip"):
+        measure(tmp, host, env, installer)
     host.close()
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +30,7 @@ from ascend_setup.bundle.manifest import (
     write_manifest,
 )
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.index.download import download
+from ascend_setup.index.download import download, each
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
@@ -43,8 +42,6 @@ from ascend_setup.utils.files import atomic_write_text, fsync_dir, make_dir
 
 #: Marks a directory this tool made as a bundle (one it may fill and resume).
 MARK = ".ascend-setup-bundle"
-#: Downloads at once: enough to fill a link, few enough for a mirror's per-client limits.
-PARALLEL = 4
 
 
 @dataclass
@@ -148,7 +145,8 @@ TransferView = Callable[[int, int], ContextManager[Transfer]]
 
 
 def fetch_all(jobs: Sequence[Job], progress: Transfer) -> List[Missing]:
-    """Every job's file, PARALLEL at a time; a file that cannot be had is named, the rest go on."""
+    """Every job's file, several at a time (`download.each`: its bound per host); a file that cannot be had is
+    named, the rest go on."""
 
     def one(job: Job) -> Optional[Missing]:
         key = str(job.dest)
@@ -162,8 +160,7 @@ def fetch_all(jobs: Sequence[Job], progress: Transfer) -> List[Missing]:
         progress.finished(key, job.dest.stat().st_size)
         return None
 
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        return [m for m in pool.map(one, jobs) if m is not None]
+    return [m for m in each(one, jobs) if m is not None]
 
 
 def third_party_archives(sdist: Path, out: Path) -> List[thirdparty.Archive]:

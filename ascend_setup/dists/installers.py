@@ -16,6 +16,7 @@ from typing import List, Mapping, Optional, Sequence
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.knowledge.scan import triage
+from ascend_setup.utils.files import open_append
 from ascend_setup.utils.procs import LineHook, run_logged
 
 
@@ -63,10 +64,18 @@ class Installer(ABC):
         self.settings = settings
         self.cache_dir = cache_dir
 
-    @abstractmethod
     def install(self, python: Path, request: InstallRequest, *, log: Path, env: Optional[Mapping[str, str]] = None,
                 on_line: Optional[LineHook] = None) -> None:
-        """Install into the venv whose interpreter is `python`."""
+        """Install into the venv whose interpreter is `python`; the step log names the installer first, so a
+        failure is read against the right tool's output."""
+        with open_append(log) as handle:
+            handle.write(f"installer: {self.name}\n")
+        self._install(python, request, log=log, env=env, on_line=on_line)
+
+    @abstractmethod
+    def _install(self, python: Path, request: InstallRequest, *, log: Path, env: Optional[Mapping[str, str]],
+                 on_line: Optional[LineHook]) -> None:
+        """Run this installer's own install command."""
 
     @abstractmethod
     def uninstall(self, python: Path, names: Sequence[str], *, log: Path) -> None:
@@ -76,7 +85,7 @@ class Installer(ABC):
 class PipInstaller(Installer):
     name = "pip"
 
-    def install(self, python, request, *, log, env=None, on_line=None) -> None:
+    def _install(self, python, request, *, log, env, on_line) -> None:
         argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
         run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install", explain=triage,
                    writes=Path(python).parent.parent)
@@ -108,7 +117,7 @@ class UvInstaller(Installer):
         argv = [*uv_command(), "pip", verb, "--python", str(python), "--no-config"]
         return argv + (["--cache-dir", str(self.cache_dir)] if self.cache_dir else [])
 
-    def install(self, python, request, *, log, env=None, on_line=None) -> None:
+    def _install(self, python, request, *, log, env, on_line) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
         run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install", explain=triage,
                    writes=Path(python).parent.parent)
@@ -119,4 +128,5 @@ class UvInstaller(Installer):
 
 
 def get_installer(name: str, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:
-    return UvInstaller(settings, cache_dir) if name == "uv" else PipInstaller(settings, cache_dir)
+    """uv unless pip is named (uv is the default: see `cli.flags.installer`)."""
+    return PipInstaller(settings, cache_dir) if name == "pip" else UvInstaller(settings, cache_dir)

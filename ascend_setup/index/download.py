@@ -1,13 +1,22 @@
 """Downloads that survive a stop: `.part` files, HTTP Range resume, sha256 from the index, rename when
-complete, and fail-over to the next mirror (continuing from the same byte) when one stalls."""
+complete, and fail-over to the next mirror (continuing from the same byte) when one stalls.
+
+Files the tool fetches itself go several at a time (`each`), where pip would fetch them one after another:
+over a mirror 100-300 ms away the round trips add up, and one connection may not fill the line. Every
+download in the process shares one bound per host, so no caller can open more than PER_HOST connections
+to a mirror whatever its own parallelism; each file keeps its own `.part`, so a kill resumes each from
+its own byte."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar
+from urllib.parse import urlsplit
 
 import requests
 
@@ -18,6 +27,33 @@ from ascend_setup.utils.files import fsync_dir, make_dir, open_binary, refuse_li
 
 CHUNK = 256 * 1024
 Progress = Callable[[int, Optional[int]], None]
+#: Connections to one host (and port) at once: enough to fill a line one connection cannot, few enough for
+#: a mirror's per-client limits.
+PER_HOST = 4
+#: Files `each` fetches at once, over all hosts (each host still gets at most PER_HOST of them).
+FILES_AT_ONCE = 8
+
+T = TypeVar("T")
+R = TypeVar("R")
+_slots: Dict[str, threading.BoundedSemaphore] = {}
+_slots_lock = threading.Lock()
+
+
+def _host_slot(url: str) -> threading.BoundedSemaphore:
+    """The semaphore every download from `url`'s host shares."""
+    host = urlsplit(url).netloc.lower()
+    with _slots_lock:
+        return _slots.setdefault(host, threading.BoundedSemaphore(PER_HOST))
+
+
+def each(fetch: Callable[[T], R], items: Sequence[T]) -> List[R]:
+    """`fetch` of every item, FILES_AT_ONCE at a time, the results in order. Every fetch runs to its end
+    before the first error is raised, so what the others fetched is kept for the next run."""
+    if len(items) <= 1:
+        return [fetch(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(FILES_AT_ONCE, len(items))) as pool:
+        futures = [pool.submit(fetch, item) for item in items]
+    return [f.result() for f in futures]
 
 
 class Stalled(AscendSetupError):
@@ -38,6 +74,13 @@ def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[
     if total is not None and offset >= total:
         return
     headers = {"Range": f"bytes={offset}-"} if offset else {}
+    with _host_slot(url):
+        _transfer(url, part, offset, headers, total=total, on_progress=on_progress, stall_seconds=stall_seconds,
+                  min_rate=min_rate, window=window)
+
+
+def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, total: Optional[int],
+              on_progress: Optional[Progress], stall_seconds: float, min_rate: float, window: float) -> None:
     try:
         response = get(url, headers=headers, stream=True, timeout=stall_seconds, attempts=2)
     except IndexUnreachable as exc:

@@ -141,7 +141,7 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
             "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
+def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "uv",
              show: Callable[[str], None] = lambda line: None, stream: Stream = None,
              kept: bool = True) -> Dict[str, Any]:
     """The whole story; returns its summary. Raises StepFailed when a part of it does not hold. `kept`: the

@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import requests
 
 from ascend_setup.errors import AscendSetupError, StepFailed
-from ascend_setup.index.download import download, sha256_of
+from ascend_setup.index.download import download, each, sha256_of
 from ascend_setup.sourcebuild.source import extract_tar
 
 URL = re.compile(r"""https?://[^\s"')]+""")
@@ -158,10 +158,11 @@ def gate(archives: Sequence[Archive], cache: Path, mirror: Optional[str], timeou
 
 def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
           on_progress: Optional[Callable[[str, int, Optional[int]], None]] = None) -> List[str]:
-    """Download each archive into `cache` (resuming `.part` files); return one log line per archive."""
+    """Download the archives into `cache` at once (pip would not; each resumes its own `.part` file);
+    return one log line per archive."""
     cache.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for archive in archives:
+
+    def one(archive: Archive) -> str:
         dest = cache / archive.name
         if not _verified(dest, archive):
             if dest.exists():
@@ -177,8 +178,9 @@ def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
                 raise StepFailed(f"{archive.name} from {source_url(archive, mirror)} does not match its "
                                  f"{archive.hash_text()}", hint="check the mirror given by --build-deps-url")
         recorded = "" if archive.sha256 else f", its sha256 is {sha256_of(dest)}"
-        lines.append(f"third-party {archive.name}: {archive.hash_text()}{recorded}")
-    return lines
+        return f"third-party {archive.name}: {archive.hash_text()}{recorded}"
+
+    return each(one, archives)
 
 
 def place(archives: Sequence[Archive], cache: Path, tree: Path) -> None:

@@ -72,6 +72,10 @@ def parse_index_overrides(values: List[str]) -> Dict[str, str]:
     return found
 
 
+#: The default before uv's: a recorded install that does not name its installer resumes with it, unchanged.
+LEGACY_INSTALLER = "pip"
+
+
 @dataclass
 class InstallOptions:
     cann: str
@@ -82,7 +86,7 @@ class InstallOptions:
     index_url: Optional[str] = None
     extra_index_urls: List[str] = field(default_factory=list)
     mirror: str = "auto"
-    installer: str = "pip"
+    installer: str = "uv"
     soc: Optional[str] = None
     force: bool = False
     matrix: Optional[str] = None
@@ -123,6 +127,7 @@ class InstallOptions:
         from pydantic import TypeAdapter, ValidationError
 
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known.setdefault("installer", LEGACY_INSTALLER)  # a record without the key predates the uv default
         try:
             return TypeAdapter(cls).validate_python(known)
         except ValidationError as exc:

@@ -309,10 +309,11 @@ def _pip_temp_dirs(tmp: Path) -> List[Path]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_pip_leaves_nothing_in_tmpdir(tmp_path: Path, sig: signal.Signals) -> None:
-    """The demo runs real pip; once pip has made its `pip-*` temp dirs, a signal; afterwards TMPDIR is empty."""
+    """The demo with pip; once pip has made its `pip-*` temp dirs, a signal; afterwards TMPDIR is empty."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo", "--interrupt-at", "none"],
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo", "--interrupt-at", "none", "--installer",
+                             "pip"],
                             env=clean_env(tmp_path / "home", {"TMPDIR": str(tmp)}), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:

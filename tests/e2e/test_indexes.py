@@ -42,6 +42,7 @@ def test_an_unreachable_index_fails_fast_before_any_package_step(source_stack, t
 
 
 def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_path: Path) -> None:
+    """With pip, the installer that would read it (uv reads no pip.conf)."""
     trap = tmp_path / "trap"
     build_wheel(trap, "decorator", "99.0")  # a find-links trap: newer than anything on the index
     constraints = tmp_path / "constraints.txt"
@@ -51,7 +52,7 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
                       "extra-index-url = http://dead.invalid/simple\ntimeout = 7\n")
     env = {"PIP_CONFIG_FILE": str(config), "PIP_PRE": "1"}
     workdir = tmp_path / "wd"
-    proc = source_stack.install(workdir, env=env)
+    proc = source_stack.install(workdir, "--installer", "pip", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     versions = installed(workdir / "venv")
     assert versions == lock_versions(workdir) and versions["decorator"] != "99.0"
@@ -65,6 +66,26 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
     assert "global.constraint" in check["detail"] and "global.find-links" in check["detail"]
     assert "global.extra-index-url" in check["detail"] and "ignored" in check["detail"]
     assert "timeout" not in check["detail"].split("ignored", 1)[1]  # a network setting is kept
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_a_file_that_does_not_match_the_locks_hash_is_refused(source_stack, tmp_path: Path, installer: str) -> None:
+    """The installer checks every file against the lock's sha256 (what a mirror serving another file meets)."""
+    lock = tmp_path / "host.lock"
+    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", platform.machine(),
+                            "--python", "%d.%d" % sys.version_info[:2], *source_stack.index_args(), "--lock", str(lock))
+    assert made.returncode == 0, made.stderr
+    text = lock.read_text()
+    real = next(p for p in json.loads(text.split("# ascend-setup-lock: ", 1)[1].splitlines()[0])["packages"]
+                if p["name"] == "decorator")["sha256"]
+    lock.write_text(text.replace(real, "0" * 64))
+    workdir = tmp_path / "wd"
+    proc = source_stack.install(workdir, "--lock", str(lock), "--installer", installer)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    failed = next(s for s in status(source_stack, workdir)["steps"] if s["state"] == "failed")
+    log = (workdir / "logs" / f"{failed['name']}.log").read_text()
+    assert f"installer: {installer}" in log and "0" * 64 in log, log[-3000:]
+    assert "decorator" not in installed(workdir / "venv")
 
 
 def test_a_lock_made_by_plan_installs_here_and_only_here(source_stack, tmp_path: Path) -> None:

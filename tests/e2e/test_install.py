@@ -22,9 +22,10 @@ TORCH = "2.10.0+cpu" if platform.machine() == "x86_64" else "2.10.0"
 
 
 def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -> None:
+    """With pip (uv is the default, and the wheel test below takes it): the whole pipeline holds for both."""
     workdir = tmp_path / "wd"
     start = time.monotonic()
-    proc = source_stack.install(workdir)
+    proc = source_stack.install(workdir, "--installer", "pip")
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = status(source_stack, workdir)
@@ -46,7 +47,8 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert "OUT torch==2.10.0" in derived and "CUDA-only: stripped by the row" in derived
     assert "IN  transformers==5.5.4" in derived and "vllm-ascend: transformers==5.5.4" in derived
     assert "fastapi[standard]<0.124.0,<0.137,>=0.115.0" in derived  # the plugin's bound meets vllm's
-    assert "--require-hashes" in (workdir / "logs" / "plugin-deps.log").read_text()
+    deps_log = (workdir / "logs" / "plugin-deps.log").read_text()
+    assert "installer: pip" in deps_log and "-m pip install" in deps_log and "--require-hashes" in deps_log
     root = source_stack.cann.root
     assert f"source {root}/cann/set_env.sh" in proc.stdout and f"source {root}/nnal/atb/set_env.sh" in proc.stdout
     assert f"source {workdir}/venv/bin/activate" in proc.stdout and "fuse_qknorm_rope" in proc.stdout
@@ -55,7 +57,7 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert json.loads(audit.stdout)["row"] == "9.1.0"
 
     again_start = time.monotonic()
-    again = source_stack.install(workdir)
+    again = source_stack.install(workdir, "--installer", "pip")
     again_took = time.monotonic() - again_start
     assert again.returncode == 0
     assert again.stderr.count("(done)") == STEPS, again.stderr
@@ -79,15 +81,16 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     print(f"install: {took:.1f}s, rerun with nothing to do: {again_took:.1f}s")
 
 
-def test_install_takes_the_wheel_with_uv(wheel_stack, tmp_path: Path) -> None:
+def test_install_takes_the_wheel_with_uv_the_default(wheel_stack, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
-    preview = wheel_stack.cli(*wheel_stack.install_argv(workdir, "--installer", "uv", "--dry-run")[3:])
+    preview = wheel_stack.cli(*wheel_stack.install_argv(workdir, "--dry-run")[3:])
     assert preview.returncode == 0 and "resolved now; the resolve step writes the lock" in preview.stdout
     assert "0 unavailable" in preview.stdout and not workdir.exists()
-    proc = wheel_stack.install(workdir, "--installer", "uv")
+    proc = wheel_stack.install(workdir)
     assert proc.returncode == 0, proc.stderr[-4000:]
     log = (workdir / "logs" / "vllm-ascend.log").read_text()
-    assert "forecast: wheel" in log and "uv pip install" in log and "Building CXX" not in log
+    assert "forecast: wheel" in log and "installer: uv" in log and "uv pip install" in log
+    assert "Building CXX" not in log and "--require-hashes" in (workdir / "logs" / "plugin-deps.log").read_text()
     assert not (workdir / "wheelhouse").exists()
     assert installed(workdir / "venv") == lock_versions(workdir)
     frozen = freeze(workdir / "venv")

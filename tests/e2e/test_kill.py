@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import pytest
 from helpers.processes import attempts as _headers
 from helpers.processes import wait_for as _wait_for
 from helpers.stack import freeze, installed, kill_group, lock_versions
@@ -128,12 +129,13 @@ def _mark_started(workdir: Path, step: str) -> None:
     store.mark(state, step, state.steps[step].model_copy(update={"state": "started", "ended_at": None}))
 
 
-def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp_path: Path, installer: str) -> None:
     from ascend_setup.dists.record import check_dist
     from ascend_setup.dists.venv_reader import site_packages
 
     workdir = tmp_path / "w"
-    assert wheel_stack.install(workdir).returncode == 0
+    assert wheel_stack.install(workdir, "--installer", installer).returncode == 0
     venv = workdir / "venv"
     victim = _dist_file(venv, "torch")
     whole = victim.read_bytes()
@@ -145,7 +147,7 @@ def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp
 
     assert damaged_findings() == [] and damaged_findings("--deep") == ["torch"]
     _mark_started(workdir, "torch-stack")
-    repaired = wheel_stack.install(workdir)
+    repaired = wheel_stack.install(workdir, "--installer", installer)
     assert repaired.returncode == 0, repaired.stderr[-2000:]
     assert victim.read_bytes() == whole
     (site,) = site_packages(venv)
@@ -153,6 +155,7 @@ def test_interrupted_step_repairs_a_truncated_file_of_its_slice(wheel_stack, tmp
     assert check_dist("torch", info) is None
     log = (workdir / "logs" / "torch-stack.log").read_text()
     assert "half-written by the interrupted run: torch:" in log and "--force-reinstall" in log
+    assert f"installer: {installer}" in log
     assert damaged_findings("--deep") == []
 
 

@@ -23,7 +23,7 @@ from ascend_setup.simulate.index_server import BlackHole
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_pip_step_cleanly_and_the_rerun_resumes(source_stack, tmp_path: Path, sig) -> None:
     workdir = tmp_path / "wd"
-    proc = source_stack.spawn(workdir)
+    proc = source_stack.spawn(workdir, "--installer", "pip")
     log = workdir / "logs" / "plugin-deps.log"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and "Collecting" not in (log.read_text() if log.exists() else ""):
@@ -42,7 +42,7 @@ def test_a_signal_stops_the_pip_step_cleanly_and_the_rerun_resumes(source_stack,
     assert f"interrupted by {signal.Signals(sig).name}" in err and "run the same command again to resume" in err
     states = {s["name"]: s["state"] for s in status(source_stack, workdir)["steps"]}
     assert states["plugin-deps"] == "interrupted" and states["vllm"] == "done"
-    rerun = source_stack.install(workdir)
+    rerun = source_stack.install(workdir, "--installer", "pip")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "plugin-deps: install the rest" in rerun.stderr and "interrupted last time" in rerun.stderr
 

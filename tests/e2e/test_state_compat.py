@@ -7,6 +7,9 @@ import json
 import platform
 import sys
 from pathlib import Path
+from typing import Optional
+
+import pytest
 
 from ascend_setup.engine.step import fingerprint
 from ascend_setup.host.interpreters import probe
@@ -23,8 +26,10 @@ PIPELINE = [("preflight", ()), ("mirror", ("preflight",)), ("resolve", ("preflig
 OLD_STATE = Path(__file__).resolve().parents[1] / "data" / "state" / "state-0.json"
 
 
-def old_state_for(stack, workdir: Path) -> str:
-    """The recorded file, as that release would have written it for this stack, workdir and host."""
+def old_state_for(stack, workdir: Path, installer: Optional[str] = "uv") -> str:
+    """The recorded file, as that release would have written it for this stack, workdir and host, its options
+    naming `installer` (None: the key left out, as a record that predates it); its steps ran that one (pip when
+    the key is left out, the default then)."""
     interp = probe(sys.executable)
     marked: dict = {}
     marks = {"@WORKDIR@": str(workdir), "@CANN@": str(stack.cann.root), "@MAIN@": stack.main.url,
@@ -41,6 +46,10 @@ def old_state_for(stack, workdir: Path) -> str:
         return {k: placed(v) for k, v in value.items()} if isinstance(value, dict) else value
 
     data = json.loads(OLD_STATE.read_text())
+    if installer is None:
+        del data["options"]["installer"]
+    else:
+        data["options"]["installer"] = installer
     known = {}
     for name, depends_on in PIPELINE:  # the file's fingerprints are of its marked inputs: make them again here
         record = data["steps"][name]
@@ -48,14 +57,20 @@ def old_state_for(stack, workdir: Path) -> str:
         assert fingerprint(record["inputs"], tuple(marked[d] for d in depends_on)) == record["fingerprint"]
         marked[name] = record["fingerprint"]
         record["inputs"] = placed(record["inputs"])
+        if "installer" in record["inputs"]:
+            record["inputs"]["installer"] = installer or "pip"
         record["fingerprint"] = known[name] = fingerprint(record["inputs"], upstream)
     return json.dumps(placed(data))
 
 
-def test_a_state_file_of_the_previous_release_resumes(wheel_stack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorded, resumed", [("uv", "uv"), ("pip", "pip"), (None, "pip")])
+def test_a_state_file_of_the_previous_release_resumes(wheel_stack, tmp_path: Path, recorded: Optional[str],
+                                                      resumed: str) -> None:
+    """With the installer it recorded: an install that started with pip (named, or the default of a release
+    that did not record it) keeps pip now that uv is the default."""
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    (workdir / "state.json").write_text(old_state_for(wheel_stack, workdir))
+    (workdir / "state.json").write_text(old_state_for(wheel_stack, workdir, recorded))
     proc = wheel_stack.cli("resume", "--workdir", str(workdir), "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps = {s["name"]: s["state"] for s in json.loads(proc.stdout)["steps"]}
@@ -65,3 +80,5 @@ def test_a_state_file_of_the_previous_release_resumes(wheel_stack, tmp_path: Pat
     assert "preflight (done)" in proc.stderr and "mirror (done)" in proc.stderr, proc.stderr[-3000:]
     assert "→ resolve" in proc.stderr and (workdir / "venv" / "bin" / "python").exists()
     assert next((workdir / "lock").glob("*.txt")).name.startswith(f"9.1.0-{platform.machine()}-")
+    log = (workdir / "logs" / "torch-stack.log").read_text()
+    assert f"installer: {resumed}" in log and f"installer: {({'uv', 'pip'} - {resumed}).pop()}" not in log
