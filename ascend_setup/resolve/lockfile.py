@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Dict, Iterable, List, Literal, Optional
+from typing import Dict, Iterable, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, make_dir
