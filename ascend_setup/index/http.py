@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import ssl
 import sys
 import threading
 from typing import Dict, Optional
@@ -13,7 +11,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from ascend_setup import __version__
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.index.trust import Trust
+from ascend_setup.index.trust import Trust, system_ca
 
 USER_AGENT = f"ascend-setup/{__version__}"
 _local = threading.local()
@@ -48,23 +46,6 @@ def use_trust(trust: Trust) -> None:
     process makes from now on; pip and uv are given the same one."""
     _trust["ca_bundle"] = trust.bundle
     _local.__dict__.pop("session", None)
-
-
-#: Where distributions keep the system's CA bundle (Debian/Ubuntu, then Fedora/RHEL), after OpenSSL's own default.
-SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-
-
-def system_ca() -> Optional[str]:
-    """The OS trust store as OpenSSL (and so pip on Python 3.8 and 3.9) finds it: SSL_CERT_FILE, SSL_CERT_DIR,
-    OpenSSL's compiled-in default file and directory, then the distributions' bundles. None: only certifi is left."""
-    paths = ssl.get_default_verify_paths()
-    for candidate in (os.environ.get("SSL_CERT_FILE"), paths.cafile, *SYSTEM_BUNDLES):
-        if candidate and os.path.isfile(candidate):
-            return candidate
-    for candidate in (os.environ.get("SSL_CERT_DIR"), paths.capath):
-        if candidate and os.path.isdir(candidate) and any(n.endswith((".0", ".pem")) for n in os.listdir(candidate)):
-            return candidate
-    return None
 
 
 def _verify() -> object:

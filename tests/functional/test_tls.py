@@ -100,7 +100,8 @@ def test_threads_that_open_sessions_at_once_all_get_through(https_index, tmp_pat
 
 SYSTEM_ONLY = """
 import sys
-from ascend_setup.index.http import IndexUnreachable, get, system_ca
+from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.index.trust import system_ca
 try:
     print("OK", get(sys.argv[1], attempts=1, timeout=10).status_code, system_ca())
 except IndexUnreachable as exc:
@@ -206,10 +207,10 @@ def test_uv_is_told_by_the_switch_its_version_reads(tmp_path: Path) -> None:
         script.chmod(0o755)
         return [str(script)]
 
-    assert decide_trust({}) == Trust(None)
-    assert decide_trust({}).uv_env(fake_uv("0.13.9")) == {"UV_SYSTEM_CERTS": "1"}
-    assert decide_trust({}).uv_env(fake_uv("0.10.12")) == {"UV_NATIVE_TLS": "1"}
-    assert decide_trust({}).pip_env() == {}
+    assert decide_trust({}) == Trust(system=True)  # this host has a system store
+    assert Trust(system=True).uv_env(fake_uv("0.13.9")) == {"UV_SYSTEM_CERTS": "1"}
+    assert Trust(system=True).uv_env(fake_uv("0.10.12")) == {"UV_NATIVE_TLS": "1"}
+    assert Trust(system=True).pip_env() == {} and Trust().uv_env(fake_uv("0.13.9")) == {}
     ca = tmp_path / "site-ca.pem"
     ca.write_text("")
     chosen = decide_trust({"cert": str(ca), "timeout": "30"})
