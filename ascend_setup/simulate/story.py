@@ -24,6 +24,7 @@ from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.utils.interrupts import descendants
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
+from ascend_setup.matrix.models import Row
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.models import build_model
@@ -141,6 +142,18 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
             "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
 
 
+def demo_python(row: Row) -> str:
+    """The venv's interpreter: this one when the row allows it, else another in the row's range, up to 3.11
+    when there is one. The simulated main index serves the setuptools of this interpreter's ensurepip (56 on
+    Python 3.8), and vllm's real metadata wants setuptools>=77 on Python > 3.11, which it then cannot serve."""
+    if row.python_allows("%d.%d.%d" % sys.version_info[:3]):
+        return sys.executable
+    try:
+        return choose_interpreter(f"{row.python},<3.12").path
+    except AscendSetupError:
+        return choose_interpreter(row.python).path
+
+
 def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
              show: Callable[[str], None] = lambda line: None, stream: Stream = None,
              kept: bool = True) -> Dict[str, Any]:
@@ -151,8 +164,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
     matrix = simulated_matrix(workdir / "host")
     row = parse_matrix(matrix.read_text(), str(matrix)).rows[CANN]
     try:
-        python = sys.executable if row.python_allows("%d.%d.%d" % sys.version_info[:3]) else \
-            choose_interpreter(row.python).path
+        python = demo_python(row)
     except AscendSetupError as exc:
         raise StepFailed(f"the demo needs a Python in the row's range {row.python}: {exc.message}",
                          hint=exc.hint) from None
