@@ -144,8 +144,8 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
 
 def demo_python(row: Row) -> str:
     """The venv's interpreter: this one when the row allows it, else another in the row's range, up to 3.11
-    when there is one. The simulated main index serves the setuptools of this interpreter's ensurepip (56 on
-    Python 3.8), and vllm's real metadata wants setuptools>=77 on Python > 3.11, which it then cannot serve."""
+    when there is one: the simulated main index serves the setuptools of its ensurepip, and vllm's real
+    metadata wants setuptools>=77 on Python > 3.11, which no ensurepip has (3.12's has none)."""
     if row.python_allows("%d.%d.%d" % sys.version_info[:3]):
         return sys.executable
     try:
@@ -173,7 +173,8 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
     install = workdir / "install"
     env = child_env(workdir)
     with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
-                              behaviour=Behaviour(bytes_per_second=THROTTLE)) as host:
+                              behaviour=Behaviour(bytes_per_second=THROTTLE),
+                              venv_python=None if python == sys.executable else python) as host:
         argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
                 "--matrix", str(matrix), "--yes", "--workdir", str(install), "--python", python,
                 "--installer", installer]

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from ascend_setup.errors import StepFailed
 from ascend_setup.matrix.models import Row
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, Ecosystem, build_ecosystem
 from ascend_setup.simulate.fake_cann import FakeCann, build_fake_cann
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives
+from ascend_setup.utils.procs import capture
 
 #: The stub vllm-ascend sdist carries this much incompressible padding, so its download takes a moment.
 SDIST_PADDING = 3 * 1024 * 1024
@@ -49,19 +51,30 @@ class SimulatedHost:
         self.close()
 
 
+def ensurepip_wheels(python: str) -> Path:
+    """The directory of the pip and setuptools wheels `python` seeds its venvs with (Python 3.8 seeds
+    setuptools 56, too old for what the simulated stack's metadata asks)."""
+    out = capture([python, "-c", "import ensurepip, os; print(os.path.dirname(ensurepip.__file__))"], timeout=60)
+    if out.returncode != 0:
+        raise StepFailed(f"{python} has no ensurepip: {out.stderr.strip()[-200:]}")
+    return Path(out.stdout.strip()) / "_bundled"
+
+
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
                          behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
-                         tool_dependencies: bool = False) -> SimulatedHost:
+                         tool_dependencies: bool = False, venv_python: Optional[str] = None) -> SimulatedHost:
     """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: a fourth index
-    serves the tool's own dependencies, for `bundle --tool-index-url`)."""
+    serves the tool's own dependencies, for `bundle --tool-index-url`; `venv_python`: the interpreter the
+    venvs will use, when not this one: its ensurepip's pip and setuptools are served, as they fit it)."""
     archives = ArchiveServer(root / "third-party")
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING,
                                     third_party=build_stub_archives(root / "third-party", archives.url))
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
-                          triton_pythons=triton_pythons)
+                          triton_pythons=triton_pythons,
+                          venv_tools=ensurepip_wheels(venv_python) if venv_python else None)
     main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
     tools = None
     if tool_dependencies:
