@@ -20,15 +20,13 @@ from typing import IO, Any, Callable, Dict, List, Union
 
 from ascend_setup.utils.files import open_append
 from ascend_setup.errors import AscendSetupError, StepFailed
-from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.utils.interrupts import descendants
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
-from ascend_setup.matrix.models import Row
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.models import build_model
-from ascend_setup.simulate.world import start_simulated_host
+from ascend_setup.simulate.world import start_simulated_host, venv_python_for
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
 
@@ -142,18 +140,6 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
             "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
 
 
-def demo_python(row: Row) -> str:
-    """The venv's interpreter: this one when the row allows it, else another in the row's range, up to 3.11
-    when there is one: the simulated main index serves the setuptools of its ensurepip, and vllm's real
-    metadata wants setuptools>=77 on Python > 3.11, which no ensurepip has (3.12's has none)."""
-    if row.python_allows("%d.%d.%d" % sys.version_info[:3]):
-        return sys.executable
-    try:
-        return choose_interpreter(f"{row.python},<3.12").path
-    except AscendSetupError:
-        return choose_interpreter(row.python).path
-
-
 def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "pip",
              show: Callable[[str], None] = lambda line: None, stream: Stream = None,
              kept: bool = True) -> Dict[str, Any]:
@@ -164,7 +150,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
     matrix = simulated_matrix(workdir / "host")
     row = parse_matrix(matrix.read_text(), str(matrix)).rows[CANN]
     try:
-        python = demo_python(row)
+        python = venv_python_for(row)
     except AscendSetupError as exc:
         raise StepFailed(f"the demo needs a Python in the row's range {row.python}: {exc.message}",
                          hint=exc.hint) from None
@@ -173,8 +159,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "p
     install = workdir / "install"
     env = child_env(workdir)
     with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
-                              behaviour=Behaviour(bytes_per_second=THROTTLE),
-                              venv_python=None if python == sys.executable else python) as host:
+                              behaviour=Behaviour(bytes_per_second=THROTTLE)) as host:
         argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
                 "--matrix", str(matrix), "--yes", "--workdir", str(install), "--python", python,
                 "--installer", installer]
