@@ -119,11 +119,12 @@ class UvInstaller(Installer):
 
     def _install(self, python, request, *, log, env, on_line) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
-        run_logged(argv, log, env=self.settings.uv_env(env), on_line=on_line, what="uv pip install", explain=triage,
+        env = self.settings.uv_env(uv_command(), env)
+        run_logged(argv, log, env=env, on_line=on_line, what="uv pip install", explain=triage,
                    writes=Path(python).parent.parent)
 
     def uninstall(self, python, names, *, log) -> None:
-        run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(),
+        run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(uv_command()),
                    what="uv pip uninstall", explain=triage)
 
 

@@ -19,9 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Iterator, List, Literal, Optional
+from typing import Iterator, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.cards import DecodeModel, card_key

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.decode import Terms
@@ -94,7 +95,8 @@ def cards() -> Dict[str, Card]:
 
 def card_key(name: str) -> str:
     """A card's name as the table spells it: 'Ascend910B3', 'ascend910b3' and '910b3' are the 910B3."""
-    return name.upper().removeprefix("ASCEND")
+    upper = name.upper()
+    return upper[len("ASCEND"):] if upper.startswith("ASCEND") else upper
 
 
 def card_for(name: str, hbm_gib: Optional[float] = None, bandwidth: Optional[float] = None) -> Card:

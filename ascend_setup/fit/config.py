@@ -7,9 +7,10 @@ hidden_size was a KeyError traceback: each is now one line naming the field. So 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
 

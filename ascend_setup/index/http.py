@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import ssl
 import sys
 import threading
 from typing import Dict, Optional, TypedDict, Union
@@ -13,6 +11,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from ascend_setup import __version__
 from ascend_setup.errors import AscendSetupError
+from ascend_setup.index.trust import Trust, system_ca
 
 USER_AGENT = f"ascend-setup/{__version__}"
 _local = threading.local()
@@ -44,39 +43,23 @@ def use_system_trust() -> None:
             import truststore
 
             truststore.inject_into_ssl()
-        except ImportError:  # Python 3.9: no truststore; _verify() finds the system's bundle instead
+        except ImportError:  # Python 3.8 and 3.9: no truststore; _verify() finds the system's bundle instead
             pass
         _trust["injected"] = True
 
 
-def use_ca_bundle(path: Optional[str]) -> None:
-    """pip's configured `cert` (a CA bundle), for every request this process makes from now on."""
-    _trust["ca_bundle"] = path or None
+def use_trust(trust: Trust) -> None:
+    """The run's trust decision (pip's configured `cert`, else the system store), for every request this
+    process makes from now on; pip and uv are given the same one."""
+    _trust["ca_bundle"] = trust.bundle
     _local.__dict__.pop("session", None)
-
-
-#: Where distributions keep the system's CA bundle (Debian/Ubuntu, then Fedora/RHEL), after OpenSSL's own default.
-SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-
-
-def system_ca() -> Optional[str]:
-    """The OS trust store as OpenSSL (and so pip on Python 3.9) finds it: SSL_CERT_FILE, SSL_CERT_DIR, OpenSSL's
-    compiled-in default file and directory, then the distributions' bundles. None: only certifi is left."""
-    paths = ssl.get_default_verify_paths()
-    for candidate in (os.environ.get("SSL_CERT_FILE"), paths.cafile, *SYSTEM_BUNDLES):
-        if candidate and os.path.isfile(candidate):
-            return candidate
-    for candidate in (os.environ.get("SSL_CERT_DIR"), paths.capath):
-        if candidate and os.path.isdir(candidate) and any(n.endswith((".0", ".pem")) for n in os.listdir(candidate)):
-            return candidate
-    return None
 
 
 def _verify() -> Union[str, bool]:
     bundle = _trust["ca_bundle"]
     if bundle:
         return bundle
-    if not _truststore_active():  # Python 3.9: requests would trust certifi alone, which no site CA is in
+    if not _truststore_active():  # Python 3.8, 3.9: requests would trust certifi alone, which no site CA is in
         return system_ca() or True
     return True
 

@@ -16,9 +16,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.trust import decide_trust
 from ascend_setup.index.urls import is_index_url
 
 #: pip option -> the variable that carries it to pip (and, for uv, its own equivalent).
@@ -71,23 +72,24 @@ class PipSettings:
         env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
         env["PIP_CONFIG_FILE"] = os.devnull
         for key, value in self.network.items():
-            env["PIP_" + key.upper().replace("-", "_")] = value
+            if key != "cert":  # the trust decision's, below
+                env["PIP_" + key.upper().replace("-", "_")] = value
+        env.update(decide_trust(self.network).pip_env())
         env.setdefault("PIP_TIMEOUT", DEFAULT_TIMEOUT)
         env["PIP_RETRIES"] = PIP_RETRIES
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         return env
 
-    def uv_env(self, base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-        """The environment of a uv run: no uv.toml, no UV_* settings, never an interpreter download,
-        and pip's network settings in uv's own terms."""
+    def uv_env(self, uv: Sequence[str], base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        """The environment of a run of `uv`: no uv.toml, no UV_* settings, never an interpreter download,
+        and pip's network settings (the trust decision among them) in this uv's own terms."""
         env = dict(os.environ if base is None else base)
         if not self.respect:
             env = {k: v for k, v in env.items() if not k.startswith("UV_")}
             env["UV_NO_CONFIG"] = "1"
         env["UV_PYTHON_DOWNLOADS"] = "never"
         net = self.network
-        if net.get("cert"):
-            env["SSL_CERT_FILE"] = net["cert"]
+        env.update(decide_trust(net).uv_env(uv))
         if net.get("client-cert"):
             env["SSL_CLIENT_CERT"] = net["client-cert"]
         if net.get("proxy"):
@@ -195,10 +197,10 @@ def pip_settings(python: Optional[str] = None, *, respect: bool = False) -> PipS
 
 
 def network_settings_for_this_run(settings: PipSettings) -> PipSettings:
-    """Make the tool's own HTTP trust what pip trusts (its configured cert); returns `settings`."""
-    from ascend_setup.index.http import use_ca_bundle
+    """Make the tool's own HTTP trust what pip and uv are given (decide_trust); returns `settings`."""
+    from ascend_setup.index.http import use_trust
 
-    use_ca_bundle(settings.network.get("cert"))
+    use_trust(decide_trust(settings.network))
     return settings
 
 

@@ -49,7 +49,7 @@ def _line_of(node: Optional[yaml.Node], loc: Sequence[Union[str, int]]) -> int:
 
 def _describe(error: ErrorDetails) -> str:
     loc = ".".join(str(p) for p in error["loc"] if p != "cann")
-    message = error["msg"].removeprefix("Value error, ")
+    message = error["msg"][len("Value error, "):] if error["msg"].startswith("Value error, ") else error["msg"]
     if error["type"] == "missing":
         return f"{loc}: required field is missing"
     if error["type"] == "extra_forbidden":

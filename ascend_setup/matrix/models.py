@@ -5,12 +5,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from types import MappingProxyType
-from typing import Annotated, Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from typing_extensions import Annotated
 
 from ascend_setup.index.tags import ARCHES
 from ascend_setup.index.urls import is_index_url

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Dict, Final, Iterable, List, Literal, Optional
+from typing import Dict, Final, Iterable, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
 from ascend_setup.index.tags import Target

@@ -185,7 +185,7 @@ def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipS
     with tempfile.TemporaryDirectory(prefix="ascend-setup-resolve-") as tmp:
         argv = [*uv, *compile_argv(request, Path(tmp), cache_dir)]
         proc = capture([*argv, "--no-header", "--annotation-style", "line", "--emit-index-annotation"],
-                       env=network.uv_env(), timeout=timeout, cwd=Path(tmp))
+                       env=network.uv_env(uv), timeout=timeout, cwd=Path(tmp))
         if proc.returncode != 0:
             block = failure_block(proc.stderr)
             raise ResolutionFailed(f"uv found no installable set of versions for {request.target.describe()}: "
@@ -193,7 +193,7 @@ def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipS
                                    hint="the lines above are uv's explanation", details="\n".join(block))
         files: Dict[str, List[IndexFile]] = {}
         if cache_dir:
-            pylock = capture([*argv, "--offline", "--format", "pylock.toml"], env=network.uv_env(), timeout=timeout,
+            pylock = capture([*argv, "--offline", "--format", "pylock.toml"], env=network.uv_env(uv), timeout=timeout,
                              cwd=Path(tmp))
             try:
                 files = parse_pylock(pylock.stdout) if pylock.returncode == 0 else {}

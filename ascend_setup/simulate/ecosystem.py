@@ -193,15 +193,17 @@ def plugin_wheel_files(version: str) -> Dict[str, str]:
 def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
                     vllm_ascend_sdist: Optional[Path] = None,
                     plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
-                    plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",)) -> Ecosystem:
+                    plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
+                    venv_tools: Optional[Path] = None) -> Ecosystem:
     """The three indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source
-    build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34)."""
+    build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34). `venv_tools`: where the
+    real pip and setuptools wheels come from (the venv interpreter's ensurepip), else this interpreter's."""
     main, ascend, pytorch_cpu = root / "main", root / "ascend", root / "pytorch-cpu"
     versions = stub_versions(row_packages, cann_deps)
     real = {"pip", "setuptools"}  # the venv's own tools: serve the real wheels, never stubs
     for directory in (main, ascend, pytorch_cpu):
         directory.mkdir(parents=True, exist_ok=True)
-    for wheel in (Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"):
+    for wheel in (venv_tools or Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"):
         shutil.copy(wheel, main / wheel.name)
     special = {"vllm", "vllm-ascend", "torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend",
                "xgrammar", "arctic-inference", "tilelang", "transformers", "llguidance", *NVIDIA,

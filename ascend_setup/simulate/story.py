@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Union
 
 from ascend_setup.errors import AscendSetupError, StepFailed
-from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.model_dirs import build_model
-from ascend_setup.simulate.world import start_simulated_host
+from ascend_setup.simulate.world import start_simulated_host, venv_python_for
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
 from ascend_setup.utils.files import open_append
@@ -151,8 +150,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
     matrix = simulated_matrix(workdir / "host")
     row = parse_matrix(matrix.read_text(), str(matrix)).rows[CANN]
     try:
-        python = sys.executable if row.python_allows("%d.%d.%d" % sys.version_info[:3]) else \
-            choose_interpreter(row.python).path
+        python = venv_python_for(row)
     except AscendSetupError as exc:
         raise StepFailed(f"the demo needs a Python in the row's range {row.python}: {exc.message}",
                          hint=exc.hint) from None

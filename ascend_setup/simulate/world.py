@@ -5,16 +5,20 @@ npu-smi and NNAL. `ascend-setup demo` and the test suite use this same world, so
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.host.interpreters import choose_interpreter
 from ascend_setup.matrix.models import Row
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, Ecosystem, build_ecosystem
 from ascend_setup.simulate.fake_cann import FakeCann, build_fake_cann
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives
+from ascend_setup.utils.procs import capture
 
 #: The stub vllm-ascend sdist carries this much incompressible padding, so its download takes a moment.
 SDIST_PADDING = 3 * 1024 * 1024
@@ -49,6 +53,34 @@ class SimulatedHost:
         self.close()
 
 
+def venv_python_for(row: Row) -> str:
+    """The interpreter a simulated install's venv uses: this one when the row allows it, else another in the
+    row's range, up to 3.11 when there is one: vllm's real metadata wants setuptools>=77 on Python > 3.11,
+    which no ensurepip has (3.12's has none)."""
+    if row.python_allows("%d.%d.%d" % sys.version_info[:3]):
+        return sys.executable
+    try:
+        return choose_interpreter(f"{row.python},<3.12").path
+    except AscendSetupError:
+        return choose_interpreter(row.python).path
+
+
+def venv_tools_for(row: Row) -> Optional[Path]:
+    """Where the simulated index's real pip and setuptools wheels come from: None (this interpreter's
+    ensurepip) when the row allows this interpreter, else the ensurepip of the venvs' one (Python 3.8's
+    setuptools 56 is too old for what the simulated stack's metadata asks)."""
+    python = venv_python_for(row)
+    return None if python == sys.executable else ensurepip_wheels(python)
+
+
+def ensurepip_wheels(python: str) -> Path:
+    """The directory of the pip and setuptools wheels `python` seeds its venvs with."""
+    out = capture([python, "-c", "import ensurepip, os; print(os.path.dirname(ensurepip.__file__))"], timeout=60)
+    if out.returncode != 0:
+        raise StepFailed(f"{python} has no ensurepip: {out.stderr.strip()[-200:]}")
+    return Path(out.stdout.strip()) / "_bundled"
+
+
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
                          behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
@@ -61,7 +93,7 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
                                     third_party=build_stub_archives(root / "third-party", archives.url))
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
-                          triton_pythons=triton_pythons)
+                          triton_pythons=triton_pythons, venv_tools=venv_tools_for(row))
     main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
     tools = None
     if tool_dependencies:

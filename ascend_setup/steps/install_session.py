@@ -45,13 +45,18 @@ def install_store(workdir: Workdir) -> StateStore:
                       check_options=check_recorded_options, elsewhere="pass another --workdir")
 
 
-@dataclass(kw_only=True)
+def _required() -> InstallOptions:
+    """A dataclass field with no value to default to, after the base's defaulted fields: 3.8 has no kw_only."""
+    raise TypeError("InstallSession() needs options=")
+
+
+@dataclass
 class InstallSession(Session):
     """One install run. `files` is its Workdir; `index` the run's IndexSession, which the preflight's Python
     choice, the resolve step's gate and closure and the dry run's preview share. The matrix, row and pip
     settings are None only in tests of a single step's check."""
 
-    options: InstallOptions
+    options: InstallOptions = field(default_factory=_required)
     matrix: Optional[Matrix] = None
     row: Optional[Row] = None
     pip_settings: Optional[PipSettings] = None

@@ -6,11 +6,12 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Tuple
 from urllib.parse import urlparse
 
 from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from typing_extensions import Annotated
 
 from ascend_setup.dists.venv_reader import check_venv_target
 from ascend_setup.engine.workdir import Workdir

@@ -14,10 +14,11 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
 from pydantic import BaseModel, StringConstraints, ValidationError
+from typing_extensions import Annotated  # typing has it from 3.9 (there this is the same object)
 
 from ascend_setup.errors import BadInput
 

@@ -433,7 +433,9 @@ def test_a_lock_with_a_bad_value_is_refused_on_load(tmp_path: Path, change: Dict
 
 def test_a_lock_outside_the_rows_pythons_or_for_another_python_is_exit_2(tmp_path: Path) -> None:
     """Python 2.7 is outside every row; a 3.11 lock with a --python of another version is refused at the dry run."""
+    from ascend_setup.host.interpreters import choose_interpreter
     from ascend_setup.host.machine import glibc_version
+    from ascend_setup.matrix import load_matrix
 
     old = tmp_path / "old.lock"
     old.write_text(_lock_with(target__python="2.7", target__arch=platform.machine(), target__glibc=glibc_version()))
@@ -442,11 +444,13 @@ def test_a_lock_outside_the_rows_pythons_or_for_another_python_is_exit_2(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base, "--lock", str(old)], capture_output=True,
                           text=True, env=env, timeout=60)
     assert proc.returncode == 2 and "outside the row's range" in proc.stderr, proc.stderr
-    other = "3.10" if sys.version_info[:2] != (3, 10) else "3.11"
+    # --python: one in the row's range (this interpreter may be below it: the tool runs on 3.8)
+    python = choose_interpreter(load_matrix().rows["9.1.0"].python)
+    other = "3.10" if python.minor != "3.10" else "3.11"
     lock = tmp_path / "other.lock"
     lock.write_text(_lock_with(target__python=other, target__arch=platform.machine(), target__glibc=glibc_version()))
     proc = subprocess.run([sys.executable, "-m", "ascend_setup", *base, "--lock", str(lock), "--python",
-                           sys.executable], capture_output=True, text=True, env=env, timeout=60)
+                           python.path], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and f"is for Python {other}, but --python" in proc.stderr, proc.stderr
     assert not (tmp_path / "wd").exists()
 

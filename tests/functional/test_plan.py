@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from helpers.cli import assert_one_line_error, clean_env
 
+from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.knowledge.builds import build_warnings, toolchain_for
 from ascend_setup.matrix import load_matrix
 from ascend_setup.resolve.lockfile import read_lock
 from ascend_setup.simulate.index_server import BlackHole, LocalIndex
+from ascend_setup.simulate.world import venv_python_for
 
 ROW = load_matrix().rows["9.1.0"]
 
@@ -187,7 +189,9 @@ def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) ->
     equals the lock for this host, package for package."""
     _main, _asc, _torch_cpu, eco = indexes
     arch, glibc = platform.machine(), glibc_version()
-    proc, data = _plan(cli, indexes, glibc=glibc, arch=arch, python="%d.%d" % sys.version_info[:2])
+    python = probe(venv_python_for(ROW))  # this interpreter, or one in the row's range when this one is not
+    assert python is not None
+    proc, data = _plan(cli, indexes, glibc=glibc, arch=arch, python=python.minor)
     assert proc.returncode == 0, proc.stderr
     lock = {p["name"]: p["version"] for p in data["packages"] if p["name"] not in ("vllm", "vllm-ascend")}
     flat = tmp_path / "flat"
@@ -200,7 +204,7 @@ def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) ->
     roots.write_text("\n".join(f"{n}=={v}" for n, v in lock.items()) + "\n")
     report = tmp_path / "report.json"
     try:
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+        done = subprocess.run([python.path, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                                "--report", str(report), "--index-url", server.url, "-r", str(roots)],
                               capture_output=True, text=True, env=clean_env(tmp_path), timeout=300)
     finally:
@@ -222,8 +226,9 @@ def test_uv_is_handed_the_build_interpreter_and_asks_no_shim(indexes, tmp_path: 
 
     minor = "%d.%d" % sys.version_info[:2]
     assert build_interpreter(minor) == sys.executable
-    assert build_interpreter("3.8", "/opt/py38/bin/python3.8") == "/opt/py38/bin/python3.8"
-    assert build_interpreter("3.8") is None
+    other = "3.10" if minor != "3.10" else "3.11"  # not this interpreter's (the tool runs on 3.8 too)
+    assert build_interpreter(other, f"/opt/py/bin/python{other}") == f"/opt/py/bin/python{other}"
+    assert build_interpreter(other) is None
     shims, ran = tmp_path / "shims", tmp_path / "shim-ran"
     shims.mkdir()
     for name in (f"python{minor}", "python3", "python"):

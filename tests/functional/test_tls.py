@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Dict, List, Optional
 
 import pytest
-from helpers.cli import REPO
+from helpers.cli import REPO, clean_env
 from helpers.tls import make_site_ca
 
 from ascend_setup.simulate.dists import build_wheel
@@ -99,7 +100,8 @@ def test_threads_that_open_sessions_at_once_all_get_through(https_index, tmp_pat
 
 SYSTEM_ONLY = """
 import sys
-from ascend_setup.index.http import IndexUnreachable, get, system_ca
+from ascend_setup.index.http import IndexUnreachable, get
+from ascend_setup.index.trust import system_ca
 try:
     print("OK", get(sys.argv[1], attempts=1, timeout=10).status_code, system_ca())
 except IndexUnreachable as exc:
@@ -119,38 +121,97 @@ def _python_3_9_with_the_http_deps() -> Optional[str]:
     return None
 
 
-def test_python_3_9_without_truststore_trusts_the_system_store(https_index, tmp_path: Path) -> None:
-    """Python 3.9 has no truststore, and requests alone trusts certifi: a site CA that only the system's
-    bundle holds (bind-mounted over /etc/ssl/certs/ca-certificates.crt in a private mount namespace, so the
-    host's file is untouched) must still be trusted, as pip trusts it there. The glibc 2.31 root runs it on
-    Debian 11's own python3 (3.9), the users' generation."""
+def _with_the_site_ca_in_the_system_store(site_ca: Path, tmp_path: Path, argv: List[str],
+                                          env: Dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `argv` with `site_ca` added to the system's bundle: a copy of it plus the CA, bind-mounted over
+    /etc/ssl/certs/ca-certificates.crt in a private mount namespace, so the host's file is untouched."""
     import shutil
 
-    python39 = _python_3_9_with_the_http_deps()
-    if python39 is None or shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs a python3.9 with requests and tenacity (the glibc 2.31 root has one), unshare and root")
-    index, site = https_index
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root (a private mount namespace)")
     system = Path("/etc/ssl/certs/ca-certificates.crt")
     bundle = tmp_path / "ca-certificates.crt"
-    bundle.write_text((system.read_text() if system.is_file() else "") + site.ca.read_text())
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PIP_") and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-                                                      "CURL_CA_BUNDLE")}
-    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
-    ask = [python39, "-c", SYSTEM_ONLY, index.url + "alpha/"]
-    bare = subprocess.run(ask, capture_output=True, text=True, env=env, timeout=60).stdout.strip()
-    assert bare.startswith("ERR") and "not trusted" in bare, bare  # the host's store lacks the site CA
+    bundle.write_text((system.read_text() if system.is_file() else "") + site_ca.read_text())
 
     def in_own_mounts(propagation: str) -> subprocess.CompletedProcess:
         return subprocess.run(["unshare", "--mount", "--propagation", propagation, "sh", "-c",
                                f'mkdir -p /etc/ssl/certs && touch {system} && mount --bind "$0" {system} && exec "$@"',
-                               str(bundle), *ask], capture_output=True, text=True, env=env, timeout=60)
+                               str(bundle), *argv], capture_output=True, text=True, env=env, timeout=600)
 
-    # A private mount namespace, so the bind mount never reaches the host. In a chroot (the glibc 2.31 root)
-    # '/' is no mount point and its propagation cannot be set: there every mount must be private already.
+    # In a chroot (the glibc 2.31 root) '/' is no mount point and its propagation cannot be set: there every
+    # mount must be private already.
     mounted = in_own_mounts("private")
     if mounted.returncode != 0 and "propagation" in mounted.stderr:
         if "shared:" in Path("/proc/self/mountinfo").read_text():
             pytest.skip("a chroot whose mounts are shared: a bind mount here would reach the host")
         mounted = in_own_mounts("unchanged")
+    return mounted
+
+
+def _without_a_ca_setting(env: Dict[str, str]) -> Dict[str, str]:
+    return {k: v for k, v in env.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+                                                      "CURL_CA_BUNDLE")}
+
+
+def test_python_3_9_without_truststore_trusts_the_system_store(https_index, tmp_path: Path) -> None:
+    """Python 3.9 has no truststore, and requests alone trusts certifi: a site CA that only the system's
+    bundle holds must still be trusted, as pip trusts it there. The glibc 2.31 root runs it on Debian 11's own
+    python3 (3.9), the users' generation."""
+    python39 = _python_3_9_with_the_http_deps()
+    if python39 is None:
+        pytest.skip("needs a python3.9 with requests and tenacity (the glibc 2.31 root has one)")
+    index, site = https_index
+    env = _without_a_ca_setting({k: v for k, v in os.environ.items() if not k.startswith("PIP_")})
+    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+    ask = [python39, "-c", SYSTEM_ONLY, index.url + "alpha/"]
+    bare = subprocess.run(ask, capture_output=True, text=True, env=env, timeout=60).stdout.strip()
+    assert bare.startswith("ERR") and "not trusted" in bare, bare  # the host's store lacks the site CA
+    mounted = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, ask, env)
     assert mounted.stdout.strip().startswith("OK 200"), (mounted.stdout, mounted.stderr[-2000:])
+
+
+def test_plan_trusts_the_system_store_in_uv_too(indexes, https_index, home: Path, tmp_path: Path) -> None:
+    """Issue 40: a site CA only the system store holds, no SSL_CERT_FILE, no pip cert. plan reads the pages
+    with the tool's client and resolves with uv (a fresh uv cache, so uv asks the index itself): uv, which
+    trusts its own roots unless told, is handed the same decision (its system-certificates switch)."""
+    *_, eco = indexes
+    _, site = https_index
+    servers = [LocalIndex(tls=(site.cert, site.key)) for _ in range(3)]
+    try:
+        for server, folder in zip(servers, (eco.main, eco.ascend, eco.pytorch_cpu)):
+            server.add_dir(folder)
+        main, ascend, torch_cpu = servers
+        argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch",
+                "aarch64", "--python", "3.11", "--index-url", main.url, "--index", f"ascend={ascend.url}",
+                "--index", f"pytorch-cpu={torch_cpu.url}", "--json"]
+        env = _without_a_ca_setting(clean_env(home))
+        proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, argv, env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        packages = {p["name"]: p for p in json.loads(proc.stdout)["packages"]}
+        assert packages["triton-ascend"]["index_url"] == ascend.url and packages["torch"]["version"]
+        uv_asked = [path for path, headers in main.requests if headers.get("User-Agent", "").startswith("uv/")]
+        assert uv_asked, "uv read nothing from the index: the test would not show that uv trusts the CA"
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_uv_is_told_by_the_switch_its_version_reads(tmp_path: Path) -> None:
+    """The system store: UV_SYSTEM_CERTS from uv 0.11, UV_NATIVE_TLS before it. pip's cert: the same file to
+    pip (PIP_CERT) and uv (SSL_CERT_FILE)."""
+    from ascend_setup.index.trust import Trust, decide_trust
+
+    def fake_uv(version: str) -> List[str]:
+        script = tmp_path / f"uv-{version}"
+        script.write_text(f"#!/bin/sh\necho 'uv {version} (x86_64-unknown-linux-gnu)'\n")
+        script.chmod(0o755)
+        return [str(script)]
+
+    assert decide_trust({}) == Trust(system=True)  # this host has a system store
+    assert Trust(system=True).uv_env(fake_uv("0.13.9")) == {"UV_SYSTEM_CERTS": "1"}
+    assert Trust(system=True).uv_env(fake_uv("0.10.12")) == {"UV_NATIVE_TLS": "1"}
+    assert Trust(system=True).pip_env() == {} and Trust().uv_env(fake_uv("0.13.9")) == {}
+    ca = tmp_path / "site-ca.pem"
+    ca.write_text("")
+    chosen = decide_trust({"cert": str(ca), "timeout": "30"})
+    assert chosen.uv_env(fake_uv("0.13.9")) == {"SSL_CERT_FILE": str(ca)} and chosen.pip_env() == {"PIP_CERT": str(ca)}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
+import sys
 import venv
 from pathlib import Path
 from typing import Dict, Iterable, Optional
@@ -13,10 +15,18 @@ from packaging.utils import canonicalize_name
 from ascend_setup.matrix import load_matrix
 from ascend_setup.simulate.dists import metadata_text
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, VLLM_REQUIRES, stub_versions
+from ascend_setup.simulate.world import venv_python_for
 
 
 def make_venv(path: Path, system_site_packages: bool = False) -> Path:
-    venv.create(path, with_pip=False, system_site_packages=system_site_packages)
+    """A venv of an interpreter in the 9.1.0 row's range: this one, or (when the tool runs on 3.8) the one the
+    simulated installs' venvs use."""
+    python = venv_python_for(load_matrix().rows["9.1.0"])
+    if python == sys.executable:
+        venv.create(path, with_pip=False, system_site_packages=system_site_packages)
+    else:
+        subprocess.run([python, "-m", "venv", "--without-pip", str(path),
+                        *(["--system-site-packages"] if system_site_packages else [])], check=True)
     return path
 
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install ascend-setup from WHEEL into a venv of its own under DIR (its dependencies from INDEX, else from
-# the host's pip configuration). PYTHON makes the venv; empty: the newest python3.X >= 3.9 on PATH.
+# the host's pip configuration). PYTHON makes the venv; empty: the newest python3.X >= 3.8 on PATH.
 # Reinstalls only when the wheel differs from the one installed last. Prints the tool's path last, and
 # "changed" before it when anything was installed.
 set -eu
@@ -9,7 +9,7 @@ venv="$dir/venv"
 changed=""
 if [ ! -x "$venv/bin/python" ]; then
     if [ -z "$python" ]; then
-        for minor in 3.14 3.13 3.12 3.11 3.10 3.9; do
+        for minor in 3.14 3.13 3.12 3.11 3.10 3.9 3.8; do
             if command -v "python$minor" >/dev/null 2>&1; then
                 python=$(command -v "python$minor")
                 break
@@ -17,8 +17,8 @@ if [ ! -x "$venv/bin/python" ]; then
         done
     fi
     if [ -z "$python" ]; then
-        echo "no python3.9 or newer on PATH for ascend-setup itself: install one (on Ubuntu 20.04:" \
-             "apt install python3.9 python3.9-venv) or set ascend_tool_python" >&2
+        echo "no python3.8 or newer on PATH for ascend-setup itself: install one (on Ubuntu 20.04:" \
+             "apt install python3.8-venv) or set ascend_tool_python" >&2
         exit 1
     fi
     "$python" -m venv --clear "$venv.partial"  # ours: a venv cut off by a stop is made again
