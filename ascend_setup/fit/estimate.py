@@ -19,9 +19,9 @@ from ascend_setup.fit.cards import Card
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.decode import KV_DTYPE_BYTES, Prediction, bytes_per_token, kv_share, predict
 from ascend_setup.fit.model_files import ModelFiles, kv_layout, weights
-from ascend_setup.utils.inputs import load_json
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.serve_hints import merged_serve_args
+from ascend_setup.utils.inputs import load_json
 
 GIB = 1024 ** 3
 #: Kept back on every card for activations, graph capture and the runtime: stated in every result.

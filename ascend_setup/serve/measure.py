@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.serve.smoke import REQUEST_TIMEOUT, RequestFailed, stream
+from ascend_setup.utils.files import atomic_write_text, make_dir
 
 RUNS = 3
 MAX_TOKENS = 256

@@ -5,11 +5,10 @@ kernels on first use), then a chat request with thinking off. This is where a sh
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Dict, Iterator, Tuple
-
-import time
 
 #: The first request may compile kernels for minutes; later ones are quick.
 WARM_UP_TIMEOUT, REQUEST_TIMEOUT = 900.0, 120.0

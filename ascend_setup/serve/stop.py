@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.serve.server_records import ServerRecord, records, remove
 from ascend_setup.serve.run import stop_group
+from ascend_setup.serve.server_records import ServerRecord, records, remove
 
 
 def pick(workdir: Path, name: Optional[str]) -> ServerRecord:
