@@ -46,6 +46,13 @@ def imports() -> Iterator[Tuple[str, str, int]]:
                     yield module, name, node.lineno
 
 
+def test_every_folder_of_code_is_a_package() -> None:
+    """A folder without __init__.py is a namespace package: setuptools' find leaves it out of the wheel, so
+    `pip install .` would ship the tool without it while an editable install works."""
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    assert [str(f) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
+
+
 def test_every_room_has_a_floor() -> None:
     rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert rooms - set(FLOORS) == set(), "a new room needs its floor here and in docs/development/architecture.md"
