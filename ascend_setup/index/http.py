@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Dict, Optional, TypedDict, Union
 
@@ -59,13 +58,10 @@ def _verify() -> Union[str, bool]:
     bundle = _trust["ca_bundle"]
     if bundle:
         return bundle
-    if not _truststore_active():  # Python 3.8, 3.9: requests would trust certifi alone, which no site CA is in
-        return system_ca() or True
-    return True
-
-
-def _truststore_active() -> bool:
-    return _trust["injected"] and "truststore" in sys.modules
+    # The system store as a file (or directory) found once, the same one the decision gave uv: truststore alone
+    # takes OpenSSL's compiled-in directory where it exists, and a Python built with another prefix (the glibc
+    # 2.31 root's) missed the CA that update-ca-certificates had put in the distribution's bundle.
+    return system_ca() or True
 
 
 class IndexUnreachable(AscendSetupError):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
@@ -33,8 +33,10 @@ class Stack:
     home: Path
 
     def install_argv(self, workdir: Path, *extra: str) -> List[str]:
+        """The install against this stack; an `--index NAME=URL` in `extra` replaces the stack's index of that
+        name (the tool refuses one name given two URLs)."""
         return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(self.cann.root),
-                *self.index_args(), "--mirror", "none", "--yes",
+                *self.index_args(but=named_indexes(extra)), "--mirror", "none", "--yes",
                 "--workdir", str(workdir), "--python", sys.executable, *extra]
 
     def env(self, **extra: str) -> dict:
@@ -61,8 +63,16 @@ class Stack:
         return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
                               env=self.env(**(env or {})), timeout=300)
 
-    def index_args(self) -> List[str]:
-        return self.host.index_args()
+    def index_args(self, but: Sequence[str] = ()) -> List[str]:
+        """The stack's index flags, less the named indexes in `but`."""
+        args = self.host.index_args()
+        pairs = [args[i:i + 2] for i in range(0, len(args), 2)]
+        return [a for pair in pairs if not (pair[0] == "--index" and pair[1].split("=")[0] in but) for a in pair]
+
+
+def named_indexes(argv: Sequence[str]) -> List[str]:
+    """The names an argument list gives `--index NAME=URL` for."""
+    return [argv[i + 1].split("=")[0] for i, a in enumerate(argv[:-1]) if a == "--index"]
 
 
 def kill_group(proc: subprocess.Popen) -> None:
