@@ -137,8 +137,8 @@ def build_tool_wheel(root: Path, dest: Path, log: Path) -> Path:
                                   timeout=600)
         wheels = sorted(Path(tmp).glob("ascend_setup-*.whl"))
         if proc.returncode != 0 or not wheels:
-            raise AscendSetupError("the tool's own wheel could not be built", hint=f"see {log} (setuptools>=64 "
-                                   "must be installed beside ascend-setup)")
+            raise AscendSetupError("the tool's own wheel could not be built", hint=f"see {log} (the setuptools "
+                                   "pyproject.toml's build-system asks for must be installed beside ascend-setup)")
         dest.mkdir(parents=True, exist_ok=True)
         final = dest / wheels[0].name
         shutil.copyfile(wheels[0], final.with_name(final.name + ".tmp"))
