@@ -73,7 +73,7 @@ def test_an_installed_tool_packs_back_into_the_wheel_it_came_from(installed: tup
 def test_a_file_changed_since_the_install_is_refused_not_shipped(installed: tuple, tmp_path: Path) -> None:
     venv = installed[0]
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    changed = venv / "lib" / version / "site-packages" / "ascend_setup" / "soc.py"
+    changed = venv / "lib" / version / "site-packages" / "ascend_setup" / "matrix" / "soc.py"
     original = changed.read_bytes()
     changed.write_bytes(original + b"\n# edited after the install\n")
     try:
