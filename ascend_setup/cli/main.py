@@ -140,8 +140,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     install_handlers("run the same command again to resume" if args.command in RESUMABLE else None,
                      on_interrupt=lambda message, code: out.error(message, None, code))
     at_interrupt(tempdirs.leave)
-    tempdirs.enter()
     try:
+        tempdirs.enter()
         return int(args.func(args, out))
     except AscendSetupError as exc:
         return fail(out, exc)

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Tuple
 
+from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.procstat import start_ticks
 
 _run: Optional[Tuple[Path, Optional[str], Optional[str], str]] = None  # root, old TMPDIR, old tempdir, system
@@ -45,7 +46,7 @@ def _sweep_abandoned(system: str) -> None:
             owner = Path(entry.path, OWNER).read_text().strip()
         except OSError:  # no owner file: not a root we made (or one still being made)
             continue
-        pid = owner.split()[0]
+        pid = owner.split()[0] if owner else ""  # empty: another run is writing it this instant
         if pid.isdigit() and _process_identity(int(pid)) != owner:
             shutil.rmtree(entry.path, ignore_errors=True)
 
@@ -58,7 +59,7 @@ def enter() -> Path:
     system = tempfile.gettempdir()
     _sweep_abandoned(system)
     root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=system))
-    (root / OWNER).write_text(f"{_process_identity(os.getpid())}\n")
+    atomic_write_text(root / OWNER, f"{_process_identity(os.getpid())}\n")  # whole or absent to a sweeping run
     _run = (root, os.environ.get("TMPDIR"), tempfile.tempdir, system)
     os.environ["TMPDIR"] = str(root)
     tempfile.tempdir = str(root)
