@@ -90,6 +90,9 @@ class VenvContents:
     site: List[Path]
     dists: List[Installed]
     damaged: List[Tuple[Path, str]] = field(default_factory=list)  # (dist-info file, why it cannot be read)
+    #: dist-info folders with no readable name (METADATA missing or unreadable): a stopped install leaves them,
+    #: and uv still counts each as installed, by its folder's name, so a reinstall skips it
+    nameless: List[Path] = field(default_factory=list)
 
     @property
     def python_version(self) -> Optional[str]:
@@ -122,6 +125,7 @@ def read_venv(root: Path) -> VenvContents:
     sites = site_packages(root)
     dists: List[Installed] = []
     damaged: List[Tuple[Path, str]] = []
+    nameless: List[Path] = []
     for site in sites:
         for meta in sorted(site.iterdir()):
             if meta.suffix not in (".dist-info", ".egg-info") or not meta.is_dir():
@@ -129,15 +133,17 @@ def read_venv(root: Path) -> VenvContents:
             texts, broken = _read_members(meta)
             damaged += broken
             if any(path.name in ("METADATA", "PKG-INFO") for path, _ in broken):
+                nameless.append(meta)
                 continue  # no name or version can be trusted from it
             dist = _CheckedDistribution(meta, texts)
             headers = dist.metadata  # parsed once: importlib.metadata re-parses on every access
             name = headers["Name"] if headers else None
             if not name:
+                nameless.append(meta)
                 continue
             dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
                                    headers.get_all("Requires-Dist") or [], texts))
-    return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged)
+    return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged, nameless=nameless)
 
 
 #: The dist-info files the audit reads; each is checked before importlib.metadata parses it.

@@ -18,8 +18,11 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Collection, List, Optional
 
+from packaging.utils import canonicalize_name
+
+from ascend_setup.dists.installed import VenvContents
 from ascend_setup.utils.files import read_regular_text
 
 HASH_LIMIT = 256 * 1024
@@ -90,6 +93,26 @@ def drop_bytecode(dist_info: Path) -> int:
                     pyc.unlink()
                     removed += 1
     return removed
+
+
+def folder_project(dist_info: Path) -> str:
+    """The project a `name-version.dist-info` folder is of, by its name alone, as installers read it (uv
+    counts a folder with no METADATA as installed by this name)."""
+    return canonicalize_name(dist_info.name.rsplit(".", 1)[0].split("-", 1)[0])
+
+
+def nameless_damage(dist_info: Path) -> Damage:
+    """A dist-info whose METADATA a stop left missing or unreadable: to be removed before a reinstall."""
+    return Damage(folder_project(dist_info), dist_info, ["its METADATA is missing or unreadable"],
+                  record_readable=False)
+
+
+def damage_in(contents: VenvContents, wanted: Collection[str]) -> List[Damage]:
+    """The distributions of `wanted` in a venv that a stop left half-written: files that do not match their
+    RECORD, an unreadable RECORD, or a dist-info with no readable METADATA (which the reader cannot name)."""
+    found = (check_dist(d.name, d.path) for d in contents.dists if d.name in wanted)
+    nameless = (nameless_damage(meta) for meta in contents.nameless)
+    return [d for d in found if d is not None] + [d for d in nameless if d.name in wanted]
 
 
 def check_dist(name: str, dist_info: Path) -> Optional[Damage]:

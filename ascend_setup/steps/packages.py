@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
-from ascend_setup.dists.record import Damage, check_dist, drop_bytecode
+from ascend_setup.dists.record import Damage, damage_in, drop_bytecode, nameless_damage
 from ascend_setup.dists.versions import local_only_differs, same_version
 from ascend_setup.engine.step import Step
 from ascend_setup.matrix.models import MIRROR, Row
@@ -61,9 +61,7 @@ def damaged(ctx: InstallSession, packages: List[LockedPackage]) -> List[Damage]:
     contents = venv_contents(ctx)
     if contents is None:
         return []
-    wanted = {p.name for p in packages}
-    found = (check_dist(d.name, d.path) for d in contents.dists if d.name in wanted)
-    return [d for d in found if d is not None]
+    return damage_in(contents, {p.name for p in packages})
 
 
 def repair_damaged(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path,
@@ -90,12 +88,25 @@ def repair_damaged(ctx: InstallSession, step: str, packages: List[LockedPackage]
     return broken
 
 
+def _drop_nameless(ctx: InstallSession, names: Set[str], log: Path) -> None:
+    """The dist-infos of `names` a stopped install left without METADATA: uv counts each as installed (by its
+    folder's name) and would skip the package, leaving the files the stop did not write missing."""
+    contents = venv_contents(ctx)
+    torn = [nameless_damage(meta) for meta in (contents.nameless if contents else [])]
+    for d in torn:
+        if d.name in names:
+            with open_append(log) as handle:
+                handle.write(f"removing {d.dist_info}: {d.problems[0]} (a stopped install's; it is reinstalled)\n")
+            shutil.rmtree(d.dist_info)
+
+
 def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
                    installer: Optional[Installer] = None) -> None:
     """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps
     (`force`: --force-reinstall, to repair; `installer`: other than the run's, for the venv's own pip)."""
     lock = ctx.lock()
     assert lock is not None, "the resolve step runs first"
+    _drop_nameless(ctx, {p.name for p in packages}, log)
     installed = installed_versions(ctx)
     groups: Dict[str, List[LockedPackage]] = {}
     for p in packages:

@@ -167,6 +167,30 @@ def _pip_whole(venv: Path) -> bool:
     return len(infos) == 1 and check_dist("pip", infos[0]) is None
 
 
+@pytest.mark.parametrize("interrupted", [True, False], ids=["marked-started", "found-by-the-check"])
+def test_a_pip_dist_info_left_without_metadata_is_reinstalled(wheel_stack, tmp_path: Path, interrupted: bool) -> None:
+    """What a stop of uv mid-way through pip left in CI: pip's dist-info with no METADATA and pip's package
+    half there. uv counts such a folder as installed, by its name; the rerun removes it and installs pip
+    again, so the next step's `python -m pip` runs."""
+    from ascend_setup.dists.venv_reader import site_packages
+
+    workdir = tmp_path / "w"
+    assert wheel_stack.install(workdir, "--installer", "pip").returncode == 0
+    (site,) = site_packages(workdir / "venv")
+    (info,) = site.glob("pip-*.dist-info")
+    (info / "METADATA").unlink()
+    import shutil
+
+    shutil.rmtree(site / "pip" / "_internal")
+    if interrupted:
+        _mark_started(workdir, "venv")
+    again = wheel_stack.install(workdir, "--installer", "pip")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _pip_whole(workdir / "venv")
+    log = (workdir / "logs" / "venv.log").read_text()
+    assert "its METADATA is missing or unreadable" in log
+
+
 def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> None:
     """The venv's own pip, killed mid-install 10 times in a row: each rerun gets back to installing it
     (never failing on a half-written pip), and the last one leaves a pip that matches its RECORD, then
@@ -194,7 +218,8 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             hits += 1
             torn += not _pip_whole(workdir / "venv")
     final = wheel_stack.install(workdirs[-1], "--installer", "pip")
-    assert final.returncode == 0, final.stderr[-3000:]
+    logs = sorted((workdirs[-1] / "logs").glob("*.log"))
+    assert final.returncode == 0, (final.stderr[-3000:], {p.name: p.read_text()[-3000:] for p in logs})
     assert _pip_whole(workdirs[-1] / "venv")
     assert installed(workdirs[-1] / "venv") == lock_versions(workdirs[-1])
     print(f"{hits} kills of the venv's pip install in {attempts} attempts over {len(workdirs)} workdirs; "
