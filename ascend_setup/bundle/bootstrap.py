@@ -1,5 +1,5 @@
 """bootstrap.sh: the one command an air-gapped host runs. It checks the tool's files against their sha256,
-makes a venv for the tool with any Python >= 3.9 it finds, installs the tool from the bundle with no index at
+makes a venv for the tool with any Python >= 3.8 it finds, installs the tool from the bundle with no index at
 all, and runs `install --bundle` on the bundle it sits in (arguments are passed on: --soc, --workdir, ...)."""
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY="${{PYTHON:-}}"
 if [ -z "$PY" ]; then
-    for candidate in python{python} python3.13 python3.12 python3.11 python3.10 python3.9 python3; do
+    for candidate in python{python} python3.13 python3.12 python3.11 python3.10 python3.9 python3.8 python3; do
         if command -v "$candidate" >/dev/null 2>&1 && \\
-                "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+                "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null; then
             PY=$(command -v "$candidate"); break
         fi
     done
 fi
 if [ -z "$PY" ]; then
-    echo "bootstrap.sh: no Python >= 3.9 found; set PYTHON=/path/to/python3" >&2; exit 2
+    echo "bootstrap.sh: no Python >= 3.8 found; set PYTHON=/path/to/python3" >&2; exit 2
 fi
 if [ -n "${{ASCEND_SETUP_WORKDIR:-}}" ]; then WORK="$ASCEND_SETUP_WORKDIR"
 elif [ -d /mnt/workspace ] && [ -w /mnt/workspace ]; then WORK=/mnt/workspace/ascend-setup

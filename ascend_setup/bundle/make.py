@@ -17,8 +17,10 @@ from ascend_setup.bundle import tool
 from ascend_setup.bundle.bootstrap import bootstrap_text, write_checksums
 from ascend_setup.bundle.manifest import (
     BOOTSTRAP,
+    BUNDLED_BUILDS,
     FILES,
     LOCK,
+    PYTHONS,
     THIRD_PARTY,
     TOOL,
     WHEELHOUSE,
@@ -32,6 +34,8 @@ from ascend_setup.bundle.manifest import (
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.download import download, each
 from ascend_setup.index.tags import Target
+from ascend_setup.managed.pinned import PythonBuild, PythonBuilds
+from ascend_setup.managed.uv_python import fetch_archive
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.index_session import IndexSession
@@ -59,6 +63,9 @@ class BundleRequest:
     build_python: Optional[str] = None
     tool_index: str = ""  # where the tool's own dependencies come from ("": the primary index)
     log: Path = field(default_factory=lambda: Path("/dev/null"))
+    python_build: Optional[PythonBuild] = None  # --with-python: the managed CPython the bundle carries
+    python_builds: Optional[PythonBuilds] = None  # ... and the pinned builds it is from
+    python_mirror: Optional[str] = None  # --python-mirror: tried first for it
 
 
 @dataclass
@@ -227,6 +234,7 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
     if built is not None:
         key = built.parent.name
         copy_into(built, out / WHEELHOUSE / key / built.name)
+    python_files = carry_python(req, say, missing)
     say("the tool's own wheel (reproducible: from its tree with SOURCE_DATE_EPOCH, or its installed files)")
     tool_wheel = tool.tool_wheel(make_dir(out / TOOL), req.log)
     manifest = Manifest(tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -241,6 +249,8 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
     if built is not None:
         files.append(entry(out, out / WHEELHOUSE / built.parent.name / built.name, "built-wheel", "vllm-ascend",
                            plugin.version if plugin else None))
+    files += [entry(out, f, "python", "cpython", req.python_build.version if req.python_build else None)
+              for f in python_files]
     files.append(entry(out, tool_wheel, "tool", tool.DIST, __version__))
     files += [entry(out, j.dest, "tool-dependency", j.package, j.version) for j in tool_jobs if j.dest.is_file()]
     write_checksums(out / TOOL, [f for f in files if f.role in ("tool", "tool-dependency")], out)
@@ -251,6 +261,24 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
     write_manifest(out, manifest)
     shutil.rmtree(out / ".work", ignore_errors=True)  # ours: the sdist unpacked to read its CMake files
     return manifest
+
+
+def carry_python(req: BundleRequest, say: Callable[[str], None], missing: List[Missing]) -> List[Path]:
+    """--with-python: the pinned build's archive (checked by its sha256) and a builds file naming just it, which
+    the install on the target reads (the same pin wherever the bundle goes). What could not be fetched is
+    missing, as a package would be."""
+    build, builds = req.python_build, req.python_builds
+    if build is None or builds is None:
+        return []
+    say(f"the managed CPython {build.version} ({build.build} build) for {build.arch}")
+    try:
+        archive = fetch_archive(builds, build, req.out, req.log, mirror=req.python_mirror)
+    except AscendSetupError as exc:
+        missing.append(Missing(package=f"cpython {build.version}", reason=exc.message))
+        return []
+    pinned = req.out / PYTHONS / BUNDLED_BUILDS
+    atomic_write_text(pinned, builds.model_copy(update={"builds": [build]}).model_dump_json(indent=1) + "\n")
+    return [archive, pinned]
 
 
 def take_tool_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None]) -> tool.ToolLock:

@@ -19,9 +19,11 @@ from ascend_setup.utils.inputs import parse_json
 MANIFEST = "manifest.json"
 LOCK = "lock.txt"
 BOOTSTRAP = "bootstrap.sh"
+PYTHONS = "python"  # a managed CPython build's archive, for a host with no interpreter in the row's range
+BUNDLED_BUILDS = "builds.json"  # in PYTHONS: the pinned builds file naming just that build
 #: Where each kind of file lives in a bundle (relative to its root).
 FILES, THIRD_PARTY, WHEELHOUSE, TOOL = "files", "third-party", "wheelhouse", "tool"
-Role = Literal["lock", "package", "third-party", "built-wheel", "tool", "tool-dependency", "bootstrap"]
+Role = Literal["lock", "package", "third-party", "built-wheel", "tool", "tool-dependency", "bootstrap", "python"]
 
 
 class BundleFile(BaseModel):

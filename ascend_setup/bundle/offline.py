@@ -14,10 +14,21 @@ from typing import Dict, List, Optional
 
 from packaging.utils import canonicalize_name
 
-from ascend_setup.bundle.manifest import FILES, LOCK, MANIFEST, THIRD_PARTY, WHEELHOUSE, Manifest, is_tar
+from ascend_setup.bundle.manifest import (
+    BUNDLED_BUILDS,
+    FILES,
+    LOCK,
+    MANIFEST,
+    PYTHONS,
+    THIRD_PARTY,
+    WHEELHOUSE,
+    Manifest,
+    is_tar,
+)
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.simple import IndexFile, ProjectPage, SharedPages, make_file
+from ascend_setup.managed.pinned import PythonBuild
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.soc import device_of, label
 from ascend_setup.resolve.lockfile import Lock
@@ -49,6 +60,18 @@ class Bundle:
     @property
     def wheelhouse(self) -> Path:
         return self.root / WHEELHOUSE
+
+    @property
+    def python_builds(self) -> Optional[Path]:
+        """The pinned builds file naming the CPython build the bundle carries (--with-python), or None."""
+        path = self.root / PYTHONS / BUNDLED_BUILDS
+        return path if path.is_file() else None
+
+    def python_archive(self, build: PythonBuild) -> Optional[Path]:
+        """The bundle's archive of a managed CPython build (a bundle made for a host with no interpreter in the
+        row's range carries it), or None."""
+        path = self.root / PYTHONS / build.file
+        return path if path.is_file() else None
 
     def file(self, name: str, sha256: Optional[str]) -> Path:
         """A file of the lock, checked against its sha256 (a bundle damaged since it was made fails here)."""

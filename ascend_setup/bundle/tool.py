@@ -28,8 +28,8 @@ from ascend_setup.resolve.lockfile import Sha256
 from ascend_setup.resolve.uvcompile import ClosureRequest, compile_closure
 
 DIST = "ascend-setup"
-#: The Pythons a bootstrap may find on a host (the tool's own requires-python is >=3.9).
-TOOL_PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+#: The Pythons a bootstrap may find on a host (the tool's own requires-python is >=3.8: Ubuntu 20.04's python3).
+TOOL_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
 
 
 class ToolFile(BaseModel):

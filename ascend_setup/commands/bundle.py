@@ -18,6 +18,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
 from ascend_setup.index.tags import Target
+from ascend_setup.managed.pinned import PythonBuild, PythonBuilds, load_builds
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.soc import device_of
@@ -29,6 +30,8 @@ from ascend_setup.steps.options import (
     check_build_deps_url,
     check_device,
     check_index_url,
+    check_python_builds,
+    check_python_mirror,
     check_soc,
     parse_index_overrides,
 )
@@ -80,6 +83,16 @@ def render_summary(manifest: Manifest, path: Path) -> None:
                          "bootstrap.sh in it, or run 'ascend-setup install --bundle' on the tar")
 
 
+def managed_build(builds: PythonBuilds, target: Target) -> PythonBuild:
+    """The pinned CPython build --with-python carries: the target's Python, for its architecture."""
+    found = builds.find(target.python, target.arch)
+    if found is None:
+        have = ", ".join(builds.minors(target.arch)) or "none"
+        raise BadInput(f"--with-python: no pinned CPython {target.python} build for {target.arch} (pinned: {have})",
+                       hint="pass --python with a pinned version, or --python-builds FILE naming one")
+    return found
+
+
 def run(args: argparse.Namespace, output: Output) -> int:
     if getattr(args, "bundle_command", None) == "verify":
         return run_verify(args, output)
@@ -104,6 +117,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse} is not a directory")
     build_deps = check_build_deps_url(args.build_deps_url)
+    python_mirror = check_python_mirror(args.python_mirror)
+    if (args.python_mirror or args.python_builds) and not args.with_python:
+        raise BadInput("--python-mirror and --python-builds choose the interpreter --with-python carries: "
+                       "add --with-python")
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
     matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
@@ -120,6 +137,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if note:
         err.print(f"note: {note}", soft_wrap=True, markup=False)
     target = Target.parse(glibc, arch, python)
+    python_builds = load_builds(check_python_builds(args.python_builds)) if args.with_python else None
+    python_build = managed_build(python_builds, target) if python_builds is not None else None
     if wheelhouse is not None:
         built_wheel(wheelhouse, row, target, soc)  # a --wheelhouse without the target's wheel: refused now
     if args.format == "tar" and out.is_file() and not staging_dir(out).exists():
@@ -128,7 +147,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     log = directory / "bundle.log"
     req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
                         derived=derived_line, lock_file=lock_file, wheelhouse=wheelhouse, build_deps_url=build_deps,
-                        build_python=build_interpreter(python), tool_index=tool_index, log=log)
+                        build_python=build_interpreter(python), tool_index=tool_index, log=log,
+                        python_build=python_build, python_builds=python_builds, python_mirror=python_mirror)
 
     def say(line: str) -> None:
         err.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -196,6 +216,12 @@ def bundle_arguments(p: argparse.ArgumentParser) -> None:
     flags.build_deps_url(p)
     p.add_argument("--tool-index-url", metavar="URL", help="the index the tool's own dependencies come from "
                    "(default: the primary index)")
+    p.add_argument("--with-python", action="store_true", help="carry a managed CPython (the target's Python, a "
+                   "pinned build) for a host with no interpreter in the row's range; its install takes it from here")
+    p.add_argument("--python-mirror", metavar="URL", help="with --with-python: a copy of the python-build-standalone "
+                   "releases (URL/<build>/<file>), tried before the built-in mirrors")
+    p.add_argument("--python-builds", metavar="FILE", help="with --with-python: pinned CPython builds (JSON) instead "
+                   "of the packaged ones")
     p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
                    "--format tar the tar file")
     p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     soc = check_soc(args.soc)
     index = which_index(args.index_url, None, lambda: settings.index if settings else "")
     with named_by(python_source):
-        interpreters = interpreters_to_check(python)  # searched once: the python check and the install's choice
+        # searched once: the python check and the install's choice
+        interpreters = interpreters_to_check(python, Workdir(workdir).pythons)
     if args.cann:
         matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: index)
         if derived is not None:

@@ -149,7 +149,8 @@ def run_install(args: argparse.Namespace, output: Output) -> int:
         installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
         lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
         resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend, jobs=args.jobs,
-        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv, bundle=args.bundle)
+        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv, bundle=args.bundle,
+        python_builds=args.python_builds, python_mirror=args.python_mirror)
     if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
@@ -208,7 +209,12 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
     flags.cann(p, required=True)
     flags.venv(p, "venv to build (default <workdir>/venv)")
     flags.workdir(p, "state, logs, downloads, build tree")
-    flags.python(p, "interpreter for the venv")
+    flags.python(p, "interpreter for the venv, or 'managed' for a pinned CPython the install fetches (the default "
+                    "where the host has none in the row's range)")
+    p.add_argument("--python-mirror", metavar="URL", help="a copy of the python-build-standalone releases "
+                   "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter")
+    p.add_argument("--python-builds", metavar="FILE", help="pinned CPython builds (JSON, as the packaged "
+                   "python_builds.json) instead of the packaged ones")
     flags.cann_home(p, "CANN root, e.g. /usr/local/Ascend")
     flags.index_url(p)
     flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")

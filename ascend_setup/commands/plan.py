@@ -45,7 +45,8 @@ def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: s
     local = arch == platform.machine() and glibc == (glibc_version() or "")
     if local:
         try:
-            return decide_python(row, sources, pool=pool).interpreter.minor, ""
+            choice = decide_python(row, sources, pool=pool)
+            return choice.interpreter.minor, (choice.reasons[0] if choice.managed else "")
         except AscendSetupError:
             pass
     minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor

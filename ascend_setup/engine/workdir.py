@@ -42,6 +42,12 @@ class Workdir(RunFiles):
         return self.downloads / "third-party"
 
     @property
+    def pythons(self) -> Path:
+        """Managed interpreters (UV_PYTHON_INSTALL_DIR): on the persistent disk, since a venv names its
+        interpreter's path and dies with it."""
+        return self.root / "python"
+
+    @property
     def build_home(self) -> Path:
         """HOME for the vllm-ascend build, so its tools' caches stay on the persistent disk."""
         return self.root / "build-home"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
@@ -64,15 +65,29 @@ def check_python(row: Row, interpreters: List[Interpreter], install: Optional[In
         return Check("python", "fail", f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
                      python_install_hint(i.minor))
     seen = ", ".join(sorted({i.version for i in interpreters})) or "none"
+    if install is not None and not install.path:  # decide_python's managed choice: the install fetches it
+        return Check("python", "warn", f"no interpreter in {row.python} (found: {seen}); the install fetches a "
+                     f"managed CPython {install.version} into <workdir>/python",
+                     "the install needs the python-build-standalone release or a mirror of it (--python-mirror "
+                     f"URL), or a bundle; or {python_install_hint(PREFERRED)}")
     return Check("python", "fail", f"no interpreter in {row.python} (found: {seen})",
                  f"{python_install_hint(PREFERRED)}; then --python /path/to/python{PREFERRED}")
 
 
-def interpreters_to_check(python: Optional[str]) -> List[Interpreter]:
+#: A managed interpreter under a workdir's python/ (uv's folder per build), by its versioned name.
+_MANAGED = re.compile(r"^python3\.\d+$")
+
+
+def managed_interpreters(pythons: Path) -> List[str]:
+    """The managed interpreters an install left in `pythons` (<workdir>/python): the search does not look there."""
+    return sorted(str(p) for p in pythons.glob("cpython-*/bin/python3.*") if _MANAGED.match(p.name))
+
+
+def interpreters_to_check(python: Optional[str], pythons: Optional[Path] = None) -> List[Interpreter]:
     """--python alone when given (a path that does not run is bad input, named by the caller), else every
-    interpreter found."""
+    interpreter found, with the managed ones of the workdir's `pythons`."""
     if not python:
-        return find_interpreters()
+        return find_interpreters(managed_interpreters(pythons) if pythons is not None else ())
     found = probe(python)
     if found is None:
         raise BadInput(f"{python} is not a working Python interpreter")

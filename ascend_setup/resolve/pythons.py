@@ -17,12 +17,14 @@ from typing import Dict, List, Optional, Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ascend_setup.errors import BadInput
-from ascend_setup.host.interpreters import Interpreter, choose_interpreter, find_interpreters, probe
+from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.host.interpreters import PREFERRED, Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
+from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.index.choose import choose
 from ascend_setup.index.simple import IndexSet, SimpleIndex
 from ascend_setup.index.tags import Target, parse_python
+from ascend_setup.managed.pinned import MANAGED, PythonBuild, PythonBuilds, load_builds
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources, gate
 
@@ -32,6 +34,7 @@ class PythonChoice:
     interpreter: Interpreter
     reasons: List[str]  # why newer interpreters were passed over
     gaps: List[str]  # what the chosen one still lacks (each a source build or unavailable)
+    managed: Optional[PythonBuild] = None  # the pinned build to install (the interpreter's path is then "")
 
 
 def binary_packages(row: Row, pages: Dict[str, list]) -> List[str]:
@@ -103,13 +106,41 @@ def row_minors(row: Row) -> List[str]:
     return [f"3.{m}" for m in range(15, 7, -1) if spec.contains(f"3.{m}.0", prereleases=True)]
 
 
+def managed_choice(row: Row, sources: IndexSources, arch: str, glibc: str, builds: PythonBuilds, why: str, *,
+                   deadline: float = 5.0, pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+    """A managed CPython: of the row's minors that have a pinned build for `arch`, the one the row's wheels
+    want, by the rule an interpreter on the host is chosen by (choose_python)."""
+    minors = [m for m in row_minors(row) if builds.find(m, arch) is not None]
+    if not minors:
+        raise AscendSetupError(f"{why}, and no pinned CPython build for {arch} is in the row's range {row.python}",
+                               hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}")
+    candidates = [Interpreter(path="", version=_build(builds, m, arch).version, has_venv=True) for m in minors]
+    pages = row_pages(row, sources, deadline, pool) if len(candidates) > 1 else None
+    choice = choose_python(row, candidates, arch, glibc, pages) if len(candidates) > 1 else \
+        PythonChoice(candidates[0], [], [])
+    build = _build(builds, choice.interpreter.minor, arch)
+    note = f"{why}: a managed CPython {build.version} ({build.build} build) will be installed in the workdir"
+    return PythonChoice(choice.interpreter, [note, *choice.reasons], choice.gaps, managed=build)
+
+
+def _build(builds: PythonBuilds, minor: str, arch: str) -> PythonBuild:
+    found = builds.find(minor, arch)
+    assert found is not None, (minor, arch)  # the callers choose among the minors that have one
+    return found
+
+
 def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
                 local: bool = True, deadline: float = 5.0, pool: Optional[Dict[str, SimpleIndex]] = None,
-                found: Optional[List[Interpreter]] = None) -> PythonChoice:
+                found: Optional[List[Interpreter]] = None, builds: Optional[PythonBuilds] = None) -> PythonChoice:
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
     `local=False` (a target that is not this machine) chooses among the row's Python versions instead.
     `found`: this machine's interpreters when the caller has searched already (a search is seconds).
-    An error about `explicit` names the value only: the caller adds the flag (BadInput.given_as)."""
+    With no interpreter in the row's range on this machine, or `explicit` "managed": a managed CPython from
+    the pinned builds (`builds`, else the packaged file). An error about `explicit` names the value only: the
+    caller adds the flag (BadInput.given_as)."""
+    if explicit == MANAGED:
+        return managed_choice(row, sources, arch, glibc, builds or load_builds(), "--python managed",
+                              deadline=deadline, pool=pool)
     if explicit:
         interp = choose_interpreter(row.python, explicit)
         pages = row_pages(row, sources, deadline, pool)
@@ -119,7 +150,10 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
         everything = find_interpreters() if found is None else found
         found = [i for i in everything if row.python_allows(i.version) and i.has_venv]
         if not found:
-            choose_interpreter(row.python, found=everything)  # raises the error with the install hint
+            seen = ", ".join(sorted({i.version for i in everything})) or "none"
+            return managed_choice(row, sources, arch, glibc, builds or load_builds(),
+                                  f"no Python in {row.python} with venv support on this host (seen: {seen})",
+                                  deadline=deadline, pool=pool)
     else:
         found = [Interpreter(path="", version=f"{minor}.0", has_venv=True) for minor in row_minors(row)]
     minors = {i.minor for i in found}
@@ -131,11 +165,11 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
 
 def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
                   pool: Optional[Dict[str, SimpleIndex]] = None,
-                  found: Optional[List[Interpreter]] = None) -> PythonChoice:
+                  found: Optional[List[Interpreter]] = None, builds: Optional[PythonBuilds] = None) -> PythonChoice:
     """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
     `plan` (for this machine), doctor and the fleet report follow, so their answers cannot drift apart."""
     return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool,
-                       found=found)
+                       found=found, builds=builds)
 
 
 def names_interpreter(value: str) -> bool:

@@ -20,6 +20,7 @@ from ascend_setup.engine.workdir import Workdir
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.index.tags import Target
+from ascend_setup.managed.pinned import PythonBuilds, load_builds
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.index_session import IndexSession
@@ -73,6 +74,13 @@ class InstallSession(Session):
                 self.index = IndexSession(self.pip_settings)
             else:  # every index URL of the bundle's lock is answered by the bundle, never by the network
                 self.index = IndexSession(self.pip_settings, pages=bundle_pages(bundle, read_lock(bundle.lock_path)))
+
+    def python_builds(self) -> PythonBuilds:
+        """The pinned CPython builds a managed interpreter is chosen from: --python-builds (or its variable),
+        else the bundle's (the pin it was made with), else the packaged ones."""
+        given = self.options.python_builds
+        bundled = self.bundle.python_builds if self.bundle is not None else None
+        return load_builds(given if given or bundled is None else str(bundled))
 
     @property
     def bundle(self) -> Optional[Bundle]:

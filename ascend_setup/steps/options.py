@@ -17,6 +17,7 @@ from ascend_setup.dists.venv_reader import check_venv_target
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput, named_by
 from ascend_setup.index.urls import is_index_url
+from ascend_setup.managed.pinned import MANAGED
 from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import ExactVersion, IndexUrl, Matrix, Row, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
@@ -100,6 +101,8 @@ class InstallOptions:
     build_deps_url: Optional[str] = None  # --build-deps-url URL: a mirror of the build's third-party archives
     adopt_venv: bool = False  # --adopt-venv: install into a venv ascend-setup did not make
     bundle: Optional[str] = None  # --bundle PATH: the (unpacked) offline bundle every file comes from
+    python_builds: Optional[str] = None  # --python-builds FILE: pinned CPython builds instead of the packaged ones
+    python_mirror: Optional[str] = None  # --python-mirror URL: tried first for a managed interpreter's archive
 
     def to_record(self) -> Dict[str, Any]:
         return asdict(self)
@@ -222,7 +225,9 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
                           respect_pip_config: bool = False, dry_run: bool = False,
                           resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
                           jobs: Optional[int] = None, build_deps_url: Optional[str] = None,
-                          adopt_venv: bool = False, bundle: Optional[str] = None) -> Tuple[InstallOptions, InstallRow]:
+                          adopt_venv: bool = False, bundle: Optional[str] = None,
+                          python_builds: Optional[str] = None,
+                          python_mirror: Optional[str] = None) -> Tuple[InstallOptions, InstallRow]:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it.
     The matrix and row the checks need are returned with the options, for the run to use."""
@@ -244,8 +249,10 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     check_dir_path(venv_path, venv_source, mode="plan" if dry_run else "write")
     check_venv_target(venv_path, venv_source, adopt=adopt_venv)
     python, python_source = PYTHON.value(python)
-    if python:
+    if python and python != MANAGED:
         check_python_flag(python, python_source, row.python)
+    python_builds = check_python_builds(python_builds)
+    python_mirror = check_python_mirror(python_mirror)
     home, home_source = CANN_HOME.path(cann_home)
     if home and not home.is_dir():
         raise BadInput(f"{home_source} {home} is not a directory")
@@ -269,7 +276,7 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
         respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
         jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url),
-        adopt_venv=adopt_venv, bundle=bundle), loaded
+        adopt_venv=adopt_venv, bundle=bundle, python_builds=python_builds, python_mirror=python_mirror), loaded
 
 
 def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], cann_home: Optional[str]) -> None:
@@ -325,6 +332,26 @@ def check_jobs(jobs: Optional[int]) -> Optional[int]:
     if jobs is not None and jobs < 1:
         raise BadInput(f"--jobs {jobs} must be at least 1")
     return jobs
+
+
+def check_python_mirror(url: Optional[str]) -> Optional[str]:
+    """--python-mirror: an http(s) URL (the tool downloads the archive itself, with HTTP Range)."""
+    if url is not None and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
+        raise BadInput(f"--python-mirror {url!r} is not an http(s):// URL",
+                       hint="a copy of the python-build-standalone releases, laid out as URL/<build>/<file>")
+    return url
+
+
+def check_python_builds(given: Optional[str]) -> Optional[str]:
+    """--python-builds (or its variable) as an absolute path to a valid builds file, checked now: a managed
+    interpreter is chosen only at preflight, and a bad file must not wait for that."""
+    from ascend_setup.managed.pinned import builds_path, load_builds
+
+    path, source = builds_path(given)
+    if source != "the packaged builds":
+        with named_by(source):
+            load_builds(str(path))
+    return str(path) if given else None
 
 
 def check_python_flag(python: str, source: str, spec: str) -> None:

@@ -21,6 +21,7 @@ class HostFacts(_Output):
 
     python: str  # the interpreter the venv is made from
     python_version: str  # its full version (3.11.7)
+    managed: Optional[str] = None  # the pinned build (uv's key) the python step installs there; None: the host's
     cann_version: str
     cann_toolkit: str
     cann_root: str
@@ -65,6 +66,14 @@ class LockRef(_Output):
     lock: Optional[str] = None
     packages: Optional[int] = None
     source: Optional[str] = None  # "resolved", or the --lock FILE it copied
+
+
+class ManagedPython(_Output):
+    """python: the managed interpreter, when preflight chose one (else nothing was installed)."""
+
+    python: Optional[str] = None
+    version: Optional[str] = None
+    archive: Optional[str] = None  # the checked archive it was unpacked from
 
 
 class VenvMade(_Output):

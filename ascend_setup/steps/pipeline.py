@@ -7,6 +7,7 @@ from typing import List
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.step import Step
 from ascend_setup.engine.workdir import Workdir
+from ascend_setup.steps.managed_python import InstallManagedPython
 from ascend_setup.steps.mirror import ChooseMirror
 from ascend_setup.steps.packages import CannPythonDeps, PluginDeps, TorchStack, Vllm
 from ascend_setup.steps.plugin import VllmAscend
@@ -18,8 +19,8 @@ from ascend_setup.steps.verify import Verify
 
 
 def build_pipeline() -> List[Step]:
-    return [Preflight(), ChooseMirror(), Resolve(), CreateVenv(), CannPythonDeps(), TorchStack(), Vllm(), PluginDeps(),
-            Triton(), VllmAscend(), Verify()]
+    return [Preflight(), InstallManagedPython(), ChooseMirror(), Resolve(), CreateVenv(), CannPythonDeps(),
+            TorchStack(), Vllm(), PluginDeps(), Triton(), VllmAscend(), Verify()]
 
 
 def run_lock(workdir: Workdir) -> RunLock:

@@ -15,6 +15,7 @@ from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import free_disk_bytes, glibc_version, memory_bytes, usable_cpus
 from ascend_setup.host.npu import host_npu
 from ascend_setup.host.toolchain import builds_from_source, toolchain_checks
+from ascend_setup.managed.pinned import MANAGED
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
@@ -76,9 +77,15 @@ class Preflight(Step[HostFacts]):
         if not ctx.has(self):
             return False
         facts = ctx.get(Preflight)
+        if facts.managed:  # the python step installs it and checks it; preflight's choice stands
+            return self._same_cann(ctx, facts)
         interp = probe(facts.python)
         if interp is None or interp.version != facts.python_version:
             return False
+        return self._same_cann(ctx, facts)
+
+    @staticmethod
+    def _same_cann(ctx: InstallSession, facts: HostFacts) -> bool:
         found = primary_cann(ctx.options.cann_home)
         return found is not None and same_cann(found.version, facts.cann_version)
 
@@ -88,11 +95,15 @@ class Preflight(Step[HostFacts]):
         _log_ignored_pip_settings(ctx, log)
         problems = host_problems(ctx)
         found = primary_cann(options.cann_home)
-        interp = None
+        interp, managed = None, None
         try:
-            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.the_index.pool())
-            interp = choice.interpreter
-            _log_python_choice(ctx, log, choice, bool(options.python))
+            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.the_index.pool(),
+                                   builds=ctx.python_builds())
+            interp, managed = choice.interpreter, choice.managed
+            if managed is not None:  # where the python step will put it
+                interp = replace(interp, path=str(managed.python_in(ctx.workdir.pythons)))
+                choice = replace(choice, interpreter=interp)
+            _log_python_choice(ctx, log, choice, bool(options.python) and options.python != MANAGED)
         except BadInput as exc:  # about the recorded --python
             raise exc.given_as("--python") from None
         except AscendSetupError as exc:
@@ -109,7 +120,7 @@ class Preflight(Step[HostFacts]):
             _fail(problems, log)
         assert found is not None and interp is not None
         facts: Dict[str, Any] = {  # HostFacts validates each field
-            "python": interp.path, "python_version": interp.version,
+            "python": interp.path, "python_version": interp.version, "managed": managed.key if managed else None,
             "cann_version": found.version, "cann_toolkit": found.toolkit, "cann_root": found.root,
             "set_env": [str(p) for p in found.set_env_scripts()],
             "glibc": glibc_version(), "arch": platform.machine(), "cpus": usable_cpus(),

@@ -38,6 +38,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "metadata": ("distribution metadata", 16 * MiB),
     "venv-record": ("venv record", 1 * MiB),
     "mirrors": ("mirror ranking", 4 * MiB),
+    "python-builds": ("pinned CPython builds file", 1 * MiB),
     "speed": ("speed measurements file", 16 * MiB),
     "pip-config": ("pip/uv configuration", 1 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass

@@ -46,6 +46,7 @@ class Flag:
 
 WORKDIR = Flag("--workdir", "ASCEND_SETUP_WORKDIR")
 VENV = Flag("--venv", "ASCEND_SETUP_VENV")
+PYTHON_BUILDS = Flag("--python-builds", "ASCEND_SETUP_PYTHON_BUILDS")
 PYTHON = Flag("--python", "ASCEND_SETUP_PYTHON")
 CANN_HOME = Flag("--cann-home", "ASCEND_SETUP_CANN_HOME")
 #: The filesystem root the container checks read as `/` (a container's rootfs seen from the host, a test's).

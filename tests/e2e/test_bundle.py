@@ -21,6 +21,7 @@ from helpers.stack import ROW, installed, kill_group, lock_versions
 from ascend_setup.bundle.tool import tool_requirements
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.simulate.world import start_simulated_host
+from ascend_setup.steps.pipeline import build_pipeline
 
 PYTHON = "%d.%d" % sys.version_info[:2]
 
@@ -131,7 +132,7 @@ def test_offline_install_from_the_bundle_equals_the_lock(world, made):
     status = json.loads(world.cli("status", "--workdir", str(workdir), "--json").stdout)
     assert all(s["state"] == "done" for s in status["steps"])
     again = world.cli(*world.install_args(workdir, made), offline=True)  # resume: all done, still offline
-    assert again.returncode == 0 and again.stderr.count("(done)") == 11, again.stderr
+    assert again.returncode == 0 and again.stderr.count("(done)") == len(build_pipeline()), again.stderr
     audit = world.cli("audit", "--venv", str(workdir / "venv"), "--quiet-info", offline=True)
     assert audit.returncode == 0, audit.stdout
 
@@ -295,3 +296,33 @@ def test_bootstrap_installs_the_tool_from_the_bundle_then_the_stack_with_no_netw
                              env=env, timeout=300)
     assert refused.returncode == 1 and "do not match their sha256" in refused.stderr
     assert not (tmp_path / "work2" / "tool-venv").exists()
+
+
+@needs_netns
+def test_a_bundle_with_python_gives_an_offline_host_a_managed_interpreter(world, made, tmp_path):
+    """`--with-python` carries the target's pinned CPython (here a loopback release of this machine's) and a
+    builds file naming it; a host given no usable interpreter (`--python managed`) installs from the bundle in a
+    namespace with no network, the venv made from the managed interpreter in the workdir."""
+    from ascend_setup.simulate.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
+
+    archive, version, sha256 = pbs_archive(tmp_path / "pbs")
+    server = ReleaseServer({f"{BUILD}/{archive.name}": archive.read_bytes()})
+    try:
+        builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [server.url])
+        out = tmp_path / "bundle"
+        shutil.copytree(made, out)  # a rerun continues a bundle: only the interpreter is fetched
+        proc = world.bundle(out, "--with-python", "--python-builds", str(builds))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    finally:
+        server.close()
+    roles = [f for f in _manifest(out)["files"] if f["role"] == "python"]
+    assert sorted(Path(f["path"]).name for f in roles) == sorted([archive.name, "builds.json"])
+    workdir = tmp_path / "w"
+    args = world.install_args(workdir, out)
+    at = args.index("--python")
+    args[at + 1] = "managed"
+    done = world.cli(*args, offline=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (python,) = (workdir / "python").glob(f"cpython-{version}-*/bin/python{version.rsplit('.', 1)[0]}")
+    assert f"home = {python.parent}" in (workdir / "venv" / "pyvenv.cfg").read_text()
+    assert "mirror " not in (workdir / "logs" / "python.log").read_text()  # no mirror was asked

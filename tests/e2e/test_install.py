@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from helpers.stack import freeze, installed, lock_versions, status
 
+from ascend_setup.steps.pipeline import build_pipeline
+
 #: What the OS's userland (glibc, the Python build, venv, the trust store, the toolchain, the disk) can
 #: change: the glibc 2.31 root runs this file too.
 pytestmark = pytest.mark.userland
 
-STEPS = 11
+STEPS = len(build_pipeline())
 #: What the row's torch is on this host: the `+cpu` build from the PyTorch CPU index on x86_64.
 TORCH = "2.10.0+cpu" if platform.machine() == "x86_64" else "2.10.0"
 

@@ -80,7 +80,7 @@ def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, caps
 
     real = Interpreter(sys.executable, "%d.%d.%d" % sys.version_info[:3], True)
     searches = []
-    monkeypatch.setattr(doctor, "find_interpreters", lambda: searches.append(1) or [real])
+    monkeypatch.setattr(doctor, "find_interpreters", lambda *extra: searches.append(1) or [real])
 
     def second_search() -> list:
         raise AssertionError("doctor searched the interpreters again")

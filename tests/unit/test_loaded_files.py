@@ -281,7 +281,32 @@ DOCTOR_STATE = Kind(
     required=[("format",), ("steps", "venv", "state"), ("steps", "venv", "log"), ("steps", "venv", "started_at")],
     keyed=[("steps",)], accepted=lambda check: check.status == "pass")
 
-KINDS_LOADED = [FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
+# -- pinned CPython builds (--python-builds): an organisation's own file, or the packaged one -------------------
+
+def _builds_example() -> Any:
+    return {"source": "a pinned release", "release": "https://example.invalid/releases",
+            "mirrors": [{"url": "https://example.invalid/releases", "note": "the origin"}],
+            "builds": [{"version": "3.11.16", "arch": "x86_64", "build": "20260814",
+                        "file": "cpython-3.11.16+20260814-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz",
+                        "sha256": "a" * 64}]}
+
+
+def _load_builds(path: Path) -> Any:
+    from ascend_setup.managed.pinned import load_builds
+
+    return load_builds(str(path))
+
+
+PYTHON_BUILDS = Kind(
+    "python-builds", "python-builds", example=_builds_example, path="builds.json", target="builds.json",
+    load=_load_builds, refused=raises_bad_input(_load_builds),
+    strings=[("source",), ("release",), ("mirrors", 0, "url"), ("mirrors", 0, "note"), ("builds", 0, "version"),
+             ("builds", 0, "arch"), ("builds", 0, "build"), ("builds", 0, "file"), ("builds", 0, "sha256")],
+    containers=[("mirrors",), ("mirrors", 0), ("builds",), ("builds", 0)],
+    required=[("source",), ("release",), ("mirrors",), ("builds",), ("builds", 0, "sha256"), ("builds", 0, "file")])
+
+KINDS_LOADED = [PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE,
+                DOCTOR_STATE]
 
 
 # -- the mutations ------------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ OLD_STATE = Path(__file__).resolve().parents[1] / "data" / "state" / "state-0.js
 
 def test_every_recorded_output_loads_into_its_steps_model(tmp_path: Path) -> None:
     recorded = json.loads(OLD_STATE.read_text())["steps"]
-    outputs = {step.name: step.output_of(recorded[step.name]["outputs"]) for step in build_pipeline()}
+    assert {s.name for s in build_pipeline()} - set(recorded) == {"python"}  # a step that release did not have
+    outputs = {step.name: step.output_of(recorded.get(step.name, {}).get("outputs")) for step in build_pipeline()}
     assert all(isinstance(outputs[s.name], s.Output) for s in build_pipeline())
     session = session_for(tmp_path, outputs)
     facts = session.get(Preflight)

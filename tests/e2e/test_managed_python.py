@@ -1,0 +1,130 @@
+"""The managed interpreter, end to end: an install on a host given no interpreter it may use (`--python
+managed`) fetches the pinned CPython from the first mirror that has the exact file (a loopback release laid
+out as python-build-standalone's), has uv unpack it into the workdir, and makes the venv from it; a stop
+mid-download resumes from its byte, and a second run installs nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+from helpers.processes import wait_for
+from helpers.stack import kill_group
+
+from ascend_setup.simulate.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    archive, version, sha256 = pbs_archive(tmp_path_factory.mktemp("pbs"))
+    server = ReleaseServer({f"{BUILD}/{archive.name}": archive.read_bytes()})
+    yield archive, version, sha256, server
+    server.close()
+
+
+def managed_argv(stack, workdir: Path, builds: Path, *extra: str) -> List[str]:
+    argv = stack.install_argv(workdir, "--python-builds", str(builds), *extra)
+    at = argv.index("--python")
+    return argv[:at] + ["--python", "managed"] + argv[at + 2:]
+
+
+def test_an_install_with_a_managed_python(wheel_stack, release, tmp_path: Path) -> None:
+    archive, version, sha256, server = release
+    dead = "http://127.0.0.1:9/pbs"  # refuses: the probe names it and the download skips it
+    missing = f"{server.url}/nothing-here"  # answers 404 for the exact file, as a mirror keeping one release does
+    builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [dead, missing, server.url])
+    workdir = tmp_path / "w"
+    done = wheel_stack.install(workdir, argv=managed_argv(wheel_stack, workdir, builds))
+    assert done.returncode == 0, done.stderr[-3000:]
+    minor = ".".join(version.split(".")[:2])
+    key = f"cpython-{version}-linux-{archive.name.split('-')[2]}-gnu"
+    python = workdir / "python" / key / "bin" / f"python{minor}"
+    assert python.is_file()
+    cfg = (workdir / "venv" / "pyvenv.cfg").read_text()
+    assert f"home = {python.parent}" in cfg, cfg
+    assert "a managed CPython" in done.stderr
+    log = (workdir / "logs" / "python.log").read_text()
+    assert f"mirror {dead}/{BUILD}/" in log and "connection refused" in log
+    assert "HTTP 404" in log and "has it" in log
+    assert "uv python install" in log
+    state = json.loads((workdir / "state.json").read_text())
+    assert state["steps"]["preflight"]["outputs"]["managed"] == key
+    gets = [r for r in server.requests if r[0] == "GET" and r[1].endswith(archive.name)]
+    assert len(gets) == 1, server.requests
+    again = wheel_stack.install(workdir, argv=managed_argv(wheel_stack, workdir, builds))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len([r for r in server.requests if r[0] == "GET" and r[1].endswith(archive.name)]) == 1
+    assert not (Path.home() / ".local" / "bin" / f"python{minor}").is_symlink() or \
+        "python/cpython" not in str((Path.home() / ".local" / "bin" / f"python{minor}").resolve())
+
+
+def test_a_stop_mid_download_resumes_from_its_byte(wheel_stack, release, tmp_path: Path) -> None:
+    archive, version, sha256, _ = release
+    data = archive.read_bytes()
+    slow = ReleaseServer({f"{BUILD}/{archive.name}": data}, rate=len(data) // 8)  # about 8 s for the file
+    try:
+        builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [slow.url])
+        workdir = tmp_path / "w"
+        argv = managed_argv(wheel_stack, workdir, builds)
+        import subprocess
+
+        proc = subprocess.Popen(argv, env=wheel_stack.env(), start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        part = workdir / "downloads" / "python" / (archive.name + ".part")
+        assert wait_for(lambda: part.exists() and part.stat().st_size > len(data) // 4, proc, timeout=120)
+        kill_group(proc)
+        had = part.stat().st_size
+        assert 0 < had < len(data)
+        time.sleep(0.1)
+        done = wheel_stack.install(workdir, argv=argv)
+        assert done.returncode == 0, done.stderr[-3000:]
+        ranges = [r[2] for r in slow.requests if r[0] == "GET"]
+        assert ranges[0] is None and ranges[-1] is not None and int(ranges[-1][6:].split("-")[0]) >= had // 2, ranges
+        assert not part.exists()
+    finally:
+        slow.close()
+
+
+def test_no_mirror_with_the_file_is_one_error_naming_each(wheel_stack, release, tmp_path: Path) -> None:
+    archive, version, _, server = release
+    builds = write_builds_file(tmp_path / "builds.json", archive, version, "0" * 64,
+                               [f"{server.url}/nothing-here", "http://127.0.0.1:9/pbs"])
+    workdir = tmp_path / "w"
+    failed = wheel_stack.install(workdir, argv=managed_argv(wheel_stack, workdir, builds))
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "no mirror has" in failed.stderr and "HTTP 404" in failed.stderr and "connection refused" in failed.stderr
+    assert "--python-mirror" in failed.stderr
+    assert not (workdir / "venv").exists()
+
+
+if sys.platform != "linux":  # python-build-standalone's linux-gnu builds only
+    pytestmark = pytest.mark.skip("linux only")
+
+
+def test_an_interrupted_unpack_is_reinstalled(wheel_stack, release, tmp_path: Path) -> None:
+    """uv stopped after moving the interpreter in, before fixing it up: the next run reinstalls it from the
+    archive it already has (no download), and the install converges."""
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+
+    archive, version, sha256, server = release
+    builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [server.url])
+    workdir = tmp_path / "w"
+    argv = managed_argv(wheel_stack, workdir, builds)
+    assert wheel_stack.install(workdir, argv=argv).returncode == 0
+    gets = len([r for r in server.requests if r[0] == "GET"])
+    minor = ".".join(version.split(".")[:2])
+    (install,) = (workdir / "python").glob(f"cpython-{version}-*")
+    (install / "lib" / f"python{minor}" / "os.py").write_text("raise SystemExit('half-written')\n")
+    store = install_store(Workdir(workdir))
+    state = store.load()
+    store.mark(state, "python", state.steps["python"].model_copy(update={"state": "started", "ended_at": None}))
+    again = wheel_stack.install(workdir, argv=argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "half-written" not in (install / "lib" / f"python{minor}" / "os.py").read_text()
+    assert "--reinstall" in (workdir / "logs" / "python.log").read_text()
+    assert len([r for r in server.requests if r[0] == "GET"]) == gets
