@@ -194,18 +194,20 @@ def check_ray(name: str, f: NodeFacts, ray: bool) -> List[Problem]:
                     prevents=("ray-npu-as-gpu",))]
 
 
-def planned_ports(f: NodeFacts, ray: bool) -> Dict[int, str]:
-    """The ports this node's ranks will listen on, by what uses them."""
+def planned_ports(f: NodeFacts, ray: bool, extra: Sequence[int] = ()) -> Dict[int, str]:
+    """The ports this node's ranks will listen on, by what uses them; `extra` the inventory's own (vLLM's
+    API port, --data-parallel-rpc-port)."""
     base = _int(f.env.get("HCCL_IF_BASE_PORT")) or HCCL_BASE_PORT
     ports = {HCCL_PORT: "HCCL's listen port"}
     ports.update({p: f"HCCL's host NIC port (HCCL_IF_BASE_PORT {base} + rank)" for p in range(base, base + HCCL_RANKS)})
     if ray:
         ports.update(RAY_PORTS)
+    ports.update({p: "a port the inventory lists" for p in extra})
     return ports
 
 
-def check_ports(name: str, f: NodeFacts, ray: bool) -> List[Problem]:
-    plan = planned_ports(f, ray)
+def check_ports(name: str, f: NodeFacts, ray: bool, extra: Sequence[int] = ()) -> List[Problem]:
+    plan = planned_ports(f, ray, extra)
     taken: Dict[int, List[str]] = {}
     for listener in f.listening:
         if listener.port in plan:
@@ -237,14 +239,14 @@ def check_clock(view: NodeView, skew: float) -> List[Problem]:
                     "sync every node's clock (chrony or systemd-timesyncd against one NTP source)", view.name)]
 
 
-def node_problems(view: NodeView, *, ray: bool, skew: float) -> List[Problem]:
+def node_problems(view: NodeView, *, ray: bool, skew: float, ports: Sequence[int] = ()) -> List[Problem]:
     if view.facts is None:
         return [Problem("answer", f"the node did not answer: {view.error}",
                         "check the node's run command by hand (ssh HOST ascend-setup doctor --node-facts --json); "
                         "the tool must be installed on it", view.name)]
     f = view.facts
     return (check_npus(view.name, f) + check_nic_vars(view.name, f) + check_hccl_numbers(view.name, f) +
-            check_ray(view.name, f, ray) + check_ports(view.name, f, ray) + check_clock(view, skew))
+            check_ray(view.name, f, ray) + check_ports(view.name, f, ray, ports) + check_clock(view, skew))
 
 
 # -- across the nodes ------------------------------------------------------------------------------------------

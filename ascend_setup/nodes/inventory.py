@@ -5,7 +5,7 @@ prefix that reaches it), or the fleet's Ansible inventory (its hosts, reached by
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -56,6 +56,7 @@ class InventoryFile(BaseModel):
     ping_timeout: float = Field(default=30, gt=0, le=3600)  # seconds each node has for its pings
     clock_skew: float = Field(default=5, gt=0, le=3600)  # seconds two nodes' clocks may differ
     ray: bool = True  # the nodes serve through Ray: its variable is required
+    ports: List[Annotated[int, Field(strict=True, ge=1, le=65535)]] = Field(default_factory=list, max_length=256)
 
     @model_validator(mode="after")
     def _unique(self) -> InventoryFile:
@@ -85,6 +86,7 @@ class Inventory:
     clock_skew: float
     ray: bool
     source: str
+    ports: List[int] = field(default_factory=list)  # besides HCCL's and Ray's: vLLM's, the DP RPC port
 
 
 def _ansible_hosts(data: Dict[str, Any], source: str) -> Dict[str, Dict[str, Any]]:
@@ -145,7 +147,7 @@ def parse_inventory(text: str, source: str) -> Inventory:
     for n in model.nodes:
         run = _argv(n.run)
         nodes.append(Node(n.name, [*SSH, n.host or n.name] if run is None else run, _argv(n.command) or default))
-    return Inventory(nodes, model.timeout, model.ping_timeout, model.clock_skew, model.ray, source)
+    return Inventory(nodes, model.timeout, model.ping_timeout, model.clock_skew, model.ray, source, list(model.ports))
 
 
 def load_inventory(path: Union[str, Path]) -> Inventory:

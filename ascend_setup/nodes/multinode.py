@@ -66,7 +66,7 @@ def run_preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView] =
     views = in_parallel(inventory.nodes, lambda n: ask(n, inventory.timeout))
     problems: List[Problem] = []
     for v in views:
-        problems += node_problems(v, ray=inventory.ray, skew=inventory.clock_skew)
+        problems += node_problems(v, ray=inventory.ray, skew=inventory.clock_skew, ports=inventory.ports)
     problems += check_across(views)
     pings = plan_pings(views)
     nodes = {n.name: n for n in inventory.nodes}

@@ -113,12 +113,12 @@ def test_listening_ports() -> None:
 def test_our_inventory(tmp_path: Path) -> None:
     inv = parse_inventory("nodes:\n  - name: a\n  - name: b\n    host: 10.0.0.2\n"
                           "  - {name: c, run: 'ip netns exec c', command: [python3, -m, ascend_setup]}\n"
-                          "  - {name: d, run: ''}\ntimeout: 5\nray: false\n", "x.yml")
+                          "  - {name: d, run: ''}\ntimeout: 5\nray: false\nports: [8000, 13389]\n", "x.yml")
     a, b, c, d = inv.nodes
     assert a.argv("doctor") == [*SSH, "a", "ascend-setup", "doctor"]
     assert b.run == [*SSH, "10.0.0.2"]
     assert c.argv("doctor") == ["ip", "netns", "exec", "c", "python3", "-m", "ascend_setup", "doctor"]
-    assert d.run == [] and inv.timeout == 5 and inv.ray is False
+    assert d.run == [] and inv.timeout == 5 and inv.ray is False and inv.ports == [8000, 13389]
 
 
 def test_an_ansible_inventory() -> None:
@@ -146,6 +146,7 @@ ascend:
     ("nodes:\n  - {name: a}\n  - {name: a}\n", "node names must be unique: a appear twice"),
     ("nodes:\n  - {name: a, run: \"ssh 'x\"}\n", "nodes.0.run"),
     ("nodes:\n  - {name: a}\ntimeout: 0\n", "timeout: Input should be greater than 0"),
+    ("nodes:\n  - {name: a}\nports: [70000]\n", "ports.0: Input should be less than or equal to 65535"),
     ("nodes: [a\n", "is not valid YAML"), ("- a\n", "is not a YAML mapping"),
     ("all:\n  hosts: {}\n", "names no node")])
 def test_bad_inventories(text: str, said: str) -> None:
@@ -282,6 +283,13 @@ def test_without_ray_its_variable_and_ports_are_not_asked() -> None:
     vs = views(lambda d: (env(0, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=None)(d),
                           d[0].update(listening=[{"port": 6379, "address": "0.0.0.0"}])))
     assert [p for v in vs for p in node_problems(v, ray=False, skew=5)] == []
+
+
+def test_the_inventory_s_ports() -> None:
+    vs = views(fact(1, listening=[{"port": 13389, "address": "0.0.0.0"}]))
+    assert [p for v in vs for p in node_problems(v, ray=True, skew=5)] == []
+    (p,) = [p for v in vs for p in node_problems(v, ray=True, skew=5, ports=[13389])]
+    assert (p.node, p.check, p.severity) == ("n2", "ports", "fail") and "port 13389" in p.message
 
 
 def test_a_node_that_did_not_answer() -> None:
