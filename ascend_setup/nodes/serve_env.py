@@ -30,20 +30,30 @@ def addresses(f: NodeFacts) -> List[Address]:
 
 
 def cluster_network(facts: Sequence[NodeFacts]) -> Optional[ipaddress.IPv4Network]:
-    """A network every node has an address in: the one the nodes talk over. The one HCCL_IF_IP names wins."""
-    sets = [{a[2] for a in addresses(f)} for f in facts]
-    if not sets:
-        return None
-    shared = set.intersection(*sets)
+    """A network every node has its own address in: the one the nodes talk over. A network where two nodes
+    hold the same address is each node's private one (docker0's 172.17.0.1 on every host), not the cluster's.
+    The one HCCL_IF_IP names wins; else the narrowest, the likeliest to be a dedicated segment."""
+    owned: Dict[ipaddress.IPv4Network, List[str]] = {}
     for f in facts:
-        ip = f.env.get("HCCL_IF_IP", "")
-        for net in shared:
-            try:
-                if ipaddress.IPv4Address(ip) in net:
-                    return net
-            except ValueError:
-                break
-    return min(shared, key=lambda n: (n.prefixlen, int(n.network_address)), default=None)
+        for net, ips in _by_network(f).items():
+            owned.setdefault(net, []).append(ips[0])
+    shared = [n for n, ips in owned.items() if len(ips) == len(facts) and len(set(ips)) == len(ips)]
+    for f in facts:
+        try:
+            ip = ipaddress.IPv4Address(f.env.get("HCCL_IF_IP", ""))
+        except ValueError:
+            continue
+        hit = next((n for n in shared if ip in n), None)
+        if hit is not None:
+            return hit
+    return min(shared, key=lambda n: (-n.prefixlen, int(n.network_address)), default=None)
+
+
+def _by_network(f: NodeFacts) -> Dict[ipaddress.IPv4Network, List[str]]:
+    found: Dict[ipaddress.IPv4Network, List[str]] = {}
+    for _, ip, net in addresses(f):
+        found.setdefault(net, []).append(ip)
+    return found
 
 
 def _common(values: Sequence[Optional[str]], default: int) -> str:

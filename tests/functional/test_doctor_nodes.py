@@ -67,3 +67,18 @@ def test_unreachable_nodes_are_named_and_bounded(cli, tmp_path: Path) -> None:
     assert seconds < 15, seconds
     text = cli("doctor", "--nodes", str(inventory), "--node-timeout", "2")
     assert text.returncode == 1 and "the node did not answer" in text.stdout and "silent" in text.stdout
+
+
+def test_an_ansible_inventory_with_a_local_host(cli, tmp_path: Path) -> None:
+    """The fleet's inventory as it is: a local host runs the tool here, with the fleet's ascend_setup_command;
+    this machine has no NPU, and the preflight says so for that node."""
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"ascend": {"hosts": {"here": {"ansible_connection": "local"}},
+                                                    "vars": {"ascend_setup_command": [sys.executable, "-m",
+                                                                                      "ascend_setup"]}}}))
+    done = cli("doctor", "--nodes", str(inventory), "--json", env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and [n["name"] for n in report["nodes"] if n["answered"]] == ["here"], report
+    assert report["nodes"][0]["facts"]["cann"] == "9.1.0"
+    assert ("here", "hccn-tool") in {(p["node"], p["check"]) for p in report["problems"]}

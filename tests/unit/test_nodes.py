@@ -353,6 +353,16 @@ def test_the_environment_block_names_the_shared_network() -> None:
     assert not any("RAY" in line for line in env_blocks(vs, ray=False)["n1"])
 
 
+def test_a_private_network_on_every_node_is_not_the_cluster_s() -> None:
+    """docker0 holds 172.17.0.1 on every node: shared, wider, but no node reaches another over it."""
+    def docker(data: List[Dict[str, Any]]) -> None:
+        for d in data:
+            d["nics"].append({"name": "docker0", "up": True, "ipv4": ["172.17.0.1/16"]})
+            d["env"].pop("HCCL_IF_IP")
+    assert env_blocks(views(docker), ray=False)["n3"][:2] == ["export HCCL_IF_IP=10.0.0.3",
+                                                              "export GLOO_SOCKET_IFNAME=eth0"]
+
+
 def test_no_shared_network_is_said() -> None:
     vs = views(lambda d: d[2]["nics"][1].update(ipv4=["10.9.9.3/24"]))
     assert env_blocks(vs, ray=True)["n3"][0].startswith("# no network is shared")
