@@ -32,6 +32,7 @@ ENV_VARS = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET
 #: One hccn_tool query: the driver answers in well under a second; a wedged one must not hold the node.
 HCCN_TIMEOUT = 10.0
 MAX_NPUS, MAX_NICS, MAX_PORTS = 64, 256, 65536
+WEDGED = "did not answer"
 _TLS = re.compile(r"tls switch\[(\d)\]", re.I)
 Port = Annotated[int, Field(strict=True, ge=0, le=65535)]
 
@@ -174,22 +175,26 @@ def find_hccn_tool(driver_root: Optional[str]) -> Optional[str]:
     return next((str(p) for p in places if p.is_file() and os.access(p, os.X_OK)), None)
 
 
-def run_hccn(exe: str, npu: int, *args: str, timeout: float = HCCN_TIMEOUT) -> Tuple[int, str]:
+def run_hccn(exe: str, npu: int, *args: str, timeout: Optional[float] = None) -> Tuple[int, str]:
+    timeout = HCCN_TIMEOUT if timeout is None else timeout
     try:
         done = subprocess.run([exe, "-i", str(npu), *args], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         return done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired:
-        return 124, f"hccn_tool -i {npu} {' '.join(args)} did not answer in {timeout:g} s"
+        return 124, f"hccn_tool -i {npu} {' '.join(args)} {WEDGED} in {timeout:g} s"
     except OSError as exc:
         return 127, f"hccn_tool could not run: {exc}"
 
 
 def npu_network(exe: str, npu: int) -> Npu:
-    """One NPU's RoCE facts: `-link -g`, `-net_health -g`, `-ip -g`, `-tls -g`."""
+    """One NPU's RoCE facts: `-link -g`, `-net_health -g`, `-ip -g`, `-tls -g`. A query that does not answer
+    ends the NPU's (a wedged driver answers none of them: the node must still answer its controller)."""
     errors: List[str] = []
 
     def ask(*args: str) -> str:
+        if any(WEDGED in e for e in errors):
+            return ""
         code, text = run_hccn(exe, npu, *args)
         problem = hccn.tool_error(text) or (text.strip().splitlines()[-1] if code and text.strip() else None)
         if code and problem and problem not in errors:
@@ -198,13 +203,25 @@ def npu_network(exe: str, npu: int) -> Npu:
 
     link = hccn.link_status(ask("-link", "-g"))
     health = hccn.net_health(ask("-net_health", "-g"))
-    ip = hccn.device_ip(ask("-ip", "-g"))
+    ip_text = ask("-ip", "-g")
+    ip = hccn.device_ip(ip_text) if ip_text else hccn.DeviceIp(None, None)
     tls = _TLS.search(ask("-tls", "-g"))
     if ip.error and ip.error not in errors:
         errors.append(ip.error)
     return Npu(id=npu, link=link, health=health, ip=ip.address, netmask=ip.netmask,
                tls=int(tls.group(1)) if tls and tls.group(1) in "01" else None,
                error="; ".join(errors)[:4096] or None)
+
+
+def npus_network(exe: str, ids: List[int]) -> List[Npu]:
+    """Every NPU's facts, in turn (hccn_tool is busy otherwise); after one that did not answer, the rest are
+    not asked."""
+    found: List[Npu] = []
+    for i in ids:
+        stuck = next((n for n in found if n.error and WEDGED in n.error), None)
+        found.append(Npu(id=i, error=f"not asked: hccn_tool did not answer for NPU {stuck.id}") if stuck else
+                     npu_network(exe, i))
+    return found
 
 
 # -- the node --------------------------------------------------------------------------------------------------
@@ -227,7 +244,7 @@ def gather(*, cann_home: Optional[str] = None, matrix_file: Optional[str] = None
     npu = npu_facts(driver.root if driver else None)
     exe = find_hccn_tool(driver.root if driver else None)
     ids = sorted({int(c["npu"]) for c in npu.chips if c["npu"].isdigit()})[:MAX_NPUS]
-    npus = [npu_network(exe, i) for i in ids] if exe else [Npu(id=i, error="hccn_tool not found") for i in ids]
+    npus = npus_network(exe, ids) if exe else [Npu(id=i, error="hccn_tool not found") for i in ids]
     nics, nic_error = local_nics()
     return NodeFacts(
         hostname=socket.gethostname() or "unknown", tool=__version__,

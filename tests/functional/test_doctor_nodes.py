@@ -82,3 +82,17 @@ def test_an_ansible_inventory_with_a_local_host(cli, tmp_path: Path) -> None:
     assert done.returncode == 1 and [n["name"] for n in report["nodes"] if n["answered"]] == ["here"], report
     assert report["nodes"][0]["facts"]["cann"] == "9.1.0"
     assert ("here", "hccn-tool") in {(p["node"], p["check"]) for p in report["problems"]}
+
+
+def test_a_wedged_hccn_tool_holds_the_node_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first query that does not answer ends the node's hccn_tool queries: 16 NPUs x 4 queries of a
+    wedged driver would otherwise outlast any controller's timeout."""
+    from ascend_setup.nodes import node_facts
+
+    tool = write_fake_hccn_tool(tmp_path, {"npus": {str(i): {"link": "UP"} for i in range(16)}, "hang": True})
+    monkeypatch.setattr(node_facts, "HCCN_TIMEOUT", 0.5)
+    start = time.monotonic()
+    npus = node_facts.npus_network(str(tool), list(range(16)))
+    assert time.monotonic() - start < 3
+    assert "did not answer in 0.5 s" in (npus[0].error or "") and npus[0].link is None
+    assert [n.error for n in npus[1:]] == ["not asked: hccn_tool did not answer for NPU 0"] * 15
