@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 from pathlib import Path
 from typing import Optional
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_items, stderr_console, stdout_console
+from ascend_setup.cli.render import Output, print_items, print_table, stderr_console, stdout_console, terminal_safe
 from ascend_setup.container.inside import add_container_checks
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput, named_by
@@ -18,6 +19,9 @@ from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+from ascend_setup.nodes.inventory import load_inventory
+from ascend_setup.nodes.multinode import Preflight, run_preflight
+from ascend_setup.nodes.node_facts import gather
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir, root_dir
@@ -30,7 +34,57 @@ def target_line(t: FleetTarget) -> str:
     return f"{where}: lock {t.lock_name}, wheelhouse key {t.wheelhouse_key}"
 
 
+def print_preflight(result: Preflight) -> None:
+    """A table of the nodes, one of each node's NPUs, every problem with its fix, then each node's block."""
+    console = stdout_console()
+    rows = []
+    for v in result.views:
+        f = v.facts
+        if f is None:
+            rows.append([v.name, "no answer", "", "", "", ""])
+            continue
+        up = sum(n.link == "UP" for n in f.npus)
+        rows.append([v.name, f.hostname, f.cann or "-", f.driver or "-", f.row or "-", f"{up}/{len(f.npus)} up"])
+    print_table(console, f"{len(result.views)} nodes ({result.seconds:.1f} s)",
+                ["node", "host", "CANN", "driver", "row", "NPUs"], rows)
+    for v in result.views:
+        if v.facts is not None and v.facts.npus:
+            print_table(console, f"{v.name}: NPUs", ["NPU", "link", "IP", "health", "TLS"],
+                        [[str(n.id), n.link or "?", n.ip or "-", n.health or "?", "-" if n.tls is None else str(n.tls)]
+                         for n in v.facts.npus])
+    bad = [o for o in result.pings if not o.ok]
+    console.print(terminal_safe(f"NPU pings: {len(result.pings) - len(bad)} of {len(result.pings)} answered"
+                                + (f" ({result.note})" if result.note else "")), soft_wrap=True, markup=False)
+    print_items(console, [(p.severity, p.node or "all nodes", p.check) for p in result.problems],
+                [[p.message, f"fix: {p.fix}"] for p in result.problems])
+    for name, lines in result.env.items():
+        console.print(terminal_safe(f"# {name}: the environment to serve across nodes (vllm-ascend 0.23)"),
+                      soft_wrap=True, markup=False)
+        for line in lines:
+            console.print(terminal_safe(line), soft_wrap=True, markup=False)
+    fails = sum(p.severity == "fail" for p in result.problems)
+    console.print(f"[red]{fails} problem(s) across the nodes[/red]" if fails else "[green]no node problem[/green]")
+
+
+def run_nodes(args: argparse.Namespace, output: Output) -> int:
+    inventory = load_inventory(args.nodes)
+    if args.node_timeout is not None:
+        inventory = dataclasses.replace(inventory, timeout=args.node_timeout)
+    result = run_preflight(inventory)
+    if args.json:
+        output.print_json(result.to_json())
+    else:
+        print_preflight(result)
+    return 1 if result.failed else 0
+
+
 def run(args: argparse.Namespace, output: Output) -> int:
+    if args.node_facts:  # one node's facts, for a controller's `doctor --nodes` (always JSON)
+        cann_home, _ = CANN_HOME.value(args.cann_home)
+        output.print_json(gather(cann_home=cann_home, matrix_file=args.matrix).model_dump())
+        return 0
+    if args.nodes:
+        return run_nodes(args, output)
     workdir = resolve_workdir(args.workdir, mode="read")  # doctor only reads: a missing one is no problem
     root = root_dir(args.root)
 
@@ -95,6 +149,15 @@ def doctor_arguments(p: argparse.ArgumentParser) -> None:
     flags.index_url(p, "primary index the install would use, asked which Pythons the row's wheels exist for "
                     "(default: pip's configuration)")
     flags.index_overrides(p)
+    nodes = p.add_mutually_exclusive_group()
+    nodes.add_argument("--nodes", metavar="FILE", help="multi-node preflight of the nodes FILE lists (YAML: 'nodes:' "
+                       "with each node's name and the 'run' prefix that reaches it, default 'ssh NAME'; or an Ansible "
+                       "inventory): versions, NPU links and pings, NIC variables, ports, clocks; prints each node's "
+                       "serving environment")
+    nodes.add_argument("--node-facts", action="store_true", help="print this node's facts as JSON (what --nodes "
+                       "asks each node)")
+    p.add_argument("--node-timeout", metavar="SECONDS", type=flags.ranged(float, 1, 3600, "seconds a node has to "
+                   "answer"), help="with --nodes: seconds each node has to answer (default: the inventory's, 60)")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,98 @@
+"""`doctor --nodes` and `doctor --node-facts` as a user runs them: bad inventories are one line and exit 2 (a
+JSON document under --json), one node's facts over a fake CANN, and a preflight whose nodes cannot be reached
+(a command that does not exist, one that never answers) stays bounded and names them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers.cli import assert_one_line_error
+
+from ascend_setup.nodes.node_facts import NodeFacts
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
+
+
+@pytest.mark.parametrize("text, said", [
+    (None, "does not exist"), ("nodes: []\n", "nodes: List should have at least 1 item"),
+    ("nodes:\n  - {name: a, hots: b}\n", "nodes.0.hots: Extra inputs are not permitted"),
+    ("nodes: [\n", "is not valid YAML")])
+def test_bad_inventories(cli, tmp_path: Path, text: str, said: str) -> None:
+    path = tmp_path / "nodes.yml"
+    if text is not None:
+        path.write_text(text)
+    line = assert_one_line_error(cli("doctor", "--nodes", str(path)))
+    assert said in line and str(path) in line
+    done = cli("doctor", "--nodes", str(path), "--json")
+    assert done.returncode == 2 and said in json.loads(done.stdout)["error"]
+
+
+def test_node_facts(cli, tmp_path: Path) -> None:
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    write_fake_hccn_tool(fake.root / "driver" / "tools", {"npus": {
+        "0": {"link": "UP", "ip": "29.0.0.1", "health": "Success", "tls": 1},
+        "1": {"link": "DOWN", "health": "Socket fail"}}, "old": True})
+    done = cli("doctor", "--node-facts", "--json", env={"ASCEND_SETUP_CANN_HOME": str(fake.root),
+                                                        "HCCL_IF_IP": "10.0.0.1", "HCCL_BUFFSIZE": "512"})
+    assert done.returncode == 0, done.stderr
+    facts = NodeFacts.model_validate(json.loads(done.stdout))
+    assert (facts.cann, facts.driver, facts.row) == ("9.1.0", "25.2.0", "9.1.0")
+    assert facts.hccn_tool == str(fake.root / "driver" / "tools" / "hccn_tool")  # found in the driver's tools
+    assert [(n.id, n.link, n.ip, n.health, n.tls) for n in facts.npus] == [
+        (0, "UP", "29.0.0.1", "Success", 1), (1, "DOWN", None, "Socket fail", 0)]
+    assert "no IP was preset" in (facts.npus[1].error or "")
+    assert facts.env == {"HCCL_IF_IP": "10.0.0.1", "HCCL_BUFFSIZE": "512"}
+    assert facts.nics is None or any(n.loopback for n in facts.nics)
+
+
+def test_unreachable_nodes_are_named_and_bounded(cli, tmp_path: Path) -> None:
+    inventory = tmp_path / "nodes.yml"
+    inventory.write_text(yaml.safe_dump({"nodes": [
+        {"name": "gone", "run": [str(tmp_path / "no-such-ssh")]},
+        {"name": "silent", "run": [sys.executable, "-c", "import time; time.sleep(120)"]}]}))
+    start = time.monotonic()
+    done = cli("doctor", "--nodes", str(inventory), "--node-timeout", "2", "--json")
+    seconds = time.monotonic() - start
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    problems = {p["node"]: p for p in report["problems"]}
+    assert set(problems) == {"gone", "silent"} and {p["check"] for p in problems.values()} == {"answer"}
+    assert "could not start" in problems["gone"]["message"]
+    assert "no answer in 2 s" in problems["silent"]["message"]
+    assert seconds < 15, seconds
+    text = cli("doctor", "--nodes", str(inventory), "--node-timeout", "2")
+    assert text.returncode == 1 and "the node did not answer" in text.stdout and "silent" in text.stdout
+
+
+def test_an_ansible_inventory_with_a_local_host(cli, tmp_path: Path) -> None:
+    """The fleet's inventory as it is: a local host runs the tool here, with the fleet's ascend_setup_command;
+    this machine has no NPU, and the preflight says so for that node."""
+    fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"ascend": {"hosts": {"here": {"ansible_connection": "local"}},
+                                                    "vars": {"ascend_setup_command": [sys.executable, "-m",
+                                                                                      "ascend_setup"]}}}))
+    done = cli("doctor", "--nodes", str(inventory), "--json", env={"ASCEND_SETUP_CANN_HOME": str(fake.root)})
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and [n["name"] for n in report["nodes"] if n["answered"]] == ["here"], report
+    assert report["nodes"][0]["facts"]["cann"] == "9.1.0"
+    assert ("here", "hccn-tool") in {(p["node"], p["check"]) for p in report["problems"]}
+
+
+def test_a_wedged_hccn_tool_holds_the_node_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first query that does not answer ends the node's hccn_tool queries: 16 NPUs x 4 queries of a
+    wedged driver would otherwise outlast any controller's timeout."""
+    from ascend_setup.nodes import node_facts
+
+    tool = write_fake_hccn_tool(tmp_path, {"npus": {str(i): {"link": "UP"} for i in range(16)}, "hang": True})
+    monkeypatch.setattr(node_facts, "HCCN_TIMEOUT", 0.5)
+    start = time.monotonic()
+    npus = node_facts.npus_network(str(tool), list(range(16)))
+    assert time.monotonic() - start < 3
+    assert "did not answer in 0.5 s" in (npus[0].error or "") and npus[0].link is None
+    assert [n.error for n in npus[1:]] == ["not asked: hccn_tool did not answer for NPU 0"] * 15
