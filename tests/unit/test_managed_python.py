@@ -90,3 +90,18 @@ def test_urls_and_the_uv_listing(tmp_path: Path) -> None:
     assert entry["url"] == (tmp_path / b.file).as_uri() and entry["sha256"] == b.sha256
     assert (entry["major"], entry["minor"], entry["patch"], entry["libc"]) == (3, 11, 4, "gnu")
 
+
+
+def test_doctor_warns_where_the_install_fetches_a_managed_python(tmp_path: Path) -> None:
+    from ascend_setup.host.doctor_checks import check_python, managed_interpreters
+
+    planned = Interpreter(path="", version="3.11.16", has_venv=True)  # decide_python's managed choice
+    check = check_python(ROW, [Interpreter("/usr/bin/python3.8", "3.8.10", True)], planned)
+    assert check.status == "warn" and "managed CPython 3.11.16" in check.detail and "--python-mirror" in check.fix
+    bare = check_python(ROW, [Interpreter("/usr/bin/python3.8", "3.8.10", True)], None)
+    assert bare.status == "fail"
+    for name in ("python3.11", "python3.11-config", "python3", "python"):
+        path = tmp_path / "cpython-3.11.16-linux-x86_64-gnu" / "bin" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    assert managed_interpreters(tmp_path) == [str(tmp_path / "cpython-3.11.16-linux-x86_64-gnu/bin/python3.11")]
