@@ -55,8 +55,9 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 RESUMABLE = ("install", "resume")
 
 EPILOG = (f"exit codes: 0 success; {EXIT_FINDINGS} findings or a failed step; {EXIT_BAD_INPUT} bad input (one "
-          f"line on stderr; JSON on stdout under --json); {EXIT_LOCKED} another run holds the workdir. "
-          "'ascend-setup COMMAND --help' for a command's options.")
+          f"line on stderr; JSON on stdout under --json); {EXIT_LOCKED} another run holds the workdir; 130, 143, "
+          "129 stopped by SIGINT, SIGTERM, SIGHUP. 'ascend-setup COMMAND --help' for a command's options. The "
+          "manual: docs/ in the source (README.md links into it; 'mkdocs serve' shows it as a site).")
 
 
 class OneLineParser(argparse.ArgumentParser):
