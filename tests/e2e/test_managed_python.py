@@ -6,7 +6,10 @@ mid-download resumes from its byte, and a second run installs nothing."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import List
@@ -155,3 +158,47 @@ def test_the_real_pinned_build_unpacks_and_runs(tmp_path: Path) -> None:
     out = subprocess.run([interp.path, "-c", "import ssl, sqlite3, ctypes, venv; print('ok')"],
                          capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def _can_mask() -> bool:
+    import shutil as _shutil
+
+    return os.geteuid() == 0 and _shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "--mount", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_mask(), reason="needs root and unshare --mount to hide this machine's interpreters")
+def test_a_host_with_no_python_in_its_range_gets_a_managed_one(wheel_stack, release, tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """No --python at all, on a host whose interpreters are all outside the row's range (each one in range
+    that the search would find is hidden under an empty file in a private mount namespace, as on Ubuntu
+    20.04 with its 3.8): preflight chooses the managed build and the install reaches a verified venv."""
+    from ascend_setup.host.interpreters import candidate_paths, probe
+    from ascend_setup.matrix import load_matrix
+
+    archive, version, sha256, server = release
+    row = load_matrix().rows["9.1.0"]
+    env = wheel_stack.env(PATH="/usr/local/bin:/usr/bin:/bin")
+    for var in ("PYENV_ROOT", "CONDA_PREFIX", "UV_PYTHON_INSTALL_DIR"):  # the search reads them: the child has none
+        env.pop(var, None)
+        monkeypatch.delenv(var, raising=False)
+    own = os.path.realpath(sys.executable)
+    found = candidate_paths(home=env["HOME"], path_env=env["PATH"])
+    hide = sorted({os.path.realpath(p) for p in found
+                   if (i := probe(p)) is not None and row.python_allows(i.version)})
+    if own in hide:
+        pytest.skip(f"the suite's own interpreter {own} is on the search path: it cannot be hidden from itself")
+    empty = tmp_path / "not-a-python"
+    empty.write_text("")
+    builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [server.url])
+    workdir = tmp_path / "w"
+    argv = managed_argv(wheel_stack, workdir, builds)
+    at = argv.index("--python")
+    argv = argv[:at] + argv[at + 2:]  # no --python: the search decides
+    masks = " && ".join(f"mount --bind {empty} {shlex.quote(p)}" for p in hide) or "true"
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{masks} && exec "$@"',
+                           "sh", *argv], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no Python in" in done.stderr and "a managed CPython" in done.stderr, done.stderr[-2000:]
+    (python,) = (workdir / "python").glob(f"cpython-{version}-*/bin/python{version.rsplit('.', 1)[0]}")
+    assert f"home = {python.parent}" in (workdir / "venv" / "pyvenv.cfg").read_text()
