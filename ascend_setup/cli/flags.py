@@ -145,6 +145,14 @@ def resume_on_login(p: Parser, help: str) -> None:
     p.add_argument("--resume-on-login", action=Once, default=None, help=help)
 
 
+def managed_python(p: Parser, given: str = "") -> None:
+    """Where a managed CPython comes from (install, bundle --with-python): `given` names the flag they need."""
+    p.add_argument("--python-mirror", metavar="URL", help=f"{given}a copy of the python-build-standalone releases "
+                   "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter")
+    p.add_argument("--python-builds", metavar="FILE", help=f"{given}pinned CPython builds (JSON, as the packaged "
+                   "python_builds.json) instead of the packaged ones (env ASCEND_SETUP_PYTHON_BUILDS)")
+
+
 def calibration_flags(p: Parser) -> None:
     """This host's decode-speed measurements (recorded by serve): list, forget, or ignore them."""
     group = p.add_mutually_exclusive_group()

@@ -218,10 +218,7 @@ def bundle_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the primary index)")
     p.add_argument("--with-python", action="store_true", help="carry a managed CPython (the target's Python, a "
                    "pinned build) for a host with no interpreter in the row's range; its install takes it from here")
-    p.add_argument("--python-mirror", metavar="URL", help="with --with-python: a copy of the python-build-standalone "
-                   "releases (URL/<build>/<file>), tried before the built-in mirrors")
-    p.add_argument("--python-builds", metavar="FILE", help="with --with-python: pinned CPython builds (JSON) instead "
-                   "of the packaged ones")
+    flags.managed_python(p, "with --with-python: ")
     p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
                    "--format tar the tar file")
     p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")

@@ -211,10 +211,7 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
     flags.workdir(p, "state, logs, downloads, build tree")
     flags.python(p, "interpreter for the venv, or 'managed' for a pinned CPython the install fetches (the default "
                     "where the host has none in the row's range)")
-    p.add_argument("--python-mirror", metavar="URL", help="a copy of the python-build-standalone releases "
-                   "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter")
-    p.add_argument("--python-builds", metavar="FILE", help="pinned CPython builds (JSON, as the packaged "
-                   "python_builds.json) instead of the packaged ones")
+    flags.managed_python(p)
     flags.cann_home(p, "CANN root, e.g. /usr/local/Ascend")
     flags.index_url(p)
     flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")

@@ -60,15 +60,21 @@ def _cases() -> List[str]:
         return sorted({row[0] for row in rows if row and row[0]})
 
 
+def _copy(venv: Path, dest: Path) -> Path:
+    """A new venv holding `venv`'s site-packages and script, as files of its own; its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    (site,) = site_packages(venv)
+    (copy_site,) = site_packages(dest)
+    shutil.copytree(site, copy_site, dirs_exist_ok=True, symlinks=True)
+    shutil.copy2(venv / "bin" / "torn-tool", dest / "bin" / "torn-tool")
+    return copy_site
+
+
 @pytest.mark.parametrize("missing", _cases())
 def test_any_file_a_stop_left_unwritten_is_seen_and_repaired(installed, tmp_path: Path, missing: str) -> None:
     venv, wheel = installed
     copy = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(copy)], check=True)
-    (site,) = site_packages(venv)
-    (copy_site,) = site_packages(copy)
-    shutil.copytree(site, copy_site, dirs_exist_ok=True, symlinks=True)
-    shutil.copy2(venv / "bin" / "torn-tool", copy / "bin" / "torn-tool")
+    copy_site = _copy(venv, copy)
     (copy_site / missing).unlink()  # RECORD paths are relative to site-packages (../../../bin for scripts)
 
     found = damage_in(read_venv(copy), {"torn-pkg"})
@@ -89,10 +95,7 @@ def test_uv_counts_a_dist_info_without_metadata_as_installed(installed, tmp_path
     """The real behaviour the repair exists for (if uv ever stops doing this, the removal is still harmless)."""
     venv, wheel = installed
     copy = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(copy)], check=True)
-    (site,) = site_packages(venv)
-    (copy_site,) = site_packages(copy)
-    shutil.copytree(site, copy_site, dirs_exist_ok=True, symlinks=True)
+    copy_site = _copy(venv, copy)
     (info,) = copy_site.glob("torn_pkg-*.dist-info")
     (info / "METADATA").unlink()
     (copy_site / "torn_pkg" / "core.py").unlink()
