@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import ssl
 import threading
 from typing import Dict, Optional, TypedDict, Union
 
@@ -54,6 +56,23 @@ def use_trust(trust: Trust) -> None:
     _local.__dict__.pop("session", None)
 
 
+def verify() -> Union[str, bool]:
+    """The run's CA set as requests takes it (a bundle file or directory; True: the client's own roots, on a host
+    with no store at all): what our sessions use, and what a library with its own HTTP stack is handed."""
+    use_system_trust()
+    return _verify()
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The same CA set as an SSLContext, for a client that takes one (httpx)."""
+    where = verify()
+    if where is True or where is False:
+        return ssl.create_default_context()
+    if os.path.isdir(where):
+        return ssl.create_default_context(capath=where)
+    return ssl.create_default_context(cafile=where)
+
+
 def _verify() -> Union[str, bool]:
     bundle = _trust["ca_bundle"]
     if bundle:
@@ -102,6 +121,19 @@ def _tls_reason(exc: BaseException) -> str:
         if marker.lower() in text.lower():
             return marker
     return "CERTIFICATE_VERIFY_FAILED" if "CERTIFICATE_VERIFY_FAILED" in text else exc.__class__.__name__
+
+
+def untrusted_certificate(exc: BaseException) -> Optional[str]:
+    """Why TLS failed, when `exc` (or what it was raised from) is a certificate the CA set does not trust: for a
+    library with its own HTTP stack (huggingface_hub's requests or httpx), whose errors wrap ssl's."""
+    seen: set = set()
+    cause: Optional[BaseException] = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+            return _tls_reason(cause)
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def network_cause(exc: BaseException, timeout: float) -> str:
