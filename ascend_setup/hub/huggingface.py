@@ -105,7 +105,7 @@ class HuggingFace:
         except Exception as exc:  # the library's HTTP stack (requests or httpx, by version) or a malformed answer
             why = http.untrusted_certificate(exc)
             if why:
-                raise HubUnreachable(f"Hugging Face {self.endpoint}: its certificate is not trusted ({why})",
+                raise HubUnreachable(f"Hugging Face {self.endpoint}: {http.UNTRUSTED} ({why})",
                                      hint=http.TLS_HINT) from None
             raise HubUnreachable(f"Hugging Face {self.endpoint}: {exc.__class__.__name__}: {str(exc)[:120]}",
                                  hint="set HF_ENDPOINT to a reachable mirror, or use --source modelscope") from None

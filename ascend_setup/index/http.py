@@ -29,6 +29,10 @@ TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like
             "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
             "'pip config set global.cert /path/to/site-ca.pem'")
 
+#: How a certificate the run's CA set does not trust is named, by every client: a caller that reports a failure
+#: in its own words (the gate, mirrors, the hubs) recognises it by this and gives TLS_HINT.
+UNTRUSTED = "its certificate is not trusted"
+
 
 def use_system_trust() -> None:
     """Verify TLS with the operating system's trust store (as pip does), not requests' bundled certifi:
@@ -169,7 +173,7 @@ def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 
     try:
         return attempt()
     except requests.exceptions.SSLError as exc:
-        what = "its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
+        what = UNTRUSTED if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
         raise IndexUnreachable(f"{url}: {what} ({_tls_reason(exc)})", hint=TLS_HINT) from None
     except ServerError as exc:
         raise IndexUnreachable(f"{url} answered {exc}") from None
