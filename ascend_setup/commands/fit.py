@@ -35,9 +35,11 @@ def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
                            hint="a model directory (config.json, *.safetensors), its config.json, or a hub id")
         return local_files(path.absolute()), None
     from ascend_setup.hub.remote import remote_files
+    from ascend_setup.index.pipconfig import trust_for_this_run
 
     if args.endpoint and not args.source:
         raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
+    trust_for_this_run()
     return remote_files(check_model_id(args.model), source=args.source, revision=args.revision,
                         endpoint_url=args.endpoint, cache=cache_dir(), refresh=args.refresh)
 

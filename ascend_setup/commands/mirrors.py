@@ -17,6 +17,8 @@ from ascend_setup.errors import BadInput, named_by
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.interpreters import PREFERRED
 from ascend_setup.host.machine import this_machine
+from ascend_setup.index.http import TLS_HINT, UNTRUSTED
+from ascend_setup.index.pipconfig import trust_for_this_run
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import Row
 from ascend_setup.mirrors.apply import write_user_config, write_venv_config
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
     row = row_for(matrix, args.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
+    trust_for_this_run()
     urls = candidates(matrix, extra, args.only)
     workdir = resolve_workdir(args.workdir, mode="read")  # the cache is kept when it can be
     given, given_as = PYTHON.value(args.python)
@@ -84,9 +87,12 @@ def run(args: argparse.Namespace, output: Output) -> int:
                 raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
         if args.global_:
             write_user_config(result["chosen"])
+    # A mirror refused for its certificate is fixed by trusting its CA (a proxy's, or a site's), as in every command.
+    untrusted = any(UNTRUSTED in (m["detail"] or "") for m in result["mirrors"])
     if args.json:
         output.print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
-                    "sample": result["sample"], "seconds": result["seconds"]})
+                    "sample": result["sample"], "seconds": result["seconds"],
+                    **({"hint": TLS_HINT} if untrusted else {})})
     else:
         console = stdout_console()
         sample = result['sample'] or "none: no fresh index answered"
@@ -97,6 +103,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
                      for m in result["mirrors"]], status_column=0)
         console.print(f"chosen: {result['chosen'] or 'none usable'}" +
                       (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
+        if untrusted:
+            stderr_console().print(f"hint: {TLS_HINT}", markup=False, soft_wrap=True)
     return 0 if result["chosen"] else 1
 
 

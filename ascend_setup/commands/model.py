@@ -59,6 +59,7 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, fetch_files, selected
     from ascend_setup.hub.remote import client, remote_files
+    from ascend_setup.index.pipconfig import trust_for_this_run
     from ascend_setup.utils.paths import cache_dir
 
     check_model_id(args.model)
@@ -69,6 +70,7 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
     card = check_flags(args)
     if args.endpoint and not args.source:
         raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
+    trust_for_this_run()
     files, listing = remote_files(args.model, source=args.source, revision=args.revision, endpoint_url=args.endpoint,
                                   cache=cache_dir(), refresh=args.refresh)
     fit = fit_model(args, files, card)

@@ -22,6 +22,7 @@ from ascend_setup.fit.safetensors import header_length, parse_header
 from ascend_setup.hub.base import SOURCES, HubNotFound, HubUnreachable, Listing, read_range, read_small
 from ascend_setup.hub.huggingface import HuggingFace
 from ascend_setup.hub.modelscope import ModelScope
+from ascend_setup.index.http import TLS_HINT
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.inputs import Name, PathText, load_model, parse_json
 
@@ -84,6 +85,7 @@ def locate(repo: str, *, source: Optional[str], revision: Optional[str], endpoin
     """The hub that has the model (ModelScope first, then Hugging Face, unless --source) and its listing."""
     reasons: List[str] = []
     not_found = True
+    untrusted = False
     for name in ([source] if source else list(SOURCES)):
         hub = client(name, endpoint_url)
         try:
@@ -93,10 +95,12 @@ def locate(repo: str, *, source: Optional[str], revision: Optional[str], endpoin
         except HubUnreachable as exc:
             reasons.append(exc.message)
             not_found = False
+            untrusted = untrusted or exc.hint == TLS_HINT
     error = HubNotFound if not_found else AscendSetupError
+    # A certificate the CA set does not trust is fixed by trusting its CA, not by another id or mirror.
     raise error(f"{repo}: " + "; ".join(reasons),
-                hint="check the id and --revision, set MODELSCOPE_DOMAIN / HF_ENDPOINT to a reachable mirror, "
-                     "or give a local model directory")
+                hint=TLS_HINT if untrusted else "check the id and --revision, set MODELSCOPE_DOMAIN / HF_ENDPOINT to "
+                     "a reachable mirror, or give a local model directory")
 
 
 def remote_files(repo: str, *, source: Optional[str], revision: Optional[str], endpoint_url: Optional[str],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import ssl
 import threading
 from typing import Dict, Optional, TypedDict, Union
 
@@ -26,6 +28,10 @@ _trust_lock = threading.Lock()
 TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
             "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
             "'pip config set global.cert /path/to/site-ca.pem'")
+
+#: How a certificate the run's CA set does not trust is named, by every client: a caller that reports a failure
+#: in its own words (the gate, mirrors, the hubs) recognises it by this and gives TLS_HINT.
+UNTRUSTED = "its certificate is not trusted"
 
 
 def use_system_trust() -> None:
@@ -52,6 +58,23 @@ def use_trust(trust: Trust) -> None:
     process makes from now on; pip and uv are given the same one."""
     _trust["ca_bundle"] = trust.bundle
     _local.__dict__.pop("session", None)
+
+
+def verify() -> Union[str, bool]:
+    """The run's CA set as requests takes it (a bundle file or directory; True: the client's own roots, on a host
+    with no store at all): what our sessions use, and what a library with its own HTTP stack is handed."""
+    use_system_trust()
+    return _verify()
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The same CA set as an SSLContext, for a client that takes one (httpx)."""
+    where = verify()
+    if where is True or where is False:
+        return ssl.create_default_context()
+    if os.path.isdir(where):
+        return ssl.create_default_context(capath=where)
+    return ssl.create_default_context(cafile=where)
 
 
 def _verify() -> Union[str, bool]:
@@ -104,6 +127,19 @@ def _tls_reason(exc: BaseException) -> str:
     return "CERTIFICATE_VERIFY_FAILED" if "CERTIFICATE_VERIFY_FAILED" in text else exc.__class__.__name__
 
 
+def untrusted_certificate(exc: BaseException) -> Optional[str]:
+    """Why TLS failed, when `exc` (or what it was raised from) is a certificate the CA set does not trust: for a
+    library with its own HTTP stack (huggingface_hub's requests or httpx), whose errors wrap ssl's."""
+    seen: set = set()
+    cause: Optional[BaseException] = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+            return _tls_reason(cause)
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def network_cause(exc: BaseException, timeout: float) -> str:
     """What went wrong on the wire, in words: DNS, refused, timed out, reset."""
     text = repr(exc)
@@ -137,7 +173,7 @@ def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 
     try:
         return attempt()
     except requests.exceptions.SSLError as exc:
-        what = "its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
+        what = UNTRUSTED if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "TLS failed"
         raise IndexUnreachable(f"{url}: {what} ({_tls_reason(exc)})", hint=TLS_HINT) from None
     except ServerError as exc:
         raise IndexUnreachable(f"{url} answered {exc}") from None

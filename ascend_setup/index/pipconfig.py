@@ -204,6 +204,16 @@ def network_settings_for_this_run(settings: PipSettings) -> PipSettings:
     return settings
 
 
+def trust_for_this_run() -> None:
+    """The same decision for a command that runs neither pip nor uv (mirrors, fit and model fetch on a hub id):
+    its HTTP, ours and huggingface_hub's, trusts pip's configured cert as install does. Where pip cannot be asked
+    (no pip, a pip.conf it refuses), the system store: such a command never needed pip before."""
+    try:
+        network_settings_for_this_run(pip_settings())
+    except AscendSetupError:
+        pass
+
+
 def configured_index(python: Optional[str] = None) -> str:
     """PIP_INDEX_URL, else pip.conf's index-url, else pip's built-in default (asked of pip itself)."""
     return pip_settings(python).index

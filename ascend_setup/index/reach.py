@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
+from ascend_setup.index.http import TLS_HINT, UNTRUSTED
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
 from ascend_setup.utils.deadline import failure_text, run_until
 
@@ -54,6 +55,8 @@ class IndexCheck:
                           for n, has in self.missing.items()])
 
     def hint(self) -> str:
+        if any(UNTRUSTED in why for why in (self.error or "", *self.unanswered.values())):
+            return TLS_HINT  # another mirror would not help where a proxy re-signs TLS: trusting its CA does
         if self.need.name == "mirror":
             return "check the network, or pass --index-url URL / --mirror URL for a reachable PyPI mirror"
         return f"pass --index {self.need.name}=URL for a mirror of it that this host can reach"

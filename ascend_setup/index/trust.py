@@ -38,8 +38,14 @@ class Trust:
         return {uv_system_certs_variable(tuple(uv)): "1"} if self.system else {}
 
     def pip_env(self) -> Dict[str, str]:
-        """pip takes the bundle as `--cert`; without one it already reads the system store (truststore)."""
-        return {"PIP_CERT": self.bundle} if self.bundle else {}
+        """pip takes the bundle as `--cert`, and the system store too, by the path the decision found: only a pip
+        of 24.2 or newer on Python 3.10+ reads the system store by itself (truststore); an older one (a venv seeded
+        by an ensurepip before it, Python 3.8 and 3.9) trusts its vendored certifi, and a site CA that only the
+        system store holds failed the venv's first pip install while uv and our client passed."""
+        if self.bundle:
+            return {"PIP_CERT": self.bundle}
+        found = system_ca() if self.system else None
+        return {"PIP_CERT": found} if found else {}
 
 
 def decide_trust(network: Mapping[str, str]) -> Trust:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ class _Server(ThreadingHTTPServer):
 
 
 def _peer_closed(h: BaseHTTPRequestHandler) -> bool:
+    if isinstance(h.connection, ssl.SSLSocket):  # no MSG_PEEK through TLS: a write to a gone peer fails instead
+        return False
     try:
         readable, _, _ = select.select([h.connection], [], [], 0)
         return bool(readable) and h.connection.recv(1, socket.MSG_PEEK) == b""
@@ -59,7 +62,9 @@ def _peer_closed(h: BaseHTTPRequestHandler) -> bool:
 class LocalHub:
     """Serve model directories {repo id: directory}; `modelscope` and `huggingface` are the endpoints."""
 
-    def __init__(self, models: Dict[str, Path], behaviour: Optional[HubBehaviour] = None) -> None:
+    def __init__(self, models: Dict[str, Path], behaviour: Optional[HubBehaviour] = None,
+                 tls: Optional[Tuple[Path, Path]] = None) -> None:
+        """`tls`: (certificate chain, key) to serve both ports over HTTPS (a site CA's hub, or a proxy's)."""
         self.models = dict(models)
         self.behaviour = behaviour or HubBehaviour()
         self.sent: List[Sent] = []
@@ -87,12 +92,19 @@ class LocalHub:
 
         self.api = _Server(("127.0.0.1", 0), Api)
         self.cdn = _Server(("127.0.0.1", 0), Cdn)
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            for server in (self.api, self.cdn):  # the handshake in the connection's thread, as LocalIndex does
+                server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+            self.scheme = "https"
         for server in (self.api, self.cdn):
             threading.Thread(target=server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.api.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.api.server_address[1]}"
 
     def close(self) -> None:
         for server in (self.api, self.cdn):
@@ -164,7 +176,7 @@ class LocalHub:
         if not (self.models[repo] / file).is_file():
             return self._json(h, 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
         h.send_response(302)
-        h.send_header("Location", f"http://127.0.0.1:{self.cdn.server_address[1]}/{quote(repo)}/{quote(file)}")
+        h.send_header("Location", f"{self.scheme}://127.0.0.1:{self.cdn.server_address[1]}/{quote(repo)}/{quote(file)}")
         h.send_header("Content-Length", "0")
         h.end_headers()
 

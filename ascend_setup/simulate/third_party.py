@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import ssl
 import tarfile
 import threading
 import zipfile
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,26 @@ class _Quiet(SimpleHTTPRequestHandler):
 class ArchiveServer:
     """A plain static file server (the archives' origin, or a mirror given by --build-deps-url)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, tls: Optional[Tuple[Path, Path]] = None) -> None:
+        """`tls`: (certificate chain, key) to serve HTTPS instead of HTTP."""
         self.directory = directory
         self.requests: list = []
         handler = type("Handler", (_Quiet,), {"requests": self.requests})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
         self.server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
+                                                     do_handshake_on_connect=False)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
 
     def close(self) -> None:
         self.server.shutdown()

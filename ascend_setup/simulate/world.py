@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, StepFailed
 from ascend_setup.host.interpreters import choose_interpreter
@@ -84,22 +84,24 @@ def ensurepip_wheels(python: str) -> Path:
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
                          behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
-                         tool_dependencies: bool = False) -> SimulatedHost:
+                         tool_dependencies: bool = False,
+                         tls: Optional[Tuple[Path, Path]] = None) -> SimulatedHost:
     """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: a fourth index
-    serves the tool's own dependencies, for `bundle --tool-index-url`)."""
-    archives = ArchiveServer(root / "third-party")
+    serves the tool's own dependencies, for `bundle --tool-index-url`; `tls`: a certificate chain and key every
+    server of the world answers HTTPS with, e.g. one signed by a site CA only the system store holds)."""
+    archives = ArchiveServer(root / "third-party", tls=tls)
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING,
                                     third_party=build_stub_archives(root / "third-party", archives.url))
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
                           triton_pythons=triton_pythons, venv_tools=venv_tools_for(row))
-    main, ascend, pytorch_cpu = LocalIndex(behaviour), LocalIndex(), LocalIndex()
+    main, ascend, pytorch_cpu = LocalIndex(behaviour, tls=tls), LocalIndex(tls=tls), LocalIndex(tls=tls)
     tools = None
     if tool_dependencies:
         from ascend_setup.simulate.tool_deps import build_tool_index
 
-        tools = LocalIndex()
+        tools = LocalIndex(tls=tls)
         for wheel in build_tool_index(root / "tools"):
             tools.add(wheel)
     main.add_dir(eco.main)

@@ -199,7 +199,7 @@ def test_plan_trusts_the_system_store_in_uv_too(indexes, https_index, home: Path
 def test_uv_is_told_by_the_switch_its_version_reads(tmp_path: Path) -> None:
     """The system store: UV_SYSTEM_CERTS from uv 0.11, UV_NATIVE_TLS before it. pip's cert: the same file to
     pip (PIP_CERT) and uv (SSL_CERT_FILE)."""
-    from ascend_setup.index.trust import Trust, decide_trust
+    from ascend_setup.index.trust import Trust, decide_trust, system_ca
 
     def fake_uv(version: str) -> List[str]:
         script = tmp_path / f"uv-{version}"
@@ -210,8 +210,156 @@ def test_uv_is_told_by_the_switch_its_version_reads(tmp_path: Path) -> None:
     assert decide_trust({}) == Trust(system=True)  # this host has a system store
     assert Trust(system=True).uv_env(fake_uv("0.13.9")) == {"UV_SYSTEM_CERTS": "1"}
     assert Trust(system=True).uv_env(fake_uv("0.10.12")) == {"UV_NATIVE_TLS": "1"}
-    assert Trust(system=True).pip_env() == {} and Trust().uv_env(fake_uv("0.13.9")) == {}
+    assert Trust(system=True).pip_env() == {"PIP_CERT": system_ca()} and Trust().uv_env(fake_uv("0.13.9")) == {}
     ca = tmp_path / "site-ca.pem"
     ca.write_text("")
     chosen = decide_trust({"cert": str(ca), "timeout": "30"})
     assert chosen.uv_env(fake_uv("0.13.9")) == {"SSL_CERT_FILE": str(ca)} and chosen.pip_env() == {"PIP_CERT": str(ca)}
+
+
+# --- every command that reaches the network, against a world whose every server a site CA signed -----------------
+# Issue 40: the CA is in the system store only (a bind-mounted copy of the bundle, as above), no SSL_CERT_FILE, no
+# pip cert. Each command passes there, and fails with the TLS hint where the store lacks the CA (the host's own).
+
+UNTRUSTED = "its certificate is not trusted"
+
+
+@pytest.fixture(scope="module")
+def tls_stack(https_index, tmp_path_factory):
+    """The simulated host with the plugin's wheel for this host (the install takes it: no source build), the
+    tool's own dependencies for `bundle`, and every server (the three indexes, the tool's, the build archives')
+    on HTTPS with a certificate of the site CA."""
+    from helpers.stack import _stack
+
+    from ascend_setup.host.machine import glibc_version
+
+    _, site = https_index
+    stack = _stack(tmp_path_factory, plugin_wheel_arches=("x86_64", "aarch64"), plugin_wheel_glibc=glibc_version(),
+                   tool_dependencies=True, tls=(site.cert, site.key))
+    yield stack, site
+    stack.close()
+
+
+def _untrusted(argv: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+
+def _assert_tls_hint(proc: subprocess.CompletedProcess) -> None:
+    """Refused for the certificate, with the fix: the hint names both ways to trust the CA."""
+    from ascend_setup.index.http import TLS_HINT
+
+    said = " ".join((proc.stdout + proc.stderr).split())  # a terminal-width wrap does not count
+    assert proc.returncode != 0 and UNTRUSTED in said and TLS_HINT in said, (proc.stdout[-2000:], proc.stderr[-2000:])
+
+
+def _agents(*servers: LocalIndex) -> set:
+    """The clients (by User-Agent) that asked these servers for anything."""
+    return {headers.get("User-Agent", "").split("/")[0] for server in servers for _, headers in server.requests}
+
+
+def test_install_trusts_the_system_store_in_every_client(tls_stack, tmp_path: Path) -> None:
+    """The one full install of this file: the gate and the downloads (the tool's HTTP), the resolution (uv) and
+    the installs (pip, chosen so that all three clients ask the indexes: the venv's pip is ensurepip's, which may
+    predate pip's own use of the system store), against HTTPS indexes whose CA only the system store holds."""
+    from helpers.stack import installed, lock_versions
+
+    stack, site = tls_stack
+    env = _without_a_ca_setting(stack.env())
+    _assert_tls_hint(_untrusted(stack.install_argv(tmp_path / "refused"), env))
+    for server in (stack.main, stack.ascend, stack.pytorch_cpu):
+        server.requests.clear()
+    argv = stack.install_argv(tmp_path / "wd", "--installer", "pip")
+    proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, argv, env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert installed(tmp_path / "wd" / "venv") == lock_versions(tmp_path / "wd")
+    asked = _agents(stack.main, stack.ascend, stack.pytorch_cpu)
+    assert {"ascend-setup", "uv", "pip"} <= asked, asked  # each client itself reached the HTTPS indexes
+
+
+def test_bundle_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
+    import platform
+
+    from ascend_setup.host.machine import glibc_version
+
+    stack, site = tls_stack
+    argv = [sys.executable, "-m", "ascend_setup", "bundle", "--cann", "9.1.0", "--arch", platform.machine(),
+            "--glibc", glibc_version() or "", "--python", "%d.%d" % sys.version_info[:2], *stack.index_args(),
+            "--tool-index-url", stack.host.tools.url]
+    env = _without_a_ca_setting(stack.env())
+    _assert_tls_hint(_untrusted([*argv, "-o", str(tmp_path / "refused")], env))
+    proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, [*argv, "-o", str(tmp_path / "bundle")], env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["missing"] == [] and any(f["role"] == "tool-dependency" for f in manifest["files"])
+
+
+def test_mirrors_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
+    from ascend_setup.index.http import TLS_HINT
+
+    stack, site = tls_stack
+    argv = [sys.executable, "-m", "ascend_setup", "mirrors", "--cann", "9.1.0", "--only", "--candidate",
+            stack.main.url, "--workdir", str(tmp_path / "wd"), "--json", "--budget", "20"]
+    env = _without_a_ca_setting(stack.env())
+    refused = _untrusted(argv, env)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    data = json.loads(refused.stdout)
+    assert data["chosen"] is None and UNTRUSTED in data["mirrors"][0]["detail"] and data["hint"] == TLS_HINT, data
+    proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, argv, env)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    data = json.loads(proc.stdout)
+    assert data["chosen"] == stack.main.url and "hint" not in data, data
+
+
+@pytest.fixture(scope="module")
+def tls_hub(https_index, tmp_path_factory):
+    from helpers.models import make_model
+
+    from ascend_setup.simulate.hub_server import LocalHub
+
+    _, site = https_index
+    config = {"model_type": "qwen3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512, "vocab_size": 1024,
+              "max_position_embeddings": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    shards = {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 256 * 1024)}}
+    model = make_model(tmp_path_factory.mktemp("tls-model") / "tiny", config, shards)
+    hub = LocalHub({"Qwen/Tiny": model}, tls=(site.cert, site.key))
+    yield hub, site, model
+    hub.close()
+
+
+def _fetch(hub, source: str, tmp_path: Path, name: str) -> List[str]:
+    return [sys.executable, "-m", "ascend_setup", "model", "fetch", "Qwen/Tiny", "--source", source, "--to",
+            str(tmp_path / name), "--card", "910B3", "--json"]
+
+
+def _hub_env(hub, home: Path, tmp_path: Path, **extra: str) -> Dict[str, str]:
+    return _without_a_ca_setting(clean_env(home, {"XDG_CACHE_HOME": str(tmp_path / "cache"),
+                                                  "MODELSCOPE_DOMAIN": hub.url, "HF_ENDPOINT": hub.url, **extra}))
+
+
+@pytest.mark.parametrize("source", ["huggingface", "modelscope"])
+def test_model_fetch_trusts_the_system_store(tls_hub, source: str, home: Path, tmp_path: Path) -> None:
+    """The listing (huggingface_hub's own HTTP stack for Hugging Face, ours for ModelScope) and the download
+    (ours, through the hub's redirect to its CDN port) trust the same store. Where this Python's OpenSSL default
+    is the distribution's bundle, huggingface_hub 2.x would trust it unaided; a Python built with another prefix
+    (the glibc 2.31 root's) or huggingface_hub 0.36 (certifi) would not. The next test shows the hand-over on any
+    host."""
+    hub, site, model = tls_hub
+    env = _hub_env(hub, home, tmp_path)
+    _assert_tls_hint(_untrusted(_fetch(hub, source, tmp_path, "refused"), env))
+    proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, _fetch(hub, source, tmp_path, "dl"), env)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert json.loads(proc.stdout)["source"] == source
+    assert (tmp_path / "dl" / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
+
+
+def test_huggingface_hub_is_handed_pips_cert_too(tls_hub, home: Path, tmp_path: Path) -> None:
+    """The decision, not the library's default, is what huggingface_hub trusts: pip's configured cert (which no
+    library reads by itself) admits the site CA on any host, whatever the library's own default store."""
+    hub, site, _ = tls_hub
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\ncert = {site.ca}\n")
+    proc = subprocess.run(_fetch(hub, "huggingface", tmp_path, "dl"), capture_output=True, text=True, timeout=300,
+                          env=_hub_env(hub, home, tmp_path, PIP_CONFIG_FILE=str(config)))
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert json.loads(proc.stdout)["source"] == "huggingface"

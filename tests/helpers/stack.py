@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -118,10 +118,13 @@ def status(stack: Stack, workdir: Path) -> dict:
 
 
 def _stack(tmp_path_factory, *, plugin_wheel_arches=("aarch64",), plugin_wheel_glibc: str = "2.34",
-           behaviour: Optional[Behaviour] = None) -> Stack:
+           behaviour: Optional[Behaviour] = None, tool_dependencies: bool = False,
+           tls: Optional[Tuple[Path, Path]] = None) -> Stack:
+    """`tls`: every server of the stack answers HTTPS with this (certificate chain, key)."""
     root = tmp_path_factory.mktemp("stack")
     host = start_simulated_host(root, ROW, plugin_wheel_arches=plugin_wheel_arches,
-                                plugin_wheel_glibc=plugin_wheel_glibc, behaviour=behaviour)
+                                plugin_wheel_glibc=plugin_wheel_glibc, behaviour=behaviour,
+                                tool_dependencies=tool_dependencies, tls=tls)
     home = root / "home"
     home.mkdir()
     return Stack(host=host, main=host.main, ascend=host.ascend, pytorch_cpu=host.pytorch_cpu, cann=host.cann,
