@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from ascend_setup.simulate.index_server import serve_tls
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LFS = (".safetensors", ".bin", ".pt", ".gguf")
 
@@ -92,13 +94,7 @@ class LocalHub:
 
         self.api = _Server(("127.0.0.1", 0), Api)
         self.cdn = _Server(("127.0.0.1", 0), Cdn)
-        self.scheme = "http"
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(tls[0]), str(tls[1]))
-            for server in (self.api, self.cdn):  # the handshake in the connection's thread, as LocalIndex does
-                server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-            self.scheme = "https"
+        self.scheme = serve_tls(tls, self.api, self.cdn)
         for server in (self.api, self.cdn):
             threading.Thread(target=server.serve_forever, daemon=True).start()
 

@@ -45,6 +45,19 @@ class Behaviour:
     fail_first: int = 0                       # answer this many project-page requests with HTTP 503
 
 
+def serve_tls(tls: Optional[Tuple[Path, Path]], *servers: ThreadingHTTPServer) -> str:
+    """The scheme `servers` answer in: with `tls` (certificate chain, key), each one's socket wrapped for
+    HTTPS. The handshake runs in each connection's own thread (on its first read), not in the accept loop:
+    there 32 clients at once queued behind one another past their timeouts on a loaded machine."""
+    if tls is None:
+        return "http"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tls[0]), str(tls[1]))
+    for server in servers:
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    return "https"
+
+
 class LocalIndex:
     """Serve a set of distribution files. `url` is the simple index root."""
 
@@ -77,15 +90,7 @@ class LocalIndex:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.scheme = "http"
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(tls[0]), str(tls[1]))
-            # The handshake in each connection's own thread (on its first read), not in the accept loop:
-            # there 32 clients at once queued behind one another past their timeouts on a loaded machine.
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
-                                                     do_handshake_on_connect=False)
-            self.scheme = "https"
+        self.scheme = serve_tls(tls, self.server)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import ssl
 import tarfile
 import threading
 import zipfile
@@ -19,6 +18,8 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import List, Optional, Tuple
+
+from ascend_setup.simulate.index_server import serve_tls
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,7 @@ class ArchiveServer:
         handler = type("Handler", (_Quiet,), {"requests": self.requests})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
         self.server.daemon_threads = True
-        self.scheme = "http"
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(tls[0]), str(tls[1]))
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
-                                                     do_handshake_on_connect=False)
-            self.scheme = "https"
+        self.scheme = serve_tls(tls, self.server)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
