@@ -25,7 +25,11 @@ def venv_contents(session: InstallSession) -> Optional[VenvContents]:
 
 def installed_versions(session: InstallSession) -> Dict[str, str]:
     """name -> version of every distribution in the venv (read from dist-info, no subprocess)."""
-    contents = venv_contents(session)
+    return versions_in(venv_contents(session))
+
+
+def versions_in(contents: Optional[VenvContents]) -> Dict[str, str]:
+    """name -> version of every distribution a venv reading found (a dist-info it could not name is in none)."""
     return {d.name: d.version for d in contents.dists} if contents else {}
 
 

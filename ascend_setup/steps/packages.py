@@ -11,13 +11,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
+from ascend_setup.dists.installed import VenvContents
 from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
 from ascend_setup.dists.record import Damage, damage_in, drop_bytecode, nameless_damage
 from ascend_setup.dists.versions import local_only_differs, same_version
 from ascend_setup.engine.step import Step
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
-from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents
+from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents, versions_in
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import SliceInstalled
 from ascend_setup.utils.files import atomic_write_text, open_append
@@ -88,10 +89,9 @@ def repair_damaged(ctx: InstallSession, step: str, packages: List[LockedPackage]
     return broken
 
 
-def _drop_nameless(ctx: InstallSession, names: Set[str], log: Path) -> None:
+def _drop_nameless(contents: Optional[VenvContents], names: Set[str], log: Path) -> None:
     """The dist-infos of `names` a stopped install left without METADATA: uv counts each as installed (by its
     folder's name) and would skip the package, leaving the files the stop did not write missing."""
-    contents = venv_contents(ctx)
     torn = [nameless_damage(meta) for meta in (contents.nameless if contents else [])]
     for d in torn:
         if d.name in names:
@@ -106,8 +106,9 @@ def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage]
     (`force`: --force-reinstall, to repair; `installer`: other than the run's, for the venv's own pip)."""
     lock = ctx.lock()
     assert lock is not None, "the resolve step runs first"
-    _drop_nameless(ctx, {p.name for p in packages}, log)
-    installed = installed_versions(ctx)
+    contents = venv_contents(ctx)  # read once: the torn dist-infos to drop, and what is installed
+    _drop_nameless(contents, {p.name for p in packages}, log)
+    installed = versions_in(contents)
     groups: Dict[str, List[LockedPackage]] = {}
     for p in packages:
         groups.setdefault(p.index, []).append(p)
