@@ -32,7 +32,7 @@ def archive_path(downloads: Path, build: PythonBuild) -> Path:
     return downloads / "python" / build.file
 
 
-def fetch_archive(build: PythonBuilds, which: PythonBuild, downloads: Path, log: Path, *,
+def fetch_archive(builds: PythonBuilds, which: PythonBuild, downloads: Path, log: Path, *,
                   mirror: Optional[str] = None, offline_copy: Optional[Path] = None,
                   on_progress: Optional[Progress] = None) -> Path:
     """The build's archive on disk, checked by its pinned sha256: already there, copied from a bundle
@@ -42,7 +42,7 @@ def fetch_archive(build: PythonBuilds, which: PythonBuild, downloads: Path, log:
         return _copy_checked(offline_copy, dest, which.sha256)
     if dest.exists() and sha256_of(dest) == which.sha256:
         return dest
-    probes = probe_all([which.url(prefix) for prefix in build.prefixes(mirror)])
+    probes = probe_all([which.url(prefix) for prefix in builds.prefixes(mirror)])
     _log_probes(log, probes)
     usable = [p for p in probes if p.ok]
     if not usable:

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from ascend_setup.engine.step import Step
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.interpreters import probe
-from ascend_setup.managed.pinned import PythonBuild
+from ascend_setup.managed.pinned import PythonBuild, PythonBuilds
 from ascend_setup.managed.uv_python import fetch_archive, install_build
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import ManagedPython
@@ -27,11 +27,11 @@ class InstallManagedPython(Step[ManagedPython]):
     Output = ManagedPython
     depends_on = ("preflight",)
 
-    def _build(self, ctx: InstallSession) -> Optional[PythonBuild]:
+    def _build(self, ctx: InstallSession, builds: PythonBuilds) -> Optional[PythonBuild]:
         facts = ctx.get(Preflight)
         if not facts.managed:
             return None
-        build = ctx.python_builds().find(facts.python_minor, platform.machine())
+        build = builds.find(facts.python_minor, platform.machine())
         if build is None or build.key != facts.managed:
             raise AscendSetupError(f"the pinned builds no longer hold {facts.managed}, which preflight chose",
                                    hint="run again: preflight chooses anew when its inputs change")
@@ -57,21 +57,22 @@ class InstallManagedPython(Step[ManagedPython]):
             return f"the managed Python {facts.python} is {interp.version}, not {facts.python_version} with venv"
         return ""
 
-    def _archive(self, ctx: InstallSession, build: PythonBuild, log: Path) -> Path:
+    def _archive(self, ctx: InstallSession, builds: PythonBuilds, build: PythonBuild, log: Path) -> Path:
         bundle = ctx.bundle
         offline = bundle.python_archive(build) if bundle is not None else None
         with Progress(TextColumn(f"downloading {build.file}"), BarColumn(), DownloadColumn(),
                       console=ctx.console, transient=True) as progress:
             task = progress.add_task("download", total=None)
-            return fetch_archive(ctx.python_builds(), build, ctx.workdir.downloads, log,
+            return fetch_archive(builds, build, ctx.workdir.downloads, log,
                                  mirror=ctx.options.python_mirror, offline_copy=offline,
                                  on_progress=lambda done, total: progress.update(task, completed=done, total=total))
 
     def run(self, ctx: InstallSession, log: Path) -> ManagedPython:
-        build = self._build(ctx)
+        builds = ctx.python_builds()
+        build = self._build(ctx, builds)
         if build is None:
             return ManagedPython()
-        archive = self._archive(ctx, build, log)
+        archive = self._archive(ctx, builds, build, log)
         # A folder already there is one this step left: not done, or stopped mid-way (uv may have moved it in
         # before fixing up its build-time paths, and such a folder may even run): uv installs it anew.
         interp = install_build(build, archive, ctx.workdir.pythons, cache_dir() / "uv", log,
