@@ -4,13 +4,17 @@ How mirrors share the link: freshness pages and a one-byte time-to-first-byte pr
 mirror at once (tiny requests: the link is never the bottleneck, so concurrency is free). Throughput
 is then measured one mirror at a time in short windows, fastest responders first: measured
 concurrently, mirrors would split this host's downlink and a fast mirror would look as slow as its
-neighbours. A mirror that is clearly slower than the best so far is cut off early, each window is
-capped, and the whole measurement stays inside an overall budget.
+neighbours. Each mirror is measured over as many connections as the install's downloads open to one
+host (index.download.PER_HOST), each its own part of the sample: a mirror that caps every connection
+fills more of the line with several, and the rate reported is the one the install can reach. A mirror
+that is clearly slower than the best so far is cut off early, each window is capped, and the whole
+measurement stays inside an overall budget.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -23,6 +27,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from ascend_setup.index.choose import choose
 from ascend_setup.index.dnscache import keep_answers
+from ascend_setup.index.download import PER_HOST
 from ascend_setup.index.http import session
 from ascend_setup.index.simple import IndexFile, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target
@@ -39,6 +44,12 @@ DNS_WITHIN, CONNECT_WITHIN = 1.0, 1.0
 FIRST_BYTE_TIMEOUT = 2.0
 SLOW_FRACTION = 0.25  # below a quarter of the best: "slow"
 EARLY_ABORT_AFTER = 0.3  # seconds of transfer before a clearly slower mirror is cut off
+#: Throughput is measured over as many connections as the install's own downloads open to one host: a mirror
+#: may cap each connection well below the line, and the floor the install is held to is the line's rate.
+CONNECTIONS = PER_HOST
+MIN_PART = 256 * 1024  # no connection measures less than this (a small sample goes over fewer connections)
+CHUNK = 16 * 1024  # small enough that a connection sees the stop within a moment even at a crawl
+POLL = 0.02
 
 
 @dataclass
@@ -206,38 +217,90 @@ def first_byte(url: str, timeout: float = FIRST_BYTE_TIMEOUT) -> Tuple[str, str,
         return "error", f"{exc.__class__.__name__} fetching the sample", None
 
 
-def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES) -> None:
-    """Bytes per second after the first byte, over at most `window` seconds; cut off early when
-    clearly slower than `best`."""
-    assert result.sample_url is not None  # measured only for a mirror whose first byte of the sample came
-    got = 0
-    first: Optional[float] = None
+class _Meter:
+    """The bytes every connection of one measurement has counted, shared by their threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.got = 0
+        self.first: Optional[float] = None
+        self.error: Optional[str] = None
+        self.timed_out = False
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if self.first is None:
+                self.first = now  # the clock starts at the first byte: the first chunk is latency, not rate
+            else:
+                self.got += n
+
+    def snapshot(self) -> Tuple[int, float]:
+        with self.lock:
+            return self.got, (time.monotonic() - self.first) if self.first is not None else 0.0
+
+
+def _stream(url: str, lo: int, hi: int, meter: _Meter, timeout: float) -> None:
+    """Bytes lo..hi of the sample over this thread's own connection, counted into `meter` until it stops."""
     try:
-        with session().get(result.sample_url, headers={"Range": f"bytes=0-{sample_bytes - 1}"}, stream=True,
-                           timeout=(FIRST_BYTE_TIMEOUT, max(window, 0.5))) as response:
+        with session().get(url, headers={"Range": f"bytes={lo}-{hi}"}, stream=True,
+                           timeout=(FIRST_BYTE_TIMEOUT, timeout)) as response:
+            if response.status_code == 416:
+                return  # a range past the end of a sample smaller than asked for: nothing to count
             if response.status_code not in (200, 206):
-                result.status, result.detail = "error", f"HTTP {response.status_code}"
+                meter.error = f"HTTP {response.status_code}"
+                meter.stop.set()
                 return
-            for chunk in response.iter_content(64 * 1024):
-                now = time.monotonic()
-                if first is None:
-                    first = now
-                    continue
-                got += len(chunk)
-                elapsed = now - first
-                if elapsed >= window or got >= sample_bytes:
-                    break
-                if best and elapsed >= EARLY_ABORT_AFTER and got / elapsed < best * SLOW_FRACTION:
-                    result.detail = "cut off early: clearly slower than the best"
-                    break
+            left = hi - lo + 1
+            for chunk in response.iter_content(CHUNK):
+                meter.add(len(chunk))
+                left -= len(chunk)
+                if left <= 0 or meter.stop.is_set():
+                    return
     except requests.RequestException as exc:
-        if not _timed_out(exc):
-            result.status, result.detail = "error", f"{exc.__class__.__name__} during the transfer"
-            return
-        if not got:
-            result.status, result.detail = "timeout", "the transfer stalled"
-            return
-    elapsed = (time.monotonic() - first) if first else 0.0
+        if _timed_out(exc):
+            meter.timed_out = True
+        else:
+            meter.error = f"{exc.__class__.__name__} during the transfer"
+            meter.stop.set()
+
+
+def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES,
+               size: Optional[int] = None, connections: int = CONNECTIONS) -> None:
+    """Bytes per second after the first byte, over `connections` connections at once (each its own part of
+    the sample, as the install's downloads share a host), over at most `window` seconds; cut off early when
+    clearly slower than `best`. `size`: the sample's size, when the index says it."""
+    assert result.sample_url is not None  # measured only for a mirror whose first byte of the sample came
+    total = min(sample_bytes, size) if size else sample_bytes
+    connections = max(1, min(connections, total // MIN_PART or 1))
+    part = -(-total // connections)
+    meter = _Meter()
+    threads = [threading.Thread(target=_stream, daemon=True,
+                                args=(result.sample_url, i * part, min(total, (i + 1) * part) - 1, meter,
+                                      max(window, 0.5)))
+               for i in range(connections)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + FIRST_BYTE_TIMEOUT + max(window, 0.5)
+    while any(t.is_alive() for t in threads) and not meter.stop.is_set():
+        got, elapsed = meter.snapshot()
+        if meter.first is None and time.monotonic() >= deadline:
+            break
+        if elapsed >= window or got >= total:
+            break
+        if best and elapsed >= EARLY_ABORT_AFTER and got / elapsed < best * SLOW_FRACTION:
+            result.detail = "cut off early: clearly slower than the best"
+            break
+        time.sleep(POLL)
+    got, elapsed = meter.snapshot()
+    meter.stop.set()  # the connections still reading end at their next chunk (or their read timeout)
+    if meter.error is not None:
+        result.status, result.detail = "error", meter.error
+        return
+    if not got and meter.timed_out:
+        result.status, result.detail = "timeout", "the transfer stalled"
+        return
     result.throughput_bps = round(got / elapsed, 1) if elapsed > 0 and got else 0.0
 
 
@@ -300,7 +363,8 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
         if left <= 0.05:
             r.detail = "answered; no time left to measure throughput (ranked by its first byte)"
         else:
-            throughput(r, window=min(window_cap, left / (len(answered) - i)), best=best)
+            throughput(r, window=min(window_cap, left / (len(answered) - i)), best=best,
+                       size=sample.size if sample else None)
             if r.status == "ok":
                 best = max(best, r.throughput_bps or 0)
         if on_result:

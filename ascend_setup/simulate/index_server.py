@@ -33,7 +33,8 @@ class Served:
 class Behaviour:
     """How the server misbehaves (mirror tests, the demo's throttled download): all off by default."""
 
-    bytes_per_second: Optional[float] = None  # throttle file bodies
+    bytes_per_second: Optional[float] = None  # throttle file bodies, each connection on its own
+    line_bytes_per_second: Optional[float] = None  # the server's line: every connection's file bodies share it
     stall_after_headers: bool = False         # send headers of a file, then nothing
     stall_after_bytes: Optional[int] = None   # send this many bytes of a file, then nothing
     file_status: Optional[int] = None         # e.g. 404 for every file
@@ -66,6 +67,8 @@ class LocalIndex:
         self.files: Dict[str, Served] = {}
         self.behaviour = behaviour or Behaviour()
         self.requests: list = []
+        self.line: Optional[_Line] = None
+        self.lock = threading.Lock()
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -170,8 +173,8 @@ class LocalIndex:
         b = self.behaviour
         if b.file_status:
             return self._send(h, b.file_status, b"nope", "text/plain", head)
-        data = f.path.read_bytes()
-        start, end, status = 0, len(data) - 1, 200
+        size = f.path.stat().st_size
+        start, end, status = 0, size - 1, 200
         rng = h.headers.get("Range")
         if rng and rng.startswith("bytes="):
             first, _, last = rng[6:].partition("-")
@@ -179,48 +182,85 @@ class LocalIndex:
                 start = int(first)
                 end = min(int(last), end) if last else end
             else:
-                start = max(0, len(data) - int(last))
+                start = max(0, size - int(last))
+            if start >= size:
+                return self._send(h, 416, b"", "text/plain", head, {"Content-Range": f"bytes */{size}"})
             status = 206
-        body = data[start:end + 1]
         h.send_response(status)
         h.send_header("Content-Type", "application/octet-stream")
-        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Content-Length", str(end + 1 - start))
         h.send_header("Accept-Ranges", "bytes")
         if status == 206:
-            h.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            h.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         h.end_headers()
         if head:
             return
         if b.first_byte_delay:
             time.sleep(b.first_byte_delay)
-        if b.stall_after_headers:
-            time.sleep(3600)
-            return
-        if b.stall_after_bytes is not None:
-            h.wfile.write(body[:b.stall_after_bytes])
+        with f.path.open("rb") as handle:  # read as sent: a 150 MB wheel is never held whole per request
+            handle.seek(start)
+            if b.stall_after_headers:
+                time.sleep(3600)
+                return
+            if b.stall_after_bytes is not None:
+                h.wfile.write(handle.read(min(b.stall_after_bytes, end + 1 - start)))
+                h.wfile.flush()
+                time.sleep(3600)
+                return
+            try:
+                self._send_paced(h, handle, end + 1 - start)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    def _send_paced(self, h: BaseHTTPRequestHandler, handle, left: int) -> None:
+        """`left` bytes of `handle`, at the connection's rate and within the line's, when they are shaped."""
+        rates = [r for r in (self.behaviour.bytes_per_second, self.behaviour.line_bytes_per_second) if r]
+        chunk = min(256 * 1024, max(1024, int(min(rates) / 20))) if rates else 1024 * 1024
+        while left > 0:
+            block = handle.read(min(chunk, left))
+            if not block:
+                return
+            h.wfile.write(block)
+            left -= len(block)
+            if not rates:
+                continue
             h.wfile.flush()
-            time.sleep(3600)
-            return
-        try:
-            if b.bytes_per_second:
-                chunk = max(1024, int(b.bytes_per_second / 20))
-                for i in range(0, len(body), chunk):
-                    h.wfile.write(body[i:i + chunk])
-                    h.wfile.flush()
-                    time.sleep(chunk / b.bytes_per_second)
-            else:
-                h.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+            now = time.monotonic()
+            ready = now + len(block) / self.behaviour.bytes_per_second if self.behaviour.bytes_per_second else now
+            line = self.behaviour.line_bytes_per_second
+            if line:
+                with self.lock:
+                    if self.line is None or self.line.rate != line:
+                        self.line = _Line(line)  # (set or changed since the server started)
+                ready = max(ready, self.line.reserve(len(block)))
+            time.sleep(max(0.0, ready - now))
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str, head: bool) -> None:
+    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str, head: bool,
+              headers: Optional[Dict[str, str]] = None) -> None:
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            h.send_header(key, value)
         h.end_headers()
         if not head:
             h.wfile.write(body)
+
+
+class _Line:
+    """A server's line: the bytes of all its connections pass it one after another, at `rate` per second."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.lock = threading.Lock()
+        self.free = 0.0
+
+    def reserve(self, n: int) -> float:
+        """When `n` more bytes will have passed the line (a time.monotonic() value)."""
+        with self.lock:
+            self.free = max(self.free, time.monotonic()) + n / self.rate
+            return self.free
 
 
 def _metadata_of(path: Path) -> bytes:

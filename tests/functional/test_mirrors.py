@@ -372,3 +372,43 @@ def test_the_ranking_cache_makes_no_directory_above_the_workdir(tmp_path: Path) 
     assert not (tmp_path / "missing").exists()
     save_cache(tmp_path / "ascend-setup", {"result": {"chosen": "http://127.0.0.1:9/simple/"}})
     assert (tmp_path / "ascend-setup" / CACHE_NAME).is_file()
+
+
+def _one_mirror(tmp_path: Path, behaviour: Behaviour):
+    """A fresh mirror serving the row's pins, shaped by `behaviour`; the sample (torch-npu) is 4 MiB."""
+    from helpers.mirror_farm import build_files
+
+    server = LocalIndex(behaviour)
+    server.add_dir(build_files(tmp_path, gated_packages(ROW), platform.machine()))
+    return server
+
+
+def test_throughput_is_measured_over_as_many_connections_as_the_install_opens(tmp_path: Path) -> None:
+    """A mirror that caps each connection at 500 kB/s: one connection would measure 500 kB/s, the install's
+    PER_HOST connections fill that many times more, and the ranking reports what they fill."""
+    from ascend_setup.index.download import PER_HOST
+    from ascend_setup.mirrors import rank
+
+    assert rank.CONNECTIONS == PER_HOST >= 3
+    server = _one_mirror(tmp_path, Behaviour(bytes_per_second=500_000))
+    try:
+        ranking = rank_mirrors([server.url], ROW, TARGET, budget=4.0)
+        (measured,) = ranking.mirrors
+        assert measured.status == "ok", measured
+        assert measured.throughput_bps > 0.7 * PER_HOST * 500_000, measured  # one connection: <= 500 kB/s
+        starts = sorted(int(h["Range"][6:].split("-")[0]) for p, h in server.requests
+                        if "/files/torch_npu" in p and h.get("Range", "") != "bytes=0-0")
+        assert len(starts) == PER_HOST and len(set(starts)) == PER_HOST, starts  # each its own part of the sample
+    finally:
+        server.close()
+
+
+def test_throughput_over_several_connections_reports_the_line_not_their_sum(tmp_path: Path) -> None:
+    """A mirror whose line (all its connections together) sends 800 kB/s: more connections fill no more."""
+    server = _one_mirror(tmp_path, Behaviour(line_bytes_per_second=800_000))
+    try:
+        (measured,) = rank_mirrors([server.url], ROW, TARGET, budget=4.0).mirrors
+        assert measured.status == "ok", measured
+        assert 0.5 * 800_000 < measured.throughput_bps < 1.3 * 800_000, measured
+    finally:
+        server.close()

@@ -15,8 +15,8 @@ SAMPLE_BYTES = 4 * 1024 * 1024
 
 SHAPES: Dict[str, Behaviour] = {
     "fast": Behaviour(),
-    "medium": Behaviour(bytes_per_second=6_000_000),
-    "crawler": Behaviour(bytes_per_second=300_000),
+    "medium": Behaviour(line_bytes_per_second=6_000_000),  # the mirror's whole rate, however many connections
+    "crawler": Behaviour(line_bytes_per_second=300_000),
     "stall": Behaviour(stall_after_headers=True),
     "404": Behaviour(file_status=404),
     "stale": Behaviour(),
