@@ -16,6 +16,7 @@ from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
 from ascend_setup.dists.record import Damage, damage_in, drop_bytecode, nameless_damage
 from ascend_setup.dists.versions import local_only_differs, same_version
 from ascend_setup.engine.step import Step
+from ascend_setup.index.download import PER_HOST, download, each
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents, versions_in
@@ -100,6 +101,38 @@ def _drop_nameless(contents: Optional[VenvContents], names: Set[str], log: Path)
             shutil.rmtree(d.dist_info)
 
 
+#: Workdirs whose lock files this process has fetched (the first slice fetches every slice's files).
+_FETCHED: Set[Path] = set()
+
+
+def fetchable(lock: Lock) -> List[LockedPackage]:
+    """The lock's files an install step takes from an index, biggest first: the longest transfer starts first and
+    the small files fill the other connections around it."""
+    files = [p for p in lock.packages if p.outcome in ("wheel", "sdist") and p.url and p.file and p.sha256
+             and p.name != "vllm-ascend"]  # the plugin step fetches it into its source tree (or builds it)
+    return sorted(files, key=lambda p: -(p.size or 0))
+
+
+def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
+    """Every file of the lock on the workdir's disk, hash-checked, several at once (PER_HOST per host): an
+    installer fetches the files of one invocation, one slice after another, and a single connection per file
+    (pip: one file at a time). A file already there was checked before it was renamed into place; a stop
+    leaves each file's .part to resume from its own byte. Once per process."""
+    downloads = ctx.workdir.downloads
+    if ctx.workdir.root in _FETCHED:
+        return downloads
+    lock = ctx.lock()
+    assert lock is not None, "the resolve step runs first"
+    missing = [p for p in fetchable(lock) if not (downloads / str(p.file)).exists()]
+    if missing:
+        with open_append(log) as handle:
+            handle.write(f"fetching {len(missing)} files of the lock ({sum(p.size or 0 for p in missing) / 1e6:.1f} "
+                         f"MB), up to {PER_HOST} at once from each index\n")
+        each(lambda p: download([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size), missing)
+    _FETCHED.add(ctx.workdir.root)
+    return downloads
+
+
 def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
                    installer: Optional[Installer] = None) -> None:
     """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps
@@ -120,9 +153,15 @@ def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage]
         local_mismatch = any(local_only_differs(installed.get(p.name), p.version) for p in group)
         extras = lock.extra_index_urls if index == MIRROR else []
         bundle = ctx.bundle  # offline: --no-index, the bundle's files (hash-checked by the installer)
+        local = bundle.files if bundle else (None if force else fetch_lock_files(ctx, log))
+        # from the files fetched (hash-checked again by the installer); the index for a package without one, and
+        # for a repair as before: uv links a local wheel's files from its cache, where a file a kill truncated in
+        # the venv may be the cache's own (a hard link), and a reinstall from the same local file relinks it
+        offline = bundle is not None or (local is not None and all(p.file and (local / p.file).exists()
+                                                                   for p in group))
         (installer or ctx.installer()).install(ctx.python, InstallRequest(
-            requirement_file=requirements, indexes=None if bundle else Indexes(lock.indexes[index], tuple(extras)),
-            find_links=bundle.files if bundle else None, force_reinstall=force or local_mismatch), log=log)
+            requirement_file=requirements, indexes=None if offline else Indexes(lock.indexes[index], tuple(extras)),
+            find_links=local, force_reinstall=force or local_mismatch), log=log)
 
 
 class LockSliceStep(Step[SliceInstalled]):
