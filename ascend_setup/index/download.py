@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -80,7 +81,8 @@ def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[
 
 
 def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, total: Optional[int],
-              on_progress: Optional[Progress], stall_seconds: float, min_rate: float, window: float) -> None:
+              on_progress: Optional[Progress], stall_seconds: float, min_rate: float, window: float,
+              ranged: bool = False) -> None:
     try:
         response = get(url, headers=headers, stream=True, timeout=stall_seconds, attempts=2)
     except IndexUnreachable as exc:
@@ -90,6 +92,8 @@ def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, tot
             return
         if response.status_code not in (200, 206):
             raise Stalled(f"{url} answered HTTP {response.status_code}")
+        if ranged and response.status_code != 206:
+            raise NoRanges(f"{url} sent the whole file for a range")
         append = response.status_code == 206 and bool(offset)
         done = offset if append else 0
         window_start, window_bytes = time.monotonic(), 0
@@ -151,4 +155,96 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
                                    f"{sha256[:12]}...", hint="the mirror serves a different file; try another")
     os.replace(part, dest)
     fsync_dir(dest.parent)
+    return dest
+
+
+class NoRanges(Stalled):
+    """The server sent the whole file where a part was asked for."""
+
+
+#: A file at least this big is fetched in PER_HOST parts at once (`download_split`): one connection may be capped
+#: well below the line, and the biggest file of a lock would otherwise outlast all the others.
+SPLIT_ABOVE = 16 * 1024 * 1024
+
+
+def _fetch_part(urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seconds: float, min_rate: float,
+                window: float) -> Optional[str]:
+    """Bytes lo..hi of the file into `path`, resuming from what it holds; None when whole, else why not."""
+    refuse_link(path)
+    errors: List[str] = []
+    for url in urls:
+        have = path.stat().st_size if path.exists() else 0
+        if have >= hi - lo + 1:
+            return None
+        with _host_slot(url):
+            try:
+                _transfer(url, path, have, {"Range": f"bytes={lo + have}-{hi}"}, total=None, on_progress=None,
+                          stall_seconds=stall_seconds, min_rate=min_rate, window=window, ranged=True)
+            except Stalled as exc:
+                if isinstance(exc, NoRanges):
+                    raise
+                errors.append(exc.message)
+                continue
+        if path.stat().st_size >= hi - lo + 1:
+            return None
+        errors.append(f"{url}: the part ended early")
+    return "; ".join(errors) or "no URL"
+
+
+def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], size: Optional[int],
+                   stall_seconds: float = 30.0,
+                   min_rate: float = 50_000.0, window: float = 5.0) -> Path:
+    """`download` of a file of known `size` over PER_HOST connections at once, each its own range into its own
+    `.partN` (resumed from its own byte after a stop), joined, verified and renamed; a server that does not
+    serve ranges gets the plain `download`. Idempotent."""
+    refuse_link(dest)
+    if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
+        return dest
+    if not size or size < SPLIT_ABOVE:
+        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
+                        window=window)
+    make_dir(dest.parent)
+    count = PER_HOST
+    step = -(-size // count)
+    ranges = [(i * step, min(size, (i + 1) * step) - 1) for i in range(count)]
+    parts = [dest.with_name(f"{dest.name}.part{i}") for i in range(count)]
+    try:
+        missing = each(lambda i: _fetch_part(urls, parts[i], *ranges[i], stall_seconds=stall_seconds,
+                                             min_rate=min_rate, window=window), list(range(count)))
+    except NoRanges:
+        for p in parts:
+            p.unlink(missing_ok=True)
+        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
+                        window=window)
+    except OSError as exc:
+        if is_enospc(exc):
+            raise disk_full(dest.parent, f"downloading {dest.name}") from None
+        raise
+    failed = [(i, why) for i, why in enumerate(missing) if why is not None]
+    if failed:
+        done = sum(p.stat().st_size for p in parts if p.exists())
+        raise AscendSetupError(f"could not download {dest.name} (part {failed[0][0] + 1} of {count}): {failed[0][1]}",
+                               hint=f"run again to continue each part from its own byte ({done} of {size} bytes kept)")
+    whole = dest.with_name(dest.name + ".part")
+    refuse_link(whole)
+    try:
+        with open_binary(whole, False) as out:
+            for p in parts:
+                with p.open("rb") as handle:
+                    shutil.copyfileobj(handle, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        if is_enospc(exc):
+            raise disk_full(whole, f"joining {dest.name}") from None
+        raise
+    if sha256 is not None and sha256_of(whole) != sha256:
+        for p in [whole, *parts]:
+            p.unlink(missing_ok=True)  # ours, and worthless: the next attempt starts clean
+        raise AscendSetupError(f"{dest.name}: sha256 does not match the index's {sha256[:12]}...",
+                               hint="the mirror serves a different file; try another")
+    os.replace(whole, dest)
+    fsync_dir(dest.parent)
+    for p in parts:
+        p.unlink(missing_ok=True)
     return dest

@@ -16,7 +16,7 @@ from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
 from ascend_setup.dists.record import Damage, damage_in, drop_bytecode, nameless_damage
 from ascend_setup.dists.versions import local_only_differs, same_version
 from ascend_setup.engine.step import Step
-from ascend_setup.index.download import PER_HOST, download, each
+from ascend_setup.index.download import PER_HOST, download_split, each
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents, versions_in
@@ -114,7 +114,8 @@ def fetchable(lock: Lock) -> List[LockedPackage]:
 
 
 def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
-    """Every file of the lock on the workdir's disk, hash-checked, several at once (PER_HOST per host): an
+    """Every file of the lock on the workdir's disk, hash-checked, several at once (PER_HOST per host, a big one
+    in parts over as many): an
     installer fetches the files of one invocation, one slice after another, and a single connection per file
     (pip: one file at a time). A file already there was checked before it was renamed into place; a stop
     leaves each file's .part to resume from its own byte. Once per process."""
@@ -128,7 +129,7 @@ def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
         with open_append(log) as handle:
             handle.write(f"fetching {len(missing)} files of the lock ({sum(p.size or 0 for p in missing) / 1e6:.1f} "
                          f"MB), up to {PER_HOST} at once from each index\n")
-        each(lambda p: download([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size), missing)
+        each(lambda p: download_split([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size), missing)
     _FETCHED.add(ctx.workdir.root)
     return downloads
 

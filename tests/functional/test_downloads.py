@@ -132,3 +132,59 @@ def test_a_kill_mid_way_resumes_each_file_from_its_own_byte(tmp_path: Path) -> N
         assert (cache / name).read_bytes() == data
         offset = had.get(name, 0)
         assert resumed[name] == (f"bytes={offset}-" if offset else None), (name, offset, resumed[name])
+
+
+def _split_origin(tmp_path: Path, data: bytes):
+    from ascend_setup.simulate.index_server import Behaviour, LocalIndex
+
+    blob = tmp_path / "files" / "big-1.0.tar.gz"
+    blob.parent.mkdir()
+    blob.write_bytes(data)
+    origin = LocalIndex(Behaviour(bytes_per_second=RATE))  # each connection capped: parts fill more
+    origin.add(blob)
+    return origin, f"{origin.base}/files/{blob.name}"
+
+
+def test_a_big_file_comes_in_parts_over_the_bound_of_connections(tmp_path: Path, monkeypatch) -> None:
+    from ascend_setup.index import download as dl
+
+    monkeypatch.setattr(dl, "SPLIT_ABOVE", 256 * 1024)
+    data = bytes(range(256)) * (SIZE // 256)
+    origin, url = _split_origin(tmp_path, data)
+    try:
+        dest = dl.download_split([url], tmp_path / "dl" / "big-1.0.tar.gz",
+                                 sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    finally:
+        origin.close()
+    assert dest.read_bytes() == data
+    step = SIZE // PER_HOST
+    ranges = sorted(h.get("Range") for p, h in origin.requests if p.endswith("big-1.0.tar.gz"))
+    assert ranges == sorted(f"bytes={i * step}-{(i + 1) * step - 1}" for i in range(PER_HOST)), ranges
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["big-1.0.tar.gz"]  # no part left behind
+
+
+def test_each_part_resumes_from_its_own_byte_and_a_wrong_file_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from ascend_setup.errors import AscendSetupError
+    from ascend_setup.index import download as dl
+
+    monkeypatch.setattr(dl, "SPLIT_ABOVE", 256 * 1024)
+    data = bytes(reversed(range(256))) * (SIZE // 256)
+    step = SIZE // PER_HOST
+    dest = tmp_path / "dl" / "big-1.0.tar.gz"
+    dest.parent.mkdir()
+    dest.with_name(dest.name + ".part2").write_bytes(data[2 * step:2 * step + 100_000])  # what a kill left
+    origin, url = _split_origin(tmp_path, data)
+    try:
+        dl.download_split([url], dest, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        assert dest.read_bytes() == data
+        asked = [h.get("Range") for p, h in origin.requests if p.endswith("big-1.0.tar.gz")]
+        assert f"bytes={2 * step + 100_000}-{3 * step - 1}" in asked and f"bytes={2 * step}-{3 * step - 1}" not in asked
+        other = tmp_path / "dl2" / "big-1.0.tar.gz"
+        try:
+            dl.download_split([url], other, sha256="0" * 64, size=len(data))
+            raise AssertionError("a file whose hash differs was accepted")
+        except AscendSetupError as exc:
+            assert "sha256" in exc.message
+        assert not other.exists() and list(other.parent.iterdir()) == []  # its parts go with it
+    finally:
+        origin.close()
