@@ -109,7 +109,7 @@ def fetchable(lock: Lock) -> List[LockedPackage]:
     """The lock's files an install step takes from an index, biggest first: the longest transfer starts first and
     the small files fill the other connections around it."""
     files = [p for p in lock.packages if p.outcome in ("wheel", "sdist") and p.url and p.file and p.sha256
-             and p.name != "vllm-ascend"]  # the plugin step fetches it into its source tree (or builds it)
+             and not (p.name == "vllm-ascend" and p.outcome == "sdist")]  # the plugin step fetches it into its tree
     return sorted(files, key=lambda p: -(p.size or 0))
 
 
