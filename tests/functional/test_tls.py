@@ -276,7 +276,36 @@ def test_install_trusts_the_system_store_in_every_client(tls_stack, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert installed(tmp_path / "wd" / "venv") == lock_versions(tmp_path / "wd")
     asked = _agents(stack.main, stack.ascend, stack.pytorch_cpu)
-    assert {"ascend-setup", "uv", "pip"} <= asked, asked  # each client itself reached the HTTPS indexes
+    # The install fetches the lock's files itself and pip installs those: pip asks an index when it repairs.
+    assert {"ascend-setup", "uv"} <= asked, asked
+    _repair_from_the_index(tmp_path / "wd")
+    for server in (stack.main, stack.ascend, stack.pytorch_cpu):
+        server.requests.clear()
+    again = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, argv, env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "--force-reinstall" in (tmp_path / "wd" / "logs" / "torch-stack.log").read_text()
+    assert "pip" in _agents(stack.main, stack.ascend, stack.pytorch_cpu)  # pip itself reached the HTTPS index
+
+
+def _repair_from_the_index(workdir: Path) -> None:
+    """What a kill mid-step leaves: a file of torch cut short, its step recorded started. The rerun reinstalls
+    it from the index with --force-reinstall (a repair never takes the fetched files)."""
+    import csv
+
+    from ascend_setup.dists.venv_reader import site_packages
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+
+    (site,) = site_packages(workdir / "venv")
+    (info,) = [p for p in site.glob("torch-*.dist-info")]
+    rows = [r for r in csv.reader((info / "RECORD").read_text().splitlines())
+            if len(r) > 2 and r[2].isdigit() and int(r[2]) >= 10 and ".dist-info/" not in r[0] and "../" not in r[0]]
+    victim = site / rows[0][0]
+    victim.write_bytes(victim.read_bytes()[: len(victim.read_bytes()) // 3])
+    store = install_store(Workdir(workdir))
+    state = store.load()
+    store.mark(state, "torch-stack", state.steps["torch-stack"].model_copy(update={"state": "started",
+                                                                                  "ended_at": None}))
 
 
 def test_bundle_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
