@@ -69,6 +69,19 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _verify(got: Path, name: str, sha256: Optional[str], parts: Sequence[Path] = ()) -> None:
+    """Refuse a fetched file that is not the one asked for, removing it (and the parts it was joined from):
+    ours, and worthless, so the next attempt starts clean."""
+    if sha256 is None:
+        return
+    actual = sha256_of(got)
+    if actual != sha256:
+        for p in [got, *parts]:
+            p.unlink(missing_ok=True)
+        raise AscendSetupError(f"{name}: the file served has sha256 {actual}, not the expected {sha256}",
+                               hint="the mirror serves a different file; try another")
+
+
 def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[Progress], stall_seconds: float,
            min_rate: float, window: float) -> None:
     offset = part.stat().st_size if part.exists() else 0
@@ -147,12 +160,7 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
     else:
         raise AscendSetupError(f"could not download {dest.name}: " + "; ".join(errors),
                                hint=f"run again to continue from byte {part.stat().st_size if part.exists() else 0}")
-    if sha256 is not None:
-        actual = sha256_of(part)
-        if actual != sha256:
-            part.unlink()  # ours, and worthless: the next attempt starts clean
-            raise AscendSetupError(f"{dest.name}: sha256 {actual[:12]}... does not match the index's "
-                                   f"{sha256[:12]}...", hint="the mirror serves a different file; try another")
+    _verify(part, dest.name, sha256)
     os.replace(part, dest)
     fsync_dir(dest.parent)
     return dest
@@ -238,11 +246,7 @@ def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], si
         if is_enospc(exc):
             raise disk_full(whole, f"joining {dest.name}") from None
         raise
-    if sha256 is not None and sha256_of(whole) != sha256:
-        for p in [whole, *parts]:
-            p.unlink(missing_ok=True)  # ours, and worthless: the next attempt starts clean
-        raise AscendSetupError(f"{dest.name}: sha256 does not match the index's {sha256[:12]}...",
-                               hint="the mirror serves a different file; try another")
+    _verify(whole, dest.name, sha256, parts)
     os.replace(whole, dest)
     fsync_dir(dest.parent)
     for p in parts:

@@ -66,6 +66,7 @@ class InstallSession(Session):
     _lock_path: Optional[str] = field(default=None, repr=False)
     _cann_env: Optional[Dict[str, str]] = field(default=None, repr=False)
     _cann_env_read: bool = field(default=False, repr=False)
+    lock_fetched: bool = field(default=False, repr=False)  # every file of the lock is in the workdir's downloads
 
     def __post_init__(self) -> None:
         if self.index is None and self.pip_settings is not None:

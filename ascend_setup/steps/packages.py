@@ -16,7 +16,8 @@ from ascend_setup.dists.installers import Indexes, Installer, InstallRequest
 from ascend_setup.dists.record import Damage, damage_in, drop_bytecode, nameless_damage
 from ascend_setup.dists.versions import local_only_differs, same_version
 from ascend_setup.engine.step import Step
-from ascend_setup.index.download import PER_HOST, download_split, each
+from ascend_setup.errors import AscendSetupError
+from ascend_setup.index.download import PER_HOST, download_split, each, sha256_of
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
 from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents, versions_in
@@ -101,10 +102,6 @@ def _drop_nameless(contents: Optional[VenvContents], names: Set[str], log: Path)
             shutil.rmtree(d.dist_info)
 
 
-#: Workdirs whose lock files this process has fetched (the first slice fetches every slice's files).
-_FETCHED: Set[Path] = set()
-
-
 def fetchable(lock: Lock) -> List[LockedPackage]:
     """The lock's files an install step takes from an index, biggest first: the longest transfer starts first and
     the small files fill the other connections around it."""
@@ -115,12 +112,12 @@ def fetchable(lock: Lock) -> List[LockedPackage]:
 
 def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
     """Every file of the lock on the workdir's disk, hash-checked, several at once (PER_HOST per host, a big one
-    in parts over as many): an
-    installer fetches the files of one invocation, one slice after another, and a single connection per file
-    (pip: one file at a time). A file already there was checked before it was renamed into place; a stop
-    leaves each file's .part to resume from its own byte. Once per process."""
+    in parts over as many): an installer fetches the files of one invocation, one slice after another, and a
+    single connection per file (pip: one file at a time). A file already there was checked before it was renamed
+    into place; a stop leaves each file's .part to resume from its own byte. Once a run. A failure is written to
+    the step's log too, where the installer's own would be."""
     downloads = ctx.workdir.downloads
-    if ctx.workdir.root in _FETCHED:
+    if ctx.lock_fetched:
         return downloads
     lock = ctx.lock()
     assert lock is not None, "the resolve step runs first"
@@ -129,9 +126,27 @@ def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
         with open_append(log) as handle:
             handle.write(f"fetching {len(missing)} files of the lock ({sum(p.size or 0 for p in missing) / 1e6:.1f} "
                          f"MB), up to {PER_HOST} at once from each index\n")
-        each(lambda p: download_split([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size), missing)
-    _FETCHED.add(ctx.workdir.root)
+        try:
+            each(lambda p: download_split([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size),
+                 missing)
+        except AscendSetupError as exc:
+            with open_append(log) as handle:
+                handle.write(f"fetching the lock's files failed: {exc.message}\n")
+            raise
+    ctx.lock_fetched = True
     return downloads
+
+
+def _drop_mismatched(downloads: Path, group: List[LockedPackage], log: Path) -> None:
+    """After an installer refused the local files: remove each that is not the lock's file (a disk or a hand
+    changed it after it was checked), so the next run fetches it again instead of failing the same way."""
+    for p in group:
+        path = downloads / str(p.file)
+        if p.file and path.is_file() and not path.is_symlink() and sha256_of(path) != p.sha256:
+            path.unlink()
+            with open_append(log) as handle:
+                handle.write(f"{path} is not the lock's file (sha256 {p.sha256}): removed; the next run fetches "
+                             f"it again\n")
 
 
 def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
@@ -160,9 +175,14 @@ def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage]
         # the venv may be the cache's own (a hard link), and a reinstall from the same local file relinks it
         offline = bundle is not None or (local is not None and all(p.file and (local / p.file).exists()
                                                                    for p in group))
-        (installer or ctx.installer()).install(ctx.python, InstallRequest(
-            requirement_file=requirements, indexes=None if offline else Indexes(lock.indexes[index], tuple(extras)),
-            find_links=local, force_reinstall=force or local_mismatch), log=log)
+        try:
+            (installer or ctx.installer()).install(ctx.python, InstallRequest(
+                requirement_file=requirements, indexes=None if offline else Indexes(lock.indexes[index], tuple(extras)),
+                find_links=local, force_reinstall=force or local_mismatch), log=log)
+        except AscendSetupError:
+            if local is not None and bundle is None:
+                _drop_mismatched(local, group, log)
+            raise
 
 
 class LockSliceStep(Step[SliceInstalled]):

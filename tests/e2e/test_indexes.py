@@ -68,34 +68,64 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
     assert "timeout" not in check["detail"].split("ignored", 1)[1]  # a network setting is kept
 
 
-@pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_a_file_that_does_not_match_the_locks_hash_is_refused(source_stack, tmp_path: Path, installer: str) -> None:
-    """The installer checks every file against the lock's sha256 (what a mirror serving another file meets)."""
-    lock = tmp_path / "host.lock"
+def _host_lock(source_stack, lock: Path) -> str:
+    """plan's lock for this host; its text."""
     made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", platform.machine(),
                             "--python", "%d.%d" % sys.version_info[:2], *source_stack.index_args(), "--lock", str(lock))
     assert made.returncode == 0, made.stderr
-    text = lock.read_text()
-    real = next(p for p in json.loads(text.split("# ascend-setup-lock: ", 1)[1].splitlines()[0])["packages"]
-                if p["name"] == "decorator")["sha256"]
-    lock.write_text(text.replace(real, "0" * 64))
+    return lock.read_text()
+
+
+def _locked(text: str, name: str) -> dict:
+    return next(p for p in json.loads(text.split("# ascend-setup-lock: ", 1)[1].splitlines()[0])["packages"]
+                if p["name"] == name)
+
+
+def test_a_file_that_does_not_match_the_locks_hash_is_refused(source_stack, tmp_path: Path) -> None:
+    """The install fetches every file of the lock and checks it against the lock's sha256 (what a mirror serving
+    another file meets): the step fails naming the file and both hashes, and keeps nothing of it."""
+    lock = tmp_path / "host.lock"
+    text = _host_lock(source_stack, lock)
+    decorator = _locked(text, "decorator")
+    lock.write_text(text.replace(decorator["sha256"], "0" * 64))
     workdir = tmp_path / "wd"
+    proc = source_stack.install(workdir, "--lock", str(lock))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    failed = next(s for s in status(source_stack, workdir)["steps"] if s["state"] == "failed")
+    log = (workdir / "logs" / f"{failed['name']}.log").read_text()
+    assert "0" * 64 in log and decorator["sha256"] in log and decorator["file"] in log, log[-3000:]
+    assert not list((workdir / "venv").glob("lib/python*/site-packages/decorator*"))
+    assert not list((workdir / "downloads").glob(decorator["file"] + "*"))  # neither the file nor its .part
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_a_fetched_file_changed_on_disk_is_refused_by_the_installer_and_fetched_again(
+        source_stack, tmp_path: Path, installer: str) -> None:
+    """The installer checks the fetched files against the lock's sha256 again (--require-hashes, with both
+    installers): a file changed after it was checked fails the step, is removed, and the rerun fetches it."""
+    lock = tmp_path / "host.lock"
+    decorator = _locked(_host_lock(source_stack, lock), "decorator")
+    workdir = tmp_path / "wd"
+    changed = workdir / "downloads" / decorator["file"]
+    changed.parent.mkdir(parents=True)
+    changed.write_bytes(b"not the lock's wheel")
     proc = source_stack.install(workdir, "--lock", str(lock), "--installer", installer)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     failed = next(s for s in status(source_stack, workdir)["steps"] if s["state"] == "failed")
     log = (workdir / "logs" / f"{failed['name']}.log").read_text()
-    assert f"installer: {installer}" in log and "0" * 64 in log, log[-3000:]
-    assert "decorator" not in installed(workdir / "venv")
+    assert f"installer: {installer}" in log and decorator["sha256"] in log and "removed" in log, log[-3000:]
+    assert "decorator" not in installed(workdir / "venv") and not changed.exists()
+    rerun = source_stack.install(workdir, "--lock", str(lock), "--installer", installer)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert installed(workdir / "venv")["decorator"] == decorator["version"]
 
 
 def test_a_lock_made_by_plan_installs_here_and_only_here(source_stack, tmp_path: Path) -> None:
     lock = tmp_path / "host.lock"
-    python = "%d.%d" % sys.version_info[:2]
-    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", platform.machine(),
-                            "--python", python, *source_stack.index_args(), "--lock", str(lock))
-    assert made.returncode == 0, made.stderr
+    _host_lock(source_stack, lock)
     workdir = tmp_path / "wd"
     proc = source_stack.install(workdir, "--lock", str(lock))
+    python = "%d.%d" % sys.version_info[:2]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert installed(workdir / "venv") == lock_versions(workdir)
     assert "installing the lock" in (workdir / "logs" / "resolve.log").read_text()

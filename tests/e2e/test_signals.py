@@ -21,30 +21,32 @@ from ascend_setup.simulate.index_server import BlackHole
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_pip_step_cleanly_and_the_rerun_resumes(source_stack, tmp_path: Path, sig) -> None:
+def test_a_signal_stops_the_builds_pip_cleanly_and_the_rerun_resumes(source_stack, tmp_path: Path, sig) -> None:
+    """The moment is vllm-ascend's source build: pip (`pip wheel`, whichever installer the run uses) and the
+    build backend under it, the longest-lived children of an install."""
     workdir = tmp_path / "wd"
     proc = source_stack.spawn(workdir, "--installer", "pip")
-    log = workdir / "logs" / "plugin-deps.log"
+    log = workdir / "logs" / "vllm-ascend.log"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and "Collecting" not in (log.read_text() if log.exists() else ""):
+    while time.monotonic() < deadline and "Building CXX object" not in (log.read_text() if log.exists() else ""):
         time.sleep(0.05)
-    assert proc.poll() is None, "the install ended before its pip step could be interrupted"
+    assert proc.poll() is None, "the install ended before its build could be interrupted"
     assert [p for p in _processes_mentioning(str(workdir)) if p != proc.pid], "no pip child to stop"
     start = time.monotonic()
     os.kill(proc.pid, sig)  # the tool's pid only, as `kill` or a supervisor would
     proc.wait(timeout=30)
     took = time.monotonic() - start
     assert proc.returncode == 128 + sig and took < 2, (proc.returncode, took)
-    assert _processes_mentioning(str(workdir)) == []  # no orphaned pip
+    assert _processes_mentioning(str(workdir)) == []  # no orphaned pip or build backend
     with open(workdir / "run.lock") as handle:  # free: nothing holds it any more
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     err = proc.stderr_path.read_text()
     assert f"interrupted by {signal.Signals(sig).name}" in err and "run the same command again to resume" in err
     states = {s["name"]: s["state"] for s in status(source_stack, workdir)["steps"]}
-    assert states["plugin-deps"] == "interrupted" and states["vllm"] == "done"
+    assert states["vllm-ascend"] == "interrupted" and states["plugin-deps"] == "done"
     rerun = source_stack.install(workdir, "--installer", "pip")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "plugin-deps: install the rest" in rerun.stderr and "interrupted last time" in rerun.stderr
+    assert "vllm-ascend: " in rerun.stderr and "interrupted last time" in rerun.stderr
 
 
 def test_ctrl_c_in_mirrors_takes_effect_at_once(tmp_path: Path) -> None:
