@@ -78,7 +78,8 @@ def _verify(got: Path, name: str, sha256: Optional[str], parts: Sequence[Path] =
     if actual != sha256:
         for p in [got, *parts]:
             p.unlink(missing_ok=True)
-        raise AscendSetupError(f"{name}: the file served has sha256 {actual}, not the expected {sha256}",
+        raise AscendSetupError(f"{name}: the file served has sha256 {actual}, which does not match the expected "
+                               f"{sha256}",
                                hint="the mirror serves a different file; try another")
 
 
