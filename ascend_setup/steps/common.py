@@ -33,9 +33,11 @@ def versions_in(contents: Optional[VenvContents]) -> Dict[str, str]:
     return {d.name: d.version for d in contents.dists} if contents else {}
 
 
-def row_requirements_unmet(session: InstallSession, names: Iterable[str]) -> List[str]:
-    """The row packages' own requirements on each other that the venv does not meet (vllm's are waived)."""
+def row_requirements_unmet(session: InstallSession, names: Iterable[str],
+                           contents: Optional[VenvContents]) -> List[str]:
+    """The row packages' own requirements on each other that the venv (as `contents` read it) does not meet
+    (vllm's are waived)."""
     assert session.row is not None
     env = target_environment(session.target)
     wanted = [n for n in names if n not in REQUIREMENTS_WAIVED]
-    return [str(u) for u in requirements_unmet(venv_contents(session), wanted, session.row.packages, env)]
+    return [str(u) for u in requirements_unmet(contents, wanted, session.row.packages, env)]

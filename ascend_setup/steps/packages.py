@@ -20,7 +20,7 @@ from ascend_setup.errors import AscendSetupError
 from ascend_setup.index.download import PER_HOST, download_split, each, sha256_of
 from ascend_setup.matrix.models import MIRROR, Row
 from ascend_setup.resolve.lockfile import Lock, LockedPackage, render_requirements
-from ascend_setup.steps.common import installed_versions, row_requirements_unmet, venv_contents, versions_in
+from ascend_setup.steps.common import row_requirements_unmet, venv_contents, versions_in
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import SliceInstalled
 from ascend_setup.utils.files import atomic_write_text, open_append
@@ -53,10 +53,11 @@ def slice_of(ctx: InstallSession, step: str) -> List[LockedPackage]:
 def unmet(ctx: InstallSession, packages: List[LockedPackage]) -> List[str]:
     """Why the venv does not hold these packages as locked: versions (local part included), and the
     row packages' own requirements on each other."""
-    installed = installed_versions(ctx)
+    contents = venv_contents(ctx)  # read once for both questions: each step asks before and after it runs
+    installed = versions_in(contents)
     problems = [f"{p.name}=={p.version} (installed: {installed.get(p.name) or 'none'})"
                 for p in packages if not same_version(installed.get(p.name), p.version)]
-    return problems + row_requirements_unmet(ctx, [p.name for p in packages])
+    return problems + row_requirements_unmet(ctx, [p.name for p in packages], contents)
 
 
 def damaged(ctx: InstallSession, packages: List[LockedPackage]) -> List[Damage]:
