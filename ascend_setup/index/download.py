@@ -206,12 +206,12 @@ def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], si
     """`download` of a file of known `size` over PER_HOST connections at once, each its own range into its own
     `.partN` (resumed from its own byte after a stop), joined, verified and renamed; a server that does not
     serve ranges gets the plain `download`. Idempotent."""
+    if not size or size < SPLIT_ABOVE:  # `download` checks a file already there itself
+        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
+                        window=window)
     refuse_link(dest)
     if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
         return dest
-    if not size or size < SPLIT_ABOVE:
-        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
-                        window=window)
     make_dir(dest.parent)
     count = PER_HOST
     step = -(-size // count)
