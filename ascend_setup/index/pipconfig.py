@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.pipanswer import memo_key, recall, remember
 from ascend_setup.index.trust import decide_trust
 from ascend_setup.index.urls import is_index_url
 
@@ -155,7 +156,14 @@ def _check_network_value(key: str, value: str, source: str) -> None:
 
 
 def _ask_pip_here() -> Optional[dict]:
-    """The same answer from this interpreter's own pip, without starting another interpreter."""
+    """The same answer from this interpreter's own pip, without starting another interpreter; remembered
+    between runs (`pipanswer`) for as long as nothing pip reads has changed."""
+    key = memo_key()
+    if key is None:
+        return None  # no pip here
+    remembered = recall(key)
+    if remembered is not None:
+        return remembered
     try:
         from pip._internal.configuration import Configuration
         from pip._internal.models.index import PyPI
@@ -165,10 +173,19 @@ def _ask_pip_here() -> Optional[dict]:
         config = Configuration(isolated=False)
         config.load()
         files = [f for _, fs in config.iter_config_files() for f in fs if f != os.devnull and os.path.exists(f)]
-        return json.loads(json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files},
-                                     default=str))
+        answer = json.loads(json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files},
+                                       default=str))
     except Exception:  # pip's internals moved: ask it the documented way below
         return None
+    try:  # every file pip would consider, present or not, whichever variables say which it loads
+        from pip._internal.configuration import get_configuration_files
+
+        considered = [f for fs in get_configuration_files().values() for f in fs]
+    except Exception:
+        return answer  # not remembered: what pip considers is not known
+    config_file = os.environ.get("PIP_CONFIG_FILE")
+    remember(key, [*([config_file] if config_file else []), *considered], answer)
+    return answer
 
 
 @lru_cache(maxsize=None)

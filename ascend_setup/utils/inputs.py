@@ -41,6 +41,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "python-builds": ("pinned CPython builds file", 1 * MiB),
     "speed": ("speed measurements file", 16 * MiB),
     "pip-config": ("pip/uv configuration", 1 * MiB),
+    "pip-answer": ("remembered answer of pip's configuration", 1 * MiB),
     "inventory": ("node inventory", 4 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass
 }

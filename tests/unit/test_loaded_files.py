@@ -305,8 +305,36 @@ PYTHON_BUILDS = Kind(
     containers=[("mirrors",), ("mirrors", 0), ("builds",), ("builds", 0)],
     required=[("source",), ("release",), ("mirrors",), ("builds",), ("builds", 0, "sha256"), ("builds", 0, "file")])
 
-KINDS_LOADED = [PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE,
-                DOCTOR_STATE]
+# -- the remembered answer of pip's configuration (a cache: a damaged one means asking pip again) -----------------
+
+def _pip_answer_example() -> Any:
+    from ascend_setup.index.pipanswer import memo_key
+
+    return {"key": memo_key(), "considered": {"/nonexistent/pip.conf": None},
+            "answer": {"items": {"global.timeout": "60", "/etc/pip.conf": {"global.index-url": "https://a.example/simple"}},
+                       "default": "https://b.example/simple", "files": ["/etc/pip.conf"]}}
+
+
+def _load_pip_answer(path: Path) -> Any:
+    from ascend_setup.index.pipanswer import memo_key, recall
+
+    key = memo_key()
+    assert key is not None
+    return recall(key, path)
+
+
+PIP_ANSWER = Kind(
+    "pip-answer", "pip-answer", example=_pip_answer_example, path="pip-answer.json", target="pip-answer.json",
+    load=_load_pip_answer, refused=returns_none(_load_pip_answer),
+    strings=[("answer", "default"), ("answer", "files", 0), ("answer", "items", "global.timeout"), ("key", "python"),
+             ("answer", "items", "/etc/pip.conf", "global.index-url")],
+    containers=[("key",), ("considered",), ("answer",), ("answer", "items"), ("answer", "files")],
+    required=[("key",), ("considered",), ("answer",), ("answer", "items"), ("answer", "default"),
+              ("answer", "files")],
+    keyed=[("key",), ("considered",)])
+
+KINDS_LOADED = [PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL,
+                HUB_CACHE, DOCTOR_STATE]
 
 
 # -- the mutations ------------------------------------------------------------------------------------------------
