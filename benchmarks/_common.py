@@ -15,7 +15,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
 def clean_env(home: Path) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_", "UV_"))}
+    # PYTHONDONTWRITEBYTECODE off: an installed tool runs from bytecode (pip compiles it), not from source
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_", "UV_"))
+           and k != "PYTHONDONTWRITEBYTECODE"}
     env.update({"HOME": str(home), "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                 "PYTHONPATH": str(REPO), "NO_COLOR": "1"})
     return env

@@ -9,7 +9,7 @@ import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -87,14 +87,28 @@ def candidate_paths(extra: Iterable[str] = (), *, root: str = "/", home: Optiona
     return unique
 
 
+#: The interpreters a process has asked, by the identity of the file run (see probe); a few per host.
+_ANSWERS: Dict[Tuple[str, Tuple[int, ...]], Interpreter] = {}
+
+
 def probe(path: str, timeout: float = 15.0) -> Optional[Interpreter]:
-    """Ask the interpreter itself for its version; None when it does not run."""
+    """Ask the interpreter itself for its version; None when it does not run. A working one is asked once a
+    process for as long as the file it runs is the same: an install's preflight, choice and venv step each
+    ask (~50 ms an interpreter start)."""
+    try:
+        st = os.stat(path)  # through the link, as it is run: a retargeted or replaced interpreter is asked again
+    except OSError:
+        return None
+    key = (path, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+    if key in _ANSWERS:
+        return _ANSWERS[key]
     try:
         out = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
         data = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
-    return Interpreter(path=path, version=data["version"], has_venv=bool(data["venv"]))
+    _ANSWERS[key] = Interpreter(path=path, version=data["version"], has_venv=bool(data["venv"]))
+    return _ANSWERS[key]
 
 
 def find_interpreters(extra: Iterable[str] = (), **where: str) -> List[Interpreter]:

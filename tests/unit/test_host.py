@@ -196,3 +196,35 @@ def test_hwhiaiuser_group_needed_for_non_root() -> None:
         grp.getgrnam("HwHiAiUser")
     except KeyError:
         assert missing_hwhiaiuser_group(nobody) is True  # no such group on this machine at all
+
+
+def _fake_python(path: Path, version: str, calls: Path) -> None:
+    path.write_text(f"#!/bin/sh\necho run >> {calls}\n"
+                    f"echo '{{\"version\": \"{version}\", \"venv\": true, \"executable\": \"{path}\"}}'\n")
+    path.chmod(0o755)
+
+
+def test_an_interpreter_is_asked_once_until_its_file_changes(tmp_path: Path) -> None:
+    """probe's memo (an install asks the same interpreter three times): the same file is run once; a file
+    rewritten in place, or a link pointed at another, is asked again, and a failed run is never remembered."""
+    calls = tmp_path / "calls"
+    python = tmp_path / "python3.11"
+    _fake_python(python, "3.11.7", calls)
+    assert probe(str(python)).version == probe(str(python)).version == "3.11.7"
+    assert calls.read_text().count("run") == 1
+    _fake_python(python, "3.11.9", calls)  # same path, same size, another answer
+    assert probe(str(python)).version == "3.11.9"
+    other = tmp_path / "python3.12"
+    _fake_python(other, "3.12.4", calls)
+    link = tmp_path / "python3"
+    link.symlink_to(python)
+    assert probe(str(link)).version == "3.11.9"
+    link.unlink()
+    link.symlink_to(other)
+    assert probe(str(link)).version == "3.12.4"
+    broken = tmp_path / "python3.10"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    assert probe(str(broken)) is None
+    _fake_python(broken, "3.10.14", calls)
+    assert probe(str(broken)).version == "3.10.14"
