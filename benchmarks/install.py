@@ -5,6 +5,8 @@
    wheels have the real closure's sizes (benchmarks/data/closure-9.1.0.json, taken by closure_sizes.py), print
    the install's wall time, the floor (the lock's bytes over the bandwidth `ascend-setup mirrors` measures
    on that mirror, plus the time to unpack the same wheels locally) and their ratio. Goal: uv within 1.2x.
+   Then the same installer's commands typed by hand on the same mirror (see 2): the overhead where the bytes are
+   real.
 2. The overhead: the install against the same installer's commands typed by hand (unshaped loopback, stub
    sizes; each from its slice's index, as a person types it, where the install hands its installer the files it
    fetched itself), and the time from a rerun's start to its first new work after a SIGKILL. Goals: 1.10x, 1 s.
@@ -16,7 +18,7 @@
 bytes' share of both the install and the floor scales with S, the install's fixed costs (interpreters, round
 trips, the resolution, the checks) do not: a small S overstates the ratio, and --scale 1 is the closest to the
 field (the world is then ~850 MB, and one pip install takes ~6 min on the default shape). The default, 0.25 with
-3 runs, takes ~12 min for the floor part on a loaded 2-core machine; `--runs 1` a third of that.
+3 runs, takes ~25 min for the floor part (with the by-hand replays) on a 2-core machine; `--runs 1` a third.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import _floor
 from _common import clean_env, serve_stack
@@ -131,6 +133,7 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
 
     for installer in installers:
         walls: List[float] = []
+        hands: List[float] = []
         steps: List[str] = []
         for i in range(runs):
             workdir = tmp / f"floor-{installer}-{i}"
@@ -140,10 +143,14 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
             if proc.returncode != 0:
                 raise SystemExit(f"install --installer {installer} failed: {proc.stderr[-3000:]}")
             steps.append(_steps(workdir))
+            hands.append(_replay_by_hand(workdir, tmp / f"by-hand-{installer}-{i}", host, env)[0])
             shutil.rmtree(workdir, ignore_errors=True)
-        wall = _median(walls)
+            shutil.rmtree(tmp / f"by-hand-{installer}-{i}", ignore_errors=True)
+        wall, hand = _median(walls), _median(hands)
         print(f"--installer {installer}: install {wall:.1f} s ({_spread(walls)}), floor {floor_s:.1f} s, "
               f"ratio {wall / floor_s:.2f}x (goal for uv: <= 1.2x)")
+        print(f"  the same commands typed by hand on this mirror: {hand:.1f} s ({_spread(hands)}); "
+              f"ours/by-hand {wall / hand:.2f}x; by-hand/floor {hand / floor_s:.2f}x")
         print(f"  steps (s) of the median run: {steps[walls.index(wall)] if wall in walls else steps[-1]}")
     host.close()
 
@@ -159,7 +166,8 @@ def overhead(tmp: Path, runs: int, installers: List[str]) -> None:
             ours.append(o)
             hand.append(h)
             first.append(f)
-        print(f"--installer {installer}: commands the install ran: {commands}")
+        print(f"--installer {installer}: commands the install ran: {commands} (the by-hand replay types them "
+              "against each slice's index)")
         print(f"  ascend-setup install (all steps, checks, state): {_median(ours):.1f} s ({_spread(ours)})")
         print(f"  the same commands typed by hand:                 {_median(hand):.1f} s ({_spread(hand)})")
         print(f"  overhead ratio ours/by-hand: {_median(ours) / _median(hand):.2f}x (goal <= 1.10x); "
@@ -169,9 +177,12 @@ def overhead(tmp: Path, runs: int, installers: List[str]) -> None:
     host.close()
 
 
-def _typed_by_hand(command: str, host) -> List[str]:
-    """A logged command as a person would type it: from the slice's index instead of the fetched files."""
+def _typed_by_hand(command: str, host, cache: Path) -> List[str]:
+    """A logged command as a person would type it: from the slice's index instead of the fetched files, and
+    uv with a cache of the replay's own."""
     argv = command.split()
+    if "--cache-dir" in argv:
+        argv[argv.index("--cache-dir") + 1] = str(cache)
     if "--no-index" not in argv:
         return argv
     requirements = argv[argv.index("-r") + 1]
@@ -183,6 +194,27 @@ def _typed_by_hand(command: str, host) -> List[str]:
     return [*argv[:at], "--index-url", index.url, *argv[links + 2:]]
 
 
+def _replay_by_hand(workdir: Path, by_hand: Path, host, env: Dict[str, str]) -> Tuple[float, int]:
+    """(seconds, commands): every installer command the steps logged, replayed into a fresh venv with caches
+    of its own, as a person types them. A person has no files fetched for them: where the install handed its
+    installer the lock's files it fetched itself (--no-index --find-links), the replay names the slice's index,
+    and the installer downloads them."""
+    cache = by_hand / "uv-cache"
+    commands = [_typed_by_hand(line[2:].replace(str(workdir), str(by_hand)), host, cache)
+                for step in ORDER for line in (workdir / "logs" / f"{step}.log").read_text().splitlines()
+                if line.startswith("$ ")]
+    by_hand.mkdir()
+    shutil.copytree(workdir / "lock", by_hand / "lock")  # the hash-pinned files a person would write
+    (by_hand / "downloads").mkdir()
+    for written in (workdir / "downloads").glob("*.requirements.txt"):
+        shutil.copy(written, by_hand / "downloads" / written.name)
+    env = {**env, "HOME": str(by_hand / "home")}  # pip's own cache too
+    start = time.perf_counter()
+    for command in commands:
+        subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return time.perf_counter() - start, len(commands)
+
+
 def _overhead_once(tmp: Path, host, env: Dict[str, str], installer: str):
     tmp.mkdir()
     workdir = tmp / "tool"
@@ -192,22 +224,7 @@ def _overhead_once(tmp: Path, host, env: Dict[str, str], installer: str):
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
 
-    # The same commands by hand: replay every command the steps logged, into a fresh venv. A person has no
-    # files fetched for them: where the install handed its installer the lock's files it fetched itself
-    # (--no-index --find-links), the replay names the slice's index and the installer downloads them.
-    by_hand = tmp / "by-hand"
-    commands = [_typed_by_hand(line[2:].replace(str(workdir), str(by_hand)), host)
-                for step in ORDER for line in (workdir / "logs" / f"{step}.log").read_text().splitlines()
-                if line.startswith("$ ")]
-    by_hand.mkdir()
-    shutil.copytree(workdir / "lock", by_hand / "lock")  # the hash-pinned files a person would write
-    (by_hand / "downloads").mkdir()
-    for written in (workdir / "downloads").glob("*.requirements.txt"):
-        shutil.copy(written, by_hand / "downloads" / written.name)
-    start = time.perf_counter()
-    for command in commands:
-        subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    hand = time.perf_counter() - start
+    hand, commands = _replay_by_hand(workdir, tmp / "by-hand", host, env)
 
     # A kill in the middle, then the time from the rerun's start to its first new work.
     killed = tmp / "killed"
@@ -228,7 +245,7 @@ def _overhead_once(tmp: Path, host, env: Dict[str, str], installer: str):
             resumed_at = line.split(":")[0]
     rerun.wait()
     shutil.rmtree(tmp, ignore_errors=True)
-    return ours, hand, first_new_work, resumed_at, len(commands)
+    return ours, hand, first_new_work, resumed_at, commands
 
 
 def main() -> None:
