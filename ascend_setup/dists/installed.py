@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from importlib.metadata import Distribution, PathDistribution
 from pathlib import Path
+from types import MappingProxyType
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from packaging.requirements import Requirement
@@ -114,7 +116,25 @@ class VenvContents:
 
 
 def read_venv(root: Path) -> VenvContents:
-    """Every dist-info/egg-info in the venv's site-packages. A path that is not a venv is bad input."""
+    """Every dist-info/egg-info in the venv's site-packages. A path that is not a venv is bad input.
+
+    An install reads its venv about 20 times (each step before and after it runs), many of them with nothing changed
+    since the last: the last reading of each root is kept with the _fingerprint of all it looked at, and a copy of it
+    is the answer while the fingerprint is the same. A reading that failed is not kept."""
+    stamp = _fingerprint(root)
+    kept = _LAST_READING.get(root)
+    if stamp is not None and kept is not None and kept[0] == stamp:
+        return _copy(kept[1])
+    contents = _read_venv(root)
+    _LAST_READING.pop(root, None)
+    if stamp is not None:
+        _LAST_READING[root] = (stamp, contents)
+        while len(_LAST_READING) > _ROOTS_KEPT:
+            del _LAST_READING[next(iter(_LAST_READING))]  # the root read least recently
+    return _copy(contents)
+
+
+def _read_venv(root: Path) -> VenvContents:
     config = read_pyvenv_cfg(root)
     if config is None:
         what = "does not exist" if not root.exists() else "is not a venv (no readable pyvenv.cfg)"
@@ -146,11 +166,66 @@ def read_venv(root: Path) -> VenvContents:
     return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged, nameless=nameless)
 
 
+#: (mode, inode, device, size, mtime, ctime) or None when absent: a rewrite of the same size, its mtime set back,
+#: still moves st_ctime_ns, which no one can set.
+_Stat = Optional[Tuple[int, int, int, int, int, int]]
+_Fingerprint = Tuple[object, ...]
+
+#: read_venv's last reading of each root, with its fingerprint; a process reads one venv, or a few.
+_LAST_READING: Dict[Path, Tuple[_Fingerprint, VenvContents]] = {}
+_ROOTS_KEPT = 4
+
+#: The kernel stamps a change from a clock that moves once a tick (a jiffy, at most 10 ms; whole seconds on some
+#: filesystems, taken to be those of a stamp of whole seconds), so a second change within the tick of the first can
+#: leave the same stamps: a fingerprint with a stamp that recent is not trusted.
+_TICK_NS = 20_000_000
+_COARSE_TICK_NS = 2_000_000_000
+
+
+def _stat(path: str, follow: bool) -> _Stat:
+    try:
+        st = os.stat(path, follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_mode, st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _fingerprint(root: Path) -> Optional[_Fingerprint]:
+    """The stats of all read_venv reads (pyvenv.cfg, bin/python, each site-packages, the names and the folders of
+    its dist-infos, their CHECKED_MEMBERS), taken as read_venv follows links or not. None when it cannot be
+    trusted to change with them: a stat failed, or a stamp is within a tick of now."""
+    now = time.time_ns()
+    try:
+        sites = site_packages(root)
+        stats = [_stat(str(root / "pyvenv.cfg"), True), _stat(str(venv_python(root)), True)]
+        names: List[Tuple[str, ...]] = []
+        for site in sites:
+            stats.append(_stat(str(site), True))
+            metas = sorted(e.path for e in os.scandir(site) if e.name.endswith((".dist-info", ".egg-info")))
+            names.append(tuple(metas))
+            for meta in metas:
+                stats.append(_stat(meta, True))
+                stats += [_stat(f"{meta}/{m}", False) for m in CHECKED_MEMBERS]  # read without following
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop, to Path.resolve before Python 3.13
+        return None
+    for s in stats:
+        if s is not None and s[5] >= now - (_COARSE_TICK_NS if s[5] % 1_000_000_000 == 0 else _TICK_NS):
+            return None
+    return tuple(sites), tuple(names), tuple(stats)
+
+
+def _copy(contents: VenvContents) -> VenvContents:
+    """The caller's own lists and Installed (the kept reading must stay as read); texts are read-only."""
+    return replace(contents, config=dict(contents.config), site=list(contents.site),
+                   dists=[replace(d, requires=list(d.requires)) for d in contents.dists],
+                   damaged=list(contents.damaged), nameless=list(contents.nameless))
+
+
 #: The dist-info files the audit reads; each is checked before importlib.metadata parses it.
 CHECKED_MEMBERS = ("METADATA", "PKG-INFO", "WHEEL", "RECORD", "INSTALLER", "direct_url.json")
 
 
-def _read_members(meta: Path) -> Tuple[Dict[str, str], List[Tuple[Path, str]]]:
+def _read_members(meta: Path) -> Tuple[Mapping[str, str], List[Tuple[Path, str]]]:
     """(member -> text, the members that are not readable text: binary, a FIFO, huge) of one dist-info:
     damage is a finding, not a crash."""
     texts: Dict[str, str] = {}
@@ -163,7 +238,7 @@ def _read_members(meta: Path) -> Tuple[Dict[str, str], List[Tuple[Path, str]]]:
             texts[member] = read_input_text(path, "metadata", follow=False)  # pip writes no links in a dist-info
         except BadInput as exc:
             found.append((path, exc.message))
-    return texts, found
+    return MappingProxyType(texts), found
 
 
 class _CheckedDistribution(PathDistribution):
