@@ -143,13 +143,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     at_interrupt(tempdirs.leave)
     try:
         tempdirs.enter()
-        return int(args.func(args, out))
+        code = int(args.func(args, out))
     except AscendSetupError as exc:
-        return fail(out, exc)
+        code = fail(out, exc)
     except Exception as exc:  # the last line of defence of the one-line, one-document promise
-        return fail(out, defect(exc))
+        code = fail(out, defect(exc))
     finally:
         tempdirs.leave()
+    asked = sys.modules.get("ascend_setup.index.pipanswer")  # loaded only where pip's settings were read
+    if asked is not None and code != EXIT_BAD_INPUT:  # a command refused as bad input touches nothing
+        asked.keep()
+    return code
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ Asking pip means importing its internals: 0.15-0.2 s on every command that reads
 a whole `plan`. The answer is a function of this pip, the variables pip reads and the files it considers, so
 the memo keeps all of them: the variables and pip's module as a key, and the stat of every file pip considers
 (present or not). A change to any of them, a file that appears, or a memo that does not load, asks pip again.
+The memo is written when the command ends (`keep`), and not by a command refused as bad input, which touches
+nothing.
 """
 
 from __future__ import annotations
@@ -91,13 +93,28 @@ def recall(key: Dict[str, str], path: Optional[Path] = None) -> Optional[dict]:
     return memo.answer.model_dump()
 
 
+#: pip's answer this process asked for, to be written by `keep` when the command has ended.
+_PENDING: List[_Memo] = []
+
+
 def remember(key: Dict[str, str], considered: Sequence[str], answer: dict) -> None:
-    """Keep pip's answer; a cache that cannot be written (read-only home, full disk, a link there) is skipped."""
+    """Hold pip's answer for `keep`, with the files' stat as pip read them."""
     try:
-        memo = _Memo(key=key, considered={f: _stat(f) for f in dict.fromkeys(considered)},
-                     answer=PipAnswer.model_validate(answer))
+        _PENDING[:] = [_Memo(key=key, considered={f: _stat(f) for f in dict.fromkeys(considered)},
+                             answer=PipAnswer.model_validate(answer))]
+    except ValueError:  # an answer the memo cannot hold: not remembered, asked again next time
+        _PENDING.clear()
+
+
+def keep() -> None:
+    """Write the answer `remember` holds; a cache that cannot be written (read-only home, full disk, a link
+    there) is skipped."""
+    if not _PENDING:
+        return
+    memo = _PENDING.pop()
+    try:
         path = _path()
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, memo.model_dump_json())
-    except (OSError, BadInput, ValueError):
+    except (OSError, BadInput):
         pass

@@ -19,8 +19,10 @@ from tests.helpers.cli import REPO
 
 CHILD = (
     "import json, sys\n"
+    "from ascend_setup.index import pipanswer\n"
     "from ascend_setup.index.pipconfig import pip_settings\n"
     "s = pip_settings()\n"
+    "pipanswer.keep()  # as the command line does when a command ends\n"
     "print(json.dumps({'index': s.index_url, 'network': dict(s.network),\n"
     "                  'asked': 'pip._internal.configuration' in sys.modules}))\n"
 )
@@ -93,6 +95,25 @@ def test_the_remembered_answer_follows_every_change_pip_would_see(change: Change
     after = _run(home, env)
     assert (after["index"] or "") == expected
     assert after["asked"]
+
+
+def test_a_command_keeps_the_answer_and_a_refused_one_writes_nothing(tmp_path: Path) -> None:
+    """The memo is the tool's cache: a command that ran writes it, a command refused as bad input does not."""
+    home = tmp_path / "home"
+    _conf(home / ".config/pip/pip.conf", "https://a.example/simple")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "XDG_"))}
+    env.update({"HOME": str(home), "PYTHONPATH": str(REPO)})
+    mirrors = [sys.executable, "-m", "ascend_setup", "mirrors", "--only", "--json", "--candidate",
+               "http://127.0.0.1:9/simple/"]
+    (tmp_path / "a-file").write_text("x")
+    refused = subprocess.run([*mirrors, "--workdir", str(tmp_path / "a-file")], capture_output=True, text=True,
+                             env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert not (home / ".cache").exists()
+    ran = subprocess.run([*mirrors, "--workdir", str(tmp_path / "wd")], capture_output=True, text=True, env=env)
+    assert ran.returncode in (0, 1), ran.stderr
+    memo = json.loads((home / ".cache/ascend-setup/pip-answer.json").read_text())
+    assert memo["answer"]["items"]
 
 
 def test_a_network_setting_is_remembered_with_its_value(tmp_path: Path) -> None:
