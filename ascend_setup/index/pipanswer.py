@@ -97,11 +97,15 @@ def recall(key: Dict[str, str], path: Optional[Path] = None) -> Optional[dict]:
 _PENDING: List[_Memo] = []
 
 
-def remember(key: Dict[str, str], considered: Sequence[str], answer: dict) -> None:
-    """Hold pip's answer for `keep`, with the files' stat as pip read them."""
+def stats(files: Sequence[str]) -> Dict[str, Stat]:
+    """The files pip considers, each with its stat (None if absent), taken before pip reads them."""
+    return {f: _stat(f) for f in dict.fromkeys(files)}
+
+
+def remember(key: Dict[str, str], considered: Dict[str, Stat], answer: dict) -> None:
+    """Hold pip's answer for `keep`, with the stat of each file pip considered, from before it read them."""
     try:
-        _PENDING[:] = [_Memo(key=key, considered={f: _stat(f) for f in dict.fromkeys(considered)},
-                             answer=PipAnswer.model_validate(answer))]
+        _PENDING[:] = [_Memo(key=key, considered=considered, answer=PipAnswer.model_validate(answer))]
     except ValueError:  # an answer the memo cannot hold: not remembered, asked again next time
         _PENDING.clear()
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.index.pipanswer import memo_key, recall, remember
+from ascend_setup.index.pipanswer import memo_key, recall, remember, stats
 from ascend_setup.index.trust import decide_trust
 from ascend_setup.index.urls import is_index_url
 
@@ -169,6 +169,7 @@ def _ask_pip_here() -> Optional[dict]:
         from pip._internal.models.index import PyPI
     except ImportError:
         return None
+    seen = _considered()  # before pip reads them: a file changed while it reads is seen as changed next time
     try:
         config = Configuration(isolated=False)
         config.load()
@@ -177,15 +178,22 @@ def _ask_pip_here() -> Optional[dict]:
                                        default=str))
     except Exception:  # pip's internals moved: ask it the documented way below
         return None
-    try:  # every file pip would consider, present or not, whichever variables say which it loads
+    if seen is not None:
+        remember(key, seen, answer)
+    return answer
+
+
+def _considered() -> Optional[Dict[str, Optional[List[int]]]]:
+    """Every file this pip would consider, present or not, whichever variables say which it loads, with its
+    stat; None where pip does not say (then its answer is not remembered)."""
+    try:
         from pip._internal.configuration import get_configuration_files
 
-        considered = [f for fs in get_configuration_files().values() for f in fs]
+        files = [f for fs in get_configuration_files().values() for f in fs]
     except Exception:
-        return answer  # not remembered: what pip considers is not known
+        return None
     config_file = os.environ.get("PIP_CONFIG_FILE")
-    remember(key, [*([config_file] if config_file else []), *considered], answer)
-    return answer
+    return stats([*([config_file] if config_file else []), *files])
 
 
 @lru_cache(maxsize=None)
