@@ -180,8 +180,20 @@ def fit_flags(p: Parser) -> None:
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
     p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N",
                    help="tensor-parallel cards: weights and KV split over N")
+    profiling_flags(p)
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
+
+
+def profiling_flags(p: Parser) -> None:
+    """vLLM's flags that change the memory its start-up profiling takes (fit, and serve passes them on)."""
+    p.add_argument("--max-num-batched-tokens", type=ranged(int, 1, 16 * 1024 * 1024, "a number of tokens"),
+                   default=2048, metavar="N",
+                   help="tokens in vLLM's profiling batch (default 2048, vllm serve's; the LLM class uses 8192)")
+    p.add_argument("--max-num-seqs", type=ranged(int, 1, 1 << 20, "a number of sequences"), default=256, metavar="N",
+                   help="rows of logits vLLM's sampler is profiled with (default 256, vLLM's)")
+    p.add_argument("--enforce-eager", action="store_true",
+                   help="as vLLM's flag: no graph pool, and the eager-mode decode speed")
 
 
 def index_overrides(p: Parser) -> None:

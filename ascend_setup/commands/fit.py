@@ -12,10 +12,11 @@ from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
-from ascend_setup.fit.cards import Card, card_for
-from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth
+from ascend_setup.fit.cards import Card, card_for, with_visible
+from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth, probed_memory
 from ascend_setup.fit.model_files import ModelFiles, local_files
 from ascend_setup.fit.probe import run_probe, save_probe
+from ascend_setup.fit.profile import Serving
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID, check_model_id
@@ -61,13 +62,25 @@ def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     return (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else (None, "card-table")
 
 
+def serving_of(args: argparse.Namespace) -> Serving:
+    return Serving(args.max_num_batched_tokens, args.max_num_seqs, args.enforce_eager)
+
+
+def with_probed_memory(args: argparse.Namespace, card: Card) -> Card:
+    """The card with this host's own device-visible memory when `probe` recorded it (and --hbm-gib is not given)."""
+    total = None if args.hbm_gib else probed_memory(resolve_workdir(args.workdir, mode="read"))
+    return with_visible(card, total, "this host: torch_npu total memory recorded by 'ascend-setup probe'") \
+        if total else card
+
+
 def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
+    card = with_probed_memory(args, card)
     bandwidth, source = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
     calibration = host_calibration(args, card, bandwidth, row.cann) if use_calibration else None
     return estimate(files, card, row, context=args.context, utilisation=args.gpu_memory_utilization,
                     kv_dtype=args.kv_dtype, bandwidth=bandwidth, bandwidth_source=source, tp=args.tp,
-                    calibration=calibration)
+                    calibration=calibration, serving=serving_of(args))
 
 
 def print_fit(fit: Fit) -> None:

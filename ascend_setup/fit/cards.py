@@ -14,6 +14,7 @@ from typing_extensions import Annotated
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.decode import Terms
 
+GIB = 1024 ** 3
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -54,6 +55,8 @@ class CardSpec(Strict):
     copy_gbps: Optional[Positive] = None
     decode: str
     source: str
+    visible_bytes: Optional[Annotated[int, Field(gt=0)]] = None  # torch_npu's total memory, when published
+    visible_source: Optional[str] = None
 
 
 class CardTable(Strict):
@@ -76,6 +79,8 @@ class Card:
     source: str
     decode: DecodeModel
     decode_name: str
+    visible_bytes: int = 0  # the memory vLLM multiplies by the utilisation (torch_npu's total memory)
+    visible_source: str = ""
 
 
 def load_table(path: Path = CARDS) -> CardTable:
@@ -89,8 +94,22 @@ def load_table(path: Path = CARDS) -> CardTable:
 
 def cards() -> Dict[str, Card]:
     table = load_table()
-    return {name: Card(name, c.hbm_gib, c.peak_gbps, c.source, table.decode_models[c.decode], c.decode)
+    return {name: Card(name, c.hbm_gib, c.peak_gbps, c.source, table.decode_models[c.decode], c.decode,
+                       *visible(c.hbm_gib, c.visible_bytes, c.visible_source))
             for name, c in table.cards.items()}
+
+
+def visible(hbm_gib: float, published: Optional[int], source: Optional[str]) -> tuple:
+    """(bytes, source) of the device-visible memory: the published figure, else the HBM size taken as it."""
+    if published and source:
+        return published, source
+    return int(hbm_gib * GIB), f"no published torch_npu figure: {hbm_gib:g} GiB of HBM taken as visible"
+
+
+def with_visible(card: Card, total_bytes: int, source: str) -> Card:
+    """The card with this host's own device-visible memory (probe.json's total_memory)."""
+    card.visible_bytes, card.visible_source = total_bytes, source
+    return card
 
 
 def card_key(name: str) -> str:
@@ -108,11 +127,13 @@ def card_for(name: str, hbm_gib: Optional[float] = None, bandwidth: Optional[flo
         card = known[key]
         if hbm_gib:
             card.hbm_gib, card.source = hbm_gib, f"{card.source}; HBM given: --hbm-gib {hbm_gib:g}"
+            card.visible_bytes, card.visible_source = visible(hbm_gib, None, None)
         return card
     if hbm_gib and bandwidth:
         a2 = known["910B3"]
         return Card(name, hbm_gib, bandwidth, f"given: --hbm-gib {hbm_gib:g} --bandwidth {bandwidth:g}; decode "
-                    f"model of the 910B3 ({a2.decode_name}) assumed", a2.decode, a2.decode_name)
+                    f"model of the 910B3 ({a2.decode_name}) assumed", a2.decode, a2.decode_name,
+                    *visible(hbm_gib, None, None))
     raise BadInput(f"--card {name!r} is not a known card ({', '.join(known)})",
                    hint="or give --hbm-gib and --bandwidth for another one (310P, 910C, ...)")
 

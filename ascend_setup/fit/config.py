@@ -7,7 +7,7 @@ hidden_size was a KeyError traceback: each is now one line naming the field. So 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from typing_extensions import Annotated
@@ -24,6 +24,11 @@ Count = Annotated[int, Field(strict=True, ge=0, le=MAX_FIGURE)]
 Layers = Annotated[int, Field(strict=True, gt=0, le=MAX_LAYERS)]
 #: A short word of the config (a layer kind, a dtype, a model type, a quantisation method).
 Word = Annotated[str, StringConstraints(strict=True, max_length=64)]
+#: A figure given once, or once per layer (Hunyuan-A13B's moe_intermediate_size, moe_topk, num_shared_expert).
+PerLayer = Union[Positive, Annotated[List[Positive], Field(min_length=1, max_length=MAX_LAYERS)]]
+PerLayerCount = Union[Count, Annotated[List[Count], Field(min_length=1, max_length=MAX_LAYERS)]]
+#: Where a multimodal or speech model keeps its language model (Qwen2.5-Omni: thinker_config.text_config).
+NESTED = ("thinker_config", "text_config", "llm_config", "language_config")
 
 
 class QuantizationConfig(BaseModel):
@@ -62,7 +67,7 @@ class TextConfig(BaseModel):
     num_key_value_heads: Optional[Positive] = None
     head_dim: Optional[Positive] = None
     intermediate_size: Optional[Positive] = None
-    moe_intermediate_size: Optional[Positive] = None
+    moe_intermediate_size: Optional[PerLayer] = None  # Hunyuan: one per layer
     shared_expert_intermediate_size: Optional[Count] = None
     vocab_size: Optional[Positive] = None
     max_position_embeddings: Optional[Positive] = None
@@ -87,7 +92,10 @@ class TextConfig(BaseModel):
     n_routed_experts: Optional[Count] = None
     num_local_experts: Optional[Count] = None
     num_experts_per_tok: Optional[Count] = None
+    moe_topk: Optional[PerLayerCount] = None  # Hunyuan's num_experts_per_tok, per layer
     n_shared_experts: Optional[Count] = None
+    num_shared_expert: Optional[PerLayerCount] = None  # Hunyuan: shared MLPs of intermediate_size, per layer
+    attention_head_dim: Optional[Positive] = None  # Hunyuan's head_dim
     first_k_dense_replace: Optional[Count] = None
     tie_word_embeddings: Optional[bool] = None
     model_type: Optional[Word] = None
@@ -98,11 +106,32 @@ class TextConfig(BaseModel):
 
 
 def text_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """The language model's part of a multimodal config (text_config / llm_config), else the config."""
-    for key in ("text_config", "llm_config", "language_config"):
+    """The language model's part of a config: text_config / llm_config / language_config, inside a thinker_config
+    for an omni model (vLLM serves the thinker), merged over the outer keys; else the config."""
+    for key in NESTED:
         if isinstance(config.get(key), dict):
-            return {**config, **config[key]}
-    return config
+            inner = text_config(config[key])
+            return _aliases({**config, **inner})
+    return _aliases(config)
+
+
+def _aliases(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """Other spellings of a field fit reads: Hunyuan's attention_head_dim and moe_topk."""
+    extra = {}
+    if cfg.get("head_dim") is None and cfg.get("attention_head_dim") is not None:
+        extra["head_dim"] = cfg["attention_head_dim"]
+    if cfg.get("num_experts_per_tok") is None and cfg.get("moe_topk") is not None:
+        topk = cfg["moe_topk"]
+        extra["num_experts_per_tok"] = max(topk) if isinstance(topk, list) and topk else topk
+    return {**cfg, **extra} if extra else cfg
+
+
+def per_layer(cfg: Dict[str, Any], key: str, layers: int, default: int = 0) -> List[int]:
+    """One figure per layer from a field given once or as a list (a short list repeats its last entry)."""
+    value = cfg.get(key)
+    if isinstance(value, list) and value:
+        return [int(value[min(i, len(value) - 1)]) for i in range(layers)]
+    return [int(value or default)] * layers
 
 
 def check_config(config: Any, what: str) -> Dict[str, Any]:
@@ -112,6 +141,11 @@ def check_config(config: Any, what: str) -> Dict[str, Any]:
     try:
         TextConfig.model_validate(text_config(config))
     except ValidationError as exc:
+        missing = [".".join(str(p) for p in e["loc"]) for e in exc.errors() if e["type"] == "missing"]
+        if missing:
+            raise BadInput(f"{what}: no estimate: the config lacks {', '.join(missing)}",
+                           hint="fit needs the language model's layer count, hidden size and attention heads "
+                                "(give the model's full config.json)") from None
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "?"
         raise BadInput(f"{what}: {field}: {first['msg'].lower()}",

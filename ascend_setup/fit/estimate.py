@@ -3,7 +3,10 @@
 - Decode: time per token = t_fixed + bytes read per token / (eta x bandwidth) (fit/decode.py), the terms the
   card's (fitted on the field report's two measurements) or this host's (fit/calibration.py). Given at a short
   context (the measurements') and at the end of a --context-long sequence, whose KV every token reads.
-- KV tokens: (HBM x utilisation - weights - reserve) / KV bytes per token, per card under --tp.
+- KV: (device-visible memory x utilisation - weights - profiling peak - non-torch - TP buffers), term by term as
+  vLLM-Ascend 0.23 measures it (fit/profile.py), laid out in blocks as vLLM's KV cache manager does (fit/kv_cache.py),
+  per card under --tp; stated with its lower bound, the estimate less the worst over-estimate measured on published
+  start-up lines (KV_MARGIN).
 """
 
 from __future__ import annotations
@@ -18,16 +21,20 @@ from ascend_setup.fit.calibration import Calibration
 from ascend_setup.fit.cards import Card
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.decode import KV_DTYPE_BYTES, Prediction, bytes_per_token, kv_share, predict
-from ascend_setup.fit.model_files import ModelFiles, kv_layout, weights
+from ascend_setup.fit.kv_cache import KvPool, plan_pool
+from ascend_setup.fit.model_files import ModelFiles, dtype_bytes, experts_of, kv_layout, layer_kinds, weights
+from ascend_setup.fit.profile import Serving, Term, budgeted, non_kv_terms
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.serve_hints import merged_serve_args
 from ascend_setup.utils.inputs import load_json
 
 GIB = 1024 ** 3
-#: Kept back on every card for activations, graph capture and the runtime: stated in every result.
-RESERVE_BYTES = 3 * GIB
+#: The KV figure's safety margin: the largest over-estimate of the memory left for the KV cache on the published
+#: start-up lines of ../shared/fit-referee (tests/functional/test_fit_referee.py measures it on every row and fails
+#: when a row is further off). The lower bound is the estimate / (1 + KV_MARGIN).
+KV_MARGIN = 0.21
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
-TP_ASSUMPTION = ("--tp {tp}: weights and KV split over {tp} cards, a {reserve:g} GiB reserve on each; the "
+TP_ASSUMPTION = ("--tp {tp}: weights and KV split over {tp} cards, HCCL buffers on each; the "
                  "all-reduces (2 per layer over HCCS) are counted only in the multi-card fixed cost ({fixed:g} ms: "
                  "{source}), so the decode figure is an upper bound")
 
@@ -49,8 +56,17 @@ class Fit:
     kv_bytes_per_token: float
     kv_layers: Dict[str, int]
     state_bytes_per_sequence: int
-    kv_tokens: int
+    kv_tokens: int  # "GPU KV cache size" as vLLM 0.23 prints it: int(concurrency x context)
     concurrency: float
+    kv_tokens_low: int  # the same with the margin: what a start-up should not fall below
+    concurrency_low: float
+    kv_block_tokens: int  # blocks per group x block size: what vLLM before 0.23 printed as the KV cache size
+    kv_available_bytes: int  # per card, for the KV cache (the estimate)
+    kv_available_low_bytes: int  # the same, less the margin
+    kv_pool: KvPool
+    memory_terms: List[Term]
+    device_memory_bytes: int
+    device_memory_source: str
     decode_tok_s: Optional[float]  # None when the model does not fit: no speed for what cannot run
     decode_tok_s_at_context: Optional[float]  # at the end of a --context-long sequence (its KV read every token)
     decode: Dict[str, Any]  # both terms, the bytes, and what the speed is bound by
@@ -116,22 +132,34 @@ def _decode_json(p: Prediction) -> Dict[str, Any]:
 
 def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisation: float, kv_dtype: str,
              bandwidth: Optional[float] = None, bandwidth_source: str = "card-table", tp: int = 1,
-             calibration: Optional[Calibration] = None) -> Fit:
+             calibration: Optional[Calibration] = None, serving: Optional[Serving] = None) -> Fit:
     """The fit; `calibration` (this host's terms) replaces the card's decode terms when given."""
     config = files.config
     check_tp(config, tp)
+    serving = serving or Serving()
     w = weights(files)
+    cfg = text_config(config)
+    kinds = layer_kinds(cfg)
     kv = kv_layout(config, context, KV_DTYPE_BYTES[kv_dtype])
     share = kv_share(config, tp)
     kv_card = kv.per_token_bytes * share
     state_card = int(kv.state_bytes_per_sequence / tp)
+    try:
+        pool = plan_pool(config, kinds, tp, KV_DTYPE_BYTES[kv_dtype], dtype_bytes(cfg))
+    except ValueError as exc:
+        raise BadInput(f"{files.name}: no estimate: {exc} (linear_num_value_heads, linear_key_head_dim, ... or "
+                       "mamba_d_state)", hint="give the model's full config.json") from None
     bw = bandwidth if bandwidth is not None else card.peak_gbps
     weights_card = math.ceil(w.total_bytes / tp)
-    budget = card.hbm_gib * GIB * utilisation - weights_card - RESERVE_BYTES
-    fits = budget > 0
-    kv_tokens = max(0, int(budget // kv_card)) if kv_card and fits else 0
-    per_sequence = context * kv_card + state_card
-    concurrency = max(0.0, budget / per_sequence) if per_sequence and fits else 0.0
+    experts, _ = experts_of(cfg)
+    memory = non_kv_terms(config, tp=tp, weights_card=weights_card, weights_source=w.source,
+                          dtype=dtype_bytes(cfg), max_model_len=context, serving=serving, moe=bool(experts))
+    requested = math.ceil(card.visible_bytes * utilisation)
+    available = requested - budgeted(memory)
+    low = int(available / (1 + KV_MARGIN))
+    fits = available > 0
+    kv_tokens = pool.printed_tokens(available, context) if fits else 0
+    concurrency = pool.concurrency(available, context) if fits else 0.0
     terms = calibration.terms if calibration else card.decode.terms(tp)
     speed_source = calibration.source if calibration else (
         f"the card's decode model ({card.decode_name}: {card.decode.source})")
@@ -141,8 +169,9 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     blockers, args, env, notes = blockers_and_hints(files, row)
     warnings = []
     if not fits:
-        blockers.insert(0, f"the weights ({weights_card / GIB:.1f} GiB per card) and the {RESERVE_BYTES / GIB:g} GiB "
-                           f"reserve do not fit {card.hbm_gib:g} GiB x {utilisation:g}"
+        blockers.insert(0, f"the weights ({weights_card / GIB:.1f} GiB per card) and the memory vLLM profiles "
+                           f"({(budgeted(memory) - weights_card) / GIB:.2f} GiB) do not fit "
+                           f"{card.visible_bytes / GIB:.2f} GiB x {utilisation:g}"
                            + ("" if tp > 1 else "; try --tp N over several cards, or a quantised checkpoint"))
     max_pos = text_config(config).get("max_position_embeddings")
     if max_pos and context > max_pos:
@@ -151,7 +180,7 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     if w.note:
         notes.insert(0, w.note.lstrip("; "))
     if tp > 1:
-        notes.insert(0, TP_ASSUMPTION.format(tp=tp, reserve=RESERVE_BYTES / GIB, fixed=terms.t_fixed_s * 1000,
+        notes.insert(0, TP_ASSUMPTION.format(tp=tp, fixed=terms.t_fixed_s * 1000,
                                              source="this host's measurements" if calibration
                                              else card.decode.multi_card_source))
     if fits and short.bound == "launch":
@@ -172,9 +201,17 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
         f"KV per token{per}: {kv_card / 1024:.1f} KiB ({kv.full_layers} full-attention, {kv.sliding_layers} "
         f"sliding, {kv.state_layers} fixed-state layers; {kv_dtype})"
         + (f"; fixed state {state_card / 2**20:.1f} MiB per sequence" if kv.state_layers else ""),
-        f"KV budget{per}: {card.hbm_gib:g} GiB x {utilisation:g} - {weights_card / GIB:.2f} GiB weights - "
-        f"{RESERVE_BYTES / GIB:g} GiB reserve = {budget / GIB:.2f} GiB -> {kv_tokens:,} tokens",
-        f"concurrency at {context:,} tokens: {concurrency:.1f} sequences",
+        f"device memory{per}: {card.visible_bytes / GIB:.2f} GiB visible ({card.visible_source}) x {utilisation:g} = "
+        f"{requested / GIB:.2f} GiB",
+        *(f"  - {t.name}: {t.bytes / GIB:.2f} GiB ({t.source})" for t in memory if t.in_budget),
+        f"  = KV cache {available / GIB:.2f} GiB{per}; at least {low / GIB:.2f} GiB (less the {KV_MARGIN:.0%} "
+        "margin: the worst over-estimate on published start-up lines)",
+        *(f"  not in the budget: {t.name} ({t.source})" for t in memory if not t.in_budget),
+        f"KV blocks: {pool.layout}; {pool.num_blocks(available):,} blocks, {pool.blocks_per_request(context)} per "
+        f"request of {context:,} tokens -> {kv_tokens:,} tokens (vLLM 0.23 prints concurrency x context), at least "
+        f"{pool.printed_tokens(low, context) if fits else 0:,}",
+        f"concurrency at {context:,} tokens: {concurrency:.2f} sequences, at least "
+        f"{pool.concurrency(low, context) if fits else 0.0:.2f}",
     ]
     if fits:
         arithmetic += [f"decode: time per token = t_fixed + bytes per token / (eta x bandwidth); eta {terms.eta:.3f}, "
@@ -192,6 +229,11 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
               weights_read_per_token=w.per_token_bytes, weights_source=w.source, vision_bytes=w.vision_bytes,
               kv_bytes_per_token=round(kv_card, 1), kv_layers=kv.kinds, state_bytes_per_sequence=state_card,
               kv_tokens=kv_tokens, concurrency=round(concurrency, 2),
+              kv_tokens_low=pool.printed_tokens(low, context) if fits else 0,
+              concurrency_low=round(pool.concurrency(low, context), 2) if fits else 0.0,
+              kv_block_tokens=pool.block_tokens(available) if fits else 0, kv_available_bytes=max(0, available),
+              kv_available_low_bytes=max(0, low), kv_pool=pool, memory_terms=memory,
+              device_memory_bytes=card.visible_bytes, device_memory_source=card.visible_source,
               decode_tok_s=round(short.tok_s, 1) if fits else None,
               decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None, decode=decode,
               speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers,
@@ -207,24 +249,51 @@ def headline(fit: Fit, context: int) -> str:
     where = f"{fit.model} on " + (f"{fit.tp} x " if fit.tp > 1 else "an ") + f"Ascend {fit.card}"
     if not fit.fits:
         return f"{where}: does not fit ({fit.blockers[0]})"
-    figures = (f"{fit.kv_tokens:,} KV tokens, {fit.concurrency:.1f} sequences of {context:,}, about "
+    figures = (f"{fit.kv_tokens:,} KV tokens (at least {fit.kv_tokens_low:,}), {fit.concurrency:.2f} sequences of "
+               f"{context:,} (at least {fit.concurrency_low:.2f}), about "
                f"{fit.decode_tok_s:.0f} tok/s single-stream")
     if fit.blockers:
         return f"{where}: fits but will not load ({fit.blockers[0].split(':')[0]}); if it did: {figures}"
     return f"{where}: {figures}"
 
 
-def probed_bandwidth(workdir: Path) -> Optional[float]:
-    """The bandwidth `ascend-setup probe` measured on an NPU here (<workdir>/probe.json), if any; a figure
-    that is not a bandwidth (-5, nan) is bad input, not a speed."""
+def _probe(workdir: Path) -> Optional[Dict[str, Any]]:
+    """`ascend-setup probe`'s result on an NPU here (<workdir>/probe.json), if any."""
     path = workdir / "probe.json"
     if not path.exists():
         return None
     data = load_json(path, "probe", follow=False)
     if not isinstance(data, dict) or not str(data.get("device", "")).startswith("npu"):
         return None
-    gbps = data.get("gbps")
-    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not math.isfinite(gbps) or gbps <= 0:
-        raise BadInput(f"probe result {path}: gbps {str(gbps)[:20]} is not a bandwidth",
+    return data
+
+
+def _positive(data: Dict[str, Any], key: str, what: str, path: Path) -> Optional[float]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise BadInput(f"probe result {path}: {key} {str(value)[:20]} is not {what}",
                        hint="run 'ascend-setup probe' again, or pass --bandwidth")
-    return float(gbps)
+    return float(value)
+
+
+def probed_bandwidth(workdir: Path) -> Optional[float]:
+    """The bandwidth `ascend-setup probe` measured on an NPU here, if any; a figure that is not a bandwidth
+    (-5, nan) is bad input, not a speed."""
+    data = _probe(workdir)
+    if data is None:
+        return None
+    gbps = _positive(data, "gbps", "a bandwidth", workdir / "probe.json")
+    if gbps is None:
+        raise BadInput(f"probe result {workdir / 'probe.json'}: gbps None is not a bandwidth",
+                       hint="run 'ascend-setup probe' again, or pass --bandwidth")
+    return gbps
+
+
+def probed_memory(workdir: Path) -> Optional[int]:
+    """The device-visible memory torch_npu reported on this host's NPU (probe.json's total_memory), if recorded:
+    fit prefers it to the card table's published figure."""
+    data = _probe(workdir)
+    total = _positive(data, "total_memory", "a memory size in bytes", workdir / "probe.json") if data else None
+    return int(total) if total else None

@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.config import check_config, text_config
+from ascend_setup.fit.config import check_config, per_layer, text_config
+from ascend_setup.fit.kv_cache import head_dim
 from ascend_setup.fit.safetensors import MAX_HEADER, header_length, parse_header
 from ascend_setup.utils.inputs import load_json, open_input
 
@@ -159,12 +160,8 @@ def quant_type(path: Path) -> str:
                        hint="ModelSlim writes it beside the weights; fetch it again") from None
 
 
-def _dtype_bytes(config: Dict[str, Any]) -> int:
+def dtype_bytes(config: Dict[str, Any]) -> int:
     return CONFIG_DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), 2)
-
-
-def _head_dim(cfg: Dict[str, Any]) -> int:
-    return int(cfg.get("head_dim") or max(1, cfg["hidden_size"] // cfg["num_attention_heads"]))
 
 
 def layer_kinds(cfg: Dict[str, Any]) -> List[str]:
@@ -202,31 +199,31 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
     cfg = text_config(config)
     kinds = layer_kinds(cfg)
     if cfg.get("kv_lora_rank"):  # MLA: one compressed latent per token and layer
-        per_layer = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64)) * kv_bytes
+        layer_bytes = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64)) * kv_bytes
     else:
-        per_layer = 2 * int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]) * _head_dim(cfg) * kv_bytes
+        layer_bytes = 2 * int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]) * head_dim(cfg) * kv_bytes
     window = int(cfg.get("sliding_window") or 0)
     sliding_share = min(1.0, window / context) if window and context else 1.0
     full, sliding, state = kinds.count("full"), kinds.count("sliding"), kinds.count("state")
-    return KvLayout(per_token_bytes=per_layer * (full + sliding * sliding_share), full_layers=full,
+    return KvLayout(per_token_bytes=layer_bytes * (full + sliding * sliding_share), full_layers=full,
                     sliding_layers=sliding, state_layers=state,
                     state_bytes_per_sequence=state * state_bytes_per_layer(cfg),
                     kinds={"full": full, "sliding": sliding, "state": state})
 
 
-def _experts(cfg: Dict[str, Any]) -> tuple:
+def experts_of(cfg: Dict[str, Any]) -> tuple:
     total = int(cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0)
-    active = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 0)
+    active = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 0)  # moe_topk: config.py
     return total, active
 
 
 def weights(files: ModelFiles) -> Weights:
     cfg = text_config(files.config)
-    experts, active = _experts(cfg)
+    experts, active = experts_of(cfg)
     if files.shards:
         return _weights_from_headers(files.shards, experts, active)
     w = _weights_from_config(cfg, experts, active, files.quant_type)
-    w.vision_bytes = vision_params(files.config) * _dtype_bytes(cfg)
+    w.vision_bytes = vision_params(files.config) * dtype_bytes(cfg)
     w.total_bytes += w.vision_bytes
     if w.vision_bytes:
         w.note += "; the vision tower (estimated from vision_config) is resident but not read per token"
@@ -269,7 +266,7 @@ def _attention_params(cfg: Dict[str, Any]) -> int:
         q_rank = cfg.get("q_lora_rank")
         q = h * q_rank + q_rank * heads * (nope + rope) if q_rank else h * heads * (nope + rope)
         return q + h * (rank + rope) + rank * heads * (nope + v) + heads * v * h
-    kv, hd = int(cfg.get("num_key_value_heads") or heads), _head_dim(cfg)
+    kv, hd = int(cfg.get("num_key_value_heads") or heads), head_dim(cfg)
     return h * heads * hd * 2 + h * kv * hd * 2
 
 
@@ -282,7 +279,7 @@ def linear_width(cfg: Dict[str, Any], quant: str) -> tuple:
     bits = int(found.group(1)) if found else 8 if str(q.get("quant_method", "")).lower() == "fp8" else \
         q.get("bits") or q.get("weight_bits")
     if not isinstance(bits, int) or not 1 <= bits <= 16:
-        return _dtype_bytes(cfg), 0, ""
+        return dtype_bytes(cfg), 0, ""
     group = int(q.get("group_size") or DEFAULT_GROUP) if bits < 8 else 0
     return bits / 8, max(group, 0), quant or f"quantization_config {bits}-bit"
 
@@ -296,19 +293,22 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int, quant: 
     attention = _attention_params(cfg)
     dense_mlp = 3 * h * int(cfg.get("intermediate_size") or 4 * h)
     if experts:
-        expert = 3 * h * int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h)
-        shared = (int(cfg.get("n_shared_experts") or 0) * expert
-                  + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0))
         dense_layers = min(layers, int(cfg.get("first_k_dense_replace") or 0))
-        moe_layers = layers - dense_layers
-        body = dense_layers * (attention + dense_mlp) + moe_layers * (attention + experts * expert + shared)
-        body_read = (dense_layers * (attention + dense_mlp)
-                     + moe_layers * (attention + (active or experts) * expert + shared))
+        body = body_read = dense_layers * (attention + dense_mlp)
+        inter = per_layer(cfg, "moe_intermediate_size", layers, int(cfg.get("intermediate_size") or 4 * h))
+        topk = per_layer(cfg, "moe_topk", layers, active or experts)
+        shared_mlps = per_layer(cfg, "num_shared_expert", layers)  # Hunyuan: MLPs of intermediate_size
+        for i in range(dense_layers, layers):
+            expert = 3 * h * inter[i]
+            shared = (int(cfg.get("n_shared_experts") or 0) * expert + shared_mlps[i] * dense_mlp
+                      + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0))
+            body += attention + experts * expert + shared
+            body_read += attention + topk[i] * expert + shared
     else:
         body = body_read = layers * (attention + dense_mlp)
     vocab = int(cfg.get("vocab_size") or 32000) * h
     tied = bool(cfg.get("tie_word_embeddings"))
-    bytes_ = _dtype_bytes(cfg)
+    bytes_ = dtype_bytes(cfg)
     width, group, quantised = linear_width(cfg, quant)
 
     def linear(params: int) -> int:

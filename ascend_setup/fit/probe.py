@@ -1,4 +1,5 @@
-"""The field report's HBM copy measurement, run inside the installed venv with CANN's environment.
+"""The field report's HBM copy measurement, and on an NPU the device memory torch_npu reports (its total_memory,
+what vLLM budgets from), run inside the installed venv with CANN's environment.
 
 A 2 GiB fp16 tensor, 3 warm-up copies, then 20 timed copies with synchronisation: 2 x bytes / time.
 On a 910B3 it gave 1267 GB/s where paper figures said 800. `--device cpu` runs the same script (with
@@ -54,8 +55,11 @@ for _ in range(TIMED):
     copy()
 sync()
 seconds = time.perf_counter() - start
-print(json.dumps({"device": device, "backend": backend, "bytes": size, "copies": TIMED, "seconds": seconds,
-                  "gbps": 2 * size * TIMED / seconds / 1e9}))
+result = {"device": device, "backend": backend, "bytes": size, "copies": TIMED, "seconds": seconds,
+          "gbps": 2 * size * TIMED / seconds / 1e9}
+if device.startswith("npu"):  # what vLLM multiplies by --gpu-memory-utilization
+    result["total_memory"] = torch.npu.mem_get_info()[1]
+print(json.dumps(result))
 '''.replace("WARMUP", str(WARMUP)).replace("TIMED", str(TIMED))
 
 

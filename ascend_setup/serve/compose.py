@@ -74,13 +74,13 @@ class ServePlan:
 
 
 def largest_context(fit: Fit, concurrency: int) -> int:
-    """The longest sequence the KV budget holds `concurrency` times over (a hybrid's fixed state counted per
-    sequence)."""
+    """The longest sequence the KV cache surely holds `concurrency` times over: fit's lower bound laid out in
+    vLLM's blocks (a hybrid's state groups and padded pages counted), in whole blocks, less the one block vLLM's
+    block pool keeps back as its null block (vllm/v1/core/block_pool.py)."""
     if not fit.fits or not fit.kv_bytes_per_token:
         return 0
-    budget = fit.kv_tokens * fit.kv_bytes_per_token
-    per_sequence = budget / concurrency - fit.state_bytes_per_sequence
-    return max(0, int(per_sequence // fit.kv_bytes_per_token))
+    pool = fit.kv_pool
+    return max(0, pool.largest_context(fit.kv_available_low_bytes, concurrency) - pool.block_size)
 
 
 def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, given: Optional[int]) -> tuple:
@@ -99,8 +99,9 @@ def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, giv
                        hint="lower --concurrency, raise --gpu-memory-utilization, or use more cards (--tp)")
     if model_max and model_max <= limit:
         return model_max, f"the model's own maximum (max_position_embeddings); the KV budget holds {limit}"
-    return limit, (f"the largest context the KV budget holds at {concurrency} sequence(s) (fit: {fit.kv_tokens:,} "
-                   f"KV tokens); the model's own {model_max or '?'} would fail KV sizing at start-up")
+    return limit, (f"the largest context fit's lower bound holds at {concurrency} sequence(s) in whole "
+                   f"{fit.kv_pool.block_size}-token blocks less one (fit: {fit.kv_tokens:,} KV tokens, at least "
+                   f"{fit.kv_tokens_low:,}); the model's own {model_max or '?'} would fail KV sizing at start-up")
 
 
 def _user_flags(user_args: List[str]) -> set:

@@ -99,7 +99,7 @@ def test_tp_divides_weights_and_kv_per_card_and_states_its_assumption(cli, tmp_p
     assert two.decode["bytes_per_token"] == pytest.approx(one.decode["bytes_per_token"] / 2, rel=0.01)
     assert two.decode["t_fixed_ms"] == CARD.decode.t_fixed_ms_multi_card > one.decode["t_fixed_ms"]
     assert two.decode["bandwidth_ms"] == pytest.approx(one.decode["bandwidth_ms"] / 2, rel=0.01)
-    assert any("all-reduces" in n and "upper bound" in n and "reserve on each" in n for n in two.notes)
+    assert any("all-reduces" in n and "upper bound" in n and "HCCL buffers on each" in n for n in two.notes)
     assert _fit(DENSE, tp=16).kv_bytes_per_token == one.kv_bytes_per_token / 8  # fewer heads than cards: replicated
     assert _fit(MLA, tp=4).kv_bytes_per_token == _fit(MLA).kv_bytes_per_token  # an MLA latent is whole on each card
     model = _model(tmp_path / "m", DENSE)

@@ -27,7 +27,9 @@ def head(name: str, length: int) -> list:
 
 EXPECTED = {
     "dense": (["dense"], head("dense", 40960) + GRAPH + FUSION_OFF + THINKING_OFF),
-    "vision": (["vision-language"], head("vision", 262144) + GRAPH + ["--mm-processor-cache-gb", "0",
+    # the field report measured 254,336 KV tokens for Qwen3-VL-8B on a 910B3: its 262,144 maximum would fail
+    # vLLM's KV sizing; the length is fit's lower bound in whole blocks (test_vision_length_is_one_vllm_accepts)
+    "vision": (["vision-language"], head("vision", 0) + GRAPH + ["--mm-processor-cache-gb", "0",
                "--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
                                       '"enable_flashcomm1": false}'] + THINKING_OFF),
     "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + FUSION_OFF + THINKING_OFF),
@@ -60,10 +62,25 @@ def test_each_family_composes_its_command(cli, host: dict, family: str) -> None:
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     families, args = EXPECTED[family]
+    if family == "vision":
+        at = args.index("--max-model-len") + 1
+        args = [*args[:at], str(plan["max_model_len"]), *args[at + 1:]]
     assert plan["validated"] is True and plan["families"] == families
     assert plan["argv"][1:] == ["serve", str(model), *args]
     assert plan["environment"] == BASE_ENV
     assert plan["graph_mode"] is (family != "mla")
+
+
+def test_vision_length_is_one_vllm_accepts(cli, host: dict) -> None:
+    """Qwen3-VL-8B on a 910B3: at most the 254,336 KV tokens the field report's vLLM sized, in whole 128-token
+    blocks; a longer --max-model-len is refused naming the largest that fits."""
+    model = build_model(host["root"] / "models" / "vision", "vision")
+    plan = json.loads(dry_run(cli, host, model, "--json").stdout)
+    length = plan["max_model_len"]
+    assert 200_000 < length <= 254_336 and length % 128 == 0
+    refused = dry_run(cli, host, model, "--max-model-len", str(length + 128))
+    assert refused.returncode == 2 and f"the largest that fits is {length}" in refused.stderr
+    assert dry_run(cli, host, model, "--json", "--max-model-len", str(length)).returncode == 0
 
 
 def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict) -> None:

@@ -1,0 +1,130 @@
+"""The memory vLLM keeps out of the KV cache, term by term, as vLLM-Ascend 0.23 measures it at start-up.
+
+vllm_ascend/worker/worker.py determine_available_memory: KV = total x utilisation - (weights + the torch peak of
+profile_run + non-torch memory). Graph capture comes after the KV cache is allocated, so its pool is not in that
+sum: it has to fit in the (1 - utilisation) left over. profile_run (vllm/v1/worker/gpu_model_runner.py) runs, in
+turn: the multimodal encoder on its largest item (its outputs kept in the encoder cache), the model on
+max_num_batched_tokens tokens, then the sampler on max_num_seqs rows of logits over the vocabulary (converted to
+float32: vllm/v1/sample/sampler.py). The peak is the largest of those phases, each counted from the tensors alive
+at once; a term whose inputs the config lacks is left out and said so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List
+
+from ascend_setup.fit.config import text_config
+from ascend_setup.fit.kv_cache import head_dim
+from ascend_setup.fit.model_files import experts_of
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+#: vLLM's defaults for `vllm serve` on a card under 70 GiB (vllm/engine/arg_utils.py
+#: _set_default_max_num_seqs_and_batched_tokens_args, OPENAI_API_SERVER); the LLM class uses 8192 tokens.
+SERVE_BATCHED_TOKENS, SERVE_MAX_SEQS = 2048, 256
+#: Non-torch memory at TP 1 (the NPU runtime's own): 0.03 GiB printed by vLLM-Ascend's start-up summary
+#: ("0.03 GiB for non-torch memory", vllm-ascend PR #9606's log, Qwen3-0.6B on one card).
+NON_TORCH_TP1 = int(0.03 * GIB)
+#: CANN's HCCL_BUFFSIZE default (200 MB), allocated twice (input and output) per communicator a rank joins
+#: (CANN environment-variable reference, HCCL_BUFFSIZE).
+HCCL_BUFFER = 2 * 200 * MIB
+#: The largest image the Qwen-VL processors accept by default: 65,536 patches (Qwen2.5-VL 12,845,056 pixels at
+#: patch 14, Qwen3-VL 16,777,216 at patch 16; preprocessor_config.json max_pixels / longest_edge), which vLLM
+#: profiles the encoder with (get_mm_max_tokens_per_item), capped at max_model_len after merging.
+MAX_IMAGE_PATCHES = 65536
+
+
+@dataclass
+class Term:
+    name: str
+    bytes: int
+    source: str
+    in_budget: bool = True  # subtracted before the KV cache (False: must fit in the headroom)
+
+
+@dataclass
+class Serving:
+    """The serve flags that change the memory vLLM profiles."""
+
+    max_num_batched_tokens: int = SERVE_BATCHED_TOKENS
+    max_num_seqs: int = SERVE_MAX_SEQS
+    enforce_eager: bool = False
+
+
+def _first(value: Any) -> int:
+    """A per-layer list's largest entry (Hunyuan's moe_intermediate_size), or the value."""
+    return int(max(value)) if isinstance(value, list) else int(value or 0)
+
+
+def text_peak(cfg: Dict[str, Any], tokens: int, tp: int, dtype: int) -> tuple:
+    """(bytes, phase): the largest set of tensors alive at once in one layer at `tokens` tokens, per card: the
+    hidden state and residual, plus the attention's q/k/v and output, or the MLP's gate_up output and its
+    activation, or a MoE layer's tokens copied to each of their top-k experts with the experts' intermediate."""
+    h = int(cfg["hidden_size"])
+    heads = int(cfg["num_attention_heads"])
+    kv = int(cfg.get("num_key_value_heads") or heads)
+    hd = head_dim(cfg)
+    base = 2 * h
+    attention = base + (heads + 2 * kv) * hd // tp + heads * hd // tp
+    mlp = base + 3 * _first(cfg.get("intermediate_size") or 4 * h) // tp
+    experts, topk = experts_of(cfg)
+    moe = 0
+    if experts and topk:
+        inter = _first(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h)
+        moe = base + topk * (2 * h + 3 * inter // tp)
+    widest = max(attention, mlp, moe)
+    phase = "MoE dispatch" if widest == moe else "MLP" if widest == mlp else "attention"
+    return tokens * widest * dtype, phase
+
+
+def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int) -> tuple:
+    """(encoder peak, encoder outputs kept, patches): a Qwen-VL style vision tower on its largest image, the
+    MLP phase (hidden, residual, fc1 output, activation) of one block; (0, 0, 0) without a vision_config."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict) or not vc.get("hidden_size"):
+        return 0, 0, 0
+    merge = int(vc.get("spatial_merge_size") or 2) ** 2
+    patches = min(MAX_IMAGE_PATCHES, max_model_len * merge)
+    h = int(vc["hidden_size"])
+    inter = int(vc.get("intermediate_size") or 4 * h)
+    out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
+    kept = patches // merge * out * dtype * (1 + len(vc.get("deepstack_visual_indexes") or []))
+    return patches * (2 * h + 2 * inter) * dtype, kept, patches
+
+
+def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_source: str, dtype: int,
+                 max_model_len: int, serving: Serving, moe: bool) -> List[Term]:
+    """Every term vLLM subtracts before sizing the KV cache on one card, and the graph pool it does not."""
+    cfg = text_config(config)
+    tokens = serving.max_num_batched_tokens  # profile_run's dummy batch: max_num_tokens
+    forward, phase = text_peak(cfg, tokens, tp, dtype)
+    vocab = int(cfg.get("vocab_size") or 32000)
+    sampler = serving.max_num_seqs * vocab * (dtype + 4) + tokens * int(cfg["hidden_size"]) * dtype
+    encoder, kept, patches = vision_peak(config, max_model_len, dtype)
+    phases = {f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
+              f"the sampler on {serving.max_num_seqs} rows of {vocab:,} logits (bf16 and float32)": kept + sampler}
+    if encoder:
+        phases[f"the vision encoder on its largest image ({patches:,} patches)"] = encoder + kept
+    worst = max(phases, key=lambda k: phases[k])
+    terms = [
+        Term("weights", weights_card, weights_source + (f", 1/{tp} per card" if tp > 1 else "")),
+        Term("profiling peak", phases[worst],
+             f"profile_run's largest phase: {worst}" + (f", with {kept / GIB:.2f} GiB of encoder outputs kept"
+                                                        if kept else "")),
+        Term("non-torch", NON_TORCH_TP1, "the NPU runtime's own (0.03 GiB in vllm-ascend #9606's start-up summary)"),
+    ]
+    if tp > 1:
+        communicators = 2 if moe else 1
+        terms.append(Term("TP buffers", communicators * HCCL_BUFFER,
+                          f"HCCL: 2 x HCCL_BUFFSIZE (200 MB default) per communicator, {communicators} "
+                          + ("(the TP group and the MoE dispatch group)" if moe else "(the TP group)")))
+    terms.append(Term("graph pool", 0, "none: --enforce-eager" if serving.enforce_eager else
+                      "captured after the KV cache is sized (not in its budget): 0.09-0.46 GiB published "
+                      "(vllm-ascend #9606, #4594, the field report); it must fit in the (1 - utilisation) left over",
+                      in_budget=False))
+    return terms
+
+
+def budgeted(terms: List[Term]) -> int:
+    return sum(t.bytes for t in terms if t.in_budget)
