@@ -41,12 +41,19 @@ class DecodeModel(Strict):
     t_fixed_ms: Annotated[float, Field(ge=0, lt=1000, allow_inf_nan=False)]
     t_fixed_ms_multi_card: Annotated[float, Field(ge=0, lt=1000, allow_inf_nan=False)]
     multi_card_source: str
+    t_fixed_ms_eager: Annotated[float, Field(ge=0, lt=1000, allow_inf_nan=False)]
+    eager_source: str
     context: Annotated[int, Field(gt=0)]  # the context the measurements' KV bytes were counted at
     source: str
     measurements: List[Measurement] = Field(min_length=1)
 
     def terms(self, tp: int = 1) -> Terms:
         return Terms(self.eta, (self.t_fixed_ms if tp == 1 else self.t_fixed_ms_multi_card) / 1000)
+
+    def eager_terms(self, tp: int = 1) -> Terms:
+        """--enforce-eager: the eager fixed cost (at TP > 1 the larger of it and the multi-card floor)."""
+        fixed = self.t_fixed_ms_eager if tp == 1 else max(self.t_fixed_ms_eager, self.t_fixed_ms_multi_card)
+        return Terms(self.eta, fixed / 1000)
 
 
 class CardSpec(Strict):

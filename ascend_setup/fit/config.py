@@ -46,6 +46,7 @@ class VisionConfig(BaseModel):
 
     depth: Optional[Layers] = None
     hidden_size: Optional[Positive] = None
+    num_heads: Optional[Positive] = None
     intermediate_size: Optional[Positive] = None
     out_hidden_size: Optional[Positive] = None
     spatial_merge_size: Optional[Positive] = None

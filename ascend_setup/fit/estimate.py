@@ -32,7 +32,7 @@ GIB = 1024 ** 3
 #: The KV figure's safety margin: the largest over-estimate of the memory left for the KV cache on the published
 #: start-up lines of ../shared/fit-referee (tests/functional/test_fit_referee.py measures it on every row and fails
 #: when a row is further off). The lower bound is the estimate / (1 + KV_MARGIN).
-KV_MARGIN = 0.21
+KV_MARGIN = 0.19
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
 TP_ASSUMPTION = ("--tp {tp}: weights and KV split over {tp} cards, HCCL buffers on each; the "
                  "all-reduces (2 per layer over HCCS) are counted only in the multi-card fixed cost ({fixed:g} ms: "
@@ -69,6 +69,7 @@ class Fit:
     device_memory_source: str
     decode_tok_s: Optional[float]  # None when the model does not fit: no speed for what cannot run
     decode_tok_s_at_context: Optional[float]  # at the end of a --context-long sequence (its KV read every token)
+    decode_tok_s_eager: Optional[float]  # the same model under --enforce-eager (the card's eager fixed cost)
     decode: Dict[str, Any]  # both terms, the bytes, and what the speed is bound by
     speed_source: str  # the card's decode model, or this host's calibration
     bandwidth_gbps: float
@@ -160,12 +161,18 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     fits = available > 0
     kv_tokens = pool.printed_tokens(available, context) if fits else 0
     concurrency = pool.concurrency(available, context) if fits else 0.0
-    terms = calibration.terms if calibration else card.decode.terms(tp)
+    eager_terms = card.decode.eager_terms(tp)
+    # this host's measurements are graph-mode ones (calibration.py keeps eager points out): eager has its own term
+    if serving.enforce_eager:
+        calibration = None
+    terms = eager_terms if serving.enforce_eager else calibration.terms if calibration else card.decode.terms(tp)
     speed_source = calibration.source if calibration else (
-        f"the card's decode model ({card.decode_name}: {card.decode.source})")
+        f"the card's decode model ({card.decode_name}: {card.decode.source})"
+        + (f"; eager: {card.decode.eager_source}" if serving.enforce_eager else ""))
     short_context = min(context, card.decode.context)
     short, at_context = (predict(terms, bytes_per_token(files, context=c, kv_dtype=kv_dtype, tp=tp), bw)
                          for c in (short_context, context))
+    eager = predict(eager_terms, short.bytes_per_token, bw)
     blockers, args, env, notes = blockers_and_hints(files, row)
     warnings = []
     if not fits:
@@ -219,6 +226,9 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
                        _decode_line(short_context, per, short, terms.eta, bw)]
         if context != short_context:
             arithmetic.append(_decode_line(context, per, at_context, terms.eta, bw))
+        arithmetic.append(f"eager (--enforce-eager): t_fixed {eager_terms.t_fixed_s * 1000:.2f} ms -> "
+                          f"{eager.tok_s:.1f} tok/s at {short_context:,} tokens ({card.decode.eager_source}); "
+                          "a measured speed near it points to eager mode")
     else:
         arithmetic.append("decode: not estimated, the model does not fit")
     decode = {"eta": round(terms.eta, 4), "t_fixed_ms": round(terms.t_fixed_s * 1000, 3),
@@ -235,7 +245,8 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
               kv_available_low_bytes=max(0, low), kv_pool=pool, memory_terms=memory,
               device_memory_bytes=card.visible_bytes, device_memory_source=card.visible_source,
               decode_tok_s=round(short.tok_s, 1) if fits else None,
-              decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None, decode=decode,
+              decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None,
+              decode_tok_s_eager=round(eager.tok_s, 1) if fits else None, decode=decode,
               speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers,
               warnings=warnings,
               serve_args=args, env=env, notes=notes, arithmetic=arithmetic,

@@ -4,9 +4,8 @@ vllm_ascend/worker/worker.py determine_available_memory: KV = total x utilisatio
 profile_run + non-torch memory). Graph capture comes after the KV cache is allocated, so its pool is not in that
 sum: it has to fit in the (1 - utilisation) left over. profile_run (vllm/v1/worker/gpu_model_runner.py) runs, in
 turn: the multimodal encoder on its largest item (its outputs kept in the encoder cache), the model on
-max_num_batched_tokens tokens, then the sampler on max_num_seqs rows of logits over the vocabulary (converted to
-float32: vllm/v1/sample/sampler.py). The peak is the largest of those phases, each counted from the tensors alive
-at once; a term whose inputs the config lacks is left out and said so.
+max_num_batched_tokens tokens, then the sampler on max_num_seqs rows of logits over the vocabulary. The peak is
+the largest of those phases, each counted from the tensors alive at once.
 """
 
 from __future__ import annotations
@@ -29,10 +28,16 @@ NON_TORCH_TP1 = int(0.03 * GIB)
 #: CANN's HCCL_BUFFSIZE default (200 MB), allocated twice (input and output) per communicator a rank joins
 #: (CANN environment-variable reference, HCCL_BUFFSIZE).
 HCCL_BUFFER = 2 * 200 * MIB
+#: Bytes alive per logit in the sampler's profiling run on A2/A3 (top-k and top-p on, as _dummy_sampler_run sets
+#: them): the model-dtype logits, their float32 copy (vllm/v1/sample/sampler.py), npu_top_k_top_p's output
+#: (vllm_ascend/sample/sampler.py forward_native), the float32 softmax and random_sample's exponential draw of the
+#: same shape (vllm/v1/sample/ops/topk_topp_sampler.py).
+SAMPLER_FLOAT32_COPIES = 4
 #: The largest image the Qwen-VL processors accept by default: 65,536 patches (Qwen2.5-VL 12,845,056 pixels at
 #: patch 14, Qwen3-VL 16,777,216 at patch 16; preprocessor_config.json max_pixels / longest_edge), which vLLM
 #: profiles the encoder with (get_mm_max_tokens_per_item), capped at max_model_len after merging.
 MAX_IMAGE_PATCHES = 65536
+VISION_PAD_FROM, VISION_PAD_TO = 64, 128
 
 
 @dataclass
@@ -78,19 +83,29 @@ def text_peak(cfg: Dict[str, Any], tokens: int, tp: int, dtype: int) -> tuple:
     return tokens * widest * dtype, phase
 
 
+def padded_head(head: int) -> int:
+    """vllm_ascend/ops/mm_encoder_attention.py: a vision head between 64 and 128 wide is padded to 128."""
+    return VISION_PAD_TO if VISION_PAD_FROM < head < VISION_PAD_TO else head
+
+
 def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int) -> tuple:
-    """(encoder peak, encoder outputs kept, patches): a Qwen-VL style vision tower on its largest image, the
-    MLP phase (hidden, residual, fc1 output, activation) of one block; (0, 0, 0) without a vision_config."""
+    """(encoder peak, encoder outputs kept, patches): a Qwen-VL style vision tower on its largest image: the
+    pixels, and the wider of one block's attention (hidden, residual, qkv, and q, k, v and output padded for the
+    NPU kernel) and MLP (hidden, residual, fc1 output, activation); (0, 0, 0) without a vision_config."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict) or not vc.get("hidden_size"):
         return 0, 0, 0
     merge = int(vc.get("spatial_merge_size") or 2) ** 2
     patches = min(MAX_IMAGE_PATCHES, max_model_len * merge)
     h = int(vc["hidden_size"])
+    heads = int(vc.get("num_heads") or vc.get("num_attention_heads") or 16)
     inter = int(vc.get("intermediate_size") or 4 * h)
+    pixels = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
+              * int(vc.get("patch_size") or 14) ** 2)
+    attention = 5 * h + 4 * heads * padded_head(h // heads)
     out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
     kept = patches // merge * out * dtype * (1 + len(vc.get("deepstack_visual_indexes") or []))
-    return patches * (2 * h + 2 * inter) * dtype, kept, patches
+    return patches * (pixels + max(attention, 2 * h + 2 * inter)) * dtype, kept, patches
 
 
 def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_source: str, dtype: int,
@@ -100,10 +115,11 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
     tokens = serving.max_num_batched_tokens  # profile_run's dummy batch: max_num_tokens
     forward, phase = text_peak(cfg, tokens, tp, dtype)
     vocab = int(cfg.get("vocab_size") or 32000)
-    sampler = serving.max_num_seqs * vocab * (dtype + 4) + tokens * int(cfg["hidden_size"]) * dtype
+    sampler = serving.max_num_seqs * vocab * (dtype + 4 * SAMPLER_FLOAT32_COPIES) \
+        + tokens * int(cfg["hidden_size"]) * dtype
     encoder, kept, patches = vision_peak(config, max_model_len, dtype)
     phases = {f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
-              f"the sampler on {serving.max_num_seqs} rows of {vocab:,} logits (bf16 and float32)": kept + sampler}
+              f"the sampler on {serving.max_num_seqs} rows of {vocab:,} logits": kept + sampler}
     if encoder:
         phases[f"the vision encoder on its largest image ({patches:,} patches)"] = encoder + kept
     worst = max(phases, key=lambda k: phases[k])

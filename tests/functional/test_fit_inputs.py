@@ -154,6 +154,9 @@ def _bad_models(t: Path) -> dict:
     model("partial-download", extra={"model.safetensors.index.json": json.dumps(
         {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})})
     _shard(t / "partial-download" / "model-00001-of-00002.safetensors", {"a": OK_TENSOR}, b"\0" * 8)
+    model("hy3-no-fields", config={"_stated_total_params": 295e9, "model_type": "hy3"})
+    model("hybrid-no-state-sizes", config={**DENSE, "full_attention_interval": 4})
+    model("per-layer-list-of-strings", config={**DENSE, "num_experts": 8, "moe_intermediate_size": ["3072"] * 36})
     model("fifo-shard")
     os.mkfifo(t / "fifo-shard" / "model.safetensors")
     return cases
@@ -170,6 +173,33 @@ def test_fit_believes_no_lying_or_broken_input(cli, tmp_path: Path) -> None:
     assert "32000000000 do not lie in the file" in lines["header-claims-32-GB"]
     assert "num_hidden_layers" in lines["negative-layers"] and "full_attention_interval" in lines["interval-zero"]
     assert "a FIFO, not a regular file" in lines["fifo-shard"]
+    # a config nobody can estimate names every field it lacks, on one line
+    assert "no estimate: the config lacks num_hidden_layers, hidden_size, num_attention_heads" in lines["hy3-no-fields"]
+    assert "no estimate: linear-attention layers without their state sizes" in lines["hybrid-no-state-sizes"]
+
+
+@pytest.mark.parametrize("total", ["-5", "0", "\"big\"", "true"])
+def test_a_probed_device_memory_that_is_not_a_size_is_refused(cli, tmp_path: Path, total: str) -> None:
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "probe.json").write_text('{"device": "npu:0", "gbps": 1267, "total_memory": %s}' % total)
+    line = assert_one_line_error(cli("fit", str(_model(tmp_path / "m", DENSE)), "--workdir", str(tmp_path / "wd")))
+    assert "total_memory" in line and "is not a memory size in bytes" in line
+
+
+def test_fit_prefers_this_hosts_device_memory(cli, tmp_path: Path) -> None:
+    """probe records torch_npu's total memory; fit budgets from it instead of the card table's 60.96 GiB."""
+    model = _model(tmp_path / "m", DENSE)
+    table = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "none")).stdout)
+    assert table["device_memory_bytes"] == 65452113920 and "#6250" in table["device_memory_source"]
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "probe.json").write_text(json.dumps({"device": "npu:0", "gbps": 1267,
+                                                             "total_memory": 61 * 2 ** 30}))
+    host = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
+    assert host["device_memory_bytes"] == 61 * 2 ** 30 and "this host" in host["device_memory_source"]
+    assert host["kv_available_bytes"] - table["kv_available_bytes"] == pytest.approx(
+        0.9 * (61 * 2 ** 30 - 65452113920), abs=2)
+    given = json.loads(cli("fit", str(model), "--json", "--hbm-gib", "32", "--workdir", str(tmp_path / "wd")).stdout)
+    assert given["device_memory_bytes"] == 32 * 2 ** 30  # --hbm-gib is what the user says: it wins
 
 
 @pytest.mark.parametrize("gbps", ["-5", "NaN", "0", "\"fast\""])
@@ -179,3 +209,48 @@ def test_a_probe_result_that_is_not_a_bandwidth_is_refused(cli, tmp_path: Path, 
     line = assert_one_line_error(cli("fit", str(_model(tmp_path / "m", DENSE)), "--workdir", str(tmp_path / "wd")))
     # NaN is refused by the JSON reader itself (no file of ours holds one); the rest by the bandwidth check
     assert ("which is not a number JSON allows" if gbps == "NaN" else "is not a bandwidth") in line
+
+
+HUNYUAN_A13B = {  # Tencent-Hunyuan/Hunyuan-A13B models/config.json: per-layer MoE lists, attention_head_dim
+    "model_type": "hunyuan", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 3072, "num_experts": 64,
+    "moe_intermediate_size": [3072] * 32, "moe_topk": [8] * 32, "num_shared_expert": [1] * 32,
+    "use_mixed_mlp_moe": True, "vocab_size": 128167, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+OMNI_7B = {  # Qwen2.5-Omni-7B: vLLM serves the thinker, whose language model is thinker_config.text_config
+    "model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniModel"],
+    "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": {
+        "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768}}}
+
+
+def test_per_layer_moe_lists_are_read_layer_by_layer() -> None:
+    fit = _fit(HUNYUAN_A13B, context=8192)
+    h, layers = 4096, 32
+    attention = h * 32 * 128 * 2 + h * 8 * 128 * 2
+    expert = 3 * h * 3072
+    body = layers * (attention + 64 * expert + expert)  # 64 routed experts and one shared MLP a layer
+    assert fit.weights_bytes == (body + 128167 * h) * 2  # tied: one embedding matrix
+    assert fit.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
+    halved = _fit({**HUNYUAN_A13B, "moe_intermediate_size": [3072] * 16 + [1536] * 16}, context=8192)
+    assert fit.weights_bytes - halved.weights_bytes == 16 * 64 * 3 * h * 1536 * 2
+
+
+def test_an_omni_models_thinker_is_estimated() -> None:
+    fit = _fit(OMNI_7B, context=32768)
+    assert fit.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2 and fit.kv_tokens > 0 and fit.fits
+
+
+def test_eager_mode_has_its_own_figure_and_flag(cli, tmp_path: Path) -> None:
+    """The field report: 10.3 tok/s eager against 58.9 in graph mode; --enforce-eager makes it the headline."""
+    model = _model(tmp_path / "m", DENSE)
+    graph = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
+    eager = json.loads(cli("fit", str(model), "--json", "--enforce-eager", "--workdir", str(tmp_path / "wd")).stdout)
+    assert graph["decode_tok_s_eager"] == eager["decode_tok_s"] < graph["decode_tok_s"] / 4
+    assert "eager: one measurement" in eager["speed_source"] and "fitted on" in graph["speed_source"]
+    assert next(t for t in eager["memory_terms"] if t["name"] == "graph pool")["source"].startswith("none")
+    more = json.loads(cli("fit", str(model), "--json", "--max-num-batched-tokens", "65536", "--workdir",
+                          str(tmp_path / "wd")).stdout)
+    peak = {t["name"]: t["bytes"] for t in more["memory_terms"]}["profiling peak"]
+    assert peak > {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"]
+    assert more["kv_available_bytes"] == graph["kv_available_bytes"] - (
+        peak - {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"])

@@ -85,3 +85,13 @@ def test_tp_on_a_small_model_is_launch_bound(tmp_path: Path) -> None:
     assert any(n.startswith("launch-bound, not bandwidth-bound") and "TP 4" in n for n in four.notes)
     assert predict(A2.terms(4), four.decode["bytes_per_token"], CARD.peak_gbps).tok_s == pytest.approx(
         four.decode_tok_s, abs=0.05)
+
+
+def test_the_eager_fixed_cost_reproduces_the_reports_eager_speed(tmp_path: Path) -> None:
+    """10.3 tok/s with --enforce-eager (the field report, Qwen3-VL-8B): one measurement, eta kept."""
+    (vl8b,) = [m for m in A2.measurements if m.model == "Qwen3-VL-8B"]
+    eager = predict(A2.eager_terms(), vl8b.bytes_per_token, vl8b.bandwidth_gbps)
+    assert eager.tok_s == pytest.approx(10.3, abs=0.05) and "10.3 tok/s" in A2.eager_source
+    fit = estimate(_report_models(tmp_path)["Qwen3-VL-8B"], CARD, ROW, context=32768, utilisation=0.9,
+                   kv_dtype="bf16", bandwidth=1490)
+    assert fit.decode_tok_s_eager == pytest.approx(10.3, abs=0.05)
