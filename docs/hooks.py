@@ -3,7 +3,14 @@ so the command-line reference and the matrix schema cannot drift from the parser
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+#: The published figures fit is judged on (beside the clone, as CI keeps them) and the test helper that runs
+#: fit on each: the manual shows the same table the test checks.
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+REFEREE_MARKER = "<!-- generated: the referee table -->"
 
 MARKERS = {
     "<!-- generated: the command line -->": "cli_reference",
@@ -17,4 +24,22 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     for marker, name in MARKERS.items():
         if marker in markdown:
             markdown = markdown.replace(marker, getattr(manual, name)())
+    if REFEREE_MARKER in markdown:
+        markdown = markdown.replace(REFEREE_MARKER, referee_table())
     return markdown
+
+
+def referee_table() -> str:
+    """fit against every published KV, concurrency and weights figure, or why there is no table."""
+    sys.path.insert(0, str(TESTS))
+    import tempfile
+
+    from helpers.cli import clean_env
+    from helpers.referee import REFEREE, run_all, table, within
+
+    if not (REFEREE / "MEASUREMENTS.tsv").is_file():
+        return f"*(The referee was not beside this checkout when the manual was built: {REFEREE}.)*"
+    with tempfile.TemporaryDirectory() as home:
+        results = run_all(clean_env(Path(home)))
+    held = sum(1 for r in results if r.error is not None and within(r.row, r.error))
+    return "\n".join(table(results) + ["", f"{held} of {len(results)} figures within the goal."])

@@ -168,19 +168,25 @@ def run(row: Row, where: Path, env: Dict[str, str], referee: Path = REFEREE) -> 
     return Result(row, data, "", estimate, estimate / row.value - 1)
 
 
+def _shown(kind: str, value: float) -> str:
+    return f"{value:,.0f}" if kind == "kv_cache_tokens" else f"{value:,.2f}" if kind == "max_concurrency" else \
+        f"{value:.2f} GiB"
+
+
 def table(results: List[Result]) -> List[str]:
     """The published figures against fit, one Markdown row each."""
     lines = ["| row | model | card, TP, util, context | kind | published | fit | error | in bounds |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         row = r.row
-        setup = f"{row.card_name}, TP{row.tp}, {row.utilisation:g}, {row.context:,}"
+        head = (f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp}, {row.utilisation:g}, {row.context:,} | "
+                f"{row.kind} | {_shown(row.kind, row.value)} |")
         if r.estimate is None or r.error is None:
-            lines.append(f"| {row.id} | {row.model} | {setup} | {row.kind} | {row.value:,.4g} | no estimate | "
-                         f"{r.said[:90]} | no |")
+            said = r.said.split("no estimate: ", 1)[-1].split(" (hint:")[0].replace("|", "/")
+            lines.append(f"{head} no estimate | {said} | no |")
         else:
-            lines.append(f"| {row.id} | {row.model} | {setup} | {row.kind} | {row.value:,.4g} | {r.estimate:,.4g} "
-                         f"| {r.error:+.1%} | {'yes' if within(row, r.error) else 'no'} |")
+            held = "yes" if within(row, r.error) else "no"
+            lines.append(f"{head} {_shown(row.kind, r.estimate)} | {r.error:+.1%} | {held} |")
     return lines
 
 
