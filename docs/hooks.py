@@ -11,6 +11,7 @@ from typing import Any
 #: fit on each: the manual shows the same table the test checks.
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 REFEREE_MARKER = "<!-- generated: the referee table -->"
+SPEEDS_MARKER = "<!-- generated: the referee speeds -->"
 
 MARKERS = {
     "<!-- generated: the command line -->": "cli_reference",
@@ -26,20 +27,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             markdown = markdown.replace(marker, getattr(manual, name)())
     if REFEREE_MARKER in markdown:
         markdown = markdown.replace(REFEREE_MARKER, referee_table())
+    if SPEEDS_MARKER in markdown:
+        markdown = markdown.replace(SPEEDS_MARKER, referee_table(speeds=True))
     return markdown
 
 
-def referee_table() -> str:
-    """fit against every published KV, concurrency and weights figure, or why there is no table."""
+def referee_table(speeds: bool = False) -> str:
+    """fit against every published KV, concurrency and weights figure (or single-stream speed), or why there is
+    no table."""
     sys.path.insert(0, str(TESTS))
     import tempfile
 
     from helpers.cli import clean_env
-    from helpers.referee import REFEREE, run_all, table, within
+    from helpers.referee import KINDS, REFEREE, SPEEDS, run_all, speed_table, table, within
 
     if not (REFEREE / "MEASUREMENTS.tsv").is_file():
         return f"*(The referee was not beside this checkout when the manual was built: {REFEREE}.)*"
     with tempfile.TemporaryDirectory() as home:
-        results = run_all(clean_env(Path(home)))
+        results = run_all(clean_env(Path(home)), kinds=SPEEDS if speeds else KINDS)
+    if speeds:
+        return "\n".join(speed_table(results))
     held = sum(1 for r in results if r.error is not None and within(r.row, r.error))
     return "\n".join(table(results) + ["", f"{held} of {len(results)} figures within the goal."])
