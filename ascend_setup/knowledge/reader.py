@@ -46,6 +46,13 @@ FOREIGN = re.compile(r"\s*(?:```|~~~)|(?:\*\*(?!\*)\S|#{1,6}\s|>\s)|"
 BANNERS = ("NETWORK ERROR DUE TO HIGH TRAFFIC", "PLEASE REGENERATE OR REFRESH")
 
 
+def is_foreign(text: str, process: str, level: str) -> bool:
+    """Not a line of the log (see FOREIGN): a line a program prefixed is always the log's."""
+    if level or process:
+        return False
+    return FOREIGN.match(text) is not None or BANNERS[0] in text or BANNERS[1] in text
+
+
 @dataclass
 class Line:
     """One logical line: `text` is what its writer printed, `raw` the physical line it came from."""
@@ -55,6 +62,7 @@ class Line:
     text: str
     process: str = ""  # 'EngineCore_DP0 pid=14421', 'VllmWorker rank=3 pid=7', 'rank1', ... ('' for none)
     level: str = ""  # the level a stripped prefix carried ('ERROR', ...), '' for none
+    foreign: bool = False  # not a line of the log (see is_foreign)
 
     @property
     def is_api_server(self) -> bool:
@@ -65,11 +73,6 @@ class Line:
     def errorish(self) -> bool:
         return self.level in ERROR_LEVELS
 
-    @property
-    def foreign(self) -> bool:
-        """Not a line of the log (see FOREIGN): a line a program prefixed is always the log's."""
-        return (not self.level and not self.process
-                and (FOREIGN.match(self.text) is not None or any(b in self.text for b in BANNERS)))
 
 
 #: Which prefixes can start with a character: most lines start with none of these, and cost one dict lookup.
@@ -112,12 +115,13 @@ def normalise(number: int, raw: str) -> List[Line]:
     return [Line(number, *read) for read in (_remembered(raw) if len(raw) <= MEMO_LINE else _read(raw))]
 
 
-def _read(raw: str) -> Tuple[Tuple[str, str, str, str], ...]:
-    """(raw, text, process, level) of each logical line: a log repeats its lines (N workers, retry storms), so a
-    line is read once."""
+def _read(raw: str) -> Tuple[Tuple[str, str, str, str, bool], ...]:
+    """(raw, text, process, level, foreign) of each logical line."""
     bare = ANSI.sub("", raw) if "\x1b" in raw else raw
     pieces = bare.split("\\n") if "\\n" in bare and ("Traceback" in bare or bare.count("\\n") > 1) else [bare]
-    return tuple((raw if len(pieces) == 1 else piece, *strip_prefixes(piece.rstrip("\r"))) for piece in pieces)
+    read = [(raw if len(pieces) == 1 else piece, *strip_prefixes(piece.rstrip("\r"))) for piece in pieces]
+    return tuple((raw_piece, text, process, level, is_foreign(text, process, level))
+                 for raw_piece, text, process, level in read)
 
 
 _remembered = lru_cache(maxsize=MEMO)(_read)

@@ -259,6 +259,7 @@ class Scanner:
         self.printed: Dict[str, int] = {}  # process -> lines read of it: a CANN block is counted in its process
         self.memo_codes: Dict[str, List[Seen]] = {}
         self.memo_shaped: Dict[str, bool] = {}
+        self.memo_summary: Dict[str, bool] = {}
         self.memo_known: Dict[Tuple[str, FrozenSet[str]], Optional[Known]] = {}
 
     # -- one line ------------------------------------------------------------------------------------------------
@@ -337,7 +338,7 @@ class Scanner:
             return
         self.follow_left = WINDOW["follow"]
         self.decode_left = max(self.decode_left, WINDOW["follow"])
-        soc = SOC.search(text)
+        soc = SOC.search(text) if "scend" in text or "SCEND" in text else None
         if soc:
             self.soc = soc.group(0)
         known = self._known(text, facts)
@@ -345,7 +346,7 @@ class Scanner:
             self._offer(line, known[0], known[1], known[2], facts, before)
         elif specific is not None:  # no signature: the most specific code names the cause
             self._offer(line, RANK_CODE, None, (), facts, before, specific)
-        elif NOISE.search(text):
+        elif self._summary(text):
             self._offer(line, RANK_SUMMARY, None, (), facts, before)
         else:
             harmless = bool(codes) and all(c.entry is not None and c.entry.kind == "harmless" for c in codes)
@@ -358,6 +359,13 @@ class Scanner:
             if len(memo) >= MEMO:
                 memo.clear()
             memo[key] = value
+
+    def _summary(self, text: str) -> bool:
+        summary = self.memo_summary.get(text)
+        if summary is None:
+            summary = NOISE.search(text) is not None
+            self._remember(self.memo_summary, text, text, summary)
+        return summary
 
     def _shaped(self, text: str) -> bool:
         shaped = self.memo_shaped.get(text)
