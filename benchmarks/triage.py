@@ -5,7 +5,10 @@ RSS from the rusage the kernel keeps for that child). Three logs, generated in a
 - a server: vLLM's steady-state output under its process prefixes (request and throughput lines, a warning now
   and then; written here), ending in a worker's prefixed traceback and the API server's wrapper
   (tests/data/logs/qkv-rmsnorm-rope.log): the reader strips every prefix it decodes;
-- both kinds of noise and no cause at all (every line must be looked at).
+- both kinds of noise and no cause at all (every line must be looked at);
+- the real logs of ../shared/triage-corpus* (when they are beside the repository), every line of every log repeated:
+  the densest log there is (tracebacks, CANN blocks, error codes on most lines, a vLLM restart in each copy), whose
+  answer is the one its last copy gives.
 
     .venv/bin/python benchmarks/triage.py               # 1 GiB each
     .venv/bin/python benchmarks/triage.py --mib 256
@@ -17,6 +20,7 @@ ratio to one read+find pass (printed beside it) do not.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -24,11 +28,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from _common import REPO
 
+from ascend_setup.knowledge.fixes import Host
+from ascend_setup.knowledge.scan import triage_stream
+
 LOGS = REPO / "tests" / "data" / "logs"
+CORPORA = sorted(p for p in (REPO.parent / "shared").glob("triage-corpus*") if (p / "INDEX.tsv").is_file())
 SERVE_NOISE = "".join(
     f"(APIServer pid=4050) INFO 12-01 09:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: "
     f"{512 + s}.3 tokens/s, Avg generation throughput: 58.{s % 10} tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
@@ -43,6 +51,27 @@ SERVE_NOISE = "".join(
 def _body(name: str) -> bytes:
     """A log of tests/data/logs without its first line (where it came from)."""
     return (LOGS / name).read_bytes().split(b"\n", 1)[1]
+
+
+def _corpus_lines() -> bytes:
+    """Every line of every shared corpus log, log after log."""
+    logs = [log.read_bytes() for corpus in CORPORA for log in sorted(corpus.glob("*.log"))]
+    return b"".join(data if data.endswith(b"\n") else data + b"\n" for data in logs)
+
+
+def make_corpus_log(path: Path, size: int) -> Tuple[Optional[str], int]:
+    """About `size` bytes of the corpus lines repeated; the answer is the one two copies give, in the last copy when
+    it is in the second (each copy reads the same as the one before it)."""
+    unit = _corpus_lines()
+    copies = max(2, size // len(unit))
+    with path.open("wb") as out:
+        for _ in range(copies):
+            out.write(unit)
+    two = triage_stream(io.BytesIO(unit * 2), host=Host())
+    if two is None or two.id is None:
+        return None, 0
+    lines = unit.count(b"\n")
+    return two.id, two.line_number + (copies - 2) * lines if two.line_number > lines else two.line_number
 
 
 def make_log(path: Path, size: int, kind: str) -> Tuple[Optional[str], int]:
@@ -99,9 +128,10 @@ def main() -> None:
     args = parser.parse_args()
     size = args.mib << 20
     with tempfile.TemporaryDirectory(prefix="bench-triage-") as tmp:
-        for kind in ("build", "serve", "none"):
+        kinds: List[str] = ["build", "serve", "none", *(["corpus"] if CORPORA else [])]
+        for kind in kinds:
             log = Path(tmp) / f"{kind}.log"
-            cause, expected = make_log(log, size, kind)
+            cause, expected = make_corpus_log(log, size) if kind == "corpus" else make_log(log, size, kind)
             floor = one_pass(log)
             wall, cpu, rss, out = triage_child(log)
             data = json.loads(out)

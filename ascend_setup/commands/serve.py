@@ -299,9 +299,23 @@ def _simulated(base: str) -> bool:
     return b"(simulated)" in (http_get(f"{base}/v1/models") or b"")
 
 
+def _gone_cause(log: str) -> Optional[dict]:
+    """Why a recorded server is gone: the triage of its log's last start (None when the log is unreadable)."""
+    from ascend_setup.knowledge.scan import triage_stream
+    from ascend_setup.utils.inputs import open_input
+
+    try:
+        with open_input(Path(log), "log", follow=False) as handle:
+            diagnosis = triage_stream(handle)
+    except BadInput:
+        return None
+    return None if diagnosis is None else {"id": diagnosis.id, "cause": diagnosis.cause, "fix": diagnosis.fix,
+                                           "line_number": diagnosis.line_number}
+
+
 def _status(args: argparse.Namespace, output: Output) -> int:
     workdir = resolve_workdir(args.workdir, mode="read")
-    rows = status(workdir)
+    rows = [{**row, "cause": None if row["running"] else _gone_cause(row["log"])} for row in status(workdir)]
     if args.json:
         output.print_json({"servers": rows})
         return 0
@@ -312,7 +326,10 @@ def _status(args: argparse.Namespace, output: Output) -> int:
         state = "running" if row["running"] else "gone"
         out.print(f"{row['name']}: {state}, pid {row['pid']}, port {row['port']}, card "
                   f"{','.join(map(str, row['cards']))}, log {row['log']}" +
-                  (f"\n  {row['figures']}" if row["figures"] else ""), soft_wrap=True, markup=False, highlight=False)
+                  (f"\n  {row['figures']}" if row["figures"] else "") +
+                  (f"\n  cause (log line {row['cause']['line_number']}): {row['cause']['cause']}"
+                   + (f"\n  fix: {row['cause']['fix']}" if row["cause"]["fix"] else "") if row["cause"] else ""),
+                  soft_wrap=True, markup=False, highlight=False)
     return 0
 
 

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if args.json:
         output.print_json(diagnosis.to_json() if diagnosis else
                           {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": [],
-                           "evidence": []})
+                           "evidence": [], "processes": 0, "reported_by": [], "codes": [], "unknown_codes": []})
         return EXIT_OK if found else EXIT_FINDINGS
     console = stdout_console()
     if diagnosis is None:
@@ -45,11 +45,16 @@ def run(args: argparse.Namespace, output: Output) -> int:
         console.print(f"fix: {diagnosis.fix}", soft_wrap=True, markup=False)
         for number, line in diagnosis.evidence:
             console.print(f"evidence (line {number}): {line}", soft_wrap=True, markup=False)
+        if diagnosis.processes > 1:
+            who = ", ".join(p or "(unprefixed)" for p in diagnosis.reported_by)
+            console.print(f"reported by {diagnosis.processes} processes: {who}", soft_wrap=True, markup=False)
     else:
         console.print("no known cause; the most error-like line is:", markup=False)
     console.print(f"line {diagnosis.line_number}:", markup=False)
     for line in diagnosis.context:
         console.print(f"  {'>' if line == diagnosis.line else ' '} {line}", soft_wrap=True, markup=False)
+    for line in diagnosis.code_lines():
+        console.print(line, soft_wrap=True, markup=False)
     return EXIT_OK if found else EXIT_FINDINGS
 
 

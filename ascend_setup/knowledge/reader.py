@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import List, Tuple
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: `(EngineCore_DP0 pid=14421) `, `(VllmWorker rank=3 pid=112081) `, `(APIServer pid=1) `,
 #: `(RayWorkerWrapper pid=9, ip=10.0.0.2) `
-PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w-]*)(?: [^()]*?)? ?pid=\d+[^()]*\)\s?")
+PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w-]*(?: [^()]*?)? ?pid=\d+[^()]*)\)\s?")
 RANK = re.compile(r"\[(?P<proc>rank\d+)\]:\s?")
 #: vLLM's logger: `ERROR 11-27 08:19:08 [core.py:708] ` (optionally with the year and milliseconds)
 VLLM_LEVEL = re.compile(r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d "
@@ -35,6 +36,21 @@ TIMESTAMP = re.compile(r"\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: uv's and pip's diagnostic trees: `  x `, `  × `, `  |-> `, `` `-> ``, `│ `, `╰─> `
 TREE = re.compile(r"\s*(?:(?P<level>[x×])(?= )|[|│├╰`]?\s*(?:->|─▶|─>)|[|│](?=\s))\s*")
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "x", "×"})
+#: Text pasted with a log that no program printed: a markdown fence, a line in bold or a heading (an issue's title),
+#: a web page's banner, a chat reply around the log. Written at the start of a line, unindented (an indented `**x`
+#: is a call's continuation in a traceback).
+FOREIGN = re.compile(r"\s*(?:```|~~~)|(?:\*\*(?!\*)\S|#{1,6}\s|>\s)|"
+                     r"(?:I|I'm|I've|I'd|We|We're|My|You|You're|Your|Thanks|Thank you|Any idea|Anyone|Can anyone|"
+                     r"Can you|Could you|Could someone|Hi|Hello|Here is|Here's|Hope|Did you|Have you|Sorry|"
+                     r"It looks like|It seems|Looks like)[ ,!.:?]")
+BANNERS = ("NETWORK ERROR DUE TO HIGH TRAFFIC", "PLEASE REGENERATE OR REFRESH")
+
+
+def is_foreign(text: str, process: str, level: str) -> bool:
+    """Not a line of the log (see FOREIGN): a line a program prefixed is always the log's."""
+    if level or process:
+        return False
+    return FOREIGN.match(text) is not None or BANNERS[0] in text or BANNERS[1] in text
 
 
 @dataclass
@@ -44,8 +60,9 @@ class Line:
     number: int
     raw: str
     text: str
-    process: str = ""  # 'EngineCore_DP0', 'VllmWorker', 'APIServer', 'rank1', ... ('' for none)
+    process: str = ""  # 'EngineCore_DP0 pid=14421', 'VllmWorker rank=3 pid=7', 'rank1', ... ('' for none)
     level: str = ""  # the level a stripped prefix carried ('ERROR', ...), '' for none
+    foreign: bool = False  # not a line of the log (see is_foreign)
 
     @property
     def is_api_server(self) -> bool:
@@ -55,6 +72,7 @@ class Line:
     @property
     def errorish(self) -> bool:
         return self.level in ERROR_LEVELS
+
 
 
 #: Which prefixes can start with a character: most lines start with none of these, and cost one dict lookup.
@@ -85,13 +103,25 @@ def strip_prefixes(text: str) -> Tuple[str, str, str]:
     return text, process, level
 
 
+#: A big log repeats its lines (N workers print the same error, a retry storm the same warning): what a line's text
+#: alone decides is worked out once for this many distinct lines of at most MEMO_LINE characters (memory stays
+#: bounded: a few MB per table).
+MEMO, MEMO_LINE = 1 << 14, 512
+
+
 def normalise(number: int, raw: str) -> List[Line]:
     """The logical lines of one physical line: usually one; several when a pasted log kept literal `\\n`."""
     raw = raw.rstrip("\r\n")
+    return [Line(number, *read) for read in (_remembered(raw) if len(raw) <= MEMO_LINE else _read(raw))]
+
+
+def _read(raw: str) -> Tuple[Tuple[str, str, str, str, bool], ...]:
+    """(raw, text, process, level, foreign) of each logical line."""
     bare = ANSI.sub("", raw) if "\x1b" in raw else raw
     pieces = bare.split("\\n") if "\\n" in bare and ("Traceback" in bare or bare.count("\\n") > 1) else [bare]
-    lines: List[Line] = []
-    for piece in pieces:
-        text, process, level = strip_prefixes(piece.rstrip("\r"))
-        lines.append(Line(number, raw if len(pieces) == 1 else piece, text, process, level))
-    return lines
+    read = [(raw if len(pieces) == 1 else piece, *strip_prefixes(piece.rstrip("\r"))) for piece in pieces]
+    return tuple((raw_piece, text, process, level, is_foreign(text, process, level))
+                 for raw_piece, text, process, level in read)
+
+
+_remembered = lru_cache(maxsize=MEMO)(_read)

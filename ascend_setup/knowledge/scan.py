@@ -33,12 +33,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, BinaryIO, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
+from ascend_setup.knowledge.codes import Catalogue, Seen, find_codes, load_catalogue
 from ascend_setup.knowledge.fixes import Host, device_of
-from ascend_setup.knowledge.reader import Line, normalise
-from ascend_setup.knowledge.signatures import FACTS, RESOLVER_BLOCKS, SIGNATURES, Signature, code_meaning
+from ascend_setup.knowledge.reader import MEMO, MEMO_LINE, Line, normalise
+from ascend_setup.knowledge.signatures import FACTS, RESOLVER_BLOCKS, SIGNATURES, Signature
 
 #: Every line triage must read contains one of these, or lies in a window an earlier line opened. Each marker
 #: costs a full pass of bytes.find (about 1 s/GB on a loaded 2-core host; a long needle skips faster, a single
@@ -57,7 +58,7 @@ VLLM_START = re.compile(r"Available plugins for group vllm\.platform_plugins")
 
 #: An error-shaped line: each test is guarded by a substring it needs, so that a line holding a marker by chance
 #: (a warning saying "not enough KV cache space") costs a few `in` tests, not a regex search at every position.
-SHAPE_AT_START = re.compile(r"\s*(?:(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: |E[A-Z][A-Z0-9]?\d{3,4}\b)")  # a.b.C: , EZ9999
+SHAPE_AT_START = re.compile(r"\s*(?:(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: |E[A-Z0-9][A-Z0-9]?\d{3,4}\b)")  # a.b.C:, EZ9999
 SHAPE_EXCEPTION = re.compile(r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
                              r"(?::|\(|$)|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b")
 SHAPE_GUARDED = (
@@ -113,7 +114,7 @@ EXCEPTION_START = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Excep
 SOC = re.compile(r"ascend910b\d\w*|ascend910_93\d\d|ascend310p\d\w*|ascend950\w*", re.I)
 WINDOW = {"cmake": 8, "traceback": 400, "frame": 60, "follow": 12}
 
-RANK_KNOWN, RANK_BLOCK, RANK_ERROR, RANK_TRUNCATED, RANK_WARNING, RANK_SUMMARY = range(6)
+RANK_KNOWN, RANK_CODE, RANK_BLOCK, RANK_ERROR, RANK_TRUNCATED, RANK_WARNING, RANK_SUMMARY = range(7)
 CONTEXT = 3
 BLOCK_LINES = 20
 CHUNK = 8 << 20
@@ -136,6 +137,24 @@ class Diagnosis:
     line: str
     context: List[str] = field(default_factory=list)
     evidence: List[Evidence] = field(default_factory=list)
+    codes: List[CodeSeen] = field(default_factory=list)  # every code the log printed, the catalogue's and others
+    reported_by: List[str] = field(default_factory=list)  # the processes that reported this cause ('' the main one)
+
+    @property
+    def processes(self) -> int:
+        return max(1, len(self.reported_by))
+
+    @property
+    def unknown_codes(self) -> List[CodeSeen]:
+        return [c for c in self.codes if c.seen.entry is None]
+
+    def code_lines(self) -> List[str]:
+        """'code EZ9999 (line 12): Inner Error ...' for the codes the catalogue knows, then the unknown ones."""
+        known = [f"code {c.seen.code} (line {c.line_number}): {c.seen.entry.meaning}"
+                 + (" [harmless]" if c.seen.entry.kind == "harmless" else "")
+                 for c in self.codes if c.seen.entry is not None]
+        unknown = ", ".join(f"{c.seen.code} ({c.seen.family}, line {c.line_number})" for c in self.unknown_codes)
+        return known + ([f"unknown codes: {unknown}"] if unknown else [])
 
     def render(self) -> str:
         around = "\n".join(f"    {line}" for line in self.context)
@@ -146,7 +165,25 @@ class Diagnosis:
     def to_json(self) -> dict:
         return {"id": self.id, "line_number": self.line_number, "line": self.line, "cause": self.cause,
                 "fix": self.fix, "context": self.context,
-                "evidence": [{"line_number": n, "line": line} for n, line in self.evidence]}
+                "evidence": [{"line_number": n, "line": line} for n, line in self.evidence],
+                "processes": self.processes, "reported_by": self.reported_by,
+                "codes": [c.to_json() for c in self.codes if c.seen.entry is not None],
+                "unknown_codes": [c.to_json() for c in self.unknown_codes]}
+
+
+@dataclass(frozen=True)
+class CodeSeen:
+    """A code and the first line that printed it."""
+
+    seen: Seen
+    line_number: int
+
+    def to_json(self) -> dict:
+        entry = self.seen.entry
+        found: dict = {"code": self.seen.code, "family": self.seen.family, "line_number": self.line_number}
+        if entry is not None:
+            found.update(kind=entry.kind, meaning=entry.meaning, cause=entry.cause, fix=entry.fix, source=entry.source)
+        return found
 
 
 @dataclass
@@ -161,6 +198,10 @@ class _Found:
     after: int  # lines of context still to collect
     block: bool  # a resolver block: collect until BLOCK_END
     evidence: List[Evidence] = field(default_factory=list)
+    code: Optional[Seen] = None  # the catalogue's code that names the cause (RANK_CODE)
+    cause_key: str = ""  # what another process prints when it reports the same cause (see _cause_key)
+    process: str = ""
+    ordinal: int = 0  # how many lines its process had printed by then (workers' lines interleave)
 
     def key(self) -> Tuple[int, bool, int]:
         return self.rank, self.api, self.line_number
@@ -180,10 +221,20 @@ def _is_warning(line: Line) -> bool:
     return line.level.startswith("WARN") or line.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
 
 
-def _known(text: str, facts: Dict[str, Evidence]) -> Optional[Tuple[int, Signature, Tuple[str, ...]]]:
+def _cause_key(text: str, sig: Optional[Signature], code: Optional[Seen]) -> str:
+    """The same cause reported by several processes: the same signature, the same code, or the same bare line."""
+    if sig is not None:
+        return sig.id
+    return code.key if code is not None else text.strip()
+
+
+Known = Tuple[int, Signature, Tuple[str, ...]]  # (rank, signature, its groups)
+
+
+def _known(text: str, facts: Dict[str, Evidence]) -> Optional[Known]:
     for rank, table in ((RANK_KNOWN, SIGNATURES), (RANK_BLOCK, RESOLVER_BLOCKS)):
         for sig in table:
-            m = sig.pattern.search(text)
+            m = sig.search(text)
             if m and all(name in facts for name in sig.requires):
                 return rank, sig, tuple(g or "" for g in m.groups()) or ("",)
     return None
@@ -202,6 +253,14 @@ class Scanner:
         self.tracebacks: Dict[str, _Traceback] = {}  # by process
         self.facts: Dict[str, Evidence] = {}
         self.soc: Optional[str] = None
+        self.catalogue: Catalogue = load_catalogue()
+        self.codes: Dict[str, CodeSeen] = {}  # every code of the log, at its first line
+        self.reporters: Dict[str, List[str]] = {}  # cause key -> the processes that reported it, in order
+        self.printed: Dict[str, int] = {}  # process -> lines read of it: a CANN block is counted in its process
+        self.memo_codes: Dict[str, List[Seen]] = {}
+        self.memo_shaped: Dict[str, bool] = {}
+        self.memo_summary: Dict[str, bool] = {}
+        self.memo_known: Dict[Tuple[str, FrozenSet[str]], Optional[Known]] = {}
 
     # -- one line ------------------------------------------------------------------------------------------------
     def _line(self, number: int, raw: bytes, before: Before) -> None:
@@ -211,13 +270,23 @@ class Scanner:
     def _logical(self, line: Line, before: Before) -> None:
         """One logical line. A substring test guards each regex: most decoded lines are noise that merely holds a
         marker, and a 1 GB log can hold a million of them."""
+        if line.foreign:  # a markdown fence, a web page's banner, a chat reply: never the log's own line
+            return
+        self.printed[line.process] = self.printed.get(line.process, 0) + 1
         text = line.text
         if ((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
                 or ("platform_plugins" in text and VLLM_START.search(text)
                     and (not line.process or line.is_api_server))):
             self.best, self.decode_left, self.cmake_left, self.follow_left = None, 0, 0, 0
             self.tracebacks.clear()
+            self.reporters.clear()
             return
+        codes = self.memo_codes.get(text)
+        if codes is None:
+            codes = find_codes(text, self.catalogue)
+            self._remember(self.memo_codes, text, text, codes)
+        for seen in codes:
+            self.codes.setdefault(seen.key, CodeSeen(seen, line.number))
         in_cmake, self.cmake_left = self.cmake_left > 0, max(0, self.cmake_left - 1)
         following, self.follow_left = self.follow_left > 0, max(0, self.follow_left - 1)
         if "npu" in text or "numpy" in text:
@@ -257,36 +326,81 @@ class Scanner:
         if "CMake Error" in text:
             self.cmake_left = WINDOW["cmake"]
         shaped = (exception or line.errorish or (in_cmake and text[:1].isspace() and bool(text.strip()))
-                  or error_shaped(text))
+                  or self._shaped(text))
+        specific = next((c for c in codes if c.entry is not None and c.entry.kind == "specific"), None)
         if not shaped:
-            if following:  # an exception's message, a CANN block: a known cause counts here
-                known = _known(text, facts)
+            if following:  # an exception's message, a CANN block: a known cause (or code) counts here
+                known = self._known(text, facts)
                 if known and known[0] == RANK_KNOWN:
                     self._offer(line, known[0], known[1], known[2], facts, before)
+                elif specific is not None:
+                    self._offer(line, RANK_CODE, None, (), facts, before, specific)
             return
         self.follow_left = WINDOW["follow"]
         self.decode_left = max(self.decode_left, WINDOW["follow"])
-        soc = SOC.search(text)
+        soc = SOC.search(text) if "scend" in text or "SCEND" in text else None
         if soc:
             self.soc = soc.group(0)
-        known = _known(text, facts)
+        known = self._known(text, facts)
         if known:
             self._offer(line, known[0], known[1], known[2], facts, before)
-        elif NOISE.search(text):
+        elif specific is not None:  # no signature: the most specific code names the cause
+            self._offer(line, RANK_CODE, None, (), facts, before, specific)
+        elif self._summary(text):
             self._offer(line, RANK_SUMMARY, None, (), facts, before)
         else:
-            self._offer(line, RANK_WARNING if _is_warning(line) else RANK_ERROR, None, (), facts, before)
+            harmless = bool(codes) and all(c.entry is not None and c.entry.kind == "harmless" for c in codes)
+            self._offer(line, RANK_WARNING if harmless or _is_warning(line) else RANK_ERROR, None, (), facts, before)
+
+    @staticmethod
+    def _remember(memo: Dict[Any, Any], text: str, key: Any, value: Any) -> None:
+        """Remember what `text` alone decides (see reader.MEMO): short lines only, a bounded number of them."""
+        if len(text) <= MEMO_LINE:
+            if len(memo) >= MEMO:
+                memo.clear()
+            memo[key] = value
+
+    def _summary(self, text: str) -> bool:
+        summary = self.memo_summary.get(text)
+        if summary is None:
+            summary = NOISE.search(text) is not None
+            self._remember(self.memo_summary, text, text, summary)
+        return summary
+
+    def _shaped(self, text: str) -> bool:
+        shaped = self.memo_shaped.get(text)
+        if shaped is None:
+            shaped = error_shaped(text)
+            self._remember(self.memo_shaped, text, text, shaped)
+        return shaped
+
+    def _known(self, text: str, facts: Dict[str, Evidence]) -> Optional[Known]:
+        key = (text, frozenset(facts))
+        if key in self.memo_known:
+            return self.memo_known[key]
+        known = _known(text, facts)
+        self._remember(self.memo_known, text, key, known)
+        return known
+
+    def _report(self, key: str, process: str) -> None:
+        reporters = self.reporters.setdefault(key, [])
+        if process not in reporters:
+            reporters.append(process)
 
     def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
-               facts: Dict[str, Evidence], before: Before) -> None:
+               facts: Dict[str, Evidence], before: Before, code: Optional[Seen] = None) -> None:
+        cause_key = _cause_key(line.text, sig, code)
+        self._report(cause_key, line.process)
         best = self.best
+        ordinal = self.printed.get(line.process, 0)
         explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
-                    and not sig.weak and rank == RANK_KNOWN
-                    and 0 <= line.number - best.line_number <= WINDOW["follow"] and line.raw != best.line)
+                    and not sig.weak and rank == RANK_KNOWN and line.process == best.process
+                    and 0 < ordinal - best.ordinal <= WINDOW["follow"])
         if best is not None and best.key() <= (rank, line.is_api_server, line.number) and not explains:
             return
         found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
-                       [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK)
+                       [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK, code=code,
+                       cause_key=cause_key, process=line.process, ordinal=ordinal)
         if sig is not None:
             found.evidence = sorted({facts[name] for name in sig.evidence if name in facts})
         if found.block:
@@ -297,15 +411,17 @@ class Scanner:
         best = self.best
         assert best is not None
         if best.block:  # the resolver's lines are not error-shaped, yet one may name a specific cause
-            text = normalise(number, raw)[0].text
-            if BLOCK_END.search(text) and len(best.context) > 1:
+            line = normalise(number, raw)[0]
+            if BLOCK_END.search(line.text) and len(best.context) > 1:
                 best.after = 0
                 return
-            known = _known(text, self.facts)
+            known = _known(line.text, self.facts)
             if known and known[0] == RANK_KNOWN:
+                self._report(known[1].id, line.process)
                 self.best = _Found(RANK_KNOWN, best.api, number, raw, known[1], known[2], [*best.context, raw],
                                    CONTEXT, block=False,
-                                   evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}))
+                                   evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}),
+                                   cause_key=known[1].id)
                 return
         best.after -= 1
         if not best.block or raw.strip():
@@ -315,13 +431,8 @@ class Scanner:
     def feed(self, block: bytes) -> None:
         """Scan `block` (whole lines). Only lines holding a marker, and the windows after a traceback, an error
         line or a CMake error, are decoded."""
-        best = self.best
-        settled = best is not None and best.rank == RANK_KNOWN and best.after == 0 and not best.api
-        if settled:
-            self.tracebacks.clear()  # nothing read from here on can beat the cause, short of a new attempt
-        markers = ATTEMPT_MARKERS if settled and not self.decode_left else MARKERS + ATTEMPT_MARKERS
         starts = set()
-        for marker in markers:
+        for marker in MARKERS + ATTEMPT_MARKERS:
             at = block.find(marker)
             while at != -1:
                 starts.add(block.rfind(b"\n", 0, at + (marker[:1] == b"\n")) + 1)
@@ -392,17 +503,23 @@ class Scanner:
         best = self.best
         if best is None:
             return None
+        codes, reported_by = list(self.codes.values()), self.reporters.get(best.cause_key, [])
+        code = best.code.entry if best.code is not None else None
+        if code is not None:
+            return Diagnosis(f"code:{code.key}", f"{code.code} = {code.meaning}: {code.cause}", code.fix,
+                             best.line_number, best.line, best.context, codes=codes, reported_by=reported_by)
         if best.signature is None:
-            meaning = code_meaning(best.line)
-            cause = best.line.strip() + (f" [{meaning}]" if meaning else "")
-            return Diagnosis(None, cause, None, best.line_number, best.line, best.context)
+            meanings = [f"{c.code} = {c.entry.meaning}" for c in find_codes(best.line, self.catalogue) if c.entry]
+            cause = best.line.strip() + (f" [{'; '.join(meanings)}]" if meanings else "")
+            return Diagnosis(None, cause, None, best.line_number, best.line, best.context, codes=codes,
+                             reported_by=reported_by)
         host = host or Host.detect(soc=self.soc)
         if host.device is None and self.soc:
             host = Host(host.family, device_of(self.soc), host.set_env)
         groups = best.groups or ("",)
         return Diagnosis(best.signature.id, best.signature.cause.format(*groups),
                          best.signature.fix.for_host(host, groups), best.line_number, best.line, best.context,
-                         best.evidence)
+                         best.evidence, codes, reported_by)
 
 
 def triage_stream(stream: BinaryIO, host: Optional[Host] = None, chunk: int = CHUNK) -> Optional[Diagnosis]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Pattern, Sequence, Tuple
+from typing import Mapping, Match, Optional, Pattern, Sequence, Tuple
 
 from ascend_setup.knowledge.fixes import Fix
+from ascend_setup.knowledge.literals import required_literals
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,21 @@ class Signature:
     requires: Tuple[str, ...] = ()  # facts that must have been seen before the error line
     evidence: Tuple[str, ...] = ()  # facts shown beside the error line when seen
     weak: bool = False  # named by a return code alone: a specific line of the CANN block after it wins
+    guards: Tuple[str, ...] = ()  # a line the pattern matches holds one of these (read from the pattern)
+
+    def search(self, text: str) -> Optional[Match[str]]:
+        """The pattern's match, tested first with `in` on its literals: most lines hold none of them."""
+        for guard in self.guards:  # a loop, not any(): this runs ~80 times per error line
+            if guard in text:
+                return self.pattern.search(text)
+        return None if self.guards else self.pattern.search(text)
 
 
 def _sig(id: str, pattern: str, cause: str, fix: Fix, example: Tuple[str, ...],
          requires: Tuple[str, ...] = (), evidence: Tuple[str, ...] = (), weak: bool = False) -> Signature:
-    return Signature(id, re.compile(pattern), cause, fix, example, requires, evidence or requires, weak)
+    compiled = re.compile(pattern)
+    return Signature(id, compiled, cause, fix, example, requires, evidence or requires, weak,
+                     required_literals(compiled) or ())
 
 
 #: Facts: earlier lines that change what an error means. A fact named `frame:...` is looked for only in the
@@ -94,6 +105,14 @@ SIGNATURES: Sequence[Signature] = (
          Fix("install the complete Ascend-cann-toolkit package for this CANN version (its devel headers) and "
              "source {set_env}"),
          ("CMake Error at cmake/FindDlog.cmake:20 (message):", "  Could NOT find dlog (missing: dlog_INCLUDE_DIR)")),
+    _sig("ascendc-kernel-compile", r"Output of ascend_compiler: (\S+?):\d+:\d+: error: (.*)",
+         "CANN's AscendC compiler rejects vllm-ascend's custom kernel {0} ({1}): this CANN toolkit is not the version "
+         "the vllm-ascend release was written for (CANN 8.2.RC1's AscendC changes broke earlier releases' kernels)",
+         Fix("build against the CANN version the vllm-ascend release pins (ascend-setup plan names it), or install a "
+             "vllm-ascend release made for this CANN"),
+         ("Function AscendcCompiler at line 98, Command excution failed, the returnCode is non-zero!",
+          "Output of ascend_compiler: /home/vllm-ascend/csrc/kernels/pos_encoding_kernels.cpp:357:9: error: use of "
+          "undeclared identifier 'rope_custom_true_half'; did you mean 'rope_custom_true___cce_half'?")),
     _sig("cmake-too-old", r"CMake ([\d.]+) or higher is required\.\s+You are running version ([\d.]+)",
          "this CMake is {1}; the build needs {0} or newer",
          Fix("pip install 'cmake>={0}' into the venv (its bin/ first on PATH); the distribution's cmake is older",
@@ -122,6 +141,13 @@ SIGNATURES: Sequence[Signature] = (
          "the venv's torch is not {0}: something displaced it (vllm's CUDA metadata does)",
          Fix("pip install --no-deps torch=={0}, then rebuild"),
          ("CMake Error at CMakeLists.txt:40 (message):", "  Expected PyTorch version 2.10.0, but found 2.11.0")),
+    # a package Python finds as a bare directory: a broken install, or a same-named directory in the working dir
+    _sig("broken-namespace-package", r"cannot import name '(\w+)' from '([\w.]+)' \(unknown location\)",
+         "'{1}' imports as an empty namespace package ('unknown location'): a broken or half-removed install of it, "
+         "or a directory of that name in the working directory or on PYTHONPATH, hides the real one",
+         Fix("pip uninstall -y {1} (repeat until pip finds none), remove a stray {1}/ directory from site-packages or "
+             "the working directory, then reinstall the row's {1} if you need it"),
+         ("ImportError: cannot import name 'AsyncEngineArgs' from 'vllm' (unknown location)",)),
     # a source tree in the working directory: the compiled part is missing, or the traceback runs through it
     _sig("source-shadow", r"No module named '(torch_npu\._C|vllm_ascend\.vllm_ascend_C)'",
          "'{0}' is missing because a source checkout in the working directory shadows the installed package",
@@ -175,6 +201,14 @@ SIGNATURES: Sequence[Signature] = (
          Fix("add the Ascend index (--extra-index-url, " + _ASCEND_INDEX + ") and build with --no-build-isolation "
              "(ascend-setup does both)"),
          ("ERROR: No matching distribution found for triton-ascend==3.2.2",)),
+    _sig("torch-npu-index", r"No matching distribution found for (torch[-_]npu)\s*==\s*(\S+)",
+         "{0} {1} is not on this index: torch-npu's dev builds (and some post releases) are published only on the "
+         "Ascend index",
+         Fix("add the Ascend index (--extra-index-url, " + _ASCEND_INDEX + "), or install the torch-npu the row "
+             "pins"),
+         ("ERROR: Could not find a version that satisfies the requirement torch-npu==2.5.1.post1.dev20250619 "
+          "(from versions: 2.5.1rc1, 2.5.1)",
+          "ERROR: No matching distribution found for torch-npu==2.5.1.post1.dev20250619")),
     _sig("vllm-cuda-triton", r"(?:satisfies the requirement|No matching distribution found for) "
                              r"triton(?![-\w])\s*(?:[=<>!~]=?\s*([\w.]+))?",
          "vLLM's PyPI wheel requires CUDA's triton {0}, which has no build for this machine (and must not be on "
@@ -199,6 +233,12 @@ SIGNATURES: Sequence[Signature] = (
          (_TB, '  File "/venv/lib/python3.11/site-packages/vllm_ascend/utils.py", line 310, in vllm_version_is',
           "    return Version(vllm.__version__) == Version(target)",
           "packaging.version.InvalidVersion: Invalid version: 'dev'")),
+    _sig("glibc-too-old-cann", r"(bisheng[\w-]*|ccec|ascendc[\w-]*)[^:\s]*: [^:]*: version `GLIBC_(2\.\d+)' not found",
+         "CANN's compiler ({0}) needs glibc {1}, newer than this OS's: the toolkit is built for newer systems",
+         Fix("run it on an OS or in a container with glibc >= {1} (ldd --version shows this one's), or use the CANN "
+             "release that supports this OS"),
+         ("/usr/local/Ascend/ascend-toolkit/latest/bisheng_toolkit/bishengir/bin/bishengir-compile: "
+          "/usr/lib64/libm.so.6: version `GLIBC_2.29' not found (required by bishengir-compile)",)),
     _sig("glibc-too-old", r"GLIBC_(2\.\d+)' not found",
          "a binary was built for glibc {0}, newer than this machine's",
          Fix("use wheels built for this glibc (see 'ascend-setup plan'), or build that package from source"),
@@ -234,6 +274,13 @@ SIGNATURES: Sequence[Signature] = (
          Fix("take the whole row (ascend-setup audit --venv DIR shows which package is off), then rebuild the "
              "custom ops against it"),
          ("ImportError: /x/vllm_ascend_C.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN6c10_npu3fooEi",)),
+    _sig("python-too-old-pep604", r"unsupported operand type\(s\) for \|: '(?:type|NoneType|_?GenericAlias|"
+                                  r"_SpecialForm|typing\.\w+)' and '(?:type|NoneType|_?GenericAlias|_SpecialForm|"
+                                  r"typing\.\w+)'",
+         "code written with `X | None` type annotations (PEP 604) runs on Python < 3.10, which cannot evaluate them",
+         Fix("use Python 3.10 or 3.11 for the venv (vllm-ascend >= 0.11 needs >= 3.10): python3 --version shows "
+             "this one"),
+         ("TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",)),
     _sig("torch-api-mismatch", r"incompatible (?:constructor|function) arguments",
          "Python code calls a torch API with arguments the compiled torch does not take: vLLM was written for a "
          "newer torch than the installed torch/torch_npu pair",
@@ -274,7 +321,8 @@ SIGNATURES: Sequence[Signature] = (
     _sig("soc-unsupported", r"[Cc]an ?not support soc_?version:? ?'?(\w*)|Unsupported soc[ _]version:? ?(\w*)",
          "this CANN or build does not support the SOC {0}",
          Fix("install the CANN release and the vllm-ascend build made for this chip (ascend-setup install "
-             "--soc ...)"),
+             "--soc ...); vllm-ascend supports A2, A3 and 300I Duo only: a first-generation Ascend 910 (reported as "
+             "soc_version 104) is not supported"),
          ("RuntimeError: Can not support soc_version: Ascend910_9392",)),
     _sig("triton-ascend-target", r"bishengir-compile: .*Cannot find option named '(Ascend\w+)'",
          "triton-ascend cannot compile for {0} (it does not support 310P)",
@@ -283,11 +331,37 @@ SIGNATURES: Sequence[Signature] = (
          ("triton.compiler.errors.MLIRCompilationError: ",
           "[ConvertLinalgRToBinary] encounters error:",
           "bishengir-compile: for the --target option: Cannot find option named 'Ascend310P1'!")),
-    _sig("op-unsupported-on-soc", r"Op (\w+) does not has any binary|(\w+) not implemented for DT_(\w+)",
-         "the operator {0} has no kernel for this SOC or dtype (310P lacks many, and bfloat16 altogether)",
-         Fix("serve with --dtype float16 on 310P, and use the -310p image/wheel of vllm-ascend"),
-         ("EZ9999: Inner Error!", "EZ9999  Op Equal does not has any binary.[FUNC:GetKernel]")),
+    _sig("op-unsupported-on-soc", r"socVersion \[(\w+)\] does not support opType \[(\w+)\]",
+         "the operator {1} has no kernel for {0}: the model needs an operator this chip lacks (Qwen3-MoE's "
+         "MoeGatingTopKSoftmax on 310P)",
+         Fix("serve a model this chip's kernels cover (a dense model on 310P), or use A2/A3 hardware"),
+         ("RuntimeError: call aclnnMoeGatingTopKSoftmax failed, detail:EZ1001: [PID: 51715] Get regInfo failed, The "
+          "binary_info_config.json of socVersion [ascend310p] does not support opType [MoeGatingTopKSoftmax].",)),
+    _sig("op-dtype-unsupported", r"(\w+) not implemented for DT_(\w+)",
+         "the operator's input '{0}' has no kernel for {1}: the model runs in a dtype this operator does not support "
+         "(W8A8 quantised matmuls take no float16 scale)",
+         Fix("serve with a --dtype the operator's list (the next lines) holds: --dtype bfloat16 for W8A8 weights on "
+             "A2/A3 (with --mamba-ssm-cache-dtype bfloat16 for hybrid models); 310P has no bfloat16: float16 there"),
+         ("aclnnQuantMatmulWeightNz failed, error code is 161002", "AclNN_Parameter_Error(EZ1001):",
+          "Tensor scale not implemented for DT_FLOAT16,", "should be in dtype support list",
+          "[DT_UINT64, DT_BFLOAT16, DT_INT64, DT_FLOAT].")),
+    _sig("cann-kernels-missing", r"Op (\w+) does not has any binary|read binary_info_config\.json failed|"
+                                 r"check if the opp_kernel package is installed",
+         "CANN's operator kernel package (Ascend-cann-kernels for this chip) is missing or not for this chip: "
+         "operators have no binary (a first-generation Ascend 910 has none vllm-ascend supports)",
+         Fix("install the Ascend-cann-kernels package of this CANN version for this chip (910b on A2, the A3 kernels "
+             "on A3, 310p on 300I) and source {set_env}; a first-generation Ascend 910 (Ascend-cann-kernels-910) is "
+             "not supported by vllm-ascend: it needs A2/A3"),
+         ("EZ9999: Inner Error!", "EZ9999: 2024-05-17-18:46:14.721.067  Op Equal does not has any binary.")),
     # -- serving: start-up and the first request --------------------------------------------------------------
+    _sig("no-context-set-device", r"The context is empty|Check whether acl\.rt\.set_context or acl\.rt\.set_device",
+         "a thread or process used the NPU without calling set_device first (107002, ACL_ERROR_RT_CONTEXT_NULL: "
+         "it has no context): a newly started worker thread allocates on the NPU",
+         Fix("call torch.npu.set_device(N) at the start of every thread and process that uses the NPU (as FastChat's "
+             "fix does), before the first allocation"),
+         ("(allocate:torch_npu/csrc/core/npu/NPUCachingAllocator.cpp:2050 NPU error, error code is 107002",
+          "[Error]: The context is empty.",
+          "        Check whether acl.rt.set_context or acl.rt.set_device is called.")),
     _sig("device-type-mismatch", r"does not match the installed version's device type",
          "the installed vllm-ascend was built for another device type (the published 0.23.0 wheels say A2)",
          Fix("rebuild vllm-ascend from source for this NPU (ascend-setup builds it with the SOC it reads)",
@@ -361,6 +435,12 @@ SIGNATURES: Sequence[Signature] = (
          "breaks it",
          Fix("choose a --tp that keeps numHeads/numKvHeads in {{32, 64, 128}}, or serve with --enforce-eager"),
          ("EZ9999: Inner Error!", "EZ9999  numHeads / numKvHeads = 8, MLA only support {32, 64, 128}")),
+    _sig("quantization-ascend-unknown", r"argument --quantization(?:/-q)?: invalid choice: 'ascend'",
+         "vLLM does not know --quantization ascend: vllm-ascend registers it, and this vllm-ascend is older than "
+         "the releases that do (or it is not installed in this venv)",
+         Fix("upgrade vllm-ascend to the row's release (ascend-setup audit --venv DIR shows the installed one) and "
+             "follow its quantization guide"),
+         ("vllm serve: error: argument --quantization/-q: invalid choice: 'ascend' (choose from 'aqlm', 'awq')",)),
     _sig("ascend-quantizer", r"There is no available ascend quantizer",
          "the checkpoint is not a ModelSlim export vllm-ascend can load with --quantization ascend",
          Fix("re-export the weights with ModelSlim (W8A8, quant_model_description.json), or drop "
@@ -511,44 +591,3 @@ RESOLVER_BLOCKS: Sequence[Signature] = (
          "uv found no set of versions that meets every requirement", Fix("uv's explanation is shown above"),
          ("error: No solution found when resolving dependencies",)),
 )
-
-#: What a return code of ACL, HCCL or DCMI means (CANN's rt_error_codes.h, hccl_types.h, dcmi_interface_api.h):
-#: shown beside an error line whose code no signature knows.
-CODE_MEANINGS: Mapping[str, str] = {
-    "acl:100000": "ACL_ERROR_INVALID_PARAM: a parameter is invalid",
-    "acl:107000": "ACL_ERROR_RT_PARAM_INVALID: a parameter is invalid",
-    "acl:107001": "ACL_ERROR_RT_INVALID_DEVICEID: no such device id",
-    "acl:107002": "ACL_ERROR_RT_CONTEXT_NULL: no current context (set_device was not called in this thread)",
-    "acl:207000": "ACL_ERROR_RT_FEATURE_NOT_SUPPORT: not supported by this CANN/driver/chip",
-    "acl:207001": "ACL_ERROR_RT_MEMORY_ALLOCATION: device memory allocation failed",
-    "acl:207004": "ACL_ERROR_RT_NO_DEVICE: no device",
-    "acl:207005": "ACL_ERROR_RT_RESOURCE_ALLOC_FAIL: a runtime resource (streams) could not be allocated",
-    "acl:207006": "ACL_ERROR_RT_NO_PERMISSION: no permission on the device",
-    "acl:207007": "ACL_ERROR_RT_NO_EVENT_RESOURCE: out of events",
-    "acl:207008": "ACL_ERROR_RT_NO_STREAM_RESOURCE: out of streams",
-    "acl:207009": "ACL_ERROR_RT_NO_NOTIFY_RESOURCE: out of notifies",
-    "acl:500000": "ACL_ERROR_INTERNAL_ERROR: CANN internal error",
-    "acl:500001": "ACL_ERROR_FAILURE: CANN could not initialise (its Python dependencies, numpy 2)",
-    "acl:507033": "ACL_ERROR_RT_DEV_SETUP_ERROR: the device could not be set up (held elsewhere, or broken)",
-    "hccl:1": "HCCL_E_PARA: a parameter is wrong", "hccl:4": "HCCL_E_INTERNAL: internal error",
-    "hccl:7": "HCCL_E_UNAVAIL: a resource is unavailable", "hccl:9": "HCCL_E_TIMEOUT: a timeout",
-    "hccl:11": "HCCL_E_TCP_CONNECT: a TCP connection failed",
-    "hccl:12": "HCCL_E_ROCE_CONNECT: a RoCE connection failed",
-    "hccl:15": "HCCL_E_RUNTIME: the runtime failed", "hccl:19": "HCCL_E_NETWORK: a network error (port, NIC)",
-    "dcmi:-8005": "DCMI_ERR_CODE_INNER_ERR: DCMI inner error (in a container: the card is used elsewhere)",
-    "dcmi:-8013": "DCMI_ERR_CODE_NOT_SUPPORT_IN_CONTAINER: not supported inside a container",
-    "dcmi:-8020": "DCMI_ERR_CODE_RESOURCE_OCCUPIED: the card is held by another container",
-}
-#: Where a return code is printed: `error code is 507033`, `hcclRet -> 19`, `ret is -8005`.
-CODE = re.compile(r"(?:error code is|runtime result =|errorCode =|ret=) ?(?P<acl>\d{6})\b|"
-                  r"(?:hcclRet -> |HCCL error code is |return\[|ret\[)(?P<hccl>\d{1,2})\b|ret is (?P<dcmi>-80\d\d)")
-
-
-def code_meaning(text: str) -> str:
-    """'ACL 507033 = ACL_ERROR_RT_DEV_SETUP_ERROR: ...' for a return code printed on `text`, or ''."""
-    m = CODE.search(text)
-    if not m:
-        return ""
-    family = next(name for name in ("acl", "hccl", "dcmi") if m.group(name))
-    meaning = CODE_MEANINGS.get(f"{family}:{m.group(family)}")
-    return f"{family.upper()} {m.group(family)} = {meaning}" if meaning else ""

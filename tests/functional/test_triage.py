@@ -27,7 +27,8 @@ def test_json_shape_and_standard_input(cli) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert set(data) == {"id", "line_number", "line", "cause", "fix", "context", "evidence"}
+    assert set(data) == {"id", "line_number", "line", "cause", "fix", "context", "evidence", "processes", "reported_by",
+                         "codes", "unknown_codes"}
     assert data["id"] == "root-dir-unset" and data["line_number"] == 541 and "setuptools" in data["fix"]
     assert data["line"] in data["context"] and data["evidence"] == []
 
@@ -41,6 +42,21 @@ def test_no_known_cause_exits_1_and_still_shows_the_most_error_like_line(cli, tm
     assert data["id"] is None and data["line_number"] == 2 and data["line"] == "ERROR: something odd happened"
     clean = cli("triage", str(LOGS / "clean-compile-custom-kernels-0.log"))
     assert clean.returncode == 1 and "no known cause" in clean.stdout
+    empty = cli("triage", "--json", str(LOGS / "clean-compile-custom-kernels-0.log"))
+    assert set(json.loads(empty.stdout)) == set(data)
+
+
+def test_codes_are_listed_with_their_meaning_and_the_unknown_ones_apart(cli, tmp_path: Path) -> None:
+    log = tmp_path / "codes.log"
+    log.write_text("[ERROR] 2025-01-01-00:00:00 (PID:1, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n"
+                   "EZ9999: Inner Error!\n"
+                   "EZ8123: [PID: 1] some new failure\n")
+    data = json.loads(cli("triage", "--json", str(log)).stdout)
+    assert [(c["code"], c["kind"]) for c in data["codes"]] == [("ERR00100", "generic"), ("EZ9999", "generic")]
+    assert [(c["code"], c["family"], c["line_number"]) for c in data["unknown_codes"]] == [("EZ8123", "cann", 3)]
+    assert data["id"] is None  # generic codes only: no cause is named
+    shown = cli("triage", str(log)).stdout
+    assert "code EZ9999 (line 2): Inner Error" in shown and "unknown codes: EZ8123 (cann, line 3)" in shown
 
 
 @pytest.mark.parametrize("kind", ["missing", "a-dir", "a-fifo", "binary", "device"])

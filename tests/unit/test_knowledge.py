@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascend_setup.knowledge.fixes import Host
+from ascend_setup.knowledge.literals import required_literals
 from ascend_setup.knowledge.scan import triage, triage_stream
 from ascend_setup.knowledge.signatures import RESOLVER_BLOCKS, SIGNATURES
 from ascend_setup.simulate.fake_cann import build_fake_cann
@@ -240,3 +242,16 @@ def test_a_binary_file_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "x.bin").write_bytes(b"\x7fELF\x00\x00\x01" * 100)
     with pytest.raises(BadInput), (tmp_path / "x.bin").open("rb") as stream:
         triage_stream(stream)
+
+
+def test_a_signatures_literal_guard_never_changes_what_it_matches() -> None:
+    """The guards are read from each pattern: on every example line of every signature, the guarded search and the
+    bare regex agree (a guard that dropped a match would hide a cause)."""
+    lines = [line for sig in (*SIGNATURES, *RESOLVER_BLOCKS) for line in sig.example]
+    assert all(sig.guards for sig in (*SIGNATURES, *RESOLVER_BLOCKS))
+    for sig in (*SIGNATURES, *RESOLVER_BLOCKS):
+        for line in lines:
+            assert bool(sig.search(line)) == bool(sig.pattern.search(line)), (sig.id, line)
+    assert required_literals(re.compile(r"(?:error code is|result =) ?(207004)")) == ("207004",)
+    assert required_literals(re.compile(r"libatb\.so: cannot|EJ0003")) == ("libatb.so: cannot", "EJ0003")
+    assert required_literals(re.compile(r"ab|x+")) is None and required_literals(re.compile("abc", re.I)) is None

@@ -333,7 +333,25 @@ PIP_ANSWER = Kind(
               ("answer", "files")],
     keyed=[("key",), ("considered",)])
 
-KINDS_LOADED = [PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL,
+# -- the error-code catalogue (data/error_codes.yaml: it ships with the tool, and a damaged one is bad input) ------
+
+def _load_codes(path: Path) -> Any:
+    from ascend_setup.knowledge.codes import load_catalogue
+
+    return load_catalogue(path)
+
+
+_CODE = ("codes", 0)
+CODES = Kind(
+    "error-codes", "codes",
+    example=lambda: {"codes": [{"code": "EJ0001", "family": "cann", "kind": "specific", "meaning": "HCCP init failure",
+                                "cause": "the last process runs", "fix": "kill it",
+                                "source": "https://example.invalid/EJ0001"}]},
+    path="error_codes.yaml", target="error_codes.yaml", load=_load_codes, refused=raises_bad_input(_load_codes),
+    strings=[(*_CODE, k) for k in ("code", "family", "kind", "meaning", "cause", "fix", "source")],
+    containers=[("codes",), _CODE], required=[("codes",), (*_CODE, "code"), (*_CODE, "meaning"), (*_CODE, "source")])
+
+KINDS_LOADED = [CODES, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL,
                 HUB_CACHE, DOCTOR_STATE]
 
 

@@ -19,10 +19,11 @@ def _triage(lines: List[str], ending: str = "\n") -> Optional[Diagnosis]:
 
 
 def test_every_prefix_comes_off_and_its_level_and_process_stay() -> None:
-    assert strip_prefixes(ENGINE + "  File \"x.py\", line 1") == ('  File "x.py", line 1', "EngineCore_DP0", "ERROR")
+    assert strip_prefixes(ENGINE + "  File \"x.py\", line 1") == ('  File "x.py", line 1', "EngineCore_DP0 pid=14421",
+                                                                 "ERROR")
     assert strip_prefixes("(VllmWorker rank=3 pid=112081) INFO 07-17 08:06:53 [gpu.py:1] ok")[1:] == \
-        ("VllmWorker", "INFO")
-    assert strip_prefixes("(RayWorkerWrapper pid=5, ip=10.0.0.2) x")[:2] == ("x", "RayWorkerWrapper")
+        ("VllmWorker rank=3 pid=112081", "INFO")
+    assert strip_prefixes("(RayWorkerWrapper pid=5, ip=10.0.0.2) x")[:2] == ("x", "RayWorkerWrapper pid=5, ip=10.0.0.2")
     assert strip_prefixes("[rank1]: KeyError: 'a'")[:2] == ("KeyError: 'a'", "rank1")
     assert strip_prefixes("[ERROR] 2025-08-05-08:05:26 (PID:5, Device:0, RankID:-1) ERR00100 PTA call acl api failed") \
         == ("ERR00100 PTA call acl api failed", "", "ERROR")
@@ -116,9 +117,10 @@ def test_without_the_fact_the_same_error_names_the_general_cause() -> None:
     assert shadow is not None and shadow.id == "vllm-plugin-mismatch"
 
 
-def test_an_unknown_return_code_is_named_by_its_meaning() -> None:
+def test_a_code_no_signature_knows_names_the_cause_when_specific_and_its_meaning_when_generic() -> None:
     diagnosis = _triage(["RuntimeError: aclrtMalloc failed, error code is 207001"])
-    assert diagnosis is not None and diagnosis.id is None and "ACL_ERROR_RT_MEMORY_ALLOCATION" in diagnosis.cause
+    assert diagnosis is not None and diagnosis.id == "code:acl:207001" and diagnosis.fix
+    assert "ACL_ERROR_RT_MEMORY_ALLOCATION" in diagnosis.cause
     hccl = _triage(["[ERROR] HCCL(1,python3):2025-07-23-03:47:57.070.466 [m.cc:54] [1][ServerInit]call trace: "
                     "hcclRet -> 11"])
-    assert hccl is not None and "HCCL_E_TCP_CONNECT" in hccl.cause
+    assert hccl is not None and hccl.id is None and "HCCL_E_TCP_CONNECT" in hccl.cause
