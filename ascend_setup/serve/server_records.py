@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints
 from typing_extensions import Annotated
@@ -44,7 +44,7 @@ class ServerRecord(BaseModel):
     figures: Optional[Prose] = None  # serve's result line, once measured
     env: Dict[Name, Prose] = Field(default_factory=dict, max_length=4096)
     token: Optional[Token] = None  # the run token in the server's environment (absent: an older tool's record)
-    _owner: Optional[int] = PrivateAttr(default=None)  # the record file's uid, when read from one
+    _owners: Tuple[int, ...] = PrivateAttr(default=())  # the uids of the record's file and folder, when read
 
     @property
     def started(self) -> Started:
@@ -56,9 +56,9 @@ class ServerRecord(BaseModel):
         return self.started.running() and start_ticks(self.pid) == self.start_ticks
 
     def foreign_owner(self) -> Optional[int]:
-        """The uid that owns this record's file when it is not the one running (its record is then read, never
-        acted on: a record another user planted must not make root signal or delete anything)."""
-        return self._owner if self._owner is not None and self._owner != os.geteuid() else None
+        """The uid that owns this record's file or its folder when it is not the one running (the record is then
+        read, never acted on: a record another user planted must not make root signal or delete anything)."""
+        return next((uid for uid in self._owners if uid != os.geteuid()), None)
 
 
 def serve_dir(workdir: Path) -> Path:
@@ -87,7 +87,7 @@ def load(path: Path) -> ServerRecord:
     if f"{record.name}{SUFFIX}" != path.name:
         raise BadInput(f"server record {visible(path)} names the server {record.name!r}, not its own file's name",
                        hint=hint)
-    record._owner = os.lstat(path).st_uid
+    record._owners = (os.lstat(path).st_uid, os.lstat(path.parent).st_uid)
     return record
 
 

@@ -34,8 +34,9 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, boo
     record = pick(workdir, name)
     owner = record.foreign_owner()
     if owner is not None:
-        raise BadInput(f"server record {record_path(workdir, record.name)} belongs to uid {owner}: ascend-setup reads "
-                       f"it but does not act on it as uid {os.geteuid()}", hint="run 'serve stop' as that user")
+        raise BadInput(f"server record {record_path(workdir, record.name)} (or its folder) belongs to uid {owner}: "
+                       f"ascend-setup reads it but does not act on it as uid {os.geteuid()}",
+                       hint="run 'serve stop' as that user")
     started = record.started
     running = started.running()
     why = started.stop(GRACE_SECONDS)

@@ -224,21 +224,24 @@ class Started:
     def running(self) -> bool:
         return self.pid > 1 and pid_alive(self.pid, unknown=False)
 
-    def refusal(self) -> Optional[str]:
+    def refusal(self, child: Optional[subprocess.Popen[Any]] = None) -> Optional[str]:
         """Why this process is not proven to be the one the tool started (None: it is). Checked in this order:
-        pid above 1, this user's, the recorded start time, the run token, the group it was started as."""
+        pid above 1, this user's, the recorded start time, the run token, the group it was started as. `child`:
+        our own Popen of it, not yet collected, whose pid no other process can have until we collect it: that
+        parenthood stands for the user and the token (a run prefix may change user, or clear the environment)."""
         if self.pid <= 1:
             return f"pid {self.pid} is never signalled"
+        ours = child is not None and child.pid == self.pid and child.returncode is None
         uid = _uid_of(self.pid)
         if uid is None:
             return f"pid {self.pid} is gone"
-        if uid != os.geteuid():
+        if uid != os.geteuid() and not ours:
             return f"pid {self.pid} belongs to uid {uid}, not to uid {os.geteuid()} that runs ascend-setup"
         if start_ticks(self.pid) != self.start_ticks:
             return f"pid {self.pid} started at another time than recorded: it is another process"
-        if not self.token:
+        if not self.token and not ours:
             return f"pid {self.pid}'s record holds no run token (an older ascend-setup wrote it)"
-        if not carries_token(self.pid, self.token):
+        if not ours and not carries_token(self.pid, self.token or ""):
             return f"pid {self.pid} does not carry the run token ascend-setup gave the process it started"
         try:
             leader = os.getpgid(self.pid) == self.pid
@@ -248,16 +251,18 @@ class Started:
             return f"pid {self.pid} no longer leads the process group it was started in"
         return None
 
-    def _signal(self, sig: int, with_carriers: bool) -> List[int]:
+    def _proven(self, child: Optional[subprocess.Popen[Any]]) -> bool:
+        return self.running() and self.refusal(child) is None
+
+    def _signal(self, sig: int, with_carriers: bool, child: Optional[subprocess.Popen[Any]]) -> List[int]:
         """`sig` to the group while its leader proves ours, and to each process carrying the token (a member
         whose leader has gone, a grandchild in a session of its own). The carriers signalled, to reap."""
-        if self.running() and self.refusal() is None:
+        if self._proven(child):
             send(self.pid, sig, group=True)
         return _signal_carriers(self.token, sig) if with_carriers and self.token else []
 
-    def _left(self, with_carriers: bool) -> bool:
-        return (self.running() and self.refusal() is None) or \
-            bool(with_carriers and self.token and carriers(self.token))
+    def _left(self, with_carriers: bool, child: Optional[subprocess.Popen[Any]]) -> bool:
+        return self._proven(child) or bool(with_carriers and self.token and carriers(self.token))
 
     def stop(self, grace: float, child: Optional[subprocess.Popen[Any]] = None, *,
              carriers: bool = True) -> Optional[str]:
@@ -269,10 +274,10 @@ class Started:
         if child is not None:
             child.poll()
         if self.running():
-            why = self.refusal()
+            why = self.refusal(child)
             if why is not None:
                 return why
-        _until_gone(lambda sig: self._signal(sig, carriers), lambda: self._left(carriers), grace, child)
+        _until_gone(lambda sig: self._signal(sig, carriers, child), lambda: self._left(carriers, child), grace, child)
         return None
 
 

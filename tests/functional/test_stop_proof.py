@@ -1,6 +1,7 @@
 """Every place that stops a process signals only a process this tool started, proven: generated over each stop
 site and each hostile record (pid 1, another user's process, a forged start time, no run token, a record
-without one, a `../` name, a pid as text, an escape in the name, a record another user owns). Each case runs in
+without one, a `../` name, a pid as text, an escape in the name, a record or records folder another user
+owns). Each case runs in
 a PID namespace of its own (tests/helpers/stop_victims.py), so a regression that signalled pid 1 or kill(-1)
 would end that namespace, not the machine: the victim and a canary must live, nothing outside the workdir may
 change, and `serve stop` must say one line and exit 2. Then the happy paths: a real server of ours, and what
@@ -28,7 +29,7 @@ from ascend_setup.utils.procstat import start_ticks
 
 DRIVER = REPO / "tests" / "helpers" / "stop_victims.py"
 PROCESS_CASES = ["pid-1", "another-user", "forged-start-time", "no-token", "record-without-token"]
-RECORD_CASES = ["dotdot-name", "pid-as-text", "escape-name", "foreign-record"]
+RECORD_CASES = ["dotdot-name", "pid-as-text", "escape-name", "foreign-record", "foreign-workdir"]
 SITES: Dict[str, List[str]] = {
     "serve stop": PROCESS_CASES + RECORD_CASES,
     "serve's own stop": PROCESS_CASES,  # serve's foreground server and its failures: utils/procs.Started.stop
@@ -153,6 +154,18 @@ def test_a_node_command_s_setsid_grandchild_is_ended(cli, tmp_path: Path) -> Non
     assert done.returncode == 1, done.stderr
     pid = int(pid_file.read_text())
     assert _gone([pid]), f"the grandchild {pid} outlived doctor --nodes"
+
+
+def test_a_node_command_that_clears_its_environment_is_still_ended_at_its_timeout(cli, tmp_path: Path) -> None:
+    """Our own child, not yet collected, is proven ours by that: a prefix that drops the token (env -i) or
+    changes user is still killed at the node timeout."""
+    pid_file = tmp_path / "node.pid"
+    run = ["sh", "-c", f'echo $$ > {pid_file}; exec env -i sleep 300']
+    start = time.monotonic()
+    done = cli("doctor", "--nodes", str(_inventory(tmp_path, run, timeout=2)), "--json")
+    assert done.returncode == 1 and "no answer in 2 s" in done.stdout, done.stdout
+    assert time.monotonic() - start < 30
+    assert _gone([int(pid_file.read_text())], within=1.0)
 
 
 FLOOD = "import sys\nchunk = 'x' * 65536\nwhile True:\n    sys.stdout.write(chunk)\n"

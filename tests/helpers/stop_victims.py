@@ -81,6 +81,8 @@ def write_record(case: str, workdir: Path, record: Dict[str, Any]) -> str:
     path.write_text(json.dumps(record))
     if case == "foreign-record":
         os.chown(path, NOBODY, NOBODY)
+    if case == "foreign-workdir":
+        os.chown(path.parent, NOBODY, NOBODY)
     return record["name"]
 
 
