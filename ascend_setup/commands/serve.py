@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.progress import PhaseReporter
-from ascend_setup.cli.render import Output, stderr_console, stdout_console
+from ascend_setup.cli.render import Output, stderr_console, stdout_console, terminal_safe
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
 from ascend_setup.engine.runner import FIRST_RUN
 from ascend_setup.engine.workdir import Workdir
@@ -33,14 +33,13 @@ from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
 from ascend_setup.serve.families import families_for, traits
 from ascend_setup.serve.keys import installed_keys
 from ascend_setup.serve.measure import measure, write_result
-from ascend_setup.serve.run import deadline_seconds, served, start, stop_group, triaged_failure, wait_ready
+from ascend_setup.serve.run import deadline_seconds, served, start, stop_server, triaged_failure, wait_ready
 from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
 from ascend_setup.serve.start_checks import VenvFacts, card_processes, check_port, preflight, venv_facts
 from ascend_setup.serve.stop import status, stop_recorded
 from ascend_setup.serve.validate import check_against
 from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
-from ascend_setup.utils.procstat import start_ticks
 
 SIMULATED = "[simulated]"
 DEFAULT_CARD = "910B3"
@@ -215,14 +214,14 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     log = records.serve_dir(ctx.workdir) / f"{ctx.name}.log"
     records.serve_dir(ctx.workdir).mkdir(parents=True, exist_ok=True)
     offset = log.stat().st_size if log.exists() else 0  # this attempt's part of the log starts here
-    proc = start(plan.argv, {**ctx.env, **plan.environment}, log, detach=args.detach)
-    record = records.ServerRecord(name=ctx.name, pid=proc.pid, start_ticks=start_ticks(proc.pid) or 0,
-                                  port=args.port, cards=ctx.cards, log=str(log), argv=plan.argv,
-                                  detached=args.detach, started_at=time.time(), env=plan.environment)
+    proc, server = start(plan.argv, {**ctx.env, **plan.environment}, log, detach=args.detach)
+    record = records.ServerRecord(name=ctx.name, pid=proc.pid, start_ticks=server.start_ticks, port=args.port,
+                                  cards=ctx.cards, log=str(log), argv=plan.argv, detached=args.detach,
+                                  started_at=time.time(), env=plan.environment, token=server.token)
     records.save(ctx.workdir, record)
 
     def stop_it() -> None:
-        stop_group(proc.pid, proc)
+        stop_server(server, proc)
         records.remove(ctx.workdir, ctx.name)
 
     if not args.detach:
@@ -233,7 +232,7 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     reporter.starting(f"serve {ctx.name}", FIRST_RUN, f"vllm serve on card {','.join(map(str, ctx.cards))}, port "
                       f"{args.port}, ready within {deadline:.0f} s", log)
     try:
-        seconds = wait_ready(proc, base=base, name=ctx.name, log=log, offset=offset, deadline=deadline,
+        seconds = wait_ready(proc, server, base=base, name=ctx.name, log=log, offset=offset, deadline=deadline,
                              on_line=reporter.activity)
     except AscendSetupError:
         reporter.failed(f"serve {ctx.name}", "")
@@ -324,11 +323,12 @@ def _status(args: argparse.Namespace, output: Output) -> int:
         out.print(f"no server was started from {workdir}", soft_wrap=True, markup=False)
     for row in rows:
         state = "running" if row["running"] else "gone"
-        out.print(f"{row['name']}: {state}, pid {row['pid']}, port {row['port']}, card "
-                  f"{','.join(map(str, row['cards']))}, log {row['log']}" +
-                  (f"\n  {row['figures']}" if row["figures"] else "") +
-                  (f"\n  cause (log line {row['cause']['line_number']}): {row['cause']['cause']}"
-                   + (f"\n  fix: {row['cause']['fix']}" if row["cause"]["fix"] else "") if row["cause"] else ""),
+        out.print(terminal_safe(f"{row['name']}: {state}, pid {row['pid']}, port {row['port']}, card "
+                                f"{','.join(map(str, row['cards']))}, log {row['log']}") +  # a record's text
+                  (f"\n  {terminal_safe(row['figures'])}" if row["figures"] else "") +
+                  (f"\n  cause (log line {row['cause']['line_number']}): {terminal_safe(row['cause']['cause'])}"
+                   + (f"\n  fix: {terminal_safe(row['cause']['fix'])}" if row["cause"]["fix"] else "")
+                   if row["cause"] else ""),
                   soft_wrap=True, markup=False, highlight=False)
     return 0
 

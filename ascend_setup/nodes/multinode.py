@@ -1,5 +1,5 @@
 """`doctor --nodes FILE`: every node's facts at once (each bounded), the checks per node and across nodes,
-the NPU pings between every node pair, and the environment block each node needs. Nothing stops at the
+the NPU pings around the ring of the nodes, and the environment block each node needs. Nothing stops at the
 first problem: the report holds all of them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional
 
 from ascend_setup.errors import BadInput
 from ascend_setup.nodes.compare import NodeView, Problem, check_across, node_problems
-from ascend_setup.nodes.fanout import in_parallel, run_bounded
+from ascend_setup.nodes.fanout import end_escaped, in_parallel, run_bounded
 from ascend_setup.nodes.inventory import Inventory, Node
 from ascend_setup.nodes.node_facts import NodeFacts
 from ascend_setup.nodes.peers import PingOutcome, ping_problems, plan_pings, run_pings, unpinged
@@ -62,8 +62,18 @@ class Preflight:
 
 
 def run_preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView] = ask_node) -> Preflight:
+    """Within the node timeout for the facts (a node asked late, past WIDTH nodes, gets what is left of it) and
+    the ping timeout for the pings; whatever the nodes' commands left running is ended before it returns."""
+    try:
+        return _preflight(inventory, ask)
+    finally:
+        end_escaped()
+
+
+def _preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView]) -> Preflight:
     start = time.monotonic()
-    views = in_parallel(inventory.nodes, lambda n: ask(n, inventory.timeout))
+    views = in_parallel(inventory.nodes, lambda n: ask(n, min(inventory.timeout,
+                                                                start + inventory.timeout - time.monotonic())))
     problems: List[Problem] = []
     for v in views:
         problems += node_problems(v, ray=inventory.ray, skew=inventory.clock_skew, ports=inventory.ports)

@@ -1,14 +1,15 @@
-"""NPU to NPU across nodes: for every pair of nodes, each NPU of the first pings the same NPU of the second
-(`hccn_tool -i N -ping -g address IP`), the RoCE plane HCCL will use. hccn_tool answers one call at a time
-on a node ('hccn_tool is busy'), so each node runs its pings in turn while the nodes run in parallel; the whole
-is bounded by the inventory's ping timeout."""
+"""NPU to NPU across nodes, around a ring: each node's NPU i pings NPU i of the next node in the inventory (the
+last node's, the first's), `hccn_tool -i N -ping -g address IP`, on the RoCE plane HCCL will use. Every NPU
+thus sends and answers once, and a node's pings are as many as its NPUs, whatever the number of nodes: every
+pair (N x (N-1) / 2 of them) would make the pings and their report grow with the square of the nodes, and a
+real ping takes 3 s. hccn_tool answers one call at a time on a node ('hccn_tool is busy'), so each node runs
+its pings in turn while the nodes run in parallel; the whole is bounded by the inventory's ping timeout."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from itertools import combinations
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ascend_setup.nodes import hccn
 from ascend_setup.nodes.compare import NodeView, Problem, known_fix
@@ -40,12 +41,19 @@ class PingOutcome:
         return {**asdict(self.ping), "ok": self.ok, "detail": self.detail}
 
 
+def ring(views: Sequence[NodeView]) -> List[Tuple[NodeView, NodeView]]:
+    """Each node and the next, the last and the first; two nodes are one pair."""
+    if len(views) < 2:
+        return []
+    return [(views[i], views[(i + 1) % len(views)]) for i in range(len(views) if len(views) > 2 else 1)]
+
+
 def plan_pings(views: Sequence[NodeView]) -> List[Ping]:
-    """For each pair of nodes that answered with hccn_tool, NPU i of the first to NPU i's IP on the second
-    (an NPU with its link down or no IP is already a problem of its own, and is not pinged)."""
+    """Around the ring of the nodes that answered with hccn_tool, NPU i of each to NPU i's IP on the next (an NPU
+    with its link down or no IP is already a problem of its own, and is not pinged)."""
     pings = []
     usable = [v for v in views if v.facts is not None and v.facts.hccn_tool]
-    for a, b in combinations(usable, 2):
+    for a, b in ring(usable):
         assert a.facts is not None and b.facts is not None
         targets = {n.id: n.ip for n in b.facts.npus if n.ip and n.link == "UP"}
         for npu in a.facts.npus:

@@ -19,10 +19,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.procs import RUN_TOKEN_VAR, Started, make_subreaper, new_run_token
 
 PR_SET_PDEATHSIG = 1
 #: Bytes a second the weights are assumed to load at (network disks are slow), then compile and graph capture.
@@ -61,45 +62,30 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> subprocess.Popen:
-    """The server, writing its own log; detached it gets a session of its own and outlives the tool."""
+def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> Tuple[subprocess.Popen, Started]:
+    """The server, writing its own log; detached it gets a session of its own and outlives the tool. A fresh
+    run token in its environment (which its engine and workers inherit) is what proves it ours when stopped;
+    in the foreground the tool becomes the subreaper of what the server starts, so nothing of it escapes."""
+    token = new_run_token()
+    if not detach:
+        make_subreaper()
     with open_append(log) as handle:
         handle.write("$ " + " ".join(argv) + "\n")
         handle.flush()
         try:
-            return subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**env, "PYTHONUNBUFFERED": "1"}, cwd=log.parent,
+            proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**env, "PYTHONUNBUFFERED": "1", RUN_TOKEN_VAR: token}, cwd=log.parent,
                                     start_new_session=detach, preexec_fn=None if detach else _die_with_parent)
         except OSError as exc:
             raise AscendSetupError(f"vllm serve could not start: {exc}",
                                    hint="is vllm installed in the venv? 'ascend-setup audit --venv' says") from None
+    return proc, Started.child(proc, token)
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_group(pgid: int, proc: Optional[subprocess.Popen] = None, grace: float = GRACE_SECONDS) -> None:
-    """SIGTERM to the server's group (vLLM shuts its engine down), SIGKILL to what is left after `grace`; wait
-    until the group is empty. `proc`: our own child, reaped as we wait (a zombie would keep the group)."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            if proc is not None:
-                proc.poll()
-            if not group_alive(pgid):
-                return
-            time.sleep(0.05)
+def stop_server(server: Started, proc: Optional[subprocess.Popen] = None) -> None:
+    """SIGTERM to the server's group (vLLM shuts its engine down), SIGKILL to what is left after the grace; every
+    process that carries its token too. `proc`: our own child, reaped as we wait."""
+    server.stop(GRACE_SECONDS, child=proc)
 
 
 class LogTail:
@@ -164,8 +150,8 @@ def triaged_failure(what: str, log: Path, name: str, offset: int = 0) -> AscendS
                             details=diagnosis.render())
 
 
-def wait_ready(proc: subprocess.Popen, *, base: str, name: str, log: Path, offset: int, deadline: float,
-               on_line: Callable[[str], None] = lambda line: None) -> float:
+def wait_ready(proc: subprocess.Popen, server: Started, *, base: str, name: str, log: Path, offset: int,
+               deadline: float, on_line: Callable[[str], None] = lambda line: None) -> float:
     """Seconds until `/health` answers 200 and `/v1/models` lists `name`, reading this attempt's log from
     `offset`. On exit or deadline: the group stopped, then AscendSetupError with the triaged cause."""
     started = time.monotonic()
@@ -177,12 +163,12 @@ def wait_ready(proc: subprocess.Popen, *, base: str, name: str, log: Path, offse
             on_line(line)
         code = proc.poll()
         if code is not None:
-            stop_group(proc.pid, proc)
+            stop_server(server, proc)
             raise triaged_failure(f"vllm serve exited with status {code} while {phase}", log, name, offset)
         if http_get(f"{base}/health") is not None and served(base, name):
             return time.monotonic() - started
         if time.monotonic() - started > deadline:
             failure = triaged_failure(f"not ready after {deadline:.0f} s (last phase: {phase})", log, name, offset)
-            stop_group(proc.pid, proc)  # after reading the log: what it says while stopping is not the cause
+            stop_server(server, proc)  # after reading the log: what it says while stopping is not the cause
             raise failure
         time.sleep(POLL_SECONDS)

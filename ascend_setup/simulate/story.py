@@ -29,6 +29,7 @@ from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.interrupts import descendants
+from ascend_setup.utils.procs import send
 
 CANN = "9.1.0"
 DOWNLOAD = "download"  # --interrupt-at's default: the middle of the vllm-ascend sdist download
@@ -173,10 +174,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
                 time.sleep(0.05)
             if proc.poll() is None:
                 for pid in [*descendants(proc.pid), proc.pid]:  # the whole tree, as an instance stop does
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    send(pid, signal.SIGKILL)
                 proc.wait()
                 stopped = _stopped_at(install)
                 sdist = f", {stopped['kept_bytes'] / 1e6:.1f} MB of the sdist kept" if stopped["kept_bytes"] else ""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
-from pydantic import BaseModel, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 from typing_extensions import Annotated  # typing has it from 3.9 (there this is the same object)
 
 from ascend_setup.errors import BadInput
@@ -44,6 +44,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "pip-answer": ("remembered answer of pip's configuration", 1 * MiB),
     "inventory": ("node inventory", 4 * MiB),
     "codes": ("error-code catalogue", 1 * MiB),
+    "server-record": ("server record", 1 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
@@ -58,8 +59,29 @@ PathText = Annotated[str, StringConstraints(strict=True, min_length=1, max_lengt
 Prose = Annotated[str, StringConstraints(strict=True, max_length=64 * KiB)]
 
 
+def _one_component(value: str) -> str:
+    """A name from a file that becomes a path: one component, so no join can lead outside its directory; and
+    printable, so no message that names it can reach the terminal as a control sequence."""
+    if value in (".", "..") or "/" in value or "\0" in value:
+        raise ValueError("must be a single file name (no '/', no '.' or '..', no NUL)")
+    if not value.isprintable():
+        raise ValueError("must be printable (no control characters)")
+    return value
+
+
+#: A name that becomes a file name (a server record's): see _one_component; short enough for any suffix.
+FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=128), AfterValidator(_one_component)]
+
+
+def visible(text: object) -> str:
+    """A file's text or name as a message may show it: a control character in it (ESC, BEL) is escaped, never
+    sent to the terminal."""
+    shown = str(text)
+    return shown if shown.isprintable() else ascii(shown)
+
+
 def _what(kind: str, path: Union[str, Path]) -> str:
-    return f"{KINDS[kind][0]} {path}"
+    return f"{KINDS[kind][0]} {visible(path)}"
 
 
 def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
@@ -178,7 +200,7 @@ Model = TypeVar("Model", bound=BaseModel)
 def _field(loc: Tuple[Union[int, str], ...]) -> str:
     """Where in a file a value is wrong, as `findings.0.id`; a key is the file's text, so a control character
     in it is shown escaped, never sent to the terminal."""
-    parts = [str(p) if str(p).isprintable() else ascii(p) for p in loc]
+    parts = [visible(p) for p in loc]
     return ".".join(parts) or "the top level"
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from ascend_setup.utils.procs import pid_alive
+from ascend_setup.utils.procs import pid_alive, send
 
 GRACE_SECONDS = 1.5
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -52,21 +52,15 @@ def descendants(pid: int, proc: Path = Path("/proc")) -> List[int]:
 
 def stop_tree(grace: float = GRACE_SECONDS) -> None:
     """SIGTERM to every descendant, SIGKILL to whatever is left after `grace` seconds; wait until all are gone."""
-    pids = descendants(os.getpid())
+    pids = descendants(os.getpid())  # ours by ancestry, read a moment ago: the proof here
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        send(pid, signal.SIGTERM)
     end = time.monotonic() + grace
     while time.monotonic() < end and any(pid_alive(p, unknown=False) for p in pids):
         time.sleep(0.05)
     for pid in descendants(os.getpid()) + pids:
         if pid_alive(pid, unknown=False):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            send(pid, signal.SIGKILL)
     end = time.monotonic() + 5
     while time.monotonic() < end and any(pid_alive(p, unknown=False) for p in pids):
         time.sleep(0.02)

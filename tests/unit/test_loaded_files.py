@@ -351,8 +351,32 @@ CODES = Kind(
     strings=[(*_CODE, k) for k in ("code", "family", "kind", "meaning", "cause", "fix", "source")],
     containers=[("codes",), _CODE], required=[("codes",), (*_CODE, "code"), (*_CODE, "meaning"), (*_CODE, "source")])
 
+# -- a server record (serve stop, serve status: its pid is never signalled unproven; its name is its file's) ---
+
+def _load_server_record(path: Path) -> Any:
+    from ascend_setup.serve.server_records import load
+
+    return load(path)
+
+
+SERVER_RECORD = Kind(
+    "server-record", "server-record",
+    example=lambda: {"name": "dense", "pid": 4242, "start_ticks": 123456, "port": 8000, "cards": [0, 1],
+                     "log": "/w/serve/dense.log", "argv": ["vllm", "serve", "/m"], "detached": True,
+                     "started_at": 1764800000.5, "figures": "dense ready in 40 s", "env": {"HCCL_BUFFSIZE": "512"},
+                     "token": "0123456789abcdef0123456789abcdef"},
+    path="wd/serve/dense.server.json", target="wd/serve/dense.server.json", load=_load_server_record,
+    refused=raises_bad_input(_load_server_record),
+    strings=[("name",), ("log",), ("argv", 0), ("figures",), ("env", "HCCL_BUFFSIZE"), ("token",)],
+    numbers=[("pid",), ("start_ticks",), ("port",), ("cards", 0), ("started_at",)], booleans=[("detached",)],
+    containers=[("cards",), ("argv",), ("env",)],
+    required=[("name",), ("pid",), ("start_ticks",), ("port",), ("cards",), ("log",), ("argv",), ("detached",),
+              ("started_at",)],
+    keyed=[("env",)])
+
 KINDS_LOADED = [CODES, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL,
                 HUB_CACHE, DOCTOR_STATE]
+KINDS_LOADED += [SERVER_RECORD]
 
 
 # -- the mutations ------------------------------------------------------------------------------------------------

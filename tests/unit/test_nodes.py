@@ -323,13 +323,24 @@ def test_the_fixes_are_triages() -> None:
 # -- pings and the environment block ---------------------------------------------------------------------------
 
 
-def test_pings_are_planned_per_pair_and_skip_dead_npus() -> None:
+def test_pings_are_planned_around_the_ring_and_skip_dead_npus() -> None:
     vs = views(npu(1, 1, link="DOWN"))
     planned = [(p.source, p.npu, p.target, p.address) for p in plan_pings(vs)]
-    assert planned == [("n1", 0, "n2", "29.0.0.2"), ("n1", 0, "n3", "29.0.0.3"), ("n1", 1, "n3", "29.0.1.3"),
-                       ("n2", 0, "n3", "29.0.0.3")]
+    assert planned == [("n1", 0, "n2", "29.0.0.2"), ("n2", 0, "n3", "29.0.0.3"), ("n3", 0, "n1", "29.0.0.1"),
+                       ("n3", 1, "n1", "29.0.1.1")]
     vs[2] = NodeView("n3", None, "no answer")
-    assert [(p.source, p.target) for p in plan_pings(vs)] == [("n1", "n2")]
+    assert [(p.source, p.target) for p in plan_pings(vs)] == [("n1", "n2")]  # two nodes: one pair
+
+
+@pytest.mark.parametrize("count", [2, 3, 32, 256])
+def test_each_node_pings_as_many_as_it_has_npus(count: int) -> None:
+    """The plan is linear in the nodes: every NPU sends once and is pinged once (every pair was quadratic)."""
+    from ascend_setup.nodes.peers import ring
+
+    nodes = [NodeView(f"n{i}", None) for i in range(count)]
+    pairs = ring(nodes)
+    assert len(pairs) == (1 if count == 2 else count)
+    assert {a.name for a, _ in pairs} | {b.name for _, b in pairs} == {n.name for n in nodes}
 
 
 def test_ping_failures_are_problems() -> None:
