@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from ascend_setup.serve.server_records import ServerRecord
@@ -16,9 +15,10 @@ LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 def _record(workdir: Path, name: str, log: Path) -> None:
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True)  # a pid of ours that has ended: this record's server is gone
-    record = ServerRecord(name, int(finished.stdout), 1, 8000, [0], str(log), ["vllm", "serve"], True, 0.0)
+    record = ServerRecord(name=name, pid=int(finished.stdout), start_ticks=1, port=8000, cards=[0], log=str(log),
+                          argv=["vllm", "serve"], detached=True, started_at=0.0)
     (workdir / "serve").mkdir(parents=True, exist_ok=True)
-    (workdir / "serve" / f"{name}.server.json").write_text(json.dumps(asdict(record)))
+    (workdir / "serve" / f"{name}.server.json").write_text(record.model_dump_json())
 
 
 def test_a_gone_server_is_shown_with_the_cause_its_log_names(cli, tmp_path: Path) -> None:
