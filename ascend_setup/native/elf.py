@@ -91,7 +91,7 @@ class _Elf:
 
     def __init__(self, handle: BinaryIO, size: int) -> None:
         self.handle, self.size = handle, size
-        self._strings: Dict[int, bytes] = {}
+        self._strings: Dict[int, _Strings] = {}
         ident = self._read(0, 16, "the ELF identification")
         if ident[4] not in (1, 2):
             raise DamagedElf(f"unknown ELF class {ident[4]}")
@@ -138,23 +138,40 @@ class _Elf:
             raise DamagedElf(f"{what} says {section.size} bytes, more than any real one")
         return self._read(section.offset, section.size, what)
 
-    def strings_of(self, section: _Section, what: str) -> bytes:
+    def strings_of(self, section: _Section, what: str) -> _Strings:
         """The string table `section` links to, read once (.dynamic, .dynsym and the versions share .dynstr)."""
         if not 0 < section.link < len(self.sections):
             raise DamagedElf(f"{what} links to string table {section.link}, which does not exist")
         if section.link not in self._strings:
-            self._strings[section.link] = self.data(self.sections[section.link], f"the string table of {what}")
+            self._strings[section.link] = _Strings(self.data(self.sections[section.link],
+                                                             f"the string table of {what}"))
         return self._strings[section.link]
 
     def of_type(self, kind: int) -> Optional[_Section]:
         return next((s for s in self.sections if s.type == kind), None)
 
 
-def _string(table: bytes, offset: int) -> str:
-    end = table.find(b"\0", offset)
-    if offset >= len(table) or end < 0:
-        raise DamagedElf(f"a name at offset {offset} lies outside its string table ({len(table)} bytes)")
-    return table[offset:end].decode("utf-8", "replace")
+class _Strings:
+    """A string table, split once: each name that starts right after a NUL is a dict lookup (a torch library asks
+    for 10^5 of them); one that starts inside another (the linker merges common tails) is cut out. Decoded as
+    Latin-1, one character a byte, so offsets stay byte offsets."""
+
+    def __init__(self, data: bytes) -> None:
+        self.text = data.decode("latin-1")
+        self.starts: Dict[int, str] = {}
+        position = 0
+        for part in self.text.split("\0")[:-1]:  # the last piece ends at no NUL: not a name
+            self.starts[position] = part
+            position += len(part) + 1
+
+    def __getitem__(self, offset: int) -> str:
+        found = self.starts.get(offset)
+        if found is not None:
+            return found
+        end = self.text.find("\0", offset)
+        if not 0 <= offset < len(self.text) or end < 0:
+            raise DamagedElf(f"a name at offset {offset} lies outside its string table ({len(self.text)} bytes)")
+        return self.text[offset:end]
 
 
 @dataclass(frozen=True)
@@ -209,7 +226,7 @@ def _layouts(elf: _Elf) -> Dict[str, _Layout]:
 
 def _version_needs(elf: _Elf, section: _Section, layouts: Dict[str, _Layout]) -> Dict[str, Tuple[str, ...]]:
     data, names = elf.data(section, ".gnu.version_r"), elf.strings_of(section, ".gnu.version_r")
-    return {_string(names, entry[2]): tuple(_string(names, a[3]) for a in auxes)
+    return {names[entry[2]]: tuple(names[a[3]] for a in auxes)
             for entry, auxes in _version_entries(data, section.info, layouts["verneed"], layouts["vernaux"],
                                                  ".gnu.version_r")}
 
@@ -217,7 +234,7 @@ def _version_needs(elf: _Elf, section: _Section, layouts: Dict[str, _Layout]) ->
 def _version_defs(elf: _Elf, section: _Section, layouts: Dict[str, _Layout]) -> FrozenSet[str]:
     """The versions an object defines; the entry flagged BASE is its own name, not a version."""
     data, names = elf.data(section, ".gnu.version_d"), elf.strings_of(section, ".gnu.version_d")
-    return frozenset(_string(names, auxes[0][0])
+    return frozenset(names[auxes[0][0]]
                      for entry, auxes in _version_entries(data, section.info, layouts["verdef"],
                                                           layouts["verdaux"], ".gnu.version_d")
                      if auxes and not entry[1] & _VER_FLG_BASE)
@@ -238,9 +255,9 @@ def _symbols(elf: _Elf, section: _Section) -> Tuple[Tuple[str, ...], FrozenSet[s
         bind = fields[info_at] >> 4
         if fields[shndx_at] == _SHN_UNDEF:
             if bind != _STB_WEAK:
-                undefined.append(_string(names, fields[name_at]))
+                undefined.append(names[fields[name_at]])
         elif bind in _EXPORTED:
-            exported.add(_string(names, fields[name_at]))
+            exported.add(names[fields[name_at]])
     return tuple(undefined), frozenset(exported)
 
 
@@ -256,13 +273,13 @@ def _dynamic(elf: _Elf) -> Tuple[Optional[str], List[str], List[str], List[str]]
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:
-            needed.append(_string(names, value))
+            needed.append(names[value])
         elif tag == DT_SONAME:
-            soname = _string(names, value)
+            soname = names[value]
         elif tag == DT_RPATH:
-            rpath += [p for p in _string(names, value).split(":") if p]
+            rpath += [p for p in names[value].split(":") if p]
         elif tag == DT_RUNPATH:
-            runpath += [p for p in _string(names, value).split(":") if p]
+            runpath += [p for p in names[value].split(":") if p]
     return soname, needed, rpath, runpath
 
 

@@ -102,6 +102,12 @@ class Resolver:
     venv_sonames: Dict[str, Path] = field(default_factory=dict)
     interpreter: Optional[Path] = None
     _read: Dict[Path, Union[ElfNeeds, str]] = field(default_factory=dict)
+    _files: Dict[str, Optional[ElfNeeds]] = field(default_factory=dict)
+    _inside: Dict[Path, bool] = field(default_factory=dict)
+    _root: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._root = Path(os.path.realpath(self.venv_root))
     _scope: Optional[List[ElfNeeds]] = None
 
     def read(self, path: Path) -> Union[ElfNeeds, str]:
@@ -114,13 +120,17 @@ class Resolver:
         return self._read[path]
 
     def inside_venv(self, path: Path) -> bool:
-        return _inside(Path(os.path.realpath(path)), Path(os.path.realpath(self.venv_root)))
+        if path not in self._inside:
+            self._inside[path] = _inside(Path(os.path.realpath(path)), self._root)
+        return self._inside[path]
 
     def _candidate(self, path: str, abi: Tuple[int, str]) -> Optional[ElfNeeds]:
-        if not os.path.isfile(path):
-            return None
-        found = self.read(Path(path))
-        return found if isinstance(found, ElfNeeds) and found.abi == abi else None
+        """The object at `path` when it is a library of `abi` (each path looked at once, whoever asks)."""
+        if path not in self._files:
+            found = self.read(Path(path)) if os.path.isfile(path) else None
+            self._files[path] = found if isinstance(found, ElfNeeds) else None
+        found = self._files[path]
+        return found if found is not None and found.abi == abi else None
 
     def find(self, name: str, requester: _Loaded) -> Tuple[Optional[ElfNeeds], List[str]]:
         """(the object `name` resolves to, or None; the places looked, in the loader's order)."""
