@@ -17,7 +17,7 @@ import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import IO, BinaryIO, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 ELF_MAGIC = b"\x7fELF"
 #: A dynamic section past this size is no real one (torch_npu's largest .dynstr is ~30 MB).
@@ -89,7 +89,7 @@ class _Section:
 class _Elf:
     """The ELF header and section table of an open file, bounds-checked; sections are read on demand."""
 
-    def __init__(self, handle: BinaryIO, size: int) -> None:
+    def __init__(self, handle: IO[bytes], size: int) -> None:
         self.handle, self.size = handle, size
         self._strings: Dict[int, _Strings] = {}
         ident = self._read(0, 16, "the ELF identification")
@@ -295,13 +295,18 @@ def is_elf(path: Path) -> bool:
 def read_needs(path: Path) -> ElfNeeds:
     """The shared object at `path`, as the loader sees it; DamagedElf when it is none (the message says why)."""
     with _open_regular(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size < 4 or handle.read(4) != ELF_MAGIC:
-            raise DamagedElf("invalid ELF header (not an ELF file)" if size >= 4 else f"file too short ({size} bytes)")
-        try:
-            return _read(path, _Elf(handle, size))
-        except (struct.error, UnicodeDecodeError, OverflowError) as exc:
-            raise DamagedElf(f"damaged ELF: {exc}") from None
+        return read_stream(handle, os.fstat(handle.fileno()).st_size, path)
+
+
+def read_stream(handle: IO[bytes], size: int, path: Path) -> ElfNeeds:
+    """The shared object `handle` reads (seekable, `size` bytes: a file, or a wheel's member as zipfile opens
+    it, decompressed as far as the section table and no further kept); `path` names it."""
+    if size < 4 or handle.read(4) != ELF_MAGIC:
+        raise DamagedElf("invalid ELF header (not an ELF file)" if size >= 4 else f"file too short ({size} bytes)")
+    try:
+        return _read(path, _Elf(handle, size))
+    except (struct.error, UnicodeDecodeError, OverflowError) as exc:
+        raise DamagedElf(f"damaged ELF: {exc}") from None
 
 
 def _read(path: Path, elf: _Elf) -> ElfNeeds:

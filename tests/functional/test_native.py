@@ -307,3 +307,37 @@ def test_a_version_count_that_would_loop_is_one_finding(tmp_path: Path) -> None:
     report = check_venv(read_venv(venv), host_target({}))
     assert [p.problem.kind for p in report.problems] == ["damaged"] and ".gnu.version_r" in \
         report.problems[0].problem.detail
+
+
+def test_a_wheel_whose_library_needs_more_than_its_tag_claims(tmp_path: Path) -> None:
+    """A stub wheel tagged manylinux_2_28 whose library needs GLIBC_2.34 (read from the zip's member, not
+    extracted): named for a glibc 2.31 target, and for a 2.34 one as understated only; a truthful wheel is not."""
+    from ascend_setup.native.wheel_libs import glibc_lines, tag_glibc, wheel_glibc
+    from ascend_setup.simulate.dists import build_wheel
+
+    lib = native_stubs.post_231_library() or b""
+    liar = build_wheel(tmp_path, "fastops", "1.0", tag="cp311-cp311-manylinux_2_28_x86_64",
+                       files={"fastops/__init__.py": "", "fastops/_ops.cpython-311-x86_64-linux-gnu.so": lib})
+    honest = build_wheel(tmp_path, "honestops", "1.0", tag="cp311-cp311-manylinux_2_34_x86_64",
+                         files={"honestops/_ops.so": lib})
+    plain = build_wheel(tmp_path, "plainops", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
+                        files={"plainops/_ops.so": native_stubs.plain_library()})
+    found = wheel_glibc(liar)
+    assert found.claimed == (2, 28) and found.needed == (2, 34) and found.understated
+    assert found.member == "fastops/_ops.cpython-311-x86_64-linux-gnu.so"
+    lines = glibc_lines([liar, honest, plain], "2.31")
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("fastops-1.0-cp311-cp311-manylinux_2_28_x86_64.whl: tagged for glibc 2.28, but "
+                               "fastops/_ops.cpython-311-x86_64-linux-gnu.so needs GLIBC_2.34")
+    assert "the target's glibc 2.31 cannot load it" in lines[0] and "honestops" in lines[1]
+    cannot = "the target's glibc 2.31 cannot load it: build that package from source for it"
+    assert glibc_lines([liar, honest, plain], "2.34") == [lines[0].replace(cannot, "the target's glibc 2.34 has it")]
+    assert tag_glibc(plain.name) == (2, 17) and tag_glibc("x-1.0-py3-none-any.whl") is None
+
+
+@pytest.mark.parametrize("value", ["2", "glibc-2.31", "2.31; rm -rf /", ""])
+def test_a_bad_glibc_is_one_line_and_exit_2(cli, tmp_path: Path, value: str) -> None:
+    from helpers.cli import assert_one_line_error
+
+    venv = make_venv(tmp_path / "v")
+    assert "--glibc" in assert_one_line_error(cli("audit", "--venv", str(venv), "--glibc", value))
