@@ -283,15 +283,6 @@ def _dynamic(elf: _Elf) -> Tuple[Optional[str], List[str], List[str], List[str]]
     return soname, needed, rpath, runpath
 
 
-def is_elf(path: Path) -> bool:
-    """Whether the file starts with the ELF magic (read: 4 bytes); False for what cannot be opened."""
-    try:
-        with _open_regular(path) as handle:
-            return handle.read(4) == ELF_MAGIC
-    except DamagedElf:
-        return False
-
-
 def read_needs(path: Path) -> ElfNeeds:
     """The shared object at `path`, as the loader sees it; DamagedElf when it is none (the message says why)."""
     with _open_regular(path) as handle:

@@ -62,7 +62,6 @@ class Problem:
     detail: str  # the loader's side: where it looked, what the target has
     loader_message: str  # what the loader itself would print (triage reads it for the fix)
     through: Optional[Path] = None  # the object in the load that has the need, when not `library` itself
-    looked: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -109,6 +108,7 @@ class Resolver:
     def __post_init__(self) -> None:
         self._root = Path(os.path.realpath(self.venv_root))
     _scope: Optional[List[ElfNeeds]] = None
+    _preloaded: Dict[str, ElfNeeds] = field(default_factory=dict)
 
     def read(self, path: Path) -> Union[ElfNeeds, str]:
         """The object at `path`, or why it is none (kept: a library many others need is read once)."""
@@ -168,15 +168,24 @@ class Resolver:
 
     def global_scope(self) -> List[ElfNeeds]:
         """The interpreter and what it loads: where an extension module's Py* symbols come from."""
+        self._interpreter_load()
+        return self._scope or []
+
+    def _interpreter_load(self) -> Dict[str, ElfNeeds]:
+        """What is loaded before any import, by every name it was loaded as (libc.so.6, libpython3.11.so.1.0):
+        a NEEDED of one of those names is that object, as the loader matches loaded objects first."""
         if self._scope is None:
             self._scope = []
             program = self.read(self.interpreter) if self.interpreter else "no interpreter"
             if isinstance(program, ElfNeeds):
-                self._scope = self._load(_Loaded(program, None, program.path.name)).order
-        return self._scope
+                load = self._load(_Loaded(program, None, program.path.name), {})
+                self._scope = load.order
+                self._preloaded = {name: item.needs for name, item in load.loaded.items()}
+        return self._preloaded
 
-    def _load(self, root: _Loaded) -> _Load:
-        """Breadth first, each object once, as the loader walks a dlopen's dependencies."""
+    def _load(self, root: _Loaded, preloaded: Mapping[str, ElfNeeds]) -> _Load:
+        """Breadth first, each object once, as the loader walks a dlopen's dependencies (`preloaded`: the objects
+        already loaded, by name)."""
         load = _Load(order=[root.needs], loaded={root.name: root})
         if root.needs.soname:
             load.loaded.setdefault(root.needs.soname, root)
@@ -190,6 +199,10 @@ class Resolver:
                     load.resolved[(item.needs.path, name)] = known.needs
                     if known.needs.path in item.ancestry() and load.loop is None:
                         load.loop = [*reversed([a.name for a in item.chain()]), name]
+                    continue
+                early = preloaded.get(name)
+                if early is not None and early.abi == item.needs.abi:
+                    load.resolved[(item.needs.path, name)] = early
                     continue
                 found, looked = self.find(name, item)
                 if found is None:
@@ -217,7 +230,7 @@ class Resolver:
                             f"{self.target.machine} (64-bit)",
                             f"{path}: wrong ELF class or machine ({first.elf_class}-bit {first.machine})")]
         problems: List[Problem] = []
-        load = self._load(_Loaded(first, None, path.name))
+        load = self._load(_Loaded(first, None, path.name), self._interpreter_load())
         if load.loop:
             problems.append(Problem("loop", path, " -> ".join(load.loop), "the libraries need each other in a loop",
                                     f"{path}: NEEDED loop {' -> '.join(load.loop)}"))
@@ -225,7 +238,7 @@ class Resolver:
             through = requester.needs.path if requester.needs.path != path else None
             problems.append(Problem("unresolved", path, name, "looked in " + "; ".join(looked),
                                     f"{name}: cannot open shared object file: No such file or directory",
-                                    through=through, looked=tuple(looked)))
+                                    through=through))
         for needs in load.order:
             if self.inside_venv(needs.path):
                 problems += self._versions(path, needs, load.resolved)

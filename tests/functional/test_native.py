@@ -341,3 +341,31 @@ def test_a_bad_glibc_is_one_line_and_exit_2(cli, tmp_path: Path, value: str) -> 
 
     venv = make_venv(tmp_path / "v")
     assert "--glibc" in assert_one_line_error(cli("audit", "--venv", str(venv), "--glibc", value))
+
+
+def test_a_library_the_interpreter_already_loaded_resolves_by_name(tmp_path: Path) -> None:
+    """An extension whose NEEDED is the shared libpython, with no RPATH: ldd, which knows no interpreter, finds it
+    nowhere; under python the loader matches the libpython already loaded, and so does the check."""
+    import sysconfig
+
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("this Python is not built with a shared libpython")
+    libdir, ldlibrary = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
+    name = sysconfig.get_config_var("INSTSONAME") or ldlibrary
+    data = native_stubs._compile("int uses_python(void) { return 0; }\n", "ext.so",
+                                 [f"-L{libdir}", "-Wl,--no-as-needed", f"-l:{ldlibrary}"])
+    venv = make_venv(tmp_path / "v")
+    fake_install(venv, "pyext", "1.0", files={"pyext/ext.so": data})
+    assert name in read_needs(site_of(venv) / "pyext" / "ext.so").needed
+    report = check_venv(read_venv(venv), host_target({"LD_LIBRARY_PATH": ""}))
+    assert report.problems == [], report.problems
+    # and it is the interpreter's own libpython, not a namesake ldconfig's cache may list
+    from ascend_setup.native.loader import Resolver, _Loaded
+    from ascend_setup.native.venv_libs import interpreter_of
+
+    resolver = Resolver(target=host_target({}), venv_root=venv, interpreter=interpreter_of(read_venv(venv)))
+    lib = site_of(venv) / "pyext" / "ext.so"
+    root = resolver.read(lib)
+    assert isinstance(root, ElfNeeds)
+    load = resolver._load(_Loaded(root, None, lib.name), resolver._interpreter_load())
+    assert os.path.realpath(load.resolved[(lib, name)].path).startswith(os.path.realpath(libdir))
