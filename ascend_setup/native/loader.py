@@ -41,6 +41,7 @@ class Target:
     system_dirs: Tuple[str, ...]
     label: str
     machine: str = field(default_factory=platform.machine)  # 'x86_64', 'aarch64': as elf.MACHINES names them
+    elf_class: int = 64  # the tool's targets are 64-bit
 
     def default_dirs(self, elf_class: int) -> Tuple[str, ...]:
         return self.system_dirs + tuple(d for d in DEFAULT_DIRS.get(elf_class, ()) if d not in self.system_dirs)
@@ -103,12 +104,12 @@ class Resolver:
     _read: Dict[Path, Union[ElfNeeds, str]] = field(default_factory=dict)
     _files: Dict[str, Optional[ElfNeeds]] = field(default_factory=dict)
     _inside: Dict[Path, bool] = field(default_factory=dict)
+    _scope: Optional[List[ElfNeeds]] = None
+    _preloaded: Dict[str, ElfNeeds] = field(default_factory=dict)
     _root: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self._root = Path(os.path.realpath(self.venv_root))
-    _scope: Optional[List[ElfNeeds]] = None
-    _preloaded: Dict[str, ElfNeeds] = field(default_factory=dict)
 
     def read(self, path: Path) -> Union[ElfNeeds, str]:
         """The object at `path`, or why it is none (kept: a library many others need is read once)."""
@@ -224,10 +225,10 @@ class Resolver:
         first = self.read(path)
         if isinstance(first, str):
             return [Problem("damaged", path, path.name, first, f"{path}: {first}")]
-        if first.machine != self.target.machine or first.elf_class != 64:
+        if (first.machine, first.elf_class) != (self.target.machine, self.target.elf_class):
             return [Problem("abi", path, f"a {first.elf_class}-bit {first.machine} loader",
                             f"it was built for {first.machine} ({first.elf_class}-bit); {self.target.label} is "
-                            f"{self.target.machine} (64-bit)",
+                            f"{self.target.machine} ({self.target.elf_class}-bit)",
                             f"{path}: wrong ELF class or machine ({first.elf_class}-bit {first.machine})")]
         problems: List[Problem] = []
         load = self._load(_Loaded(first, None, path.name), self._interpreter_load())
