@@ -28,6 +28,8 @@ from ascend_setup.native.ldcache import DEFAULT_DIRS
 _GLIBC_VERSION = re.compile(r"GLIBC_(2\.\d+(?:\.\d+)?)$")
 #: How many undefined symbols a finding names (a mismatched build leaves thousands).
 SHOWN_SYMBOLS = 5
+#: A symbol every CPython's load exports (the executable's, or its libpython's).
+INTERPRETER_SYMBOL = "Py_Initialize"
 
 
 @dataclass(frozen=True)
@@ -280,8 +282,9 @@ class Resolver:
 
     def _symbols(self, library: Path, order: List[ElfNeeds]) -> List[Problem]:
         scope = self.global_scope()
-        if not scope:
-            return []  # without the interpreter's exports every Py* symbol would look missing
+        if not any(INTERPRETER_SYMBOL in o.exported for o in scope):
+            return []  # an interpreter whose exports cannot be read (a launcher, a stripped build): every Py* symbol
+            # of every extension would look missing
         offered = scope + order
         problems = []
         for needs in order:

@@ -369,3 +369,16 @@ def test_a_library_the_interpreter_already_loaded_resolves_by_name(tmp_path: Pat
     assert isinstance(root, ElfNeeds)
     load = resolver._load(_Loaded(root, None, lib.name), resolver._interpreter_load())
     assert os.path.realpath(load.resolved[(lib, name)].path).startswith(os.path.realpath(libdir))
+
+
+def test_no_symbol_findings_when_the_interpreter_cannot_be_read(tmp_path: Path, nnal) -> None:
+    """A venv whose bin/python is a launcher script: the Py* symbols of every extension would look missing, so
+    the symbol check says nothing (NEEDED and versions are still checked)."""
+    _cann, sourced = nnal("9.0.0")
+    venv = _venv_with(tmp_path, native_stubs.plugin_extension("9.1.0") or b"", dist="vllm-ascend-ops")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexec python3 \"$@\"\n")
+    report = check_venv(read_venv(venv), host_target(sourced))
+    assert [p for p in report.problems if p.problem.kind == "symbol"] == []
+    report = check_venv(read_venv(venv), host_target({"LD_LIBRARY_PATH": ""}))
+    assert [p.problem.kind for p in report.problems] == ["unresolved"]
