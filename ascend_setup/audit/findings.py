@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from ascend_setup.audit.native_rules import rule_native
 from ascend_setup.audit.rules import (
     PHASE_FILL,
     PHASE_MANUAL,
@@ -107,16 +108,17 @@ def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
 
 def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock: Optional[Lock] = None,
               lock_source: Optional[str] = None, mirror_url: Optional[str] = None,
-              soc: Optional[str] = None, deep: bool = False) -> AuditReport:
-    """`deep` also checks every distribution's files against its RECORD (reads every file's size)."""
+              soc: Optional[str] = None, deep: bool = False, glibc: Optional[str] = None) -> AuditReport:
+    """`deep` also checks every distribution's files against its RECORD (reads every file's size); `glibc` is the
+    target's where it is not this host's (wheel tags and the native libraries are held to it)."""
     venv = read_venv(venv_path)
     if cann:
         row, reason = select_row(matrix, cann), "chosen with --cann"
     else:
         row, reason = infer_row(matrix, venv)
     row = row.for_arch(platform.machine())
-    ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url, soc=soc)
-    findings = [f for rule in RULES + ((rule_damaged_files,) if deep else ()) for f in rule(ctx)]
+    ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url, soc=soc, glibc=glibc)
+    findings = [f for rule in (*RULES, rule_native, *((rule_damaged_files,) if deep else ())) for f in rule(ctx)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.package or ""))
     return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx),
                        lock=lock_source)

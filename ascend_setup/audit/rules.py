@@ -7,12 +7,13 @@ error; a CUDA torch is recognised by what it requires and by its version.py, not
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from packaging.requirements import Requirement
 from packaging.tags import Tag, parse_tag
@@ -60,7 +61,10 @@ class AuditContext:
     """What every rule needs: the venv, the row (for this machine's architecture), the indexes, markers."""
 
     def __init__(self, venv: VenvContents, row: Row, matrix: Matrix, lock: Optional[Lock] = None,
-                 mirror_url: Optional[str] = None, soc: Optional[str] = None) -> None:
+                 mirror_url: Optional[str] = None, soc: Optional[str] = None, glibc: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
+        """`glibc`: the target's C library where it is not this host's (`--glibc`); `environ`: the environment the
+        venv's libraries will load in (its LD_LIBRARY_PATH; default this process's)."""
         self.venv = venv
         self.soc = soc  # this host's SOC_VERSION (--soc or npu-smi); None: no NPU known
         self.device = device_of(soc)
@@ -74,7 +78,9 @@ class AuditContext:
         py = venv.python_version or "3.0.0"
         self.python_full = py
         self.python_minor = ".".join(py.split(".")[:2])
-        glibc = glibc_version()
+        self.glibc_target = glibc
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        glibc = glibc or glibc_version()
         self.target = Target(glibc=glibc or GLIBC_FLOOR, arch=platform.machine(), python=self.python_minor)
         self.glibc_known = glibc is not None
         self.env = target_environment(self.target)

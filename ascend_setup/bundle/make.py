@@ -37,6 +37,7 @@ from ascend_setup.index.tags import Target
 from ascend_setup.managed.pinned import PythonBuild, PythonBuilds
 from ascend_setup.managed.uv_python import fetch_archive
 from ascend_setup.matrix.models import Row
+from ascend_setup.native.wheel_libs import glibc_lines
 from ascend_setup.resolve.closure import IndexSources
 from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.resolve.lockfile import Lock, LockTarget, read_lock, write_lock
@@ -219,6 +220,8 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
             if j.sha256 in have and not j.dest.is_file():
                 copy_into(have[j.sha256], j.dest)
         missing += fetch_all(tool_jobs, progress)
+    for line in glibc_lines([j.dest for j in jobs if j.dest.suffix == ".whl" and j.dest.is_file()], req.target.glibc):
+        say(line)  # what the wheels' libraries need, read from their ELF: tags can understate it
     archives: List[thirdparty.Archive] = []
     sdist = out / FILES / plugin.file if plugin is not None and plugin.outcome == "sdist" and plugin.file else None
     if sdist is not None and sdist.is_file():

@@ -10,8 +10,9 @@ from ascend_setup.audit.findings import run_audit, summary
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
 from ascend_setup.dists.venv_reader import read_venv_record
-from ascend_setup.errors import BadInput
+from ascend_setup.errors import BadInput, named_by
 from ascend_setup.host.npu import host_npu
+from ascend_setup.index.tags import parse_glibc
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.matrix.newcann import recorded_matrix
@@ -46,8 +47,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
                                   **parse_index_overrides(args.index or [])})
     soc = check_soc(args.soc) or host_npu().soc_version
+    with named_by("--glibc"):
+        glibc = parse_glibc(args.glibc) if args.glibc else None
     report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc,
-                       deep=args.deep)
+                       deep=args.deep, glibc=glibc)
     if args.json:
         output.print_json(report.to_json())
         return 1 if report.failed else 0
@@ -78,6 +81,8 @@ def audit_arguments(p: argparse.ArgumentParser) -> None:
                "when it built it)")
     flags.index(p, "the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
     flags.soc(p, "this host's NPUs, checked against the device type vllm_ascend was built for (default: from npu-smi)")
+    p.add_argument("--glibc", help="hold the wheel tags and the native libraries to this glibc, e.g. 2.31 (default: "
+                   "this machine's)")
     p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
     p.set_defaults(func=run)
 

@@ -88,6 +88,7 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
                   soft_wrap=True, markup=False)
     audit = summary["audit"]
     out.print(f"audit: {audit['summary']}", markup=False)
+    out.print(f"native libraries: {summary['native']}", soft_wrap=True, markup=False)
     out.print("serving hints for this row:")
     for hint in summary["hints"]:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)

@@ -30,6 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ascend_setup.simulate.dists import build_sdist, build_wheel
+from ascend_setup.simulate.native_stubs import post_231_library
 from ascend_setup.simulate.stub_plugin import CMAKE_SCRIPT, published_kernel_files
 from ascend_setup.simulate.stub_plugin_config import FILES as PLUGIN_CONFIG_FILES
 from ascend_setup.simulate.stub_vllm import vllm_files
@@ -194,10 +195,12 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
                     vllm_ascend_sdist: Optional[Path] = None,
                     plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
                     plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
-                    venv_tools: Optional[Path] = None) -> Ecosystem:
+                    venv_tools: Optional[Path] = None, understated: Sequence[str] = ()) -> Ecosystem:
     """The three indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source
     build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34). `venv_tools`: where the
-    real pip and setuptools wheels come from (the venv interpreter's ensurepip), else this interpreter's."""
+    real pip and setuptools wheels come from (the venv interpreter's ensurepip), else this interpreter's.
+    `understated`: ordinary stubs whose wheels are tagged manylinux_2_28 and hold a library that needs
+    GLIBC_2.34 (native_stubs.post_231_library: with a C compiler only), as vllm's tags once understated it."""
     main, ascend, pytorch_cpu = root / "main", root / "ascend", root / "pytorch-cpu"
     versions = stub_versions(row_packages, cann_deps)
     real = {"pip", "setuptools"}  # the venv's own tools: serve the real wheels, never stubs
@@ -212,6 +215,13 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
         if name in real or name in special:
             continue
         files = {"cmake/__init__.py": "", f"cmake-{version}.data/scripts/cmake": CMAKE_SCRIPT.format(version=version)}
+        library = post_231_library() if name in understated else None
+        if library is not None:
+            module = canonicalize_name(name).replace("-", "_")
+            for tag in ARCH_TAGS:
+                build_wheel(main, name, version, tag=f"py3-none-{tag}",
+                            files={f"{module}/__init__.py": "", f"{module}/_native.so": library})
+            continue
         build_wheel(main, name, version, files=files if name == "cmake" else None)
     for name, version, requires in TRANSITIVE:
         build_wheel(main, name, version, requires=requires)

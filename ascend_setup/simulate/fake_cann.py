@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Union
 
+from ascend_setup.simulate.native_stubs import nnal_libatb
+
 HOSTILE_BODY = """\
 echo "Welcome to the CANN toolkit environment"
 echo "[WARNING] some driver notice" >&2
@@ -149,10 +151,13 @@ def _write(path: Path, text: str, executable: bool = False) -> Path:
 def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", chip: str = "910B3",
                     arch: Optional[str] = None, set_env_mode: str = "hostile", nnal: bool = True,
                     driver: bool = True, npu_name: str = "", install_info: bool = True, chip_type: str = "Ascend",
-                    board_names_chip: bool = False, board: Optional[str] = None, toolchain: bool = True) -> FakeCann:
+                    board_names_chip: bool = False, board: Optional[str] = None, toolchain: bool = True,
+                    native_libatb: bool = False) -> FakeCann:
     """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do; `board`
     ('A3', ...) sets the chip fields its npu-smi prints (`BOARDS`); `toolchain` puts in the build's tools
-    (bin/bisheng and bin/setenv.bash, which vllm-ascend's csrc/build.sh needs)."""
+    (bin/bisheng and bin/setenv.bash, which vllm-ascend's csrc/build.sh needs); `native_libatb`: NNAL's
+    libatb.so is a real shared object exporting this release's runtime symbol (native_stubs.nnal_libatb, which
+    needs a C compiler), else an empty file."""
     if board is not None:
         fields = {"chip_type": "Ascend", "npu_name": "", "board_names_chip": False, **BOARDS[board]}
         chip, chip_type, npu_name = str(fields["chip"]), str(fields["chip_type"]), str(fields["npu_name"])
@@ -185,7 +190,9 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
         _write(toolkit / "bin" / "setenv.bash", SETENV_BASH.format(record=root / "compiler-calls.log", toolkit=toolkit))
     if nnal:
         atb = root / "nnal" / "atb"
-        _write(atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so", "")
+        libatb = atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so"
+        libatb.parent.mkdir(parents=True, exist_ok=True)
+        libatb.write_bytes((nnal_libatb(version) if native_libatb else None) or b"")
         _write(atb / "set_env.sh", f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
                                    f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:$LD_LIBRARY_PATH\n")
     driver_dir = None

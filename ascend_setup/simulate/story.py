@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Union
 
 from ascend_setup.errors import AscendSetupError, StepFailed
+from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.machine import free_disk_bytes
+from ascend_setup.host.setenv import capture_env
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.model_dirs import build_model
+from ascend_setup.simulate.native_stubs import compiler
 from ascend_setup.simulate.world import start_simulated_host, venv_python_for
 from ascend_setup.steps.pipeline import build_pipeline
 from ascend_setup.steps.verify import hints_for
@@ -141,6 +144,13 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
             "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
 
 
+def native_note() -> str:
+    """Whether the simulated world's libraries are real ELF with native needs (they need a C compiler)."""
+    if compiler():
+        return "vllm_ascend_C is a real shared object that needs NNAL's libatb.so: checked by verify and audit"
+    return "no C compiler here: the simulated libraries need nothing, so the native check had nothing to find"
+
+
 def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "uv",
              show: Callable[[str], None] = lambda line: None, stream: Stream = None,
              kept: bool = True) -> Dict[str, Any]:
@@ -160,7 +170,7 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
     install = workdir / "install"
     env = child_env(workdir)
     with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
-                              behaviour=Behaviour(bytes_per_second=THROTTLE)) as host:
+                              behaviour=Behaviour(bytes_per_second=THROTTLE), native_needs=True) as host:
         argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
                 "--matrix", str(matrix), "--yes", "--workdir", str(install), "--python", python,
                 "--installer", installer]
@@ -193,7 +203,12 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
                              "run 'ascend-setup demo --keep' to keep its workdir and logs")
         ranges = [h.get("Range") for path, h in host.main.requests if path.endswith(".tar.gz") and h.get("Range")]
         status = _cli("status", "--workdir", str(install), "--json", env=env)
-        audit = _cli("audit", "--venv", str(install / "venv"), "--json", env=env)
+        # audited as a person's shell has it after the install's closing lines: CANN's and NNAL's set_env.sh
+        # sourced (vllm_ascend_C needs NNAL's libatb.so, which only that environment resolves)
+        cann = primary_cann(str(host.cann.root))
+        scripts = cann.set_env_scripts() if cann else []
+        audit = _cli("audit", "--venv", str(install / "venv"), "--json",
+                     env=capture_env(scripts, base=env).apply(env) if scripts else env)
         served = serve_ending(workdir, host.cann.root, env, show)
     if stopped:
         stopped["continued_with"] = ranges[0] if ranges else None
@@ -202,5 +217,5 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
             "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
                                                                                for f in audit["findings"]),
                                                 "findings": len(audit["findings"]), "summary": audit["summary"]},
-            "shell": _shell(install), "hints": hints_for(row), "serve": served,
+            "shell": _shell(install), "hints": hints_for(row), "serve": served, "native": native_note(),
             "seconds": round(time.monotonic() - started, 1)}

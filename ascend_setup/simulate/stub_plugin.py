@@ -19,10 +19,11 @@ import json
 import os
 import tarfile
 from pathlib import Path
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Iterable, Optional, Sequence
 
 from ascend_setup.matrix.soc import soc_table
 from ascend_setup.simulate.dists import WHEEL_WRITER, metadata_text
+from ascend_setup.simulate.native_stubs import plain_library
 from ascend_setup.simulate.stub_plugin_config import FILES as CONFIG_FILES
 from ascend_setup.simulate.third_party import StubArchive
 
@@ -180,12 +181,16 @@ def _compile():
     tag = sys.implementation.cache_tag.replace("cpython-", "")
     temp = build / f"temp.linux-{platform.machine()}-cpython-{tag}"
     temp.mkdir(parents=True, exist_ok=True)
-    (temp / f"vllm_ascend_C.cpython-{tag}-{platform.machine()}-linux-gnu.so").write_text(f"ELF for {soc}\n")
+    # real shared objects, compiled when the sdist was made (_native/): the extension, the kernels, the op API
+    extension = HERE / "_native" / "vllm_ascend_C.so"
+    plain = HERE / "_native" / "plain.so"
+    shutil.copyfile(extension if extension.exists() else plain,
+                    temp / f"vllm_ascend_C.cpython-{tag}-{platform.machine()}-linux-gnu.so")
     if not re.fullmatch(r"ascend310p.*|ascend950.*", soc):
-        (temp / "libvllm_ascend_kernels.so").write_text(f"ELF for {soc}\n")
+        shutil.copyfile(plain, temp / "libvllm_ascend_kernels.so")
     opapi = HERE / NAME / "_cann_ops_custom" / "vendors" / "custom_transformer" / "op_api" / "lib"
     opapi.mkdir(parents=True, exist_ok=True)
-    (opapi / "libcust_opapi.so").write_text(f"ELF for {soc}\n")
+    shutil.copyfile(plain, opapi / "libcust_opapi.so")
     return soc
 
 
@@ -218,9 +223,10 @@ backend-path = ["."]
 
 
 def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str], padding_bytes: int = 0,
-                            third_party: Sequence[StubArchive] = ()) -> Path:
+                            third_party: Sequence[StubArchive] = (), extension: Optional[bytes] = None) -> Path:
     """vllm_ascend-<version>.tar.gz; `padding_bytes` of incompressible data make downloads take time;
-    `third_party`: the archives its csrc/cmake files name (and its build downloads when they are missing)."""
+    `third_party`: the archives its csrc/cmake files name (and its build downloads when they are missing);
+    `extension`: the vllm_ascend_C its build installs (native_stubs.plugin_extension), else one with no needs."""
     out_dir.mkdir(parents=True, exist_ok=True)
     base = f"vllm_ascend-{version}"
     members = {
@@ -234,7 +240,10 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
         "vllm_ascend/worker/block_table.py": b"# a file whose name contains 'lock'\n",
         **{path: text.encode() for path, text in CONFIG_FILES.items()},
         "csrc/transpose_kv_cache_by_block.cpp": b"// another one\n",
+        "_native/plain.so": plain_library(),
     }
+    if extension is not None:
+        members["_native/vllm_ascend_C.so"] = extension
     if padding_bytes:
         members["csrc/kernels.bin"] = os.urandom(padding_bytes)
     includes = "".join(f"include(cmake/third_party/{a.cmake_name})\n" for a in third_party)
@@ -254,13 +263,13 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
     return path
 
 
-def published_kernel_files(tag: str) -> Dict[str, str]:
+def published_kernel_files(tag: str) -> Dict[str, bytes]:
     """The compiled custom ops a published vllm-ascend wheel of `tag` holds (names as in the real 0.23.0)."""
     py, _, platform_tag = tag.split("-")
     arch = platform_tag.split("_", 3)[-1]
-    return {f"vllm_ascend/vllm_ascend_C.cpython-{py[2:]}-{arch}-linux-gnu.so": "ELF\n",
-            "vllm_ascend/libvllm_ascend_kernels.so": "ELF\n",
-            "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so": "ELF\n"}
+    return {f"vllm_ascend/vllm_ascend_C.cpython-{py[2:]}-{arch}-linux-gnu.so": plain_library(),
+            "vllm_ascend/libvllm_ascend_kernels.so": plain_library(),
+            "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so": plain_library()}
 
 
 #: A stub `cmake` for the venv (the real wheel's console script): `cmake --version` is what the build asks.

@@ -16,6 +16,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.simulate.ecosystem import PLUGIN_REQUIRES, Ecosystem, build_ecosystem
 from ascend_setup.simulate.fake_cann import FakeCann, build_fake_cann
 from ascend_setup.simulate.index_server import Behaviour, LocalIndex
+from ascend_setup.simulate.native_stubs import plugin_extension
 from ascend_setup.simulate.stub_plugin import build_stub_plugin_sdist
 from ascend_setup.simulate.third_party import ArchiveServer, build_stub_archives
 from ascend_setup.utils.procs import capture
@@ -84,18 +85,22 @@ def ensurepip_wheels(python: str) -> Path:
 def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
                          plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
                          behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
-                         tool_dependencies: bool = False,
-                         tls: Optional[Tuple[Path, Path]] = None) -> SimulatedHost:
+                         tool_dependencies: bool = False, native_needs: bool = False,
+                         understated: Sequence[str] = (), tls: Optional[Tuple[Path, Path]] = None) -> SimulatedHost:
     """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: a fourth index
     serves the tool's own dependencies, for `bundle --tool-index-url`; `tls`: a certificate chain and key every
-    server of the world answers HTTPS with, e.g. one signed by a site CA only the system store holds)."""
+    server of the world answers HTTPS with, e.g. one signed by a site CA only the system store holds;
+    `native_needs`: the vllm_ascend_C the sdist builds needs NNAL's libatb.so and its runtime symbol, which only
+    CANN's environment resolves (native_stubs; without a C compiler it needs nothing)); `understated`: stubs whose
+    manylinux_2_28 wheels hold a library that needs GLIBC_2.34 (build_ecosystem)."""
     archives = ArchiveServer(root / "third-party", tls=tls)
     sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
                                     padding_bytes=SDIST_PADDING,
-                                    third_party=build_stub_archives(root / "third-party", archives.url))
+                                    third_party=build_stub_archives(root / "third-party", archives.url),
+                                    extension=plugin_extension(cann_version) if native_needs else None)
     eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
                           plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
-                          triton_pythons=triton_pythons, venv_tools=venv_tools_for(row))
+                          triton_pythons=triton_pythons, venv_tools=venv_tools_for(row), understated=understated)
     main, ascend, pytorch_cpu = LocalIndex(behaviour, tls=tls), LocalIndex(tls=tls), LocalIndex(tls=tls)
     tools = None
     if tool_dependencies:
@@ -107,6 +112,6 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)
     pytorch_cpu.add_dir(eco.pytorch_cpu)
-    cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile")
+    cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile", native_libatb=native_needs)
     return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco,
                          archives=archives, tools=tools)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ascend_setup.audit.native_rules import native_message
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.dists.installed import read_venv
 from ascend_setup.dists.venv_reader import site_packages
@@ -13,6 +14,7 @@ from ascend_setup.engine.step import Step
 from ascend_setup.errors import StepFailed
 from ascend_setup.matrix.serve_hints import hint_lines as hints_for
 from ascend_setup.matrix.soc import label
+from ascend_setup.native.venv_libs import check_venv, host_target
 from ascend_setup.sourcebuild.kernels import installed_files, missing_kernels
 from ascend_setup.steps.install_session import InstallSession
 from ascend_setup.steps.outputs import Verified
@@ -57,7 +59,15 @@ def problems(ctx: InstallSession) -> List[str]:
     device = device_problem(ctx)
     if device:
         found.append(device)
-    return found
+    return found + native_problems(ctx)
+
+
+def native_problems(ctx: InstallSession) -> List[str]:
+    """Every shared object of the venv, loaded as the loader would with CANN's environment: a library that does
+    not resolve fails verify even when the import that loads it is wrapped in a `try` (the import check passes)."""
+    venv = read_venv(ctx.venv)
+    report = check_venv(venv, host_target(ctx.cann_env()))
+    return [native_message(item, str(venv.root)) for item in report.problems if item.problem.kind != "loop"]
 
 
 def device_problem(ctx: InstallSession) -> Optional[str]:

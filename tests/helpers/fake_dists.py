@@ -8,7 +8,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Mapping, Optional, Union
 
 from packaging.utils import canonicalize_name
 
@@ -35,7 +35,7 @@ def site_of(venv_path: Path) -> Path:
 
 
 def fake_install(venv_path: Path, name: str, version: str, *, requires: Iterable[str] = (),
-                 files: Optional[Dict[str, str]] = None, tag: Optional[str] = "py3-none-any",
+                 files: Optional[Mapping[str, Union[str, bytes]]] = None, tag: Optional[str] = "py3-none-any",
                  installer: str = "pip", direct_url: Optional[dict] = None, dist_dir: Optional[str] = None) -> Path:
     """Write `<name>-<version>.dist-info` (METADATA, RECORD, INSTALLER, WHEEL) and the files it records."""
     site = site_of(venv_path)
@@ -52,7 +52,10 @@ def fake_install(venv_path: Path, name: str, version: str, *, requires: Iterable
     for rel, text in files.items():
         target = site / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text)
     record = [f"{rel},," for rel in files] + [f"{info.name}/{m},," for m in ("METADATA", "INSTALLER", "RECORD")]
     (info / "RECORD").write_text("\n".join(record) + "\n")
     return info
