@@ -23,7 +23,7 @@ from ascend_setup.host.cann import CannInstall, detect_cann, find_driver, same_c
 from ascend_setup.host.npu import npu_facts
 from ascend_setup.matrix import load_matrix
 from ascend_setup.nodes import hccn
-from ascend_setup.utils.inputs import Name, PathText, Prose
+from ascend_setup.utils.inputs import Name, PathText, Prose, read_host_text
 
 #: The variables a multi-node vLLM-Ascend run reads (vllm-ascend's multi-node tutorials), reported as set.
 ENV_VARS = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "HCCL_BUFFSIZE",
@@ -155,10 +155,7 @@ def parse_proc_tcp(text: str) -> List[Listener]:
 def listening(proc: Path = Path("/proc/net")) -> List[Listener]:
     found: List[Listener] = []
     for name in ("tcp", "tcp6"):
-        try:
-            found += parse_proc_tcp((proc / name).read_text())
-        except OSError:
-            continue
+        found += parse_proc_tcp(read_host_text(proc / name, "proc-net") or "")
     return found
 
 

@@ -43,6 +43,12 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "pip-config": ("pip/uv configuration", 1 * MiB),
     "pip-answer": ("remembered answer of pip's configuration", 1 * MiB),
     "inventory": ("node inventory", 4 * MiB),
+    # a host's (or a --root's) own small files: CANN's and the driver's version.info, ascend_install.info,
+    # version.cfg (a few hundred bytes), os-release, passwd, group, /proc's cgroup and mountinfo (~100 KB in a
+    # busy container), /proc/net/tcp (150 bytes a socket: 64 MiB is 400 000 sockets)
+    "host-info": ("CANN or driver information file", 1 * MiB),
+    "host-file": ("host file", 16 * MiB),
+    "proc-net": ("socket table", 64 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
@@ -109,6 +115,21 @@ def read_input_bytes(path: Union[str, Path], kind: str, *, follow: bool = True, 
     if limit is not None and len(data) > limit:
         raise BadInput(f"{what or _what(kind, path)} grew past {limit} bytes while being read", hint=hint)
     return data
+
+
+def read_host_text(path: Union[str, Path], kind: str) -> Optional[str]:
+    """A host's own file (a CANN info file, /etc/passwd, /proc/1/cgroup), read through the gate: None when it
+    is absent or this user may not read it (a fact: the file is not there for us), bad input when it is a
+    FIFO, a device or past its kind's size (a link to /dev/zero must not fill memory, a FIFO must not hang).
+    Bytes that are not UTF-8 are replaced: these files are ASCII, and one odd byte hides no fact."""
+    if not os.path.lexists(path) or not os.access(path, os.R_OK):
+        return None
+    try:
+        return read_input_bytes(path, kind).decode("utf-8", errors="replace")
+    except BadInput:
+        if not os.path.exists(path):  # a dangling link, or a file removed as we read: not there
+            return None
+        raise
 
 
 def decode_text(data: bytes, source: str, *, hint: Optional[str] = None) -> str:
