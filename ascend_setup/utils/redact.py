@@ -11,7 +11,7 @@ from typing import Any, Callable, TextIO, cast
 
 MASK = "****"  # as pip shows a masked password
 #: Query keys whose value is a secret (a hub's or a proxy's token, a signed link's signature).
-_SECRET_KEYS = r"(?:[a-z0-9_-]*token|password|passwd|secret|api[_-]?key|key|sig|signature|auth)"
+_SECRET_KEYS = r"[a-z0-9_-]*(?:token|password|passwd|secret|key|sig|signature|auth|credential)"
 #: A URL's userinfo with a password: scheme://user:password@ (no '/', '@' or space inside).
 _USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/@:'\"<>]*:)(?P<password>[^\s/@'\"<>]+)(?=@)")
 _QUERY = re.compile(r"(?P<head>[?&]" + _SECRET_KEYS + r"=)(?P<secret>[^&#\s'\"<>()\[\],;]+)", re.I)
