@@ -14,7 +14,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
 from pydantic import BaseModel, StringConstraints, ValidationError
@@ -219,31 +219,65 @@ def load_model(path: Union[str, Path], kind: str, model: Type[Model], *, follow:
                     hint=hint)
 
 
-#: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs").
+#: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs"): 30
+#: levels of two aliases each are 60 aliases and 2^30 nodes. So both are bounded: the aliases, and the nodes
+#: they add to what the text spells out (each alias counts as the size of what it names).
 MAX_YAML_ALIASES = 1000
+MAX_YAML_ALIAS_NODES = 100_000
 
 
 def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> None:
-    """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting and alias bombs before
-    the composer, which recurses, builds a tree."""
-    depth = aliases = 0
+    """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting, alias bombs and aliases
+    that name a node inside itself (a cycle) before the composer, which recurses, builds a tree."""
+    depth = aliases = added = 0
+    sizes: Dict[str, int] = {}  # anchor -> how many nodes the node it names holds, expanded
+    open_frames: List[List[Any]] = []  # [anchor, size so far] of each collection being read
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def counted(size: int) -> None:
+        if open_frames:
+            open_frames[-1][1] += size
+
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
                     raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint)
+                open_frames.append([event.anchor, 1])
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
+                anchor, size = open_frames.pop()
+                if anchor is not None:
+                    sizes[anchor] = size
+                counted(size)
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
                     raise BadInput(f"{source} uses more than {MAX_YAML_ALIASES} YAML aliases", hint=hint)
-            elif isinstance(event, yaml.ScalarEvent) and event.tag is None and event.implicit[0] \
-                    and len(event.value) > MAX_DIGITS and event.value.lstrip("+-").isdigit():
-                raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})", hint=hint)
+                if any(frame[0] == event.anchor for frame in open_frames):
+                    raise BadInput(f"{source}: the YAML alias *{_visible(event.anchor)} names a node that holds it "
+                                   "(a cycle)", hint=hint)
+                size = sizes.get(event.anchor or "", 1)
+                added += size
+                if added > MAX_YAML_ALIAS_NODES:
+                    raise BadInput(f"{source}: its YAML aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes "
+                                   "(an alias bomb)", hint=hint)
+                counted(size)
+            elif isinstance(event, yaml.ScalarEvent):
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+                counted(1)
+                if event.tag is None and event.implicit[0] and len(event.value) > MAX_DIGITS \
+                        and event.value.lstrip("+-").isdigit():
+                    raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})",
+                                   hint=hint)
     except yaml.YAMLError as exc:
         if "nesting depth" in str(exc):  # libyaml's own bound (1000 levels), hit before any event
             raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint) from None
         return  # the real load reports syntax errors with their line
+
+
+def _visible(text: Optional[str]) -> str:
+    """A name from a file as a message may show it: control characters escaped."""
+    return "" if text is None else text if text.isprintable() else ascii(text)[1:-1]

@@ -21,12 +21,17 @@ from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
 @pytest.mark.parametrize("text, said", [
     (None, "does not exist"), ("nodes: []\n", "nodes: List should have at least 1 item"),
     ("nodes:\n  - {name: a, hots: b}\n", "nodes.0.hots: Extra inputs are not permitted"),
-    ("nodes: [\n", "is not valid YAML")])
+    ("nodes: [\n", "is not valid YAML"),
+    # groups aliasing each other 30 levels deep (2^30 walks hung it), a group that is its own child
+    ("g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
+                                         for i in range(1, 31)), "expand to more than 100000 nodes"),
+    ("all: &all {hosts: {h: }, children: {again: *all}}\n", "a cycle"),
+    ("all: {hosts: {h: {ansible_port: [22]}}}\n", "all.hosts.h.ansible_port")])
 def test_bad_inventories(cli, tmp_path: Path, text: str, said: str) -> None:
     path = tmp_path / "nodes.yml"
     if text is not None:
         path.write_text(text)
-    line = assert_one_line_error(cli("doctor", "--nodes", str(path)))
+    line = assert_one_line_error(cli("doctor", "--nodes", str(path), timeout=10))
     assert said in line and str(path) in line
     done = cli("doctor", "--nodes", str(path), "--json")
     assert done.returncode == 2 and said in json.loads(done.stdout)["error"]

@@ -40,6 +40,45 @@ def test_yaml_depth_aliases_and_long_integers() -> None:
         check_yaml_shape("n: " + "1" * 5000 + "\n", "m")
 
 
+def _doubling(levels: int, width: int = 2) -> str:
+    """Each level an anchored list of `width` aliases of the one below: width**levels nodes, expanded."""
+    lines = ["l0: &l0 [x]"] + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def _groups(levels: int) -> str:
+    """An Ansible inventory whose groups are each other's children twice over, `levels` deep (2**levels walks)."""
+    lines = ["g0: &g0 {hosts: {h: }}"] + [f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}"
+                                          for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+YAML_BOMBS = {
+    "30 levels doubling (2^30 nodes, 60 aliases)": (_doubling(30), "expand to more than"),
+    "billion laughs (9 levels of 10)": (_doubling(9, 10), "expand to more than"),
+    "groups aliasing each other 30 deep": (_groups(30), "expand to more than"),
+    "a list that holds itself": ("a: &a [x, *a]\n", "a cycle"),
+    "a mapping that holds itself": ("a: &a {b: *a}\n", "a cycle"),
+    "an alias inside a flow sequence of itself": ("a: &a [[[*a]]]\n", "a cycle"),
+}
+
+
+@pytest.mark.parametrize("text, said", YAML_BOMBS.values(), ids=list(YAML_BOMBS))
+def test_a_yaml_alias_bomb_or_cycle_is_refused_at_parse(text: str, said: str) -> None:
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(BadInput, match=said):
+        check_yaml_shape(text, "m")
+    assert time.monotonic() - start < 5  # refused from the events, never expanded
+
+
+def test_aliases_within_the_bound_are_kept() -> None:
+    """Real files use anchors (the packaged matrix does): 10 levels of doubling (1024 nodes) pass."""
+    check_yaml_shape(_doubling(10), "m")
+    check_yaml_shape("base: &b {x: 1}\nrow: {<<: *b, y: 2}\n", "m")
+
+
 def test_special_files_sizes_links_and_encodings(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
