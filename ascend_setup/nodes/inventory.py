@@ -52,10 +52,11 @@ class InventoryFile(BaseModel):
 
     nodes: List[NodeEntry] = Field(min_length=1, max_length=MAX_NODES)
     command: Command = "ascend-setup"
-    timeout: float = Field(default=60, gt=0, le=3600)  # seconds each node has to answer
-    ping_timeout: float = Field(default=30, gt=0, le=3600)  # seconds each node has for its pings
-    clock_skew: float = Field(default=5, gt=0, le=3600)  # seconds two nodes' clocks may differ
-    ray: bool = True  # the nodes serve through Ray: its variable is required
+    # strict: a quoted "12" or "true" is a typo to name, not a number or a switch to guess
+    timeout: float = Field(default=60, gt=0, le=3600, strict=True)  # seconds each node has to answer
+    ping_timeout: float = Field(default=30, gt=0, le=3600, strict=True)  # seconds each node has for its pings
+    clock_skew: float = Field(default=5, gt=0, le=3600, strict=True)  # seconds two nodes' clocks may differ
+    ray: bool = Field(default=True, strict=True)  # the nodes serve through Ray: its variable is required
     ports: List[Annotated[int, Field(strict=True, ge=1, le=65535)]] = Field(default_factory=list, max_length=256)
 
     @model_validator(mode="after")
