@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
@@ -102,3 +103,59 @@ def test_special_files_sizes_links_and_encodings(tmp_path: Path) -> None:
     assert load_json(link, "state") == {"a": 1}  # a link the user named is followed
     with pytest.raises(BadInput, match="symbolic link"):
         load_json(link, "state", follow=False)  # one in a workdir is not
+
+
+def _host_readers() -> Dict[str, Tuple[str, Callable[[Path], Any]]]:
+    """Every reader of a host's own small files: (where under tmp the file is, how it is read from tmp)."""
+    from ascend_setup.container.facts import container_signals, passwd_entry
+    from ascend_setup.engine.login import install_block
+    from ascend_setup.host.cann import read_key_values
+    from ascend_setup.nodes.node_facts import listening
+    from ascend_setup.utils.osrelease import os_release
+
+    return {
+        "version.info": ("version.info", lambda tmp: read_key_values(tmp / "version.info")),
+        "os-release": ("os-release", lambda tmp: os_release(tmp / "os-release")),
+        "root/etc/passwd": ("root/etc/passwd", lambda tmp: passwd_entry(tmp / "root", 0)),
+        "root/proc/1/cgroup": ("root/proc/1/cgroup", lambda tmp: container_signals(tmp / "root")),
+        "proc/net/tcp": ("net/tcp", lambda tmp: listening(tmp / "net")),
+        "~/.bashrc": ("home/.bashrc", lambda tmp: install_block(tmp / "wd", home=str(tmp / "home"))),
+    }
+
+
+def _plant(path: Path, how: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if how == "fifo":
+        os.mkfifo(path)
+    elif how == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif how == "directory":
+        path.mkdir()
+    else:
+        with path.open("wb") as handle:
+            handle.truncate(80 * 1024 * 1024)  # sparse: past every host kind's size
+
+
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "huge", "directory"])
+@pytest.mark.parametrize("reader", list(_host_readers()))
+def test_every_host_reader_is_bounded(tmp_path: Path, reader: str, how: str) -> None:
+    """A FIFO hung these readers, /dev/zero filled memory: each is now one BadInput naming the file, at once."""
+    import time
+
+    member, read = _host_readers()[reader]
+    _plant(tmp_path / member, how)
+    start = time.monotonic()
+    with pytest.raises(BadInput) as caught:
+        read(tmp_path)
+    assert time.monotonic() - start < 5
+    assert str(tmp_path / member) in caught.value.message and len(caught.value.one_line().splitlines()) == 1
+
+
+def test_an_absent_or_unreadable_host_file_is_no_fact(tmp_path: Path) -> None:
+    from ascend_setup.engine.login import remove_block
+    from ascend_setup.host.cann import read_key_values
+
+    assert read_key_values(tmp_path / "none") == {}
+    os.mkfifo(tmp_path / ".bashrc")
+    assert remove_block(tmp_path / "wd", home=str(tmp_path)) is False  # a FIFO holds no block of ours
+    assert (tmp_path / ".bashrc").is_fifo()
