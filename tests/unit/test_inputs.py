@@ -159,3 +159,18 @@ def test_an_absent_or_unreadable_host_file_is_no_fact(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / ".bashrc")
     assert remove_block(tmp_path / "wd", home=str(tmp_path)) is False  # a FIFO holds no block of ours
     assert (tmp_path / ".bashrc").is_fifo()
+
+
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "huge", "directory"])
+def test_a_hostile_kernel_meta_lock_holds_no_pid(tmp_path: Path, how: str) -> None:
+    """doctor's stale-lock check reads each kernel_meta lock's pid: a FIFO there hung it; now it is no pid."""
+    import time
+
+    from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
+
+    _plant(tmp_path / "op" / "kernel_meta" / "kernel_meta.lock", how)
+    start = time.monotonic()
+    locks = list(find_kernel_meta_locks(tmp_path))
+    assert time.monotonic() - start < 5
+    assert len(locks) == (1 if how in ("fifo", "huge") else 0)  # a link or a directory is no lock it reads
+    assert all(lock.pid is None for lock in locks)
