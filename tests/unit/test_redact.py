@@ -40,3 +40,22 @@ def test_a_redacting_stream_masks_what_is_written_and_forwards_the_rest() -> Non
     stream.writelines(["http://h/?token=SECRET\n"])
     assert target.getvalue() == "$ pip --index-url http://u:****@h/s/\nhttp://h/?token=****\n"
     assert stream.isatty() is False and stream.getvalue() == target.getvalue()
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_every_error_line_and_document_is_redacted(capsys: pytest.CaptureFixture, as_json: bool) -> None:
+    """The sink every error passes through (a --build-deps-url archive that failed, a bad --index value, ...):
+    the one stderr line, its details and the JSON error document; escapes in it are made visible."""
+    from ascend_setup.cli.main import fail
+    from ascend_setup.cli.render import Output
+    from ascend_setup.errors import StepFailed
+
+    exc = StepFailed("json-3.11.3.tar.gz from http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz?sig=SECRET "
+                     "failed\x1b[2J", hint="check --build-deps-url http://bob:PASSWORD@127.0.0.1:9/deps/",
+                     details="GET http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz: 403")
+    assert fail(Output(as_json), exc) == exc.exit_code
+    out, err = capsys.readouterr()
+    for text in (out, err):
+        assert "PASSWORD" not in text and "SECRET" not in text
+    assert "bob:****@127.0.0.1:9" in err and "\x1b" not in err and "\\x1b[2J" in err
+    assert ("bob:****@" in out) == as_json
