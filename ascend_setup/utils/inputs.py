@@ -230,7 +230,7 @@ MAX_YAML_ALIAS_NODES = 100_000
 def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> None:
     """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting, alias bombs and aliases
     that name a node inside itself (a cycle) before the composer, which recurses, builds a tree."""
-    depth = aliases = added = 0
+    aliases = added = 0
     sizes: Dict[str, int] = {}  # anchor -> how many nodes the node it names holds, expanded
     open_frames: List[List[Any]] = []  # [anchor, size so far] of each collection being read
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -242,12 +242,10 @@ def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> N
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
+                if len(open_frames) >= MAX_DEPTH:
                     raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint)
                 open_frames.append([event.anchor, 1])
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
                 anchor, size = open_frames.pop()
                 if anchor is not None:
                     sizes[anchor] = size
