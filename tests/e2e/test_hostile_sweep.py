@@ -25,12 +25,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 from helpers.cli import clean_env
+from helpers.hostile import SPECIAL, plant_special
 
 DEAD = "http://127.0.0.1:9/simple/"
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]
 FILE_KINDS = ("symlink", "fifo", "dev-zero", "directory", "huge", "binary", "deep", "truncated")
 PATH_KINDS = ("dangling", "loop", "too-long", "unwritable", "a-file")
-HUGE = 200 * 1024 * 1024  # sparse: larger than every kind's limit, costs no disk
 DEEP = 100_000
 TIMEOUT = 10.0
 
@@ -94,17 +94,8 @@ def plant(path: Path, how: str, kind: str, good: bytes, victim: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if how == "symlink":
         path.symlink_to(victim)
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif how == "directory":
-        path.mkdir()
-        (path / "inside").write_text("x\n")
-    elif how == "huge":
-        with path.open("wb") as handle:
-            handle.write(good[:64])
-            handle.truncate(HUGE)
+    elif how in SPECIAL:
+        plant_special(path, how, good[:64])
     elif how == "binary":
         path.write_bytes(bytes(range(256)) * 4)
     elif how == "deep":

@@ -12,6 +12,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 from helpers.cli import assert_one_line_error
+from helpers.hostile import SPECIAL, plant_special
 
 from ascend_setup.container.facts import MOUNTS, Mount
 from ascend_setup.simulate.fake_devices import build_fake_root
@@ -159,27 +160,20 @@ HOST_FILES = {"usr/local/Ascend/driver/version.info": (RUN_COMMAND, DOCTOR),
               "etc/passwd": (DOCTOR,), "proc/1/cgroup": (DOCTOR,)}
 HOSTILE_HOST_FILES = [pytest.param(where, how, argv, id=f"{argv[0]}:{where.split('/')[-1]}={how}")
                       for where, commands in HOST_FILES.items() for argv in commands
-                      for how in ("dev-zero", "fifo", "huge")]
+                      for how in SPECIAL]
 
 
 @pytest.mark.parametrize("where, how, argv", HOSTILE_HOST_FILES)
 def test_a_hostile_host_file_is_bounded(cli, tmp_path: Path, where: str, how: str, argv: List[str]) -> None:
     """A link to /dev/zero, a FIFO, a file past its kind's size: each an exit 2 naming it within 10 s (a
     hang is the subprocess's timeout), never a MemoryError or a block."""
-    import os
     import platform
 
     root = tmp_path / "root"
     build_fake_root(root, container=True)
     path = root / where.format(arch=platform.machine())
     path.unlink()
-    if how == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif how == "fifo":
-        os.mkfifo(path)
-    else:
-        with path.open("wb") as handle:
-            handle.truncate(64 * 1024 * 1024)  # sparse: past every host file's size
+    plant_special(path, how)
     proc = cli(*argv, str(root), "--cann-home", str(root / "usr/local/Ascend"), "--workdir", str(tmp_path / "wd"),
                "--json", timeout=10) if argv is DOCTOR else cli(*argv, str(root), "--json", timeout=10)
     line = assert_one_line_error(proc)

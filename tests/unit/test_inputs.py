@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Tuple
 
 import pytest
+from helpers.hostile import SPECIAL, plant_special
 
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.inputs import MAX_DEPTH, check_yaml_shape, load_json, parse_json, read_input_text
@@ -123,27 +124,14 @@ def _host_readers() -> Dict[str, Tuple[str, Callable[[Path], Any]]]:
     }
 
 
-def _plant(path: Path, how: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if how == "fifo":
-        os.mkfifo(path)
-    elif how == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif how == "directory":
-        path.mkdir()
-    else:
-        with path.open("wb") as handle:
-            handle.truncate(80 * 1024 * 1024)  # sparse: past every host kind's size
-
-
-@pytest.mark.parametrize("how", ["fifo", "dev-zero", "huge", "directory"])
+@pytest.mark.parametrize("how", SPECIAL)
 @pytest.mark.parametrize("reader", list(_host_readers()))
 def test_every_host_reader_is_bounded(tmp_path: Path, reader: str, how: str) -> None:
     """A FIFO hung these readers, /dev/zero filled memory: each is now one BadInput naming the file, at once."""
     import time
 
     member, read = _host_readers()[reader]
-    _plant(tmp_path / member, how)
+    plant_special(tmp_path / member, how)
     start = time.monotonic()
     with pytest.raises(BadInput) as caught:
         read(tmp_path)
@@ -161,14 +149,14 @@ def test_an_absent_or_unreadable_host_file_is_no_fact(tmp_path: Path) -> None:
     assert (tmp_path / ".bashrc").is_fifo()
 
 
-@pytest.mark.parametrize("how", ["fifo", "dev-zero", "huge", "directory"])
+@pytest.mark.parametrize("how", SPECIAL)
 def test_a_hostile_kernel_meta_lock_holds_no_pid(tmp_path: Path, how: str) -> None:
     """doctor's stale-lock check reads each kernel_meta lock's pid: a FIFO there hung it; now it is no pid."""
     import time
 
     from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks
 
-    _plant(tmp_path / "op" / "kernel_meta" / "kernel_meta.lock", how)
+    plant_special(tmp_path / "op" / "kernel_meta" / "kernel_meta.lock", how)
     start = time.monotonic()
     locks = list(find_kernel_meta_locks(tmp_path))
     assert time.monotonic() - start < 5
