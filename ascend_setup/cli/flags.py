@@ -90,6 +90,13 @@ def root(p: Parser, help: str = "read this directory as / for the container's de
     _path(p, ROOT, help)
 
 
+def run_root_tools(p: Parser) -> None:
+    """The one way to let a --root other than / have its own binaries run (its npu-smi): --root is data."""
+    p.add_argument("--run-root-tools", action="store_true",
+                   help="run the --root's own tools (its npu-smi) to learn its card; without it a --root other "
+                   "than / is only read, never executed")
+
+
 def cann(p: Parser, help: str = "CANN version: selects a whole matrix row", *, required: bool = False) -> None:
     """The row. Where it is optional it defaults to the installed CANN's row, else the newest (host.cann.row_for);
     audit infers it from the venv instead."""

@@ -14,10 +14,11 @@ import traceback
 from typing import Callable, Dict, List, NoReturn, Optional, Tuple
 
 from ascend_setup import __version__
-from ascend_setup.cli.render import Output
+from ascend_setup.cli.render import Output, terminal_safe
 from ascend_setup.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_LOCKED, AscendSetupError, BadInput
 from ascend_setup.utils import tempdirs
 from ascend_setup.utils.interrupts import at_interrupt, install_handlers
+from ascend_setup.utils.redact import redact
 
 #: A command module's `ARGUMENTS`: for each command it owns, the function that adds its options (and sets
 #: `func`, which takes the parsed arguments and the run's Output, and returns the exit code).
@@ -101,8 +102,8 @@ def refuse_empty_values(args: argparse.Namespace) -> None:
 def fail(out: Output, exc: AscendSetupError) -> int:
     """An error the user reads: its details, then one line on stderr; under --json, the error document."""
     if exc.details:
-        sys.stderr.write(exc.details.rstrip() + "\n")
-    sys.stderr.write(exc.one_line() + "\n")
+        sys.stderr.write(redact(exc.details.rstrip()) + "\n")
+    sys.stderr.write(terminal_safe(redact(exc.one_line())) + "\n")
     out.error(exc.message, exc.hint, exc.exit_code)
     return exc.exit_code
 

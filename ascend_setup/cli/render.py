@@ -7,6 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
+from ascend_setup.utils.redact import redact, redacting
+
 if TYPE_CHECKING:  # rich is imported when something is drawn: --json output stays quick to start
     from rich.console import Console
     from rich.table import Table
@@ -47,13 +49,13 @@ def plain(console: Console) -> bool:
 def stdout_console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=_width(sys.stdout))
+    return Console(highlight=False, soft_wrap=False, width=_width(sys.stdout), file=redacting(lambda: sys.stdout))
 
 
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
+    return Console(stderr=True, highlight=False, width=_width(sys.stderr), file=redacting(lambda: sys.stderr))
 
 
 class Output:
@@ -69,7 +71,7 @@ class Output:
         """The document, serialised before anything is written and flushed at once: a value that cannot be
         serialised leaves stdout empty for the error document, and a later exit cannot drop what is buffered."""
         text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
-        sys.stdout.write(text)
+        sys.stdout.write(redact(text))
         sys.stdout.flush()
         self.printed = True
 

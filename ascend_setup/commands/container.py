@@ -18,7 +18,7 @@ def run_command(args: argparse.Namespace, output: Output) -> int:
     matrix = load_matrix(args.matrix)
     row = select_row(matrix, args.cann) if args.cann else matrix.newest()
     command = compose(root_dir(args.root), row, cards=args.cards, runtime=args.runtime, image=args.image,
-                      cache=cache)
+                      cache=cache, run_tools=args.run_root_tools)
     if args.json:
         output.print_json(command.to_json())
         return 0
@@ -43,7 +43,9 @@ def container_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--cache", metavar="DIR", default="~/.cache", help="the host directory kept across containers "
                    "as /root/.cache (models, compiled kernels; default ~/.cache)")
     flags.cann(p=r, help="the row whose vllm-ascend image to use (default: the newest)")
-    flags.root(r, "read this directory as the host's / for its cards and driver files (default /)")
+    flags.root(r, "read this directory as the host's / for its cards and driver files (default /); its "
+               "binaries run only with --run-root-tools")
+    flags.run_root_tools(r)
     r.set_defaults(func=run_command)
 
 

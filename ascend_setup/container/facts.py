@@ -20,6 +20,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.host.cann import read_key_values
 from ascend_setup.matrix.soc import soc_table
 from ascend_setup.utils.files import read_regular_text
+from ascend_setup.utils.inputs import read_host_text
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "container.yaml"
 #: The nodes every NPU container needs besides its cards' /dev/davinciN (the docs' `--device` lines).
@@ -88,10 +89,8 @@ def under(root: Path, path: str) -> Path:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+    """A root's file through the gate ("" when it is not there): a FIFO or a device in a root is bad input."""
+    return read_host_text(path, "host-file") or ""
 
 
 def container_signals(root: Path) -> List[str]:

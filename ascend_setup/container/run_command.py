@@ -25,6 +25,7 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.npu import npu_facts
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.soc import label
+from ascend_setup.utils.paths import is_this_host
 
 RUNTIMES = ("docker", "nerdctl", "ascend-docker-runtime")
 #: What Ascend Docker Runtime mounts itself (its default base.list): the rest still needs a -v.
@@ -78,10 +79,15 @@ def image_for(row: Row, device_type: Optional[str]) -> str:
 
 
 def compose(root: Path, row: Row, *, cards: Optional[str], runtime: str, image: Optional[str],
-            cache: Path) -> RunCommand:
+            cache: Path, run_tools: bool = False) -> RunCommand:
     """The command for the host under `root` (/ on a real host): its cards, its driver's files, its card's image."""
     chosen = choose_cards(root, cards)
-    device_type = npu_facts(str(under(root, host_driver_dir(root)))).device_type
+    # a root given to read is never executed: its npu-smi runs only when it is / or the user said so
+    may_run = run_tools or is_this_host(root)
+    device_type = npu_facts(str(under(root, host_driver_dir(root)))).device_type if may_run else None
+    if image is None and not may_run:
+        raise BadInput(f"--root {root} is read, not run: its card (and so its image) is known only from its npu-smi",
+                       hint="pass --image IMAGE, or --run-root-tools to let ascend-setup run that root's npu-smi")
     image = image or image_for(row, device_type)
     shm = container_data().shm.serve_gib
     lines = [f"{'nerdctl' if runtime == 'nerdctl' else 'docker'} run --rm --name vllm-ascend"]

@@ -15,14 +15,22 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, open_append
+from ascend_setup.utils.inputs import read_input_text
 
 GUARD = "ASCEND_SETUP_LOGIN_CHECKED"
+HINT = "resume-on-login keeps its block in ~/.bashrc: make it a regular UTF-8 text file, or run without it"
 LOG_NAME = "resume-on-login.log"
 
 
 def bashrc(home: Optional[str] = None) -> Path:
     return Path(home or os.path.expanduser("~")) / ".bashrc"
+
+
+def _what(given: Path, path: Path) -> str:
+    """~/.bashrc as a message names it: the file the user knows, and what its link leads to."""
+    return f"shell startup file {given}" + (f" (a link to {path})" if path != given else "")
 
 
 def _markers(workdir: Path) -> tuple:
@@ -62,7 +70,7 @@ def _without(text: str, workdir: Path) -> str:
 def install_block(workdir: Path, home: Optional[str] = None, argv: Optional[List[str]] = None) -> Path:
     """Add (or refresh) the block for `workdir`; idempotent."""
     path = bashrc(home).resolve()  # a dotfiles link is the user's own: edit what it points to, keep the link
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = read_input_text(path, "shell-rc", hint=HINT, what=_what(bashrc(home), path)) if path.exists() else ""
     kept = _without(text, workdir)
     atomic_write_text(path, kept + ("" if not kept or kept.endswith("\n") else "\n") + block(workdir, argv=argv))
     return path
@@ -73,7 +81,10 @@ def remove_block(workdir: Path, home: Optional[str] = None) -> bool:
     path = bashrc(home).resolve()
     if not path.exists():
         return False
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_input_text(path, "shell-rc")
+    except BadInput:  # a FIFO, a device, a huge or binary file: none holds the block we write (as text)
+        return False
     kept = _without(text, workdir)
     if kept == text:
         return False

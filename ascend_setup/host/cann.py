@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from ascend_setup.errors import BadInput
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
+from ascend_setup.utils.inputs import read_host_text
 
 DEFAULT_ROOTS = ("/usr/local/Ascend",)
 CANN_HOME_ENV = ("ASCEND_SETUP_CANN_HOME",)
@@ -59,13 +60,11 @@ class CannInstall:
 
 
 def read_key_values(path: Path) -> Dict[str, str]:
-    """`key=value` lines (version.info, install.info, version.cfg); unreadable files give {}."""
+    """`key=value` lines (version.info, install.info, version.cfg) read through the gate: a missing or
+    unreadable file gives {}; a FIFO, a device or a file past 1 MiB is bad input naming it."""
     result: Dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return result
-    for line in text.splitlines():
+    text = read_host_text(path, "host-info")
+    for line in (text or "").splitlines():
         key, sep, value = line.partition("=")
         if sep:
             result[key.strip()] = value.strip().strip('"')

@@ -24,6 +24,7 @@ from ascend_setup.managed.pinned import PythonBuild, PythonBuilds, uv_downloads_
 from ascend_setup.managed.sources import Probe, probe_all
 from ascend_setup.utils.files import atomic_write_text, make_dir, open_append, refuse_link
 from ascend_setup.utils.procs import run_logged
+from ascend_setup.utils.redact import redact_url
 
 Progress = Callable[[int, Optional[int]], None]
 
@@ -47,7 +48,8 @@ def fetch_archive(builds: PythonBuilds, which: PythonBuild, downloads: Path, log
     usable = [p for p in probes if p.ok]
     if not usable:
         raise AscendSetupError(
-            f"no mirror has {which.file}: " + "; ".join(f"{p.url.split('/')[2]}: {p.problem}" for p in probes),
+            f"no mirror has {which.file}: "
+            + "; ".join(f"{redact_url(p.url).split('/')[2]}: {p.problem}" for p in probes),
             hint="pass --python-mirror URL (a copy laid out as URL/<build>/<file>), or --python /path/to/python3.X, "
                  "or install from a bundle (ascend-setup bundle carries the interpreter)")
     return download([p.url for p in usable], dest, sha256=which.sha256, size=usable[0].size,

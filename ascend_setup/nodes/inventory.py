@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, field_validator, model_validator
 from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
@@ -52,10 +52,11 @@ class InventoryFile(BaseModel):
 
     nodes: List[NodeEntry] = Field(min_length=1, max_length=MAX_NODES)
     command: Command = "ascend-setup"
-    timeout: float = Field(default=60, gt=0, le=3600)  # seconds each node has to answer
-    ping_timeout: float = Field(default=30, gt=0, le=3600)  # seconds each node has for its pings
-    clock_skew: float = Field(default=5, gt=0, le=3600)  # seconds two nodes' clocks may differ
-    ray: bool = True  # the nodes serve through Ray: its variable is required
+    # strict: a quoted "12" or "true" is a typo to name, not a number or a switch to guess
+    timeout: float = Field(default=60, gt=0, le=3600, strict=True)  # seconds each node has to answer
+    ping_timeout: float = Field(default=30, gt=0, le=3600, strict=True)  # seconds each node has for its pings
+    clock_skew: float = Field(default=5, gt=0, le=3600, strict=True)  # seconds two nodes' clocks may differ
+    ray: bool = Field(default=True, strict=True)  # the nodes serve through Ray: its variable is required
     ports: List[Annotated[int, Field(strict=True, ge=1, le=65535)]] = Field(default_factory=list, max_length=256)
 
     @model_validator(mode="after")
@@ -89,21 +90,52 @@ class Inventory:
     ports: List[int] = field(default_factory=list)  # besides HCCL's and Ray's: vLLM's, the DP RPC port
 
 
-def _ansible_hosts(data: Dict[str, Any], source: str) -> Dict[str, Dict[str, Any]]:
-    """Every host of a YAML Ansible inventory (groups, children, group vars under each host's own)."""
+class AnsibleVars(BaseModel):
+    """The variables of a host or group this tool reads (Ansible's others are ignored): each bounded, so a
+    list where a port is is one line naming it, not an ssh argument."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ansible_connection: Optional[Name] = None
+    ansible_host: Optional[Name] = None
+    ansible_user: Optional[Name] = None
+    ansible_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = None  # Ansible takes "2222" too
+    ascend_setup_command: Optional[Command] = None
+
+
+class AnsibleGroup(BaseModel):
+    """A group of a YAML Ansible inventory: its hosts (each with its own variables), its child groups, its
+    variables. The tree is finite and bounded: check_yaml_shape refused cycles and alias bombs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts: Optional[Dict[Name, Optional[AnsibleVars]]] = Field(default=None, max_length=MAX_NODES)
+    children: Optional[Dict[Name, Optional[AnsibleGroup]]] = Field(default=None, max_length=MAX_NODES)
+    vars: Optional[AnsibleVars] = None
+
+
+class AnsibleInventory(RootModel[Dict[Name, AnsibleGroup]]):
+    pass
+
+
+def _ansible_hosts(groups: Dict[str, AnsibleGroup], source: str) -> Dict[str, Dict[str, Any]]:
+    """Every host of a YAML Ansible inventory (groups, children, group vars under each host's own). Each
+    group's variables are the few this tool reads, so a host costs the same whatever the inventory holds."""
     hosts: Dict[str, Dict[str, Any]] = {}
 
-    def walk(group: Any, inherited: Dict[str, Any], depth: int) -> None:
-        if not isinstance(group, dict) or depth > 32:
+    def walk(group: Optional[AnsibleGroup], inherited: Dict[str, Any]) -> None:
+        if group is None:
             return
-        merged = {**inherited, **(group.get("vars") or {})}
-        for host, own in (group.get("hosts") or {}).items():
-            hosts.setdefault(str(host), {}).update({**merged, **(own or {})})
-        for child in (group.get("children") or {}).values():
-            walk(child, merged, depth + 1)
+        merged = {**inherited, **(group.vars.model_dump(exclude_none=True) if group.vars else {})}
+        for host, own in (group.hosts or {}).items():
+            hosts.setdefault(host, {}).update({**merged, **(own.model_dump(exclude_none=True) if own else {})})
+            if len(hosts) > MAX_NODES:
+                raise BadInput(f"node inventory {source} names more than {MAX_NODES} nodes", hint=HINT)
+        for child in (group.children or {}).values():
+            walk(child, merged)
 
-    for group in data.values():
-        walk(group, {}, 0)
+    for group in groups.values():
+        walk(group, {})
     if not hosts:
         raise BadInput(f"node inventory {source} names no node", hint=HINT)
     return hosts
@@ -112,8 +144,9 @@ def _ansible_hosts(data: Dict[str, Any], source: str) -> Dict[str, Dict[str, Any
 def _from_ansible(data: Dict[str, Any], source: str) -> Dict[str, Any]:
     """Our inventory's shape from an Ansible one: each host reached by ssh (its ansible_host, _user, _port),
     or here when ansible_connection is local; `ascend_setup_command` as the fleet's playbooks use it."""
+    groups = validate(AnsibleInventory, data, f"node inventory {source}", hint=HINT).root
     nodes = []
-    for name, v in _ansible_hosts(data, source).items():
+    for name, v in _ansible_hosts(groups, source).items():
         if v.get("ansible_connection") == "local":
             run: List[str] = []
         else:

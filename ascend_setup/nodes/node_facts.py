@@ -15,15 +15,16 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from typing_extensions import Annotated
 
 from ascend_setup import __version__
+from ascend_setup.errors import BadInput
 from ascend_setup.host.cann import CannInstall, detect_cann, find_driver, same_cann
 from ascend_setup.host.npu import npu_facts
 from ascend_setup.matrix import load_matrix
 from ascend_setup.nodes import hccn
-from ascend_setup.utils.inputs import Name, PathText, Prose
+from ascend_setup.utils.inputs import Name, PathText, Prose, read_host_text, validate
 
 #: The variables a multi-node vLLM-Ascend run reads (vllm-ascend's multi-node tutorials), reported as set.
 ENV_VARS = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "HCCL_BUFFSIZE",
@@ -35,6 +36,8 @@ MAX_NPUS, MAX_NICS, MAX_PORTS = 64, 256, 65536
 WEDGED = "did not answer"
 _TLS = re.compile(r"tls switch\[(\d)\]", re.I)
 Port = Annotated[int, Field(strict=True, ge=0, le=65535)]
+#: A variable's value: an address, a NIC, a number, a card list (4 KiB is 1000 cards' worth).
+EnvValue = Annotated[str, StringConstraints(strict=True, max_length=4096)]
 
 
 class Nic(BaseModel):
@@ -83,7 +86,7 @@ class NodeFacts(BaseModel):
     npus: List[Npu] = Field(default_factory=list, max_length=MAX_NPUS)
     nics: Optional[List[Nic]] = Field(default=None, max_length=MAX_NICS)
     nic_error: Optional[Prose] = None
-    env: Dict[Name, Prose] = Field(default_factory=dict, max_length=len(ENV_VARS) + 8)
+    env: Dict[Name, EnvValue] = Field(default_factory=dict, max_length=len(ENV_VARS) + 8)
     listening: List[Listener] = Field(default_factory=list, max_length=MAX_PORTS)
     clock: float
 
@@ -155,10 +158,7 @@ def parse_proc_tcp(text: str) -> List[Listener]:
 def listening(proc: Path = Path("/proc/net")) -> List[Listener]:
     found: List[Listener] = []
     for name in ("tcp", "tcp6"):
-        try:
-            found += parse_proc_tcp((proc / name).read_text())
-        except OSError:
-            continue
+        found += parse_proc_tcp(read_host_text(proc / name, "proc-net") or "")
     return found
 
 
@@ -208,9 +208,13 @@ def npu_network(exe: str, npu: int) -> Npu:
     tls = _TLS.search(ask("-tls", "-g"))
     if ip.error and ip.error not in errors:
         errors.append(ip.error)
-    return Npu(id=npu, link=link, health=health, ip=ip.address, netmask=ip.netmask,
-               tls=int(tls.group(1)) if tls and tls.group(1) in "01" else None,
-               error="; ".join(errors)[:4096] or None)
+    answer = {"id": npu, "link": link, "health": health, "ip": ip.address, "netmask": ip.netmask,
+              "tls": int(tls.group(1)) if tls and tls.group(1) in "01" else None,
+              "error": "; ".join(errors)[:4096] or None}
+    try:  # a tool's answer past its bounds is a fact about the NPU (its words, escaped), not a crash
+        return validate(Npu, answer, f"hccn_tool's answer for NPU {npu}")
+    except BadInput as exc:
+        return Npu(id=npu, error=exc.message[:4096])
 
 
 def npus_network(exe: str, ids: List[int]) -> List[Npu]:
@@ -246,10 +250,12 @@ def gather(*, cann_home: Optional[str] = None, matrix_file: Optional[str] = None
     ids = sorted({int(c["npu"]) for c in npu.chips if c["npu"].isdigit()})[:MAX_NPUS]
     npus = npus_network(exe, ids) if exe else [Npu(id=i, error="hccn_tool not found") for i in ids]
     nics, nic_error = local_nics()
-    return NodeFacts(
-        hostname=socket.gethostname() or "unknown", tool=__version__,
-        cann=install.version if install else None,
-        driver=(driver.package_version or driver.version) if driver else None,
-        row=row_of(install, matrix_file), npu_error=npu.error, hccn_tool=exe, npus=npus, nics=nics,
-        nic_error=nic_error, env={k: env[k] for k in ENV_VARS if k in env}, listening=listening(),
-        clock=time.time())
+    facts = {"hostname": socket.gethostname() or "unknown", "tool": __version__,
+             "cann": install.version if install else None,
+             "driver": (driver.package_version or driver.version) if driver else None,
+             "row": row_of(install, matrix_file), "npu_error": npu.error, "hccn_tool": exe, "npus": npus,
+             "nics": nics, "nic_error": nic_error, "env": {k: env[k] for k in ENV_VARS if k in env},
+             "listening": listening(), "clock": time.time()}
+    # what this node read (its variables, its files, its tools' answers) is input: one line naming the field
+    return validate(NodeFacts, facts, "this node's facts",
+                    hint="a variable of a multi-node run is short text (vllm-ascend's multi-node tutorials)")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from ascend_setup.errors import BadInput
+from ascend_setup.utils.inputs import read_host_text
 from ascend_setup.utils.procs import pid_alive
 
 LOCK_NAME = "kernel_meta.lock"
@@ -37,10 +39,10 @@ def _is_kernel_meta_lock(path: Path) -> bool:
 
 
 def _read_pid(path: Path) -> Optional[int]:
-    try:
-        text = path.read_text(errors="replace").strip()
-    except OSError:
-        return None
+    try:  # through the gate: a FIFO in a lock's place would hang doctor, /dev/zero fill its memory
+        text = (read_host_text(path, "host-file") or "").strip()
+    except BadInput:
+        return None  # not a file that holds a pid
     first = text.split()[0] if text else ""
     return int(first) if first.isdigit() else None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO, Union
 
 from ascend_setup.errors import BadInput
+from ascend_setup.utils.redact import redacting
 
 
 def _refuse(path: Path, why: str) -> BadInput:
@@ -48,7 +49,8 @@ def open_nofollow(path: Union[str, Path], flags: int, mode: int = 0o644) -> int:
 def open_append(path: Union[str, Path]) -> TextIO:
     """A step log (or any log) for appending text, created if missing, never through a link."""
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+    handle = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+    return redacting(lambda: handle)  # a log is shown (and shared): no password reaches it
 
 
 def open_binary(path: Union[str, Path], append: bool) -> BinaryIO:

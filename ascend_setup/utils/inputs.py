@@ -14,7 +14,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
@@ -45,6 +45,13 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "inventory": ("node inventory", 4 * MiB),
     "codes": ("error-code catalogue", 1 * MiB),
     "server-record": ("server record", 1 * MiB),
+    # a host's (or a --root's) own small files: CANN's and the driver's version.info, ascend_install.info,
+    # version.cfg (a few hundred bytes), os-release, passwd, group, /proc's cgroup and mountinfo (~100 KB in a
+    # busy container), /proc/net/tcp (150 bytes a socket: 64 MiB is 400 000 sockets)
+    "host-info": ("CANN or driver information file", 1 * MiB),
+    "host-file": ("host file", 16 * MiB),
+    "proc-net": ("socket table", 64 * MiB),
+    "shell-rc": ("shell startup file", 4 * MiB),  # ~/.bashrc, where resume-on-login keeps its block
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
@@ -134,6 +141,21 @@ def read_input_bytes(path: Union[str, Path], kind: str, *, follow: bool = True, 
     return data
 
 
+def read_host_text(path: Union[str, Path], kind: str) -> Optional[str]:
+    """A host's own file (a CANN info file, /etc/passwd, /proc/1/cgroup), read through the gate: None when it
+    is absent or this user may not read it (a fact: the file is not there for us), bad input when it is a
+    FIFO, a device or past its kind's size (a link to /dev/zero must not fill memory, a FIFO must not hang).
+    Bytes that are not UTF-8 are replaced: these files are ASCII, and one odd byte hides no fact."""
+    if not os.path.lexists(path) or not os.access(path, os.R_OK):
+        return None
+    try:
+        return read_input_bytes(path, kind).decode("utf-8", errors="replace")
+    except BadInput:
+        if not os.path.exists(path):  # a dangling link, or a file removed as we read: not there
+            return None
+        raise
+
+
 def decode_text(data: bytes, source: str, *, hint: Optional[str] = None) -> str:
     """UTF-8 text, or bad input naming the first byte that is not."""
     try:
@@ -221,31 +243,63 @@ def load_model(path: Union[str, Path], kind: str, model: Type[Model], *, follow:
                     hint=hint)
 
 
-#: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs").
+#: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs"): 30
+#: levels of two aliases each are 60 aliases and 2^30 nodes. So both are bounded: the aliases, and the nodes
+#: they add to what the text spells out (each alias counts as the size of what it names).
 MAX_YAML_ALIASES = 1000
+MAX_YAML_ALIAS_NODES = 100_000
 
 
 def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> None:
-    """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting and alias bombs before
-    the composer, which recurses, builds a tree."""
-    depth = aliases = 0
+    """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting, alias bombs and aliases
+    that name a node inside itself (a cycle) before the composer, which recurses, builds a tree."""
+    aliases = added = 0
+    sizes: Dict[str, int] = {}  # anchor -> how many nodes the node it names holds, expanded
+    open_frames: List[List[Any]] = []  # [anchor, size so far] of each collection being read
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def counted(size: int) -> None:
+        if open_frames:
+            open_frames[-1][1] += size
+
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
+                if len(open_frames) >= MAX_DEPTH:
                     raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint)
+                open_frames.append([event.anchor, 1])
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
+                anchor, size = open_frames.pop()
+                if anchor is not None:
+                    sizes[anchor] = size
+                counted(size)
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
                     raise BadInput(f"{source} uses more than {MAX_YAML_ALIASES} YAML aliases", hint=hint)
-            elif isinstance(event, yaml.ScalarEvent) and event.tag is None and event.implicit[0] \
-                    and len(event.value) > MAX_DIGITS and event.value.lstrip("+-").isdigit():
-                raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})", hint=hint)
+                if any(frame[0] == event.anchor for frame in open_frames):
+                    raise BadInput(f"{source}: the YAML alias *{_visible(event.anchor)} names a node that holds it "
+                                   "(a cycle)", hint=hint)
+                size = sizes.get(event.anchor or "", 1)
+                added += size
+                if added > MAX_YAML_ALIAS_NODES:
+                    raise BadInput(f"{source}: its YAML aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes "
+                                   "(an alias bomb)", hint=hint)
+                counted(size)
+            elif isinstance(event, yaml.ScalarEvent):
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+                counted(1)
+                if event.tag is None and event.implicit[0] and len(event.value) > MAX_DIGITS \
+                        and event.value.lstrip("+-").isdigit():
+                    raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})",
+                                   hint=hint)
     except yaml.YAMLError as exc:
         if "nesting depth" in str(exc):  # libyaml's own bound (1000 levels), hit before any event
             raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint) from None
         return  # the real load reports syntax errors with their line
+
+
+def _visible(text: Optional[str]) -> str:
+    """A name from a file as a message may show it: control characters escaped."""
+    return "" if text is None else text if text.isprintable() else ascii(text)[1:-1]

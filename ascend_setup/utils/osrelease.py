@@ -6,15 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict
 
+from ascend_setup.utils.inputs import read_host_text
+
 
 def os_release(path: Path = Path("/etc/os-release")) -> Dict[str, str]:
     """The key=value pairs of os-release, quotes removed."""
     result: Dict[str, str] = {}
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return result
-    for line in lines:
+    for line in (read_host_text(path, "host-file") or "").splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() and not key.startswith("#"):
             result[key.strip()] = value.strip().strip('"').strip("'")

@@ -53,6 +53,12 @@ CANN_HOME = Flag("--cann-home", "ASCEND_SETUP_CANN_HOME")
 ROOT = Flag("--root", "ASCEND_SETUP_ROOT")
 
 
+def is_this_host(root: Path) -> bool:
+    """Whether a --root is this host's own /: only then may its binaries run without --run-root-tools (a
+    root given to read is data: its npu-smi could be anyone's program)."""
+    return root.resolve() == Path("/").resolve()
+
+
 def root_dir(given: Optional[str]) -> Path:
     """--root (or its variable) as an existing directory, else /."""
     path, source = ROOT.path(given)

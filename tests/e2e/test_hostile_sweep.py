@@ -25,12 +25,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 from helpers.cli import clean_env
+from helpers.hostile import SPECIAL, plant_special
 
 DEAD = "http://127.0.0.1:9/simple/"
 ISOLATED = ["--index-url", DEAD, "--index", f"ascend={DEAD}", "--index", f"pytorch-cpu={DEAD}"]
 FILE_KINDS = ("symlink", "fifo", "dev-zero", "directory", "huge", "binary", "deep", "truncated")
 PATH_KINDS = ("dangling", "loop", "too-long", "unwritable", "a-file")
-HUGE = 200 * 1024 * 1024  # sparse: larger than every kind's limit, costs no disk
 DEEP = 100_000
 TIMEOUT = 10.0
 
@@ -61,6 +61,8 @@ GOOD: Dict[str, bytes] = {
     "fleet": b'{"host": "h", "rc": 0, "stderr": "", "audit": {"findings": []}}\n',
     "metadata": b"Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n",
     "run-lock": b"",
+    "inventory": b"nodes:\n  - {name: a, host: 10.0.0.2}\n  - {name: b, run: 'ssh b'}\ntimeout: 5\n",
+    "host-info": b"Version=25.2.0\npackage_version=25.2.0\n",
 }
 
 
@@ -92,17 +94,8 @@ def plant(path: Path, how: str, kind: str, good: bytes, victim: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if how == "symlink":
         path.symlink_to(victim)
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif how == "directory":
-        path.mkdir()
-        (path / "inside").write_text("x\n")
-    elif how == "huge":
-        with path.open("wb") as handle:
-            handle.write(good[:64])
-            handle.truncate(HUGE)
+    elif how in SPECIAL:
+        plant_special(path, how, good[:64])
     elif how == "binary":
         path.write_bytes(bytes(range(256)) * 4)
     elif how == "deep":
@@ -166,6 +159,16 @@ def _nothing(case: Path) -> None:
     pass
 
 
+def _root_without(member: str) -> Callable[[Path], None]:
+    """A fake host root (`--root`) with `member` taken away, for the hostile thing to take its place."""
+    def setup(case: Path) -> None:
+        from ascend_setup.simulate.fake_devices import build_fake_root
+
+        build_fake_root(case / "root")
+        (case / "root" / member).unlink()
+    return setup
+
+
 def _dist_member(member: str) -> Callable[[Path], None]:
     def setup(case: Path) -> None:
         _audit_venv(case)
@@ -204,6 +207,13 @@ FILE_TARGETS: List[FileTarget] = [
      _nothing),
     ("fleet report DIR/host", "fleet", ALL, ["fleet", "report", "{c}/fleet", "--out", "{c}/out/report.json"],
      "fleet/h.audit.json", lambda c: (c / "out").mkdir()),
+    ("doctor --nodes", "inventory", ALL, ["doctor", "--nodes", "{c}/nodes.yml"], "nodes.yml", _nothing),
+    ("run-command ROOT/version.info", "host-info", ("fifo", "dev-zero", "directory", "huge"),
+     ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
+     "root/usr/local/Ascend/driver/version.info", _root_without("usr/local/Ascend/driver/version.info")),
+    ("run-command ROOT/ascend_install.info", "host-info", ("fifo", "dev-zero", "directory", "huge"),
+     ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
+     "root/etc/ascend_install.info", _root_without("etc/ascend_install.info")),
     ("audit VENV/METADATA", "metadata", NOT_TEXT, ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],
      "venv/lib/{py}/site-packages/foo-1.0.dist-info/METADATA", _dist_member("METADATA")),
     ("audit VENV/WHEEL", "metadata", NOT_TEXT, ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],

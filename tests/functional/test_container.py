@@ -12,6 +12,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 from helpers.cli import assert_one_line_error
+from helpers.hostile import SPECIAL, plant_special
 
 from ascend_setup.container.facts import MOUNTS, Mount
 from ascend_setup.simulate.fake_devices import build_fake_root
@@ -54,7 +55,8 @@ def shm_gib(found: Set[Tuple[str, str]]) -> float:
 def test_run_command_is_the_docs_command_for_the_host(cli, tmp_path: Path, board: str, cards: int,
                                                       image: str) -> None:
     build_fake_root(tmp_path / "root", board=board)
-    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), "--cache", "/root/.cache")
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools", "--cache",
+               "/root/.cache")
     assert proc.returncode == 0, proc.stderr
     ours = pairs(shlex.split(proc.stdout.replace("\\\n", " ")))
     devices = " ".join(f"--device /dev/davinci{n}" for n in range(cards))
@@ -64,15 +66,16 @@ def test_run_command_is_the_docs_command_for_the_host(cli, tmp_path: Path, board
     lines = proc.stdout.rstrip("\n").split(" \\\n  ")
     assert lines[0] == "docker run --rm --name vllm-ascend" and lines[-1] == f"-it {image} bash"
     assert all(len(shlex.split(line)) <= 5 for line in lines)  # one item per line
-    data = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--cache", "/root/.cache",
-                          "--json").stdout)
+    data = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools",
+                          "--cache", "/root/.cache", "--json").stdout)
     assert data["device_type"] == board and data["image"] == image and data["cards"] == list(range(cards))
     assert pairs(data["argv"]) == ours and data["missing"] == [] and data["notes"] == []
 
 
 def test_run_command_chosen_cards_and_runtimes(cli, home: Path, tmp_path: Path) -> None:
     build_fake_root(tmp_path / "root", board="A3")
-    base = ["container", "run-command", "--root", str(tmp_path / "root"), "--cards", "0,1", "--json"]
+    base = ["container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools", "--cards", "0,1",
+            "--json"]
     docker = json.loads(cli(*base).stdout)
     assert [a for a in docker["argv"] if a.startswith("/dev/davinci")] == \
         ["/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager"]
@@ -84,15 +87,15 @@ def test_run_command_chosen_cards_and_runtimes(cli, home: Path, tmp_path: Path) 
     assert {v for f, v in pairs(adr["argv"]) if f == "-v"} == {
         "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info",
         "/etc/ascend_install.info:/etc/ascend_install.info", f"{home}/.cache:/root/.cache"}
-    one = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--cards", "3",
-                         "--image", "my/image:1", "--json").stdout)
+    one = json.loads(cli("container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools", "--cards",
+                         "3", "--image", "my/image:1", "--json").stdout)
     assert one["image"] == "my/image:1" and any("at least 2 NPUs" in n for n in one["notes"])
 
 
 def test_run_command_leaves_out_what_the_host_lacks(cli, tmp_path: Path) -> None:
     build_fake_root(tmp_path / "root")
     (tmp_path / "root/etc/ascend_install.info").unlink()
-    proc = cli("container", "run-command", "--root", str(tmp_path / "root"))
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools")
     assert proc.returncode == 0 and "/etc/ascend_install.info" not in proc.stdout
     assert "note: not found on this host, left out: /etc/ascend_install.info" in proc.stderr
 
@@ -110,6 +113,71 @@ def test_run_command_bad_input_is_one_line(cli, tmp_path: Path, args: List[str],
     args = [a.format(root=tmp_path / "root") for a in args]
     line = assert_one_line_error(cli("container", "run-command", "--root", str(tmp_path / "root"), *args))
     assert said in line, line
+
+
+def _spied_npu_smi(root: Path) -> Path:
+    """The root's npu-smi made a program that leaves a marker when run (then answers as before)."""
+    tool = root / "usr/local/Ascend/driver/tools/npu-smi"
+    real = tool.with_name("npu-smi.real")
+    tool.rename(real)
+    marker = root.parent / "npu-smi-ran"
+    tool.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(marker))}\nexec {shlex.quote(str(real))} \"$@\"\n")
+    tool.chmod(0o755)
+    return marker
+
+
+@pytest.mark.parametrize("extra, code", [([], 2), (["--image", "my/image:1"], 0), (["--json"], 2),
+                                         (["--image", "my/image:1", "--json"], 0)])
+def test_a_root_given_to_read_is_never_executed(cli, tmp_path: Path, extra: List[str], code: int) -> None:
+    """--root is data: its npu-smi does not run (the image must then be named); the marker proves it."""
+    build_fake_root(tmp_path / "root")
+    marker = _spied_npu_smi(tmp_path / "root")
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), *extra)
+    assert proc.returncode == code, proc.stderr
+    assert not marker.exists()
+    if code == 2:
+        assert "--run-root-tools" in assert_one_line_error(proc)
+    else:
+        assert "my/image:1" in proc.stdout
+
+
+def test_run_root_tools_runs_the_roots_npu_smi(cli, tmp_path: Path) -> None:
+    """The explicit flag is the one way in: then the root's npu-smi names the card (the marker is real)."""
+    build_fake_root(tmp_path / "root", board="A3")
+    marker = _spied_npu_smi(tmp_path / "root")
+    proc = cli("container", "run-command", "--root", str(tmp_path / "root"), "--run-root-tools", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() and json.loads(proc.stdout)["device_type"] == "A3"
+
+
+#: A root's (or a host's) small files that the tool reads, and the commands that read them (doctor in a
+#: faked container, run-command on its root).
+RUN_COMMAND = ["container", "run-command", "--image", "my/image:1", "--root"]
+DOCTOR = ["doctor", "--index-url", "http://127.0.0.1:9/simple/", "--root"]
+HOST_FILES = {"usr/local/Ascend/driver/version.info": (RUN_COMMAND, DOCTOR),
+              "etc/ascend_install.info": (RUN_COMMAND,),
+              "usr/local/Ascend/cann-9.1.0/{arch}-linux/ascend_toolkit_install.info": (DOCTOR,),
+              "etc/passwd": (DOCTOR,), "proc/1/cgroup": (DOCTOR,)}
+HOSTILE_HOST_FILES = [pytest.param(where, how, argv, id=f"{argv[0]}:{where.split('/')[-1]}={how}")
+                      for where, commands in HOST_FILES.items() for argv in commands
+                      for how in SPECIAL]
+
+
+@pytest.mark.parametrize("where, how, argv", HOSTILE_HOST_FILES)
+def test_a_hostile_host_file_is_bounded(cli, tmp_path: Path, where: str, how: str, argv: List[str]) -> None:
+    """A link to /dev/zero, a FIFO, a file past its kind's size: each an exit 2 naming it within 10 s (a
+    hang is the subprocess's timeout), never a MemoryError or a block."""
+    import platform
+
+    root = tmp_path / "root"
+    build_fake_root(root, container=True)
+    path = root / where.format(arch=platform.machine())
+    path.unlink()
+    plant_special(path, how)
+    proc = cli(*argv, str(root), "--cann-home", str(root / "usr/local/Ascend"), "--workdir", str(tmp_path / "wd"),
+               "--json", timeout=10) if argv is DOCTOR else cli(*argv, str(root), "--json", timeout=10)
+    line = assert_one_line_error(proc)
+    assert str(path) in line and json.loads(proc.stdout)["exit"] == 2, line
 
 
 #: How each documented mount goes missing from the faked container.

@@ -50,7 +50,22 @@ def _fit(config: Dict[str, Any], field: str) -> Callable[[Path], Tuple[List[str]
     return setup
 
 
+def _inventory(text: str, field: str) -> Callable[[Path], Tuple[List[str], Path, str]]:
+    def setup(case: Path) -> Tuple[List[str], Path, str]:
+        (case / "nodes.yml").write_text(text)
+        return ["doctor", "--nodes", str(case / "nodes.yml")], case / "nodes.yml", field
+
+    return setup
+
+
 BAD = {
+    "inventory:timeout-is-text": _inventory("nodes: [{name: a}]\ntimeout: '12'\n", "timeout"),
+    "inventory:ansible-port-is-a-list": _inventory("all: {hosts: {h: {ansible_port: [22]}}}\n",
+                                                   "all.hosts.h.ansible_port"),
+    "inventory:ansible-vars-a-string": _inventory("all: {hosts: {h: }, vars: x}\n", "all.vars"),
+    "inventory:ansible-groups-alias-30-deep": _inventory(
+        "g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
+                                             for i in range(1, 31)), "YAML aliases expand"),
     "fleet:finding-without-id": _fleet([{"severity": "error", "message": "m"}]),
     "fleet:findings-are-strings": _fleet(["triton-upstream", "extra"]),
     "fleet:id-is-a-list": _fleet([{**FINDING, "id": ["triton-upstream"]}]),

@@ -374,8 +374,38 @@ SERVER_RECORD = Kind(
               ("started_at",)],
     keyed=[("env",)])
 
-KINDS_LOADED = [CODES, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL,
-                HUB_CACHE, DOCTOR_STATE]
+# -- a node inventory (doctor --nodes): ours, and a fleet's Ansible one (YAML: the JSON written is YAML) ------
+
+def _load_inventory(path: Path) -> Any:
+    from ascend_setup.nodes.inventory import load_inventory
+
+    return load_inventory(path)
+
+
+INVENTORY = Kind(
+    "inventory", "inventory",
+    example=lambda: {"nodes": [{"name": "a", "host": "10.0.0.2", "run": "ssh a", "command": ["ascend-setup"]}],
+                     "timeout": 5, "ping_timeout": 5, "clock_skew": 5, "ray": True, "ports": [8000]},
+    path="nodes.yml", target="nodes.yml", load=_load_inventory, refused=raises_bad_input(_load_inventory),
+    strings=[("nodes", 0, "name"), ("nodes", 0, "host")],
+    numbers=[("timeout",), ("ping_timeout",), ("clock_skew",), ("ports", 0)], booleans=[("ray",)],
+    containers=[("nodes",), ("nodes", 0), ("ports",)], required=[("nodes",), ("nodes", 0, "name")], keyed=[()])
+
+ANSIBLE_INVENTORY = Kind(
+    "ansible-inventory", "inventory",
+    example=lambda: {"ascend": {"hosts": {"h1": {"ansible_host": "10.0.0.1", "ansible_user": "root",
+                                                 "ansible_port": 2222}},
+                                "vars": {"ascend_setup_command": ["ascend-setup"]},
+                                "children": {"more": {"hosts": {"h2": {"ansible_connection": "local"}}}}}},
+    path="hosts.yml", target="hosts.yml", load=_load_inventory, refused=raises_bad_input(_load_inventory),
+    strings=[("ascend", "hosts", "h1", "ansible_host"), ("ascend", "hosts", "h1", "ansible_user"),
+             ("ascend", "children", "more", "hosts", "h2", "ansible_connection")],
+    containers=[("ascend", "hosts"), ("ascend", "hosts", "h1"), ("ascend", "vars"), ("ascend", "children"),
+                ("ascend", "children", "more")],
+    keyed=[("ascend",), ("ascend", "hosts")])
+
+KINDS_LOADED = [CODES, INVENTORY, ANSIBLE_INVENTORY, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD,
+                FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
 KINDS_LOADED += [SERVER_RECORD]
 
 

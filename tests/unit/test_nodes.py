@@ -148,7 +148,21 @@ ascend:
     ("nodes:\n  - {name: a}\ntimeout: 0\n", "timeout: Input should be greater than 0"),
     ("nodes:\n  - {name: a}\nports: [70000]\n", "ports.0: Input should be less than or equal to 65535"),
     ("nodes: [a\n", "is not valid YAML"), ("- a\n", "is not a YAML mapping"),
-    ("all:\n  hosts: {}\n", "names no node")])
+    ("all:\n  hosts: {}\n", "names no node"),
+    # an Ansible inventory's shape, each wrong value one line naming it (they were AttributeError/TypeError)
+    ("all: {hosts: [a, b]}\n", "all.hosts: Input should be a valid dictionary"),
+    ("all: {hosts: {a: x}}\n", "all.hosts.a: Input should be a valid dictionary"),
+    ("all: {vars: [1], hosts: {a: }}\n", "all.vars"),
+    ("all: {children: [1]}\n", "all.children: Input should be a valid dictionary"),
+    ("all: {hosts: {a: {ansible_port: [1]}}}\n", "all.hosts.a.ansible_port"),
+    ("all: {hosts: {a: {ansible_port: 70000}}}\n", "all.hosts.a.ansible_port"),
+    ("all: {hosts: {a: {ansible_host: [x]}}}\n", "all.hosts.a.ansible_host"),
+    ("all: {hosts: {a: }, colour: red}\n", "all.colour: Extra inputs are not permitted"),
+    ("all: {hosts: {" + ", ".join(f"h{i}: " for i in range(1100)) + "}}\n", "all.hosts"),
+    # groups that alias each other: 2^30 walks, or a group that is its own child
+    ("g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
+                                         for i in range(1, 31)), "expand to more than"),
+    ("all: &all {hosts: {h: }, children: {again: *all}}\n", "a cycle")])
 def test_bad_inventories(text: str, said: str) -> None:
     with pytest.raises(BadInput) as caught:
         parse_inventory(text, "bad.yml")
