@@ -15,6 +15,7 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.progress import PhaseReporter
 from ascend_setup.cli.render import Output, stderr_console, stdout_console
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+from ascend_setup.dists.versions import PinVerdict
 from ascend_setup.engine.runner import FIRST_RUN
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
@@ -35,7 +36,14 @@ from ascend_setup.serve.keys import installed_keys
 from ascend_setup.serve.measure import measure, write_result
 from ascend_setup.serve.run import deadline_seconds, served, start, stop_group, triaged_failure, wait_ready
 from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
-from ascend_setup.serve.start_checks import VenvFacts, card_processes, check_port, preflight, venv_facts
+from ascend_setup.serve.start_checks import (
+    VenvFacts,
+    card_processes,
+    check_port,
+    preflight,
+    venv_facts,
+    version_verdicts,
+)
 from ascend_setup.serve.stop import status, stop_recorded
 from ascend_setup.serve.validate import check_against
 from ascend_setup.utils.interrupts import at_interrupt
@@ -189,23 +197,33 @@ def run(args: argparse.Namespace, output: Output) -> int:
         records.refuse_second(ctx.workdir, ctx.name, args.port, ctx.cards)  # ours: exit 3, before "in use"
         check_port(args.port)
     validated = ctx.validate(plan)
+    versions = version_verdicts(ctx.row, ctx.facts) if ctx.facts else []
     if args.dry_run:
-        return _dry_run(args, output, ctx, plan, validated)
+        return _dry_run(args, output, ctx, plan, validated, versions)
     assert ctx.facts is not None
+    for verdict in versions:
+        if verdict.note:
+            stderr_console().print(f"note: {verdict.note}", soft_wrap=True, markup=False, highlight=False)
     preflight(row=ctx.row, facts=ctx.facts, device=ctx.npu.device_type, env=ctx.env, cards=ctx.cards,
               busy=card_processes(ctx.cann.driver.root if ctx.cann and ctx.cann.driver else None),
               model=ctx.model, files=ctx.files)
     return _serve(args, output, ctx, plan, fit)
 
 
-def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool) -> int:
+def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool,
+             versions: List[PinVerdict]) -> int:
+    """The script, and what preflight's version check finds in the venv (a refusal is said, not raised: nothing
+    starts)."""
     note = None if validated else f"not validated: no vllm-ascend installed in {ctx.venv} to read its keys from"
+    said = [("" if v.accepted else "preflight would refuse: ") + v.said() for v in versions]
     if args.json:
         output.print_json({**plan.to_json(), "validated": validated, "note": note, "card": ctx.card.name,
-                    "card_source": ctx.card_source})
+                           "card_source": ctx.card_source,
+                           "versions": [{"name": v.name, "found": v.found, "pin": v.pin, "accepted": v.accepted,
+                                         "note": v.said()} for v in versions]})
         return 0
     out = stdout_console()
-    for line in plan.script() + ([f"# {note}"] if note else []):
+    for line in [f"# version: {s}" for s in said] + plan.script() + ([f"# {note}"] if note else []):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
 

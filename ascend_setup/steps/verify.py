@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.dists.installed import read_venv
 from ascend_setup.dists.venv_reader import site_packages
+from ascend_setup.dists.versions import pin_verdict
 from ascend_setup.engine.step import Step
 from ascend_setup.errors import StepFailed
 from ascend_setup.matrix.serve_hints import hint_lines as hints_for
@@ -36,8 +37,9 @@ print(json.dumps(result))
 '''
 
 
-def problems(ctx: InstallSession) -> List[str]:
-    """Why the venv does not yet serve the row (empty when it does)."""
+def problems(ctx: InstallSession, found_versions: Optional[List[str]] = None) -> List[str]:
+    """Why the venv does not yet serve the row (empty when it does); `found_versions` gets each version found
+    and its verdict (the version policy: a newer post release or a source build of the pin passes, said so)."""
     proc = capture([ctx.python, "-c", PROBE, json.dumps(MODULES)], env=ctx.cann_env(), timeout=600)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -47,8 +49,12 @@ def problems(ctx: InstallSession) -> List[str]:
     for dist, info in result.items():
         if not info["ok"]:
             found.append(f"import of {dist} fails: {info['error']}")
-        elif info["version"] != ctx.the_row.packages[dist]:
-            found.append(f"{dist} is {info['version']}, the row says {ctx.the_row.packages[dist]}")
+        else:
+            verdict = pin_verdict(dist, info["version"], ctx.the_row.packages[dist])
+            if found_versions is not None:
+                found_versions.append(verdict.said())
+            if not verdict.accepted:
+                found.append(verdict.note)
     if result.get("vllm-ascend", {}).get("ok"):
         found += kernel_problems(ctx)
     triton = triton_check(ctx)
@@ -102,9 +108,11 @@ class Verify(Step[Verified]):
         return not problems(ctx)
 
     def run(self, ctx: InstallSession, log: Path) -> Verified:
-        found = problems(ctx)
+        versions: List[str] = []
+        found = problems(ctx, versions)
         with open_append(log) as handle:
-            handle.write("\n".join(found or ["all imports and versions match the row; triton kernel[grid] works"]))
+            handle.write("\n".join(versions + (found or ["all imports and versions match the row; triton kernel[grid] "
+                                                         "works"])))
             handle.write("\n")
         if found:
             raise StepFailed("verification failed: " + "; ".join(found), hint="ascend-setup audit --venv "

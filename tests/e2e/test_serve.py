@@ -33,6 +33,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"root": root, "a2": str(build_fake_cann(root / "A2").root),
             "310p": str(build_fake_cann(root / "310P", chip="310P3").root),
             "venv": str(serving_venv(root / "ok")), "shadowed": str(serving_venv(root / "shadowed", shadowed=True)),
+            "post": str(serving_venv(root / "post", vllm="0.23.0+empty", plugin="0.23.0.post1")),
             "model": build_model(root / "models" / "dense", "dense")}
 
 
@@ -89,6 +90,28 @@ def test_ready_smoke_measure_then_stop_by_pid_and_start_time(world: dict, tmp_pa
     assert stop.returncode == 0, stop.stderr
     assert all_gone(pids)
     assert {p.name: p.stat().st_mtime_ns for p in world["model"].iterdir()} == before
+
+
+def test_a_post_release_and_a_source_built_vllm_pass_preflight_and_serve(world: dict, tmp_path: Path,
+                                                                         home: Path) -> None:
+    """vllm-ascend 0.23.0.post1 (the current 0.23 release) and a vLLM built with VLLM_TARGET_DEVICE=empty: the
+    row's pins, said so; the dry run runs the same check and says what it found."""
+    proc = run(argv(world, tmp_path, "--json", "--detach", venv="post"), home)
+    assert proc.returncode == 0, proc.stderr
+    stop = run([sys.executable, "-m", "ascend_setup", "serve", "stop", "--workdir", str(tmp_path)], home)
+    assert stop.returncode == 0, stop.stderr
+    assert "note: vllm 0.23.0+empty: a source build (+empty) of 0.23.0; accepted" in proc.stderr
+    assert "vllm-ascend 0.23.0.post1: a newer post release of the row's 0.23.0" in proc.stderr
+    assert json.loads(proc.stdout)["versions"] == {"vllm": "0.23.0+empty", "vllm-ascend": "0.23.0.post1"}
+    dry = run(argv(world, tmp_path, "--dry-run", venv="post"), home)
+    assert dry.returncode == 0, dry.stderr
+    assert "# version: vllm-ascend 0.23.0.post1: a newer post release" in dry.stdout
+    old = serving_venv(tmp_path / "old", plugin="0.22.0")
+    dry = run(argv(world, tmp_path, "--dry-run", "--json") + ["--venv", str(old)], home)
+    refused = [v for v in json.loads(dry.stdout)["versions"] if not v["accepted"]]
+    assert [v["note"] for v in refused] == ["vllm-ascend 0.22.0 where the row pins 0.23.0"]
+    start = run(argv(world, tmp_path) + ["--venv", str(old)], home)
+    assert start.returncode == 1 and "vllm-ascend 0.22.0 where the row pins 0.23.0" in start.stderr
 
 
 def test_the_first_request_triton_crash_is_triaged(world: dict, tmp_path: Path, home: Path) -> None:
