@@ -45,12 +45,14 @@ from ascend_setup.serve.start_checks import (
     version_verdicts,
 )
 from ascend_setup.serve.stop import status, stop_recorded
+from ascend_setup.serve.user_args import CONFIG, UserArgs, config_object, read_command
 from ascend_setup.serve.validate import check_against
 from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
 from ascend_setup.utils.procstat import start_ticks
 
 SIMULATED = "[simulated]"
+AUTO = -1  # --max-model-len auto: vLLM picks the largest that fits
 DEFAULT_CARD = "910B3"
 
 
@@ -93,28 +95,6 @@ def choose_cards(args: argparse.Namespace, present: Optional[int]) -> List[int]:
         raise BadInput(f"{'--tp ' + str(len(cards)) if not args.card else '--card ' + args.card} asks for more cards "
                        f"than npu-smi shows here ({present})")
     return cards
-
-
-#: What serve itself must know to reach and name the server: given after --, they would be out of its sight.
-OWN_FLAGS = {"--port": "give serve's own --port", "--served-model-name": "serve names it after the model directory",
-             "--tensor-parallel-size": "give serve's own --tp", "-tp": "give serve's own --tp"}
-
-
-def passed_max_model_len(vllm_args: List[str]) -> Optional[int]:
-    """A --max-model-len given after --, checked against the KV budget like serve's own; serve's own flags there
-    (port, name, tensor parallelism) are bad input."""
-    found = None
-    for i, arg in enumerate(vllm_args):
-        flag, _, value = arg.partition("=")
-        if flag in OWN_FLAGS:
-            raise BadInput(f"{flag} after -- is serve's to set: {OWN_FLAGS[flag]}")
-        if flag == "--max-model-len":
-            value = value or (vllm_args[i + 1] if i + 1 < len(vllm_args) else "")
-            try:
-                found = int(value)
-            except ValueError:
-                raise BadInput(f"--max-model-len {value!r} after -- is not a number of tokens") from None
-    return found
 
 
 def card_of(chips: List[Dict[str, str]]) -> Tuple[Card, str]:
@@ -167,14 +147,15 @@ class Context:
         if fit.blockers:
             raise AscendSetupError(f"serve {self.name} refused: {fit.blockers[0]}",
                                    hint="'ascend-setup fit' shows the figures")
-        given = passed_max_model_len(self.args.vllm_args) or self.args.max_model_len
-        length, why = choose_max_model_len(fit, config, self.args.concurrency, given)
+        user = UserArgs.read(self.args.vllm_args)
+        given = user.given.get("max_model_len") or self.args.max_model_len
+        length, why = choose_max_model_len(fit, config, self.args.concurrency, None if given == AUTO else given)
         found = traits(config, self.files.quant_description)
         plan = compose(name=self.name, model=self.model, vllm=self.venv / "bin" / "vllm", fit=fit, config=config,
                        found=found, families=families_for(found, self.plugin, len(self.cards)), plugin=self.plugin,
                        port=self.args.port, cards=self.cards, max_model_len=length, why_len=why,
                        concurrency=self.args.concurrency, utilisation=self.args.gpu_memory_utilization,
-                       user_args=list(self.args.vllm_args))
+                       user=user)
         return plan, fit
 
     def validate(self, plan: ServePlan) -> bool:
@@ -184,7 +165,8 @@ class Context:
                 raise AscendSetupError(f"vllm-ascend is not installed in {self.venv}", hint="ascend-setup install")
             return False
         keys = installed_keys(self.facts.plugin_dir, self.plugin)
-        check_against(keys, args=plan.argv, env=plan.environment, user_env=os.environ)
+        config = config_object(read_command(plan.argv[2:]).get(CONFIG), "in the composed command")
+        check_against(keys, config=config, env=plan.environment, user_env=os.environ)
         return True
 
 
@@ -251,18 +233,18 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     reporter.starting(f"serve {ctx.name}", FIRST_RUN, f"vllm serve on card {','.join(map(str, ctx.cards))}, port "
                       f"{args.port}, ready within {deadline:.0f} s", log)
     try:
-        seconds = wait_ready(proc, base=base, name=ctx.name, log=log, offset=offset, deadline=deadline,
+        seconds = wait_ready(proc, base=base, name=plan.served_name, log=log, offset=offset, deadline=deadline,
                              on_line=reporter.activity)
     except AscendSetupError:
         reporter.failed(f"serve {ctx.name}", "")
         records.remove(ctx.workdir, ctx.name)
         raise
     reporter.finished(f"serve {ctx.name} ready", seconds)
-    simulated = served(base, ctx.name) and _simulated(base)
+    simulated = served(base, plan.served_name) and _simulated(base)
     try:
-        warm_up(base, ctx.name)
-        answer = chat(base, ctx.name)
-        measurement = measure(base, ctx.name, max_tokens=args.measure_tokens)
+        warm_up(base, plan.served_name)
+        answer = chat(base, plan.served_name)
+        measurement = measure(base, plan.served_name, max_tokens=args.measure_tokens)
     except RequestFailed as exc:
         end = time.monotonic() + 10
         while proc.poll() is None and time.monotonic() < end:  # a crash on the request: let the log end
@@ -291,7 +273,8 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     records.save(ctx.workdir, record)
     summary = {**result, "bound": judged.bound, "recorded": not simulated, "name": ctx.name, "url": base,
                "pid": proc.pid, "log": str(log), "answer": answer,
-               "ready_seconds": round(seconds, 1), "detached": args.detach}
+               "ready_seconds": round(seconds, 1), "detached": args.detach, "served_name": plan.served_name,
+               "host": plan.host, "exposed": exposed(plan.host)}
     if args.json:
         output.print_json(summary)
     else:
@@ -299,6 +282,10 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     if args.detach:
         err.print(f"serving {ctx.name} at {base} (pid {proc.pid}, log {log}); 'ascend-setup serve stop {ctx.name}' "
                   "stops it", soft_wrap=True, markup=False, highlight=False)
+        if exposed(plan.host):
+            err.print(f"note: it listens on {plan.host or 'every interface'} (your --host), not only on loopback: "
+                      "its API asks for no key, and it stays up after this command", soft_wrap=True, markup=False,
+                      highlight=False)
         return 0
     err.print(f"serving {ctx.name} at {base} (log {log}); Ctrl-C stops it", soft_wrap=True, markup=False,
               highlight=False)
@@ -308,6 +295,18 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
         err.print(f"{ctx.name} stopped (status {code})", markup=False, highlight=False)
         return 0
     raise triaged_failure(f"vllm serve exited with status {code}", log, ctx.name, offset)
+
+
+def exposed(host: Optional[str]) -> bool:
+    """Whether vLLM binds more than loopback (no --host: every interface)."""
+    import ipaddress
+
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host or "0.0.0.0").is_loopback
+    except ValueError:
+        return True  # a host name: whatever it resolves to
 
 
 def _simulated(base: str) -> bool:

@@ -5,6 +5,7 @@ its reason, because `--dry-run` prints them: a person must be able to check and 
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,10 +14,12 @@ from typing import Any, Dict, List, Optional
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.estimate import Fit
-from ascend_setup.matrix.serve_hints import ADDITIONAL_CONFIG, merged_serve_args
+from ascend_setup.matrix.serve_hints import ADDITIONAL_CONFIG, deep_merge, merged_serve_args
 from ascend_setup.serve.families import Family, ServeTable, load_table
+from ascend_setup.serve.user_args import CONFIG, UserArgs, config_object, dest_of, read_command
 
 EAGER = "--enforce-eager"
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -42,6 +45,8 @@ class ServePlan:
     env: List[Choice] = field(default_factory=list)  # words: [NAME, VALUE]
     args: List[Choice] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    served_name: str = ""  # what readiness waits for: the first --served-model-name vLLM reads
+    host: Optional[str] = None  # what vLLM binds (None: every interface)
 
     @property
     def argv(self) -> List[str]:
@@ -103,15 +108,11 @@ def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, giv
                    f"KV tokens); the model's own {model_max or '?'} would fail KV sizing at start-up")
 
 
-def _user_flags(user_args: List[str]) -> set:
-    return {a.split("=", 1)[0] for a in user_args if a.startswith("--")}
-
-
 def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, Any], found: List[str],
             families: List[Family], plugin: str, port: int, cards: List[int], max_model_len: int, why_len: str,
-            concurrency: int, utilisation: float, user_args: List[str],
+            concurrency: int, utilisation: float, user: UserArgs,
             table: Optional[ServeTable] = None) -> ServePlan:
-    """The plan; a flag the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
+    """The plan; a setting the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
     table = table or load_table()
     tp = len(cards)
     plan = ServePlan(name=name, model=str(model), vllm=str(vllm), port=port, cards=cards, tp=tp,
@@ -125,6 +126,8 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
     for var, value in fit.env.items():
         plan.env.append(Choice([var, value], "the row's runtime hint"))
     args = [Choice(["--served-model-name", name], "the name clients ask for (and serve status/stop use)"),
+            Choice(["--host", LOOPBACK], "loopback only: serve needs no more, and vLLM's default binds every "
+                                         "interface with an API that asks for no key"),
             Choice(["--port", str(port)], "free, checked before start"),
             Choice(["--max-model-len", str(max_model_len)], why_len),
             Choice(["--gpu-memory-utilization", f"{utilisation:g}"],
@@ -148,24 +151,36 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
     while i < len(hint_args):
         words = hint_args[i:i + 2] if i + 1 < len(hint_args) and not hint_args[i + 1].startswith("--") \
             else hint_args[i:i + 1]
-        args.append(Choice(list(words), "the row's runtime hint" + (" (all of them merged: vLLM keeps only the last "
-                                                                   f"{ADDITIONAL_CONFIG})" if words[0] ==
-                                                                   ADDITIONAL_CONFIG else "")))
+        args.append(Choice(list(words), "the row's runtime hint"))
         i += len(words)
-    given = _user_flags(user_args)
-    kept = []
-    for choice in args:
-        if choice.words[0] in given and choice.words[0] != ADDITIONAL_CONFIG:
-            continue  # the user's own value, given after --, wins
-        kept.append(choice)
-    if user_args:
-        merged = merged_serve_args([w for c in kept for w in c.words if c.words[0] == ADDITIONAL_CONFIG] + user_args)
-        kept = [c for c in kept if c.words[0] != ADDITIONAL_CONFIG]
-        if ADDITIONAL_CONFIG in merged:
-            at = merged.index(ADDITIONAL_CONFIG)
-            kept.append(Choice(merged[at:at + 2], "the row's hints and yours after --, merged into one"))
-            merged = merged[:at] + merged[at + 2:]
-        if merged:
-            kept.append(Choice(merged, "given after --"))
-    plan.args = kept
+    plan.args = by_destination(args, user)
+    parsed = read_command(plan.argv[2:])
+    plan.served_name = (parsed.get("served_model_name") or [str(model)])[0]
+    plan.host = parsed.get("host")
+    plan.max_model_len = parsed.get("max_model_len") or max_model_len
     return plan
+
+
+def by_destination(args: List[Choice], user: UserArgs) -> List[Choice]:
+    """Serve's choices as vLLM reads them: one per setting (the first), none the user's arguments after -- set in
+    any spelling, every --additional-config merged into one (vLLM keeps only the last), then the user's own."""
+    kept: List[Choice] = []
+    seen = set()
+    config: Dict[str, Any] = {}
+    for choice in args:
+        dest = dest_of(choice.words)
+        if dest == CONFIG:
+            deep_merge(config, config_object(json.loads(choice.words[1]), "of the row's hint"))
+        elif dest not in seen and dest not in user.given:
+            seen.add(dest)
+            kept.append(choice)
+    deep_merge(config, user.config)
+    if config:
+        why = "the row's hints and yours after --, merged into one (vLLM keeps only the last " \
+              f"{ADDITIONAL_CONFIG})" if user.config else \
+            f"the row's runtime hints, merged into one (vLLM keeps only the last {ADDITIONAL_CONFIG})"
+        kept.append(Choice([ADDITIONAL_CONFIG, json.dumps(config)], why))
+    rest = user.without_config()
+    if rest:
+        kept.append(Choice(rest, "given after --"))
+    return kept

@@ -7,8 +7,7 @@ for the composed command and for the user's own arguments after `--` and environ
 from __future__ import annotations
 
 import difflib
-import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Iterable, List, Mapping, Optional
 
 from ascend_setup.errors import BadInput
 from ascend_setup.serve.families import Retired, load_table
@@ -60,30 +59,12 @@ def env_problems(names: Iterable[str], keys: KeySet, where: str = "variable") ->
     return found
 
 
-def additional_configs(args: List[str]) -> List[Dict[str, Any]]:
-    """The JSON object of each `--additional-config` in `args`; one that is not a JSON object is bad input."""
-    found = []
-    for i, arg in enumerate(args):
-        text = args[i + 1] if arg == ADDITIONAL_CONFIG and i + 1 < len(args) else \
-            arg.split("=", 1)[1] if arg.startswith(ADDITIONAL_CONFIG + "=") else None
-        if text is None:
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise BadInput(f"{ADDITIONAL_CONFIG} {text[:60]!r} is not JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise BadInput(f"{ADDITIONAL_CONFIG} {text[:60]!r} is not a JSON object")
-        found.append(value)
-    return found
-
-
-def check_against(keys: KeySet, *, args: List[str], env: Mapping[str, str], user_env: Mapping[str, str]) -> None:
-    """BadInput naming every problem at once: the command's configs, its environment, and the caller's own
-    VLLM_ASCEND_* variables (the server inherits them)."""
-    found: List[str] = []
-    for config in additional_configs(args):
-        found += config_problems(config, keys)
+def check_against(keys: KeySet, *, config: Mapping[str, Any], env: Mapping[str, str],
+                  user_env: Mapping[str, str]) -> None:
+    """BadInput naming every problem at once: the `additional_config` vLLM will read from the command (parsed as
+    vLLM parses it, whatever spelling set it), its environment, and the caller's own VLLM_ASCEND_* variables (the
+    server inherits them)."""
+    found: List[str] = config_problems(config, keys)
     found += env_problems((n for n in env if n.startswith(PREFIX) or n in keys.deprecated_env), keys)
     found += env_problems((n for n in user_env if n.startswith(PREFIX) and n not in env), keys,
                           where="your environment's")

@@ -13,6 +13,11 @@ What it does as the real 0.23.0 does on an NPU, where it matters to `ascend-setu
 at graph capture forever; `VLLM_SIM_PHASE_SECONDS` sets each phase's length (default 0.3 s).
 """
 
+from pathlib import Path
+
+from ascend_setup.serve import vllm_args
+from ascend_setup.serve.flag_table import TABLE
+
 TRITON_UTILS = '''\
 """stub vllm.triton_utils: Triton counts only when its jit gives an indexable kernel (triton-ascend's does;
 upstream triton without an NPU driver hands back the plain function)."""
@@ -47,7 +52,7 @@ from pathlib import Path
 API = "(APIServer pid=%d)" % os.getpid()
 ENGINE_LOOP = "import time\nwhile True:\n    time.sleep(3600)\n"
 EFFICIENCY = 0.65
-state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "max_model_len": 0, "triton": True}
+state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "names": [], "max_model_len": 0, "triton": True}
 
 
 def log(prefix, level, where, text):
@@ -73,24 +78,23 @@ def stop(signum=None, frame=None, code=0):
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="vllm serve")
-    p.add_argument("model")
-    p.add_argument("--served-model-name")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--additional-config", default="{}")
-    p.add_argument("--enforce-eager", action="store_true")
-    args, _unknown = p.parse_known_args(argv)  # the stub takes every real flag and uses a few
-    return args
+    """vLLM 0.23.0's parser: its flags (_serve_flags.json) under FlexibleArgumentParser's rules (_flexible_args.py,
+    ascend-setup's own reading of them); what it refuses exits 2 with the real message."""
+    from vllm._flexible_args import ServeArgsError, parse_serve
+    flags = json.loads((Path(__file__).resolve().parents[2] / "_serve_flags.json").read_text())["flags"]
+    try:
+        return parse_serve(flags, argv)
+    except ServeArgsError as exc:
+        print("usage: vllm serve [model_tag] [options]", file=sys.stderr)
+        print(exc, file=sys.stderr)
+        raise SystemExit(2)
 
 
 def start_up(args):
     pause = float(os.environ.get("VLLM_SIM_PHASE_SECONDS", "0.3"))
     fail = os.environ.get("VLLM_SIM_FAIL", "")
-    log(API, "INFO", "utils.py:253", "non-default args: %s" % {"model": args.model, "port": args.port})
-    json.loads(args.additional_config)  # parsed, and every key it does not know ignored, as 0.23 does
+    log(API, "INFO", "utils.py:253", "non-default args: %s" % {"model_tag": args.model_tag, "port": args.port})
+    # additional_config: parsed, and every key it does not know ignored, as 0.23 does
     from vllm.triton_utils import HAS_TRITON
     state["triton"] = HAS_TRITON
     if not HAS_TRITON:
@@ -98,8 +102,8 @@ def start_up(args):
             "Disabling Triton to prevent runtime errors.")
     state["engine"] = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP], preexec_fn=die_with_parent)
     eng = engine_prefix()
-    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model)
-    log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model)
+    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model_tag)
+    log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model_tag)
     time.sleep(pause)
     if fail == "early":
         log(eng, "ERROR", "core.py:708", "EngineCore failed to start.")
@@ -110,7 +114,7 @@ def start_up(args):
             "above. Failed core proc(s): {}")
         state["engine"].kill()
         raise SystemExit(1)
-    weights = sum(p.stat().st_size for p in Path(args.model).glob("*.safetensors"))
+    weights = sum(p.stat().st_size for p in Path(args.model_tag).glob("*.safetensors"))
     gb = weights / 1e9 / args.tensor_parallel_size
     gbps = float(os.environ.get("VLLM_SIM_HBM_GBPS", "1490"))
     state["rate"] = gbps * EFFICIENCY / gb if gb else 1000.0
@@ -169,14 +173,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             return self.reply(200, {})
         if self.path == "/v1/models":
-            return self.reply(200, {"object": "list", "data": [{"id": state["name"], "object": "model",
+            return self.reply(200, {"object": "list", "data": [{"id": name, "object": "model",
                                                                "owned_by": "vllm (simulated)",
-                                                               "max_model_len": state["max_model_len"]}]})
+                                                               "max_model_len": state["max_model_len"]}
+                                                              for name in state["names"]]})
         self.reply(404, {"error": {"message": "Not Found"}})
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        if body.get("model") != state["name"]:
+        if body.get("model") not in state["names"]:
             return self.reply(404, {"error": {"message": "The model `%s` does not exist." % body.get("model")}})
         state["requests"] += 1
         if not state["triton"]:
@@ -233,20 +238,24 @@ def run(argv):
     args = parse(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
-    state["name"] = args.served_model_name or args.model
+    state["names"] = args.served_model_name or [args.model_tag]
+    state["name"] = state["names"][0]
     state["max_model_len"] = args.max_model_len or 40960
     start_up(args)
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    host = args.host or "0.0.0.0"  # vLLM's default: every interface
+    server = ThreadingHTTPServer((host, args.port), Handler)
     server.daemon_threads = True
-    log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (args.host, args.port))
+    log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (host, args.port))
     log(API, "INFO", "launcher.py:37",
         "Available routes are: /health, /v1/models, /v1/chat/completions, /v1/completions")
     log(API, "INFO", "on.py:62", "Application startup complete.")
     server.serve_forever()
 '''
 
-#: The stub vllm wheel's files: the package, the serving side and the `vllm` console script.
+#: The stub vllm wheel's files: the package, the serving side, its parser and the `vllm` console script.
 FILES = {
+    "vllm/_flexible_args.py": (Path(vllm_args.__file__)).read_text(encoding="utf-8"),
+    "vllm/_serve_flags.json": TABLE.read_text(encoding="utf-8"),
     "vllm/triton_utils/__init__.py": TRITON_UTILS,
     "vllm/entrypoints/__init__.py": "",
     "vllm/entrypoints/cli/__init__.py": "",

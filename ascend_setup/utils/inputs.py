@@ -43,6 +43,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "pip-config": ("pip/uv configuration", 1 * MiB),
     "pip-answer": ("remembered answer of pip's configuration", 1 * MiB),
     "inventory": ("node inventory", 4 * MiB),
+    "vllm-flags": ("vLLM serve flag table", 1 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.

@@ -114,6 +114,25 @@ def test_a_post_release_and_a_source_built_vllm_pass_preflight_and_serve(world: 
     assert start.returncode == 1 and "vllm-ascend 0.22.0 where the row pins 0.23.0" in start.stderr
 
 
+def test_a_served_name_after_dashes_is_served_and_waited_for(world: dict, tmp_path: Path, home: Path) -> None:
+    """`--served_model_name foo` (the underscore spelling): vLLM serves `foo`, and readiness waits for `foo`."""
+    proc = run(argv(world, tmp_path, "--json", "--detach") + ["--", "--served_model_name", "foo"], home)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["served_name"] == "foo" and result["answer"] == "Paris." and result["host"] == "127.0.0.1"
+    assert result["exposed"] is False
+    stop = run([sys.executable, "-m", "ascend_setup", "serve", "stop", "--workdir", str(tmp_path)], home)
+    assert stop.returncode == 0, stop.stderr
+
+
+def test_the_stub_vllm_refuses_what_the_real_parser_refuses(world: dict, tmp_path: Path) -> None:
+    vllm = Path(world["venv"]) / "bin" / "vllm"
+    proc = subprocess.run([str(vllm), "serve", str(world["model"]), "--no-such-flag"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == \
+        "vllm: error: unrecognized arguments: --no-such-flag"
+
+
 def test_the_first_request_triton_crash_is_triaged(world: dict, tmp_path: Path, home: Path) -> None:
     """A 310P host (no HAS_TRITON preflight there) whose venv has upstream triton: start-up passes, the first
     request crashes, and the cause is the shadowing, with its fix."""

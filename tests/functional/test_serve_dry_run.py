@@ -21,23 +21,23 @@ BASE_ENV = {"ASCEND_RT_VISIBLE_DEVICES": "0", "PYTORCH_NPU_ALLOC_CONF": "expanda
 
 
 def head(name: str, length: int) -> list:
-    return ["--served-model-name", name, "--port", "8000", "--max-model-len", str(length),
+    return ["--served-model-name", name, "--host", "127.0.0.1", "--port", "8000", "--max-model-len", str(length),
             "--gpu-memory-utilization", "0.9"]
 
 
 EXPECTED = {
-    "dense": (["dense"], head("dense", 40960) + GRAPH + FUSION_OFF + THINKING_OFF),
-    "vision": (["vision-language"], head("vision", 262144) + GRAPH + ["--mm-processor-cache-gb", "0",
-               "--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
-                                      '"enable_flashcomm1": false}'] + THINKING_OFF),
-    "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + FUSION_OFF + THINKING_OFF),
+    "dense": (["dense"], head("dense", 40960) + GRAPH + THINKING_OFF + FUSION_OFF),
+    "vision": (["vision-language"], head("vision", 262144) + GRAPH + ["--mm-processor-cache-gb", "0"] + THINKING_OFF
+               + ["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
+                                         '"enable_flashcomm1": false}']),
+    "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + THINKING_OFF + FUSION_OFF),
     "hybrid": (["hybrid-linear-attention"], head("hybrid", 262144) + GRAPH + ["--no-enable-prefix-caching"]
-               + FUSION_OFF + THINKING_OFF),
+               + THINKING_OFF + FUSION_OFF),
     # DeepSeek-V2-Lite's shape: MoE and MLA, 16 heads per card, which MLA graph mode refuses: eager, said so
     "mla": (["moe", "mla"], head("mla", 163840) + ["--async-scheduling", "--no-enable-prefix-caching",
                                                   "--enforce-eager"] + FUSION_OFF),
     "modelslim": (["dense", "modelslim-w8a8"], head("modelslim", 40960) + GRAPH + ["--quantization", "ascend"]
-                  + FUSION_OFF + THINKING_OFF),
+                  + THINKING_OFF + FUSION_OFF),
 }
 
 
@@ -73,7 +73,7 @@ def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict
     lines = proc.stdout.splitlines()
     assert lines[-1] == '"${serve[@]}"' and "serve=(" in lines
     items = [line for line in lines if line.startswith(("export ", "  --"))]
-    assert len(items) == 5 + 8 and all("  # " in line for line in items)  # every item says why
+    assert len(items) == 5 + 9 and all("  # " in line for line in items)  # every item says why
     script = proc.stdout.replace('"${serve[@]}"', 'printf "%s\\n" "${serve[@]}"')
     import subprocess
 
@@ -124,3 +124,52 @@ def test_stale_typod_and_unread_names_are_refused_before_anything(cli, host: dic
     line = assert_one_line_error(proc)
     assert "your environment's VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE is not read" in line
     assert json.loads(proc.stdout)["exit"] == 2
+
+
+@pytest.mark.parametrize("spelling", [["--served_model_name", "foo"], ["--served-model", "foo"],
+                                      ["--served-model-name", "foo", "bar"]])
+def test_a_served_name_after_dashes_in_any_spelling_is_the_one_readiness_waits_for(cli, host: dict,
+                                                                                    spelling: list) -> None:
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    proc = dry_run(cli, host, model, "--json", "--", *spelling)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["served_name"] == "foo"
+    assert "dense" not in plan["argv"]  # serve's own --served-model-name is dropped, not left to race theirs
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--additional_config", '{"torchair_graph_config": {}}'], "torchair_graph_config is not read"),
+    (["--additional-config.torchair_graph_config.enabled=true"], "torchair_graph_config is not read"),
+    (["--additional-config", "{bad}"], "Value {bad} cannot be converted to JSON."),
+    (["--additional-config", "{bad"], "is '{bad', not a JSON object"),
+    (["--additional-config", "[1]"], "not a JSON object"),
+    (["--additional-config", "{" * 60_000], "not a JSON object"),
+    (["--no-such-flag"], "vllm: error: unrecognized arguments: --no-such-flag"),
+    (["--max", "4096"], "vllm serve: error: ambiguous option: --max could match"),
+    (["--gpu-memory-utilization", "most"], "argument --gpu-memory-utilization: invalid float value: 'most'"),
+    (["--por", "9000"], "--port after -- is serve's to set"),
+    (["-tp", "2"], "--tensor-parallel-size after -- is serve's to set"),
+    (["stray"], "a MODEL after -- is serve's to set"),
+    (["--max_model_len=400000"], "the largest that fits is"),
+], ids=["underscores", "dotted", "broken-json", "text", "list", "deep", "unknown", "ambiguous", "type", "port-prefix",
+        "tp", "positional", "kv-budget"])
+def test_what_vllm_would_refuse_after_dashes_is_exit_2_in_one_line(cli, host: dict, args: list, words: str) -> None:
+    from helpers.cli import assert_one_line_error
+
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    line = assert_one_line_error(dry_run(cli, host, model, "--concurrency", "16", "--", *args))
+    assert words in line and len(line) < 500
+
+
+def test_settings_after_dashes_replace_serves_own_by_destination(cli, host: dict) -> None:
+    """`--max_model_len` and `--no-enable-prefix` are serve's --max-model-len and a prefix of
+    --no-enable-prefix-caching: one of each reaches vLLM, theirs; and --host replaces the loopback default."""
+    model = build_model(host["root"] / "models" / "moe", "moe")
+    plan = json.loads(dry_run(cli, host, model, "--json", "--", "--max_model_len", "4096", "--no-enable-prefix",
+                              "--host", "0.0.0.0").stdout)
+    argv = plan["argv"]
+    assert plan["max_model_len"] == 4096 and argv.count("--max-model-len") == 1
+    assert "--no-enable-prefix-caching" not in argv and argv[-5:] == ["--max-model-len", "4096",
+                                                                     "--no-enable-prefix", "--host", "0.0.0.0"]
+    assert plan["host"] == "0.0.0.0" and "127.0.0.1" not in argv

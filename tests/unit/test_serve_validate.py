@@ -9,6 +9,7 @@ import pytest
 
 from ascend_setup.errors import BadInput
 from ascend_setup.serve.keys import KeySet, installed_keys
+from ascend_setup.serve.user_args import CONFIG, config_object, read_command
 from ascend_setup.serve.validate import check_against
 from ascend_setup.simulate.stub_plugin_config import FILES
 
@@ -22,9 +23,15 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> KeySet:
     return installed_keys(root / "vllm_ascend", "0.23.0")
 
 
+def check(keys: KeySet, args=(), env=None, user_env=None) -> None:
+    """As serve checks a command: the additional_config vLLM's parser reads from it, whatever the spelling."""
+    config = config_object(read_command(["model", *args]).get(CONFIG), "in the composed command")
+    check_against(keys, config=config, env=env or {}, user_env=user_env or {})
+
+
 def refused(keys: KeySet, args=(), env=None, user_env=None) -> str:
     with pytest.raises(BadInput) as caught:
-        check_against(keys, args=list(args), env=env or {}, user_env=user_env or {})
+        check(keys, args, env, user_env)
     return caught.value.message
 
 
@@ -37,8 +44,18 @@ def test_the_source_gives_keys_sub_keys_variables_and_deprecations(keys: KeySet)
     assert "VLLM_ASCEND_ENABLE_NZ" in keys.env and "VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE" not in keys.env
 
 
-def test_a_stale_key_names_its_removal_and_replacement(keys: KeySet) -> None:
-    message = refused(keys, ["--additional-config", '{"torchair_graph_config": {"enabled": true}}'])
+@pytest.mark.parametrize("args", [
+    ["--additional-config", '{"torchair_graph_config": {"enabled": true}}'],
+    ["--additional_config", '{"torchair_graph_config": {"enabled": true}}'],  # the 0.23.0 DeepSeek tutorial's
+    ['--additional-config={"torchair_graph_config": {"enabled": true}}'],
+    ["--additional-conf", '{"torchair_graph_config": {"enabled": true}}'],  # a unique prefix
+    ["--additional-config.torchair_graph_config.enabled=true"],
+    ["--additional_config.torchair_graph_config.enabled", "true"],
+    ["--additional-config", '{"enable_flashcomm1": false}', "--additional-config.torchair_graph_config.enabled",
+     "true"],  # the dotted one comes last, and wins
+], ids=["plain", "underscores", "equals", "prefix", "dotted", "dotted-underscores", "dotted-wins"])
+def test_a_stale_key_names_its_removal_and_replacement(keys: KeySet, args: list) -> None:
+    message = refused(keys, args)
     assert "torchair_graph_config is not read by the installed vllm-ascend 0.23.0 (removed in 0.12.0rc1)" in message
     assert "cudagraph_mode" in message
 
@@ -68,15 +85,32 @@ def test_unread_and_deprecated_variables_are_refused_all_at_once(keys: KeySet) -
 def test_what_the_plugin_reads_passes(keys: KeySet) -> None:
     config = ('{"ascend_compilation_config": {"fuse_qknorm_rope": false}, "enable_flashcomm1": false, '
               '"hamming_sparse": {"enabled": true}}')
-    check_against(keys, args=["--additional-config", config],
-                  env={"VLLM_ASCEND_ENABLE_BATCH_MEMCPY": "1", "TASK_QUEUE_ENABLE": "1"}, user_env={"HOME": "/root"})
+    check(keys, ["--additional-config", config],
+          env={"VLLM_ASCEND_ENABLE_BATCH_MEMCPY": "1", "TASK_QUEUE_ENABLE": "1"}, user_env={"HOME": "/root"})
+    check(keys, ["--additional-config", '{"torchair_graph_config": {}}', "--additional-config", config])  # last wins
 
 
-def test_an_additional_config_that_is_not_an_object_is_bad_input(keys: KeySet) -> None:
-    assert "is not JSON" in refused(keys, ["--additional-config", "{nope"])
-    assert "is not a JSON object" in refused(keys, ["--additional-config", "[1]"])
+@pytest.mark.parametrize("value, words", [
+    ("{nope", "not a JSON object"),  # vLLM's parser takes text that is no {...} object
+    ("[1]", "not a JSON object"),
+    ("{nope}", "Value {nope} cannot be converted to JSON."),
+    ("[" * 60_000 + "]" * 60_000, "not a JSON object"),
+    ("{" + '"a":{' * 60_000 + "}" * 60_001, "cannot be converted to JSON (nested too deeply)."),
+], ids=["text", "list", "broken", "deep-list", "deep-object"])
+def test_an_additional_config_that_is_not_an_object_is_bad_input(keys: KeySet, value: str, words: str) -> None:
+    message = refused(keys, ["--additional-config", value])
+    assert words in message and len(message) < 300
 
 
 def test_a_plugin_without_the_sources_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"has no ascend_config\.py"):
         installed_keys(tmp_path, "0.23.0")
+
+
+@pytest.mark.parametrize("host, exposed", [(None, True), ("0.0.0.0", True), ("::", True), ("10.0.0.5", True),
+                                           ("node1", True), ("127.0.0.1", False), ("::1", False),
+                                           ("localhost", False)])
+def test_a_host_beyond_loopback_is_said_to_be_exposed(host, exposed: bool) -> None:
+    from ascend_setup.commands.serve import exposed as is_exposed
+
+    assert is_exposed(host) is exposed
