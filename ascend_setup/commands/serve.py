@@ -158,16 +158,16 @@ class Context:
                        user=user)
         return plan, fit
 
-    def validate(self, plan: ServePlan) -> bool:
-        """Against the installed plugin's source; False when there is no venv to read it from (dry run only)."""
+    def validate(self, plan: ServePlan) -> Tuple[bool, List[str]]:
+        """Against the installed plugin's source: (validated, warnings); not validated when there is no venv to
+        read it from (dry run only)."""
         if self.facts is None or self.facts.plugin_dir is None:
             if not self.args.dry_run:
                 raise AscendSetupError(f"vllm-ascend is not installed in {self.venv}", hint="ascend-setup install")
-            return False
+            return False, []
         keys = installed_keys(self.facts.plugin_dir, self.plugin)
         config = config_object(read_command(plan.argv[2:]).get(CONFIG), "in the composed command")
-        check_against(keys, config=config, env=plan.environment, user_env=os.environ)
-        return True
+        return True, check_against(keys, config=config, env=plan.environment, user_env=os.environ)
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -178,14 +178,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if not args.dry_run:
         records.refuse_second(ctx.workdir, ctx.name, args.port, ctx.cards)  # ours: exit 3, before "in use"
         check_port(args.port)
-    validated = ctx.validate(plan)
+    validated, warnings = ctx.validate(plan)
     versions = version_verdicts(ctx.row, ctx.facts) if ctx.facts else []
     if args.dry_run:
-        return _dry_run(args, output, ctx, plan, validated, versions)
+        return _dry_run(args, output, ctx, plan, validated, versions, warnings)
     assert ctx.facts is not None
-    for verdict in versions:
-        if verdict.note:
-            stderr_console().print(f"note: {verdict.note}", soft_wrap=True, markup=False, highlight=False)
+    for note in [v.note for v in versions if v.note] + warnings:
+        stderr_console().print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     preflight(row=ctx.row, facts=ctx.facts, device=ctx.npu.device_type, env=ctx.env, cards=ctx.cards,
               busy=card_processes(ctx.cann.driver.root if ctx.cann and ctx.cann.driver else None),
               model=ctx.model, files=ctx.files)
@@ -193,19 +192,20 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 
 def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool,
-             versions: List[PinVerdict]) -> int:
+             versions: List[PinVerdict], warnings: List[str]) -> int:
     """The script, and what preflight's version check finds in the venv (a refusal is said, not raised: nothing
     starts)."""
     note = None if validated else f"not validated: no vllm-ascend installed in {ctx.venv} to read its keys from"
     said = [("" if v.accepted else "preflight would refuse: ") + v.said() for v in versions]
     if args.json:
         output.print_json({**plan.to_json(), "validated": validated, "note": note, "card": ctx.card.name,
-                           "card_source": ctx.card_source,
+                           "card_source": ctx.card_source, "warnings": warnings,
                            "versions": [{"name": v.name, "found": v.found, "pin": v.pin, "accepted": v.accepted,
                                          "note": v.said()} for v in versions]})
         return 0
     out = stdout_console()
-    for line in [f"# version: {s}" for s in said] + plan.script() + ([f"# {note}"] if note else []):
+    for line in [f"# version: {s}" for s in said] + [f"# warning: {w}" for w in warnings] + plan.script() + \
+            ([f"# {note}"] if note else []):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
 

@@ -3,6 +3,7 @@ ignore without a word is refused, with the key, the installed version and the re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,14 +73,69 @@ def test_a_sub_key_under_the_wrong_parent_is_refused(keys: KeySet) -> None:
     assert "ascend_fusion_config.fuse_qknorm_rope is not read" in message
 
 
-def test_unread_and_deprecated_variables_are_refused_all_at_once(keys: KeySet) -> None:
+def test_unread_variables_are_refused_all_at_once_and_deprecated_ones_only_said(keys: KeySet) -> None:
     message = refused(keys, env={"VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE": "1"},
                       user_env={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0", "VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"})
     assert "variable VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE is not read by the installed vllm-ascend 0.23.0" in message
-    assert "your environment's VLLM_ASCEND_ENABLE_FLASHCOMM1 is deprecated" in message
-    assert "--additional-config '{\"enable_flashcomm1\": ...}'" in message
     assert "weight_prefetch_config" in message  # PREFETCH_MLP's replacement
-    assert message.count("; ") >= 2
+    assert "FLASHCOMM1" not in message and message.count("; ") >= 1
+    warnings = check_against(keys, config={}, env={"VLLM_ASCEND_ENABLE_MLAPO": "0"},
+                             user_env={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0"})
+    assert warnings == [
+        "variable VLLM_ASCEND_ENABLE_MLAPO is deprecated in vllm-ascend 0.23.0 (still honoured, as a fallback it says "
+        "will be removed); replacement: --additional-config '{\"enable_mlapo\": ...}'",
+        "your environment's VLLM_ASCEND_ENABLE_FLASHCOMM1 is deprecated in vllm-ascend 0.23.0 (still honoured, as a "
+        "fallback it says will be removed); replacement: --additional-config '{\"enable_flashcomm1\": ...}'"]
+
+
+@pytest.mark.parametrize("config", [{"enable_dsa_cp": True}, {"enable_hamming_sparse": True}, {"weight_nz_mode": 2},
+                                    {"enable_flashcomm2_parallel_size": 4}], ids=str)
+def test_keys_read_outside_ascend_config_and_typed_values_pass(keys: KeySet, config: dict) -> None:
+    """0.23.0 reads enable_dsa_cp in utils.py and enable_hamming_sparse in attention/kvcomp_attn."""
+    assert check_against(keys, config=config, env={}, user_env={}) == []
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"enable_flashcomm1": "false"}, 'enable_flashcomm1 is "false", but vllm-ascend 0.23.0 reads it as a bool '
+                                     '(bool("false") is True): give a JSON true or false'),
+    ({"enable_hamming_sparse": 1}, "reads it as a bool (bool(1) is True)"),
+    ({"ascend_compilation_config": {"fuse_qknorm_rope": "off"}}, "ascend_compilation_config.fuse_qknorm_rope is "
+                                                                 '"off", but'),
+    ({"enable_flashcomm2_parallel_size": True}, "reads it as a int: give a JSON int"),
+    ({"weight_nz_mode": "2"}, "reads it as a int"),
+], ids=["bool-text", "bool-int", "sub-key", "int-bool", "int-text"])
+def test_a_value_of_the_wrong_type_is_refused(keys: KeySet, config: dict, words: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        check_against(keys, config=config, env={}, user_env={})
+    assert words in caught.value.message
+
+
+def test_a_key_read_only_to_warn_or_raise_is_deprecated_or_removed(tmp_path: Path) -> None:
+    """vllm-ascend main's shape for retired keys: the read warns or raises, it uses nothing."""
+    package = tmp_path / "vllm_ascend"
+    package.mkdir()
+    (package / "envs.py").write_text("env_variables = {}\n")
+    (package / "ascend_config.py").write_text(
+        "def init(additional_config, logger):\n"
+        "    if 'old_switch' in additional_config:\n"
+        "        logger.warning('old_switch is deprecated and does nothing; use new_switch instead')\n"
+        "    if 'gone_switch' in additional_config:\n"
+        "        raise ValueError(f'gone_switch has been removed: use {NEW} instead')\n"
+        "    return additional_config.get('new_switch', False)\n")
+    found = installed_keys(package, "0.30.0")
+    assert found.keys == {"new_switch"} and found.types == {"new_switch": "bool"}
+    assert found.deprecated == {"old_switch": "old_switch is deprecated and does nothing; use new_switch instead"}
+    assert found.removed == {"gone_switch": "gone_switch has been removed: use {...} instead"}
+    assert check_against(found, config={"old_switch": True}, env={}, user_env={}) == [
+        "--additional-config key old_switch is deprecated in vllm-ascend 0.30.0: old_switch is deprecated and does "
+        "nothing; use new_switch instead"]
+    with pytest.raises(BadInput, match=r"gone_switch was removed from vllm-ascend 0\.30\.0: gone_switch has been"):
+        check_against(found, config={"gone_switch": True}, env={}, user_env={})
+
+
+def test_a_key_with_control_characters_is_shown_escaped(keys: KeySet) -> None:
+    message = refused(keys, ["--additional-config", json.dumps({"\x1b]0;owned\x07": 1})])
+    assert "\x1b" not in message and "\\x1b]0;owned\\x07" in message
 
 
 def test_what_the_plugin_reads_passes(keys: KeySet) -> None:
