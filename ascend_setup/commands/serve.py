@@ -156,6 +156,7 @@ class Context:
                        port=self.args.port, cards=self.cards, max_model_len=length, why_len=why,
                        concurrency=self.args.concurrency, utilisation=self.args.gpu_memory_utilization,
                        user=user)
+        plan.set_env = [str(s) for s in self.cann.set_env_scripts()] if self.cann and self.cann.set_env else []
         return plan, fit
 
     def validate(self, plan: ServePlan) -> Tuple[bool, List[str]]:

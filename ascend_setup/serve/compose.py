@@ -45,6 +45,7 @@ class ServePlan:
     env: List[Choice] = field(default_factory=list)  # words: [NAME, VALUE]
     args: List[Choice] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    set_env: List[str] = field(default_factory=list)  # CANN's set_env.sh scripts the server runs with
     served_name: str = ""  # what readiness waits for: the first --served-model-name vLLM reads
     host: Optional[str] = None  # what vLLM binds (None: every interface)
 
@@ -65,6 +66,10 @@ class ServePlan:
         array, so each argument can carry its comment)."""
         lines = [f"# {self.name}: {', '.join(self.families)} on card {','.join(map(str, self.cards))}, "
                  f"vllm-ascend {self.plugin}"]
+        for script in self.set_env:  # the shell's options back as they were: the script may set -e, read unset
+            # variables (so -u is off while it runs) and return non-zero (`|| true`: -e does not stop it there)
+            lines.append(f"_opts=$(set +o); set +u; . {shlex.quote(script)} || true; eval \"$_opts\"  # CANN's "
+                         "environment, whatever set -u/-e it runs under")
         lines += [f"export {c.words[0]}={shlex.quote(c.words[1])}  # {c.why}" for c in self.env]
         lines.append("serve=(")
         lines.append(f"  {shlex.quote(self.vllm)} serve {shlex.quote(self.model)}  # the install's venv; the model")
@@ -137,15 +142,15 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
     for arg in table.baseline.args + [a for f in families for a in f.args]:
         if arg.applies(plugin, tp):
             args.append(Choice(list(arg.args), arg.why))
+    heads = int(text_config(config).get("num_attention_heads") or 0) // tp
     for family in families:
         plan.notes += family.notes
-        allowed = family.eager_unless_heads_per_card_in
-        heads = int(text_config(config).get("num_attention_heads") or 0) // tp
-        if allowed and heads not in allowed:
-            args = [a for a in args if a.words[0] != "--compilation-config"]
-            args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in {allowed}, which "
-                                        "graph mode needs (EZ9999 'MLA only support'); eager is slower, measured "
-                                        "as such"))
+        for rule in (r for r in family.eager if r.applies(plugin, tp)):
+            if heads not in rule.unless_heads_per_card_in:
+                args = [a for a in args if a.words[0] != "--compilation-config"]
+                args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in "
+                                            f"{rule.unless_heads_per_card_in} ({rule.why}); eager is slower, "
+                                            "measured as such"))
     hint_args = merged_serve_args(fit.serve_args)
     i = 0
     while i < len(hint_args):

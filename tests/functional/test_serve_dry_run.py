@@ -13,7 +13,7 @@ from helpers.serving import serving_venv
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.model_dirs import build_model
 
-GRAPH = ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}', "--async-scheduling"]
+GRAPH = ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}']  # --async-scheduling: vLLM's default
 FUSION_OFF = ["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}}']
 THINKING_OFF = ["--default-chat-template-kwargs", '{"enable_thinking": false}']
 BASE_ENV = {"ASCEND_RT_VISIBLE_DEVICES": "0", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
@@ -33,9 +33,8 @@ EXPECTED = {
     "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + THINKING_OFF + FUSION_OFF),
     "hybrid": (["hybrid-linear-attention"], head("hybrid", 262144) + GRAPH + ["--no-enable-prefix-caching"]
                + THINKING_OFF + FUSION_OFF),
-    # DeepSeek-V2-Lite's shape: MoE and MLA, 16 heads per card, which MLA graph mode refuses: eager, said so
-    "mla": (["moe", "mla"], head("mla", 163840) + ["--async-scheduling", "--no-enable-prefix-caching",
-                                                  "--enforce-eager"] + FUSION_OFF),
+    # DeepSeek-V2-Lite's shape: MoE and MLA, 16 heads per card: graph mode in 0.23.0 (mla_v1.py pads the heads)
+    "mla": (["moe", "mla"], head("mla", 163840) + GRAPH + ["--no-enable-prefix-caching"] + FUSION_OFF),
     "modelslim": (["dense", "modelslim-w8a8"], head("modelslim", 40960) + GRAPH + ["--quantization", "ascend"]
                   + THINKING_OFF + FUSION_OFF),
 }
@@ -63,7 +62,7 @@ def test_each_family_composes_its_command(cli, host: dict, family: str) -> None:
     assert plan["validated"] is True and plan["families"] == families
     assert plan["argv"][1:] == ["serve", str(model), *args]
     assert plan["environment"] == BASE_ENV
-    assert plan["graph_mode"] is (family != "mla")
+    assert plan["graph_mode"] is True
 
 
 def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict) -> None:
@@ -73,11 +72,15 @@ def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict
     lines = proc.stdout.splitlines()
     assert lines[-1] == '"${serve[@]}"' and "serve=(" in lines
     items = [line for line in lines if line.startswith(("export ", "  --"))]
-    assert len(items) == 5 + 9 and all("  # " in line for line in items)  # every item says why
-    script = proc.stdout.replace('"${serve[@]}"', 'printf "%s\\n" "${serve[@]}"')
+    assert len(items) == 5 + 8 and all("  # " in line for line in items)  # every item says why
+    assert sum("set_env.sh" in line and "set +u" in line for line in lines) == 2  # the toolkit's and NNAL's
+    # (the fake CANN's set_env.sh is hostile: it sets -e, then fails and returns 1, as some real ones do)
+    script = proc.stdout.replace('"${serve[@]}"', 'printf "%s\\n" "${serve[@]}"; echo "$ASCEND_HOME_PATH"')
     import subprocess
 
-    printed = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    run = subprocess.run(["bash", "-eu", "-c", script], capture_output=True, text=True, check=True)  # as printed
+    printed = run.stdout.splitlines()
+    assert printed[-1].startswith(host["cann"])  # CANN's environment is in place for the server
     assert printed[printed.index("--additional-config") + 1] == FUSION_OFF[1]  # copy-pasteable as printed
 
 
@@ -173,3 +176,16 @@ def test_settings_after_dashes_replace_serves_own_by_destination(cli, host: dict
     assert "--no-enable-prefix-caching" not in argv and argv[-5:] == ["--max-model-len", "4096",
                                                                      "--no-enable-prefix", "--host", "0.0.0.0"]
     assert plan["host"] == "0.0.0.0" and "127.0.0.1" not in argv
+
+
+def test_deepseek_v3_at_tp8_runs_in_graph_mode(cli, host: dict, tmp_path: Path) -> None:
+    """128 heads over 8 cards is 16 a card: graph mode in 0.23.0 (its DeepSeek-V3.1 tutorial's own recipe)."""
+    model = build_model(tmp_path / "DeepSeek-V3", "mla")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "num_attention_heads": 128}))
+    proc = cli("serve", str(model), "--dry-run", "--json", "--venv", host["venv"], "--workdir",
+               str(host["root"] / "wd"), "--tp", "8")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["graph_mode"] is True and "--enforce-eager" not in plan["argv"] and plan["tp"] == 8
+    assert plan["argv"].count("--no-enable-prefix-caching") == 1  # MoE's, once
