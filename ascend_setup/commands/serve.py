@@ -29,6 +29,7 @@ from ascend_setup.host.npu import host_npu
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID
 from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import RuntimeHint
 from ascend_setup.serve import server_records as records
 from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
 from ascend_setup.serve.families import families_for, traits
@@ -155,9 +156,15 @@ class Context:
                        found=found, families=families_for(found, self.plugin, len(self.cards)), plugin=self.plugin,
                        port=self.args.port, cards=self.cards, max_model_len=length, why_len=why,
                        concurrency=self.args.concurrency, utilisation=self.args.gpu_memory_utilization,
-                       user=user)
+                       user=user, unneeded=self.unneeded_hints())
         plan.set_env = [str(s) for s in self.cann.set_env_scripts()] if self.cann and self.cann.set_env else []
         return plan, fit
+
+    def unneeded_hints(self) -> List[RuntimeHint]:
+        """The row's hints needed only without Triton, on a venv whose HAS_TRITON is True (unknown: all kept)."""
+        if self.facts is None or self.facts.has_triton is not True:
+            return []
+        return [h for h in self.row.hints() if h.only_without_triton]
 
     def validate(self, plan: ServePlan) -> Tuple[bool, List[str]]:
         """Against the installed plugin's source: (validated, warnings); not validated when there is no venv to

@@ -9,11 +9,12 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.estimate import Fit
+from ascend_setup.matrix.models import RuntimeHint
 from ascend_setup.matrix.serve_hints import ADDITIONAL_CONFIG, deep_merge, merged_serve_args
 from ascend_setup.serve.families import Family, ServeTable, load_table
 from ascend_setup.serve.user_args import CONFIG, UserArgs, config_object, dest_of, read_command
@@ -83,6 +84,17 @@ class ServePlan:
         return {**asdict(self), "argv": self.argv, "environment": self.environment, "graph_mode": self.graph_mode}
 
 
+def _pairs(args: List[str]) -> List[List[str]]:
+    """Hint arguments as flags, each with its value if it has one."""
+    found: List[List[str]] = []
+    i = 0
+    while i < len(args):
+        width = 2 if i + 1 < len(args) and not args[i + 1].startswith("--") else 1
+        found.append(args[i:i + width])
+        i += width
+    return found
+
+
 def largest_context(fit: Fit, concurrency: int) -> int:
     """The longest sequence the KV budget holds `concurrency` times over (a hybrid's fixed state counted per
     sequence)."""
@@ -115,7 +127,7 @@ def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, giv
 
 def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, Any], found: List[str],
             families: List[Family], plugin: str, port: int, cards: List[int], max_model_len: int, why_len: str,
-            concurrency: int, utilisation: float, user: UserArgs,
+            concurrency: int, utilisation: float, user: UserArgs, unneeded: Sequence[RuntimeHint] = (),
             table: Optional[ServeTable] = None) -> ServePlan:
     """The plan; a setting the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
     table = table or load_table()
@@ -151,14 +163,10 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
                 args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in "
                                             f"{rule.unless_heads_per_card_in} ({rule.why}); eager is slower, "
                                             "measured as such"))
-    hint_args = merged_serve_args(fit.serve_args)
-    i = 0
-    while i < len(hint_args):
-        words = hint_args[i:i + 2] if i + 1 < len(hint_args) and not hint_args[i + 1].startswith("--") \
-            else hint_args[i:i + 1]
-        args.append(Choice(list(words), "the row's runtime hint"))
-        i += len(words)
-    plan.args = by_destination(args, user)
+    args += [Choice(words, "the row's runtime hint") for words in _pairs(merged_serve_args(fit.serve_args))]
+    plan.args = by_destination(args, user, unneeded)
+    plan.notes += [f"the row's hint {h.id!r} is left out: it is needed only without Triton, and vLLM's HAS_TRITON "
+                   "is True in the venv" for h in unneeded]
     parsed = read_command(plan.argv[2:])
     plan.served_name = (parsed.get("served_model_name") or [str(model)])[0]
     plan.host = parsed.get("host")
@@ -166,19 +174,37 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
     return plan
 
 
-def by_destination(args: List[Choice], user: UserArgs) -> List[Choice]:
+def _subtract(config: Dict[str, Any], hint: Dict[str, Any]) -> None:
+    """Take out of `config` what `hint` set (the same value), and the sub-objects left empty."""
+    for key, value in hint.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _subtract(config[key], value)
+            if not config[key]:
+                del config[key]
+        elif key in config and config[key] == value:
+            del config[key]
+
+
+def by_destination(args: List[Choice], user: UserArgs, unneeded: Sequence[RuntimeHint] = ()) -> List[Choice]:
     """Serve's choices as vLLM reads them: one per setting (the first), none the user's arguments after -- set in
-    any spelling, every --additional-config merged into one (vLLM keeps only the last), then the user's own."""
+    any spelling, every --additional-config merged into one (vLLM keeps only the last), then the user's own; the
+    `unneeded` hints' settings left out."""
     kept: List[Choice] = []
     seen = set()
     config: Dict[str, Any] = {}
+    drop = [list(w) for h in unneeded for w in _pairs(list(h.serve_args))]
     for choice in args:
         dest = dest_of(choice.words)
+        if choice.words in drop and dest != CONFIG:
+            continue
         if dest == CONFIG:
             deep_merge(config, config_object(json.loads(choice.words[1]), "of the row's hint"))
         elif dest not in seen and dest not in user.given:
             seen.add(dest)
             kept.append(choice)
+    for words in drop:
+        if words[0] == ADDITIONAL_CONFIG:
+            _subtract(config, json.loads(words[1]))
     deep_merge(config, user.config)
     if config:
         why = "the row's hints and yours after --, merged into one (vLLM keeps only the last " \

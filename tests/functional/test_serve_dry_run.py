@@ -25,18 +25,19 @@ def head(name: str, length: int) -> list:
             "--gpu-memory-utilization", "0.9"]
 
 
+# the serving venv's Triton works (HAS_TRITON), so the row's fuse_qknorm_rope switch, needed only without
+# Triton, is left out: the fusion stays on
 EXPECTED = {
-    "dense": (["dense"], head("dense", 40960) + GRAPH + THINKING_OFF + FUSION_OFF),
+    "dense": (["dense"], head("dense", 40960) + GRAPH + THINKING_OFF),
     "vision": (["vision-language"], head("vision", 262144) + GRAPH + ["--mm-processor-cache-gb", "0"] + THINKING_OFF
-               + ["--additional-config", '{"ascend_compilation_config": {"fuse_qknorm_rope": false}, '
-                                         '"enable_flashcomm1": false}']),
-    "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + THINKING_OFF + FUSION_OFF),
+               + ["--additional-config", '{"enable_flashcomm1": false}']),
+    "moe": (["moe"], head("moe", 40960) + GRAPH + ["--no-enable-prefix-caching"] + THINKING_OFF),
     "hybrid": (["hybrid-linear-attention"], head("hybrid", 262144) + GRAPH + ["--no-enable-prefix-caching"]
-               + THINKING_OFF + FUSION_OFF),
+               + THINKING_OFF),
     # DeepSeek-V2-Lite's shape: MoE and MLA, 16 heads per card: graph mode in 0.23.0 (mla_v1.py pads the heads)
-    "mla": (["moe", "mla"], head("mla", 163840) + GRAPH + ["--no-enable-prefix-caching"] + FUSION_OFF),
+    "mla": (["moe", "mla"], head("mla", 163840) + GRAPH + ["--no-enable-prefix-caching"]),
     "modelslim": (["dense", "modelslim-w8a8"], head("modelslim", 40960) + GRAPH + ["--quantization", "ascend"]
-                  + THINKING_OFF + FUSION_OFF),
+                  + THINKING_OFF),
 }
 
 
@@ -70,9 +71,10 @@ def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict
     proc = dry_run(cli, host, model)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1] == '"${serve[@]}"' and "serve=(" in lines
+    end = lines.index('"${serve[@]}"')
+    assert "serve=(" in lines and all(line.startswith("# ") for line in lines[end + 1:])  # then only notes
     items = [line for line in lines if line.startswith(("export ", "  --"))]
-    assert len(items) == 5 + 8 and all("  # " in line for line in items)  # every item says why
+    assert len(items) == 5 + 7 and all("  # " in line for line in items)  # every item says why
     assert sum("set_env.sh" in line and "set +u" in line for line in lines) == 2  # the toolkit's and NNAL's
     # (the fake CANN's set_env.sh is hostile: it sets -e, then fails and returns 1, as some real ones do)
     script = proc.stdout.replace('"${serve[@]}"', 'printf "%s\\n" "${serve[@]}"; echo "$ASCEND_HOME_PATH"')
@@ -81,7 +83,7 @@ def test_the_script_is_one_item_a_line_with_why_and_runs_in_bash(cli, host: dict
     run = subprocess.run(["bash", "-eu", "-c", script], capture_output=True, text=True, check=True)  # as printed
     printed = run.stdout.splitlines()
     assert printed[-1].startswith(host["cann"])  # CANN's environment is in place for the server
-    assert printed[printed.index("--additional-config") + 1] == FUSION_OFF[1]  # copy-pasteable as printed
+    assert printed[printed.index("--default-chat-template-kwargs") + 1] == THINKING_OFF[1]  # as printed
 
 
 def test_concurrency_caps_the_default_context_at_the_kv_budget(cli, host: dict) -> None:
@@ -92,6 +94,17 @@ def test_concurrency_caps_the_default_context_at_the_kv_budget(cli, host: dict) 
     assert 20_000 < length < 262144 and plan["max_model_len"] == length
 
 
+def test_the_fusion_is_switched_off_only_without_triton(cli, host: dict, tmp_path: Path) -> None:
+    """A venv whose upstream triton shadows triton-ascend (HAS_TRITON false): the row's switch is composed."""
+    model = build_model(host["root"] / "models" / "dense", "dense")
+    shadowed = serving_venv(tmp_path, shadowed=True)
+    plan = json.loads(cli("serve", str(model), "--dry-run", "--json", "--venv", str(shadowed), "--workdir",
+                          str(host["root"] / "wd"), "--cann-home", host["cann"]).stdout)
+    assert plan["argv"][-2:] == FUSION_OFF
+    kept = json.loads(dry_run(cli, host, model, "--json").stdout)
+    assert "--additional-config" not in kept["argv"] and any("needed only without Triton" in n for n in kept["notes"])
+
+
 def test_user_arguments_after_dashes_win_and_merge(cli, host: dict) -> None:
     model = build_model(host["root"] / "models" / "dense", "dense")
     proc = dry_run(cli, host, model, "--json", "--", "--max-model-len", "4096", "--additional-config",
@@ -100,8 +113,7 @@ def test_user_arguments_after_dashes_win_and_merge(cli, host: dict) -> None:
     argv = plan["argv"]
     assert argv.count("--max-model-len") == 1 and argv[argv.index("--max-model-len") + 1] == "4096"
     assert argv.count("--additional-config") == 1
-    assert json.loads(argv[argv.index("--additional-config") + 1]) == {
-        "ascend_compilation_config": {"fuse_qknorm_rope": False}, "enable_cpu_binding": False}
+    assert json.loads(argv[argv.index("--additional-config") + 1]) == {"enable_cpu_binding": False}
 
 
 def test_serves_own_flags_after_dashes_are_bad_input(cli, host: dict) -> None:
