@@ -273,9 +273,12 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
                           simulated=simulated)
     label = f"{SIMULATED} " if simulated else ""
     ratio = f" = {result['ratio']:.2f} x fit's {fit.decode_tok_s:.1f} tok/s" if result["ratio"] else ""
-    figures = (f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT "
-               f"{measurement.ttft_s * 1000:.0f} ms, decode {measurement.tok_s:.1f} tok/s (median of "
-               f"{len(measurement.runs)}){ratio}" + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
+    m = measurement
+    figures = (f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT {m.ttft_s * 1000:.0f} ms "
+               f"(a fresh prefix: a real prefill), TPOT {m.tpot_ms:.1f} ms (p90 {m.tpot_p90_ms:.1f}), ITL "
+               f"{m.itl_ms:.1f} ms (p90 {m.itl_p90_ms:.1f}), E2EL {m.e2el_s:.2f} s, decode {m.tok_s:.1f} tok/s "
+               f"(medians of {len(m.runs)}, as vllm bench serve defines them){ratio}"
+               + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
                + (f"; launch-bound, not bandwidth-bound: {judged.why}" if judged.bound == "launch" else ""))
     record.figures = figures
     records.save(ctx.workdir, record)

@@ -223,3 +223,80 @@ def test_the_real_sdists_key_sets_and_refusals(real: Dict[str, Any], tmp_path: P
                 ({}, {"VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE": "1"}, "VLLM_ASCEND_ENABLE_DENSE_OPTIMIZE is not read")):
             with pytest.raises(BadInput, match=words.replace("?", r"\?")):
                 check_against(keys, config=config, env=env, user_env={})
+
+
+#: Run in the venv of the real vLLM: each (model path, JSON) validated by vLLM 0.23.0's own pydantic model.
+MODELS = r'''
+import importlib, json, sys
+failed = []
+for where, document in json.load(open(sys.argv[1])):
+    module, name = where.rsplit(".", 1)
+    try:
+        getattr(importlib.import_module(module), name).model_validate(document)
+    except Exception as exc:
+        failed.append("%s: %s" % (name, str(exc)[:400]))
+print(json.dumps(failed))
+'''
+PROTOCOL = "vllm.entrypoints.openai"
+
+
+@pytest.mark.live
+def test_the_stubs_requests_and_responses_fit_the_real_vllms_models(real: Dict[str, Any], tmp_path: Path) -> None:
+    """What serve sends (smoke, measure) and what the stub answers, validated by vLLM 0.23.0's protocol models."""
+    import os
+    import socket
+    import time
+    import urllib.request
+
+    from ascend_setup.serve.measure import fresh_prompt
+    from ascend_setup.serve.run import http_get
+    from ascend_setup.serve.smoke import PROMPT
+
+    model = build_model(tmp_path / "dense", "dense")
+    documents: List[Any] = []
+    for shadowed in (False, True):
+        venv = serving_venv(tmp_path / f"venv-{shadowed}", shadowed=shadowed)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        proc = subprocess.Popen([str(venv / "bin" / "vllm"), "serve", str(model), "--host", "127.0.0.1", "--port",
+                                 str(port), "--served-model-name", "m"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_SIM_PHASE_SECONDS": "0.01"})
+        base = f"http://127.0.0.1:{port}"
+        try:
+            end = time.monotonic() + 30
+            while http_get(f"{base}/health") is None and time.monotonic() < end:
+                time.sleep(0.05)
+            requests = [("/v1/completions", "completion.protocol.CompletionRequest",
+                         {"model": "m", "prompt": fresh_prompt(), "max_tokens": 4, "temperature": 0,
+                          "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}),
+                        ("/v1/completions", "completion.protocol.CompletionRequest",
+                         {"model": "m", "prompt": PROMPT, "max_tokens": 8, "temperature": 0})]
+            if not shadowed:
+                requests.append(("/v1/chat/completions", "chat_completion.protocol.ChatCompletionRequest",
+                                 {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "temperature": 0,
+                                  "max_completion_tokens": 32, "chat_template_kwargs": {"enable_thinking": False}}))
+                documents.append(("engine.protocol.ModelList", json.loads(http_get(f"{base}/v1/models") or b"")))
+            for path, request_model, body in requests[:1] if shadowed else requests:
+                documents.append((request_model, body))
+                request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    raw = response.read().decode()
+                if body.get("stream"):
+                    events = [json.loads(line[5:]) for line in raw.splitlines()
+                              if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+                    documents += [("engine.protocol.ErrorResponse", e) if "error" in e else
+                                  ("completion.protocol.CompletionStreamResponse", e) for e in events]
+                else:
+                    documents.append(("completion.protocol.CompletionResponse" if path == "/v1/completions" else
+                                      "chat_completion.protocol.ChatCompletionResponse", json.loads(raw)))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert any(w == "engine.protocol.ErrorResponse" for w, _ in documents)  # the mid-stream failure
+    (tmp_path / "documents.json").write_text(json.dumps([(f"{PROTOCOL}.{w}", d) for w, d in documents]))
+    out = subprocess.run([str(real["python"]), "-c", MODELS, str(tmp_path / "documents.json")], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
