@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.dists.installed import read_venv
@@ -37,6 +37,23 @@ print(json.dumps(result))
 '''
 
 
+def import_problems(result: Dict[str, Any], pins: Mapping[str, str],
+                    found_versions: Optional[List[str]] = None) -> List[str]:
+    """The probe's imports that fail, and the versions the row's pins do not accept (each verdict said into
+    `found_versions`)."""
+    found = []
+    for dist, info in result.items():
+        if not info["ok"]:
+            found.append(f"import of {dist} fails: {info['error']}")
+            continue
+        verdict = pin_verdict(dist, info["version"], pins[dist])
+        if found_versions is not None:
+            found_versions.append(verdict.said())
+        if not verdict.accepted:
+            found.append(verdict.note)
+    return found
+
+
 def problems(ctx: InstallSession, found_versions: Optional[List[str]] = None) -> List[str]:
     """Why the venv does not yet serve the row (empty when it does); `found_versions` gets each version found
     and its verdict (the version policy: a newer post release or a source build of the pin passes, said so)."""
@@ -45,16 +62,7 @@ def problems(ctx: InstallSession, found_versions: Optional[List[str]] = None) ->
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return [f"the venv's Python could not run the import check: {(proc.stderr or proc.stdout).strip()[-300:]}"]
-    found = []
-    for dist, info in result.items():
-        if not info["ok"]:
-            found.append(f"import of {dist} fails: {info['error']}")
-        else:
-            verdict = pin_verdict(dist, info["version"], ctx.the_row.packages[dist])
-            if found_versions is not None:
-                found_versions.append(verdict.said())
-            if not verdict.accepted:
-                found.append(verdict.note)
+    found = import_problems(result, ctx.the_row.packages, found_versions)
     if result.get("vllm-ascend", {}).get("ok"):
         found += kernel_problems(ctx)
     triton = triton_check(ctx)

@@ -46,3 +46,28 @@ def test_the_pin_policy(found: Optional[str], pin: str, accepted: bool, words: s
     verdict = pin_verdict("vllm", found, pin)
     assert verdict.accepted is accepted and words in verdict.note
     assert (found or "not installed") in verdict.said()
+
+
+def test_matrix_names_a_post_release_of_a_rows_pin_that_rows_cann() -> None:
+    """`matrix check --live` recommends 0.23.0.post1: it is the 0.23.0 row's, by the same policy."""
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.matrix.releases import cann_of
+
+    matrix = load_matrix()
+    cann, source = cann_of(matrix, "0.23.0.post1", [], reader=None)  # type: ignore[arg-type]  # not read
+    assert cann == "9.1.0" and "a newer post release of the row's 0.23.0" in source
+    assert cann_of(matrix, "0.23.0", [], reader=None)[1] == "row 9.1.0 of the matrix"  # type: ignore[arg-type]
+
+
+def test_verify_accepts_the_pins_post_release_and_says_what_it_found() -> None:
+    from ascend_setup.steps.verify import import_problems
+
+    said: list = []
+    result = {"vllm": {"ok": True, "version": "0.23.0+empty"}, "vllm-ascend": {"ok": True, "version": "0.23.0.post1"},
+              "torch": {"ok": True, "version": "2.9.0"}, "torch-npu": {"ok": False, "error": "ImportError: x"}}
+    pins = {"vllm": "0.23.0", "vllm-ascend": "0.23.0", "torch": "2.10.0", "torch-npu": "2.10.0.post4"}
+    assert import_problems(result, pins, said) == ["torch 2.9.0 where the row pins 2.10.0",
+                                                   "import of torch-npu fails: ImportError: x"]
+    assert said[:2] == ["vllm 0.23.0+empty: a source build (+empty) of 0.23.0; accepted",
+                        "vllm-ascend 0.23.0.post1: a newer post release of the row's 0.23.0 (bug fixes of the same "
+                        "release); accepted"]
