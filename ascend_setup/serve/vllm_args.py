@@ -107,7 +107,10 @@ class _Parser(argparse.ArgumentParser):
         raise ServeArgsError(f"{self.prog}: error: {message}")
 
     def exit(self, status: int = 0, message: Optional[str] = None) -> Any:
-        raise ServeArgsError(f"{self.prog}: {message or 'exits'}".strip())
+        raise ServeArgsError(f"{self.prog}: {message or 'exits there (--help or --version), serving nothing'}".strip())
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """Nothing printed: `--help` would write vLLM's help onto serve's own output (its --json)."""
 
 
 #: Marks a flag nobody gave (see `given_dests`).

@@ -166,9 +166,10 @@ def test_a_served_name_after_dashes_in_any_spelling_is_the_one_readiness_waits_f
     (["--por", "9000"], "--port after -- is serve's to set"),
     (["-tp", "2"], "--tensor-parallel-size after -- is serve's to set"),
     (["stray"], "a MODEL after -- is serve's to set"),
+    (["--help"], "vllm serve: exits there (--help or --version), serving nothing"),
     (["--max_model_len=400000"], "the largest that fits is"),
 ], ids=["underscores", "dotted", "broken-json", "text", "list", "deep", "unknown", "ambiguous", "type", "port-prefix",
-        "tp", "positional", "kv-budget"])
+        "tp", "positional", "help", "kv-budget"])
 def test_what_vllm_would_refuse_after_dashes_is_exit_2_in_one_line(cli, host: dict, args: list, words: str) -> None:
     from helpers.cli import assert_one_line_error
 
