@@ -21,7 +21,7 @@ from ascend_setup.audit.rules import (
     rule_damaged_files,
 )
 from ascend_setup.dists.installed import VenvContents, read_venv
-from ascend_setup.dists.versions import same_release
+from ascend_setup.dists.versions import pin_verdict, same_release
 from ascend_setup.matrix.load import select_row
 from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.resolve.lockfile import Lock
@@ -69,7 +69,8 @@ def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
         have = venv.get(name)
         if have is None:
             continue
-        rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])]
+        rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])
+                or pin_verdict(name, have.version, matrix.rows[v].packages[name]).accepted]
         if rows:
             return rows[0], f"{name} {have.version} is installed, which row {rows[0].cann} pins"
         return matrix.newest(), (f"{name} {have.version} matches no row; "

@@ -22,7 +22,7 @@ from packaging.version import Version
 
 from ascend_setup.dists.installed import Installed, VenvContents, requirements_unmet
 from ascend_setup.dists.markers import applicable
-from ascend_setup.dists.versions import same_version
+from ascend_setup.dists.versions import pin_verdict, same_version
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.index.tags import Target, tag_priorities
 from ascend_setup.matrix.models import MIRROR, Matrix, Row
@@ -149,6 +149,11 @@ def rule_row_pins(ctx: AuditContext) -> List[Finding]:
             continue
         installed = have[0].parsed_version
         if same_version(installed, pinned):
+            continue
+        verdict = pin_verdict(name, installed, pinned)
+        if verdict.accepted:  # a newer post release or a source build of the pin: said, not fixed
+            findings.append(Finding("pin-accepted", "info", name, verdict.note, evidence=str(have[0].path),
+                                    phase=PHASE_PINS))
             continue
         where = f" from the {ctx.index_of(name)} index" if ctx.index_of(name) != MIRROR else ""
         if installed is not None and installed.public == Version(pinned).public:

@@ -94,7 +94,8 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
         out.print(f"  - {hint}", soft_wrap=True, markup=False)
     served = summary["serve"]
     out.print(f"{LABEL} serve {served['model']}: ready in {served['ready_seconds']:.1f} s; smoke answer "
-              f"{served['answer']!r}; TTFT {served['ttft_s'] * 1000:.0f} ms, decode {served['tok_s']:.1f} tok/s "
+              f"{served['answer']!r}; TTFT {served['ttft_s'] * 1000:.0f} ms on a fresh prefix, TPOT "
+              f"{served['tpot_ms']:.1f} ms (p90 {served['tpot_p90_ms']:.1f}), decode {served['tok_s']:.1f} tok/s "
               f"(fit predicted {served['predicted_tok_s']:.1f}, ratio {served['ratio']:.2f}); stopped with 'serve "
               f"stop' ({served['seconds']:.0f} s in all)", soft_wrap=True, markup=False)
     if not ours:  # only what still exists is pointed at

@@ -15,6 +15,7 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.progress import PhaseReporter
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, terminal_safe
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+from ascend_setup.dists.versions import PinVerdict
 from ascend_setup.engine.runner import FIRST_RUN
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
@@ -28,6 +29,7 @@ from ascend_setup.host.npu import host_npu
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.hub.base import MODEL_ID
 from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import RuntimeHint
 from ascend_setup.serve import server_records as records
 from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
 from ascend_setup.serve.families import families_for, traits
@@ -35,13 +37,22 @@ from ascend_setup.serve.keys import installed_keys
 from ascend_setup.serve.measure import measure, write_result
 from ascend_setup.serve.run import deadline_seconds, served, start, stop_server, triaged_failure, wait_ready
 from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
-from ascend_setup.serve.start_checks import VenvFacts, card_processes, check_port, preflight, venv_facts
+from ascend_setup.serve.start_checks import (
+    VenvFacts,
+    card_processes,
+    check_port,
+    preflight,
+    venv_facts,
+    version_verdicts,
+)
 from ascend_setup.serve.stop import status, stop_recorded
+from ascend_setup.serve.user_args import CONFIG, UserArgs, config_object, read_command
 from ascend_setup.serve.validate import check_against
 from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
 
 SIMULATED = "[simulated]"
+AUTO = -1  # --max-model-len auto: vLLM picks the largest that fits
 DEFAULT_CARD = "910B3"
 
 
@@ -84,28 +95,6 @@ def choose_cards(args: argparse.Namespace, present: Optional[int]) -> List[int]:
         raise BadInput(f"{'--tp ' + str(len(cards)) if not args.card else '--card ' + args.card} asks for more cards "
                        f"than npu-smi shows here ({present})")
     return cards
-
-
-#: What serve itself must know to reach and name the server: given after --, they would be out of its sight.
-OWN_FLAGS = {"--port": "give serve's own --port", "--served-model-name": "serve names it after the model directory",
-             "--tensor-parallel-size": "give serve's own --tp", "-tp": "give serve's own --tp"}
-
-
-def passed_max_model_len(vllm_args: List[str]) -> Optional[int]:
-    """A --max-model-len given after --, checked against the KV budget like serve's own; serve's own flags there
-    (port, name, tensor parallelism) are bad input."""
-    found = None
-    for i, arg in enumerate(vllm_args):
-        flag, _, value = arg.partition("=")
-        if flag in OWN_FLAGS:
-            raise BadInput(f"{flag} after -- is serve's to set: {OWN_FLAGS[flag]}")
-        if flag == "--max-model-len":
-            value = value or (vllm_args[i + 1] if i + 1 < len(vllm_args) else "")
-            try:
-                found = int(value)
-            except ValueError:
-                raise BadInput(f"--max-model-len {value!r} after -- is not a number of tokens") from None
-    return found
 
 
 def card_of(chips: List[Dict[str, str]]) -> Tuple[Card, str]:
@@ -158,25 +147,34 @@ class Context:
         if fit.blockers:
             raise AscendSetupError(f"serve {self.name} refused: {fit.blockers[0]}",
                                    hint="'ascend-setup fit' shows the figures")
-        given = passed_max_model_len(self.args.vllm_args) or self.args.max_model_len
-        length, why = choose_max_model_len(fit, config, self.args.concurrency, given)
+        user = UserArgs.read(self.args.vllm_args)
+        given = user.given.get("max_model_len") or self.args.max_model_len
+        length, why = choose_max_model_len(fit, config, self.args.concurrency, None if given == AUTO else given)
         found = traits(config, self.files.quant_description)
         plan = compose(name=self.name, model=self.model, vllm=self.venv / "bin" / "vllm", fit=fit, config=config,
                        found=found, families=families_for(found, self.plugin, len(self.cards)), plugin=self.plugin,
                        port=self.args.port, cards=self.cards, max_model_len=length, why_len=why,
                        concurrency=self.args.concurrency, utilisation=self.args.gpu_memory_utilization,
-                       user_args=list(self.args.vllm_args))
+                       user=user, unneeded=self.unneeded_hints())
+        plan.set_env = [str(s) for s in self.cann.set_env_scripts()] if self.cann and self.cann.set_env else []
         return plan, fit
 
-    def validate(self, plan: ServePlan) -> bool:
-        """Against the installed plugin's source; False when there is no venv to read it from (dry run only)."""
+    def unneeded_hints(self) -> List[RuntimeHint]:
+        """The row's hints needed only without Triton, on a venv whose HAS_TRITON is True (unknown: all kept)."""
+        if self.facts is None or self.facts.has_triton is not True:
+            return []
+        return [h for h in self.row.hints() if h.only_without_triton]
+
+    def validate(self, plan: ServePlan) -> Tuple[bool, List[str]]:
+        """Against the installed plugin's source: (validated, warnings); not validated when there is no venv to
+        read it from (dry run only)."""
         if self.facts is None or self.facts.plugin_dir is None:
             if not self.args.dry_run:
                 raise AscendSetupError(f"vllm-ascend is not installed in {self.venv}", hint="ascend-setup install")
-            return False
+            return False, []
         keys = installed_keys(self.facts.plugin_dir, self.plugin)
-        check_against(keys, args=plan.argv, env=plan.environment, user_env=os.environ)
-        return True
+        config = config_object(read_command(plan.argv[2:]).get(CONFIG), "in the composed command")
+        return True, check_against(keys, config=config, env=plan.environment, user_env=os.environ)
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -187,24 +185,34 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if not args.dry_run:
         records.refuse_second(ctx.workdir, ctx.name, args.port, ctx.cards)  # ours: exit 3, before "in use"
         check_port(args.port)
-    validated = ctx.validate(plan)
+    validated, warnings = ctx.validate(plan)
+    versions = version_verdicts(ctx.row, ctx.facts) if ctx.facts else []
     if args.dry_run:
-        return _dry_run(args, output, ctx, plan, validated)
+        return _dry_run(args, output, ctx, plan, validated, versions, warnings)
     assert ctx.facts is not None
+    for note in [v.note for v in versions if v.note] + warnings:
+        stderr_console().print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     preflight(row=ctx.row, facts=ctx.facts, device=ctx.npu.device_type, env=ctx.env, cards=ctx.cards,
               busy=card_processes(ctx.cann.driver.root if ctx.cann and ctx.cann.driver else None),
               model=ctx.model, files=ctx.files)
     return _serve(args, output, ctx, plan, fit)
 
 
-def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool) -> int:
+def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool,
+             versions: List[PinVerdict], warnings: List[str]) -> int:
+    """The script, and what preflight's version check finds in the venv (a refusal is said, not raised: nothing
+    starts)."""
     note = None if validated else f"not validated: no vllm-ascend installed in {ctx.venv} to read its keys from"
+    said = [("" if v.accepted else "preflight would refuse: ") + v.said() for v in versions]
     if args.json:
         output.print_json({**plan.to_json(), "validated": validated, "note": note, "card": ctx.card.name,
-                    "card_source": ctx.card_source})
+                           "card_source": ctx.card_source, "warnings": warnings,
+                           "versions": [{"name": v.name, "found": v.found, "pin": v.pin, "accepted": v.accepted,
+                                         "note": v.said()} for v in versions]})
         return 0
     out = stdout_console()
-    for line in plan.script() + ([f"# {note}"] if note else []):
+    for line in [f"# version: {s}" for s in said] + [f"# warning: {w}" for w in warnings] + plan.script() + \
+            ([f"# {note}"] if note else []):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
 
@@ -232,18 +240,18 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     reporter.starting(f"serve {ctx.name}", FIRST_RUN, f"vllm serve on card {','.join(map(str, ctx.cards))}, port "
                       f"{args.port}, ready within {deadline:.0f} s", log)
     try:
-        seconds = wait_ready(proc, server, base=base, name=ctx.name, log=log, offset=offset, deadline=deadline,
+        seconds = wait_ready(proc, server, base=base, name=plan.served_name, log=log, offset=offset, deadline=deadline,
                              on_line=reporter.activity)
     except AscendSetupError:
         reporter.failed(f"serve {ctx.name}", "")
         records.remove(ctx.workdir, ctx.name)
         raise
     reporter.finished(f"serve {ctx.name} ready", seconds)
-    simulated = served(base, ctx.name) and _simulated(base)
+    simulated = served(base, plan.served_name) and _simulated(base)
     try:
-        warm_up(base, ctx.name)
-        answer = chat(base, ctx.name)
-        measurement = measure(base, ctx.name, max_tokens=args.measure_tokens)
+        warm_up(base, plan.served_name)
+        answer = chat(base, plan.served_name)
+        measurement = measure(base, plan.served_name, max_tokens=args.measure_tokens)
     except RequestFailed as exc:
         end = time.monotonic() + 10
         while proc.poll() is None and time.monotonic() < end:  # a crash on the request: let the log end
@@ -264,15 +272,19 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
                           simulated=simulated)
     label = f"{SIMULATED} " if simulated else ""
     ratio = f" = {result['ratio']:.2f} x fit's {fit.decode_tok_s:.1f} tok/s" if result["ratio"] else ""
-    figures = (f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT "
-               f"{measurement.ttft_s * 1000:.0f} ms, decode {measurement.tok_s:.1f} tok/s (median of "
-               f"{len(measurement.runs)}){ratio}" + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
+    m = measurement
+    figures = (f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT {m.ttft_s * 1000:.0f} ms "
+               f"(a fresh prefix: a real prefill), TPOT {m.tpot_ms:.1f} ms (p90 {m.tpot_p90_ms:.1f}), ITL "
+               f"{m.itl_ms:.1f} ms (p90 {m.itl_p90_ms:.1f}), E2EL {m.e2el_s:.2f} s, decode {m.tok_s:.1f} tok/s "
+               f"(medians of {len(m.runs)}, as vllm bench serve defines them){ratio}"
+               + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
                + (f"; launch-bound, not bandwidth-bound: {judged.why}" if judged.bound == "launch" else ""))
     record.figures = figures
     records.save(ctx.workdir, record)
     summary = {**result, "bound": judged.bound, "recorded": not simulated, "name": ctx.name, "url": base,
                "pid": proc.pid, "log": str(log), "answer": answer,
-               "ready_seconds": round(seconds, 1), "detached": args.detach}
+               "ready_seconds": round(seconds, 1), "detached": args.detach, "served_name": plan.served_name,
+               "host": plan.host, "exposed": exposed(plan.host)}
     if args.json:
         output.print_json(summary)
     else:
@@ -280,6 +292,10 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     if args.detach:
         err.print(f"serving {ctx.name} at {base} (pid {proc.pid}, log {log}); 'ascend-setup serve stop {ctx.name}' "
                   "stops it", soft_wrap=True, markup=False, highlight=False)
+        if exposed(plan.host):
+            err.print(f"note: it listens on {plan.host or 'every interface'} (your --host), not only on loopback: "
+                      "its API asks for no key, and it stays up after this command", soft_wrap=True, markup=False,
+                      highlight=False)
         return 0
     err.print(f"serving {ctx.name} at {base} (log {log}); Ctrl-C stops it", soft_wrap=True, markup=False,
               highlight=False)
@@ -289,6 +305,18 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
         err.print(f"{ctx.name} stopped (status {code})", markup=False, highlight=False)
         return 0
     raise triaged_failure(f"vllm serve exited with status {code}", log, ctx.name, offset)
+
+
+def exposed(host: Optional[str]) -> bool:
+    """Whether vLLM binds more than loopback (no --host: every interface)."""
+    import ipaddress
+
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host or "0.0.0.0").is_loopback
+    except ValueError:
+        return True  # a host name: whatever it resolves to
 
 
 def _simulated(base: str) -> bool:

@@ -75,6 +75,8 @@ class RuntimeHint(BaseModel):
     env: Mapping[str, str] = Field(default_factory=dict)
     #: The vllm-ascend versions the hint applies to (a specifier such as ">=0.23.0"); empty: every version.
     plugin: str = ""
+    #: Needed only where vLLM's HAS_TRITON is false: serve drops it on a venv whose Triton works.
+    only_without_triton: bool = False
 
     @field_validator("plugin")
     @classmethod

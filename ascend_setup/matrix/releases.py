@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.version import Version
 
+from ascend_setup.dists.versions import pin_verdict
 from ascend_setup.index.http import IndexUnreachable
 from ascend_setup.index.metadata import MetadataReader
 from ascend_setup.index.simple import IndexFile, IndexSet
@@ -77,8 +78,9 @@ def files_text(files: List[IndexFile]) -> str:
 def cann_of(matrix: Matrix, version: str, files: List[IndexFile], reader: MetadataReader) -> Tuple[Optional[str], str]:
     """(the CANN the release is for, where that was read); (None, why) when nothing says it."""
     for row in matrix.rows.values():
-        if row.packages[PLUGIN] == version:
-            return row.cann, f"row {row.cann} of the matrix"
+        verdict = pin_verdict(PLUGIN, version, row.packages[PLUGIN])
+        if verdict.accepted:
+            return row.cann, f"row {row.cann} of the matrix" + (f" ({verdict.note})" if verdict.note else "")
     if version in matrix.plugin_cann:
         return matrix.plugin_cann[version], "the matrix's plugin_cann (the plugin's README lags)"
     chosen = next((f for f in files if f.kind == "wheel"), files[0])

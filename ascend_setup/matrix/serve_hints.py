@@ -17,10 +17,11 @@ from ascend_setup.matrix.models import Row, RuntimeHint
 ADDITIONAL_CONFIG = "--additional-config"
 
 
-def _deep_merge(into: Dict[str, Any], more: Dict[str, Any]) -> Dict[str, Any]:
+def deep_merge(into: Dict[str, Any], more: Dict[str, Any]) -> Dict[str, Any]:
+    """`more` into `into`, key by key (a sub-object merges, anything else replaces)."""
     for key, value in more.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _deep_merge(into[key], value)
+            deep_merge(into[key], value)
         else:
             into[key] = value
     return into
@@ -48,7 +49,7 @@ def merged_serve_args(args: Iterable[str]) -> List[str]:
         if merged is None:
             merged = {}
             out += [ADDITIONAL_CONFIG, ""]  # its place: filled in once everything is merged
-        _deep_merge(merged, value)
+        deep_merge(merged, value)
     if merged is not None:
         out[out.index(ADDITIONAL_CONFIG) + 1] = json.dumps(merged)
     return out

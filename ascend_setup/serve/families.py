@@ -53,6 +53,13 @@ class ArgItem(_Ranged):
     why: str
 
 
+class EagerRule(_Ranged):
+    """Eager mode for the plugin versions whose MLA graph kernels take only these heads per card."""
+
+    unless_heads_per_card_in: List[int] = Field(min_length=1)
+    why: str
+
+
 class Family(_Ranged):
     id: str
     trait: Trait
@@ -60,7 +67,7 @@ class Family(_Ranged):
     args: List[ArgItem] = Field(default_factory=list)
     env: List[EnvItem] = Field(default_factory=list)
     notes: List[str] = Field(default_factory=list)
-    eager_unless_heads_per_card_in: Optional[List[int]] = None
+    eager: List[EagerRule] = Field(default_factory=list)
 
 
 class Baseline(BaseModel):

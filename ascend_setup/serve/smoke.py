@@ -45,7 +45,12 @@ def stream(url: str, body: Dict[str, Any], timeout: float) -> Iterator[Tuple[flo
                 payload = line[5:].strip()
                 if payload == "[DONE]":
                     return
-                yield now, json.loads(payload)
+                event = json.loads(payload)
+                if isinstance(event, dict) and event.get("error"):  # vLLM fails mid-stream with HTTP 200
+                    error = event["error"]
+                    said = error.get("message") if isinstance(error, dict) else error
+                    raise RequestFailed(f"{url} failed mid-stream: {str(said)[:300]}")
+                yield now, event
     except urllib.error.HTTPError as exc:
         raise RequestFailed(f"HTTP {exc.code} from {url}: {exc.read(300).decode(errors='replace').strip()}") from None
     except (OSError, ValueError) as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
+from ascend_setup.dists.versions import PinVerdict, pin_verdict
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.fit.model_files import INDEX, ModelFiles
 from ascend_setup.host.npu import find_npu_smi, npu_smi_env
@@ -37,6 +38,8 @@ except Exception as exc:
     out["has_triton"] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(out))
 '''
+
+SERVED = ("vllm", "vllm-ascend")
 
 #: A process row of `npu-smi info`: | NPU  Chip | Process id | Process name | Process memory(MB) |
 _PROCESS_ROW = re.compile(r"^\|\s*(\d+)\s+\d+\s+\|\s*(\d+)\s+\|\s*(\S+)\s+\|\s*(\d+)\s*\|", re.MULTILINE)
@@ -123,14 +126,17 @@ def check_port(port: int) -> None:
         raise BadInput(f"--port {port} is in use", hint="pick another port with --port")
 
 
+def version_verdicts(row: Row, facts: VenvFacts) -> List[PinVerdict]:
+    """vllm and vllm-ascend in the venv against the row's pins (the one policy: post releases and source
+    builds of the pinned release pass, said so); what both preflight and the dry run report."""
+    return [pin_verdict(dist, facts.versions.get(dist), row.packages[dist]) for dist in SERVED]
+
+
 def preflight(*, row: Row, facts: VenvFacts, device: Optional[str], env: Mapping[str, str], cards: List[int],
               busy: Dict[int, List[str]], model: Path, files: ModelFiles) -> None:
-    """AscendSetupError (exit 1) listing every problem found, or nothing."""
-    found = []
-    for dist in ("vllm", "vllm-ascend"):
-        have, want = facts.versions.get(dist), row.packages[dist]
-        if have != want:
-            found.append(f"{dist} is {have or 'not installed'} in the venv, the row says {want}")
+    """AscendSetupError (exit 1) listing every problem found, or nothing (the version notes are the caller's to
+    say, from `version_verdicts`)."""
+    found = [v.note for v in version_verdicts(row, facts) if not v.accepted]
     if device in ("A2", "A3") and facts.has_triton is not True:
         why = "False" if facts.has_triton is False else facts.has_triton
         found.append(f"vllm.triton_utils.HAS_TRITON is {why} on an {device} host: the first request will crash with "

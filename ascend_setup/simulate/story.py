@@ -140,7 +140,8 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
     if stopped.returncode != 0:
         raise StepFailed(f"serve stop failed: {stopped.stderr.strip()}")
     return {"model": result["name"], "ready_seconds": result["ready_seconds"], "answer": result["answer"],
-            "ttft_s": result["ttft_s"], "tok_s": result["tok_s"], "predicted_tok_s": result["predicted_tok_s"],
+            "ttft_s": result["ttft_s"], "tpot_ms": result["tpot_ms"], "tpot_p90_ms": result["tpot_p90_ms"],
+            "tok_s": result["tok_s"], "predicted_tok_s": result["predicted_tok_s"],
             "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
 
 

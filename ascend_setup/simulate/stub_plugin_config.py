@@ -1,4 +1,5 @@
-"""The stub vllm-ascend's `ascend_config.py` and `envs.py`, shaped like the real 0.23.0's (read from its sdist):
+"""The stub vllm-ascend's `ascend_config.py`, `envs.py` and the other modules that read `additional_config`
+(`utils.py`, `attention/kvcomp_attn/attention_utils.py`), shaped like the real 0.23.0's (read from its sdist):
 the same keys, sub-keys and variables, read in the same ways (`additional_config.get`, sub-config classes taking
 `**kwargs` or a dict, `_get_config_value` falling back to a deprecated variable, the `env_variables` dict), so
 `serve` validates against the simulated host exactly as against a real one. The live test
@@ -213,5 +214,28 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 '''
 
+UTILS = '''\
+"""Utilities (stub of 0.23.0's utils.py: the additional_config key it reads, read the same way)."""
+
+
+def enable_dsa_cp(vllm_config) -> bool:
+    dsa_cp_enable = False
+    additional_config = getattr(vllm_config, "additional_config", None)
+    if additional_config is not None and "enable_dsa_cp" in additional_config:
+        dsa_cp_enable = bool(additional_config["enable_dsa_cp"])
+    return dsa_cp_enable
+'''
+
+KVCOMP_ATTENTION_UTILS = '''\
+"""Hamming sparse attention (stub of 0.23.0's attention/kvcomp_attn/attention_utils.py)."""
+
+
+def is_hamming_sparse(vllm_config) -> bool:
+    additional_config = vllm_config.additional_config if vllm_config.additional_config is not None else {}
+    enable_hamming_sparse = additional_config.get("enable_hamming_sparse", False)
+    return enable_hamming_sparse
+'''
+
 #: The stub plugin's configuration sources, by their path in the package.
-FILES = {"vllm_ascend/ascend_config.py": ASCEND_CONFIG, "vllm_ascend/envs.py": ENVS}
+FILES = {"vllm_ascend/ascend_config.py": ASCEND_CONFIG, "vllm_ascend/envs.py": ENVS, "vllm_ascend/utils.py": UTILS,
+         "vllm_ascend/attention/kvcomp_attn/attention_utils.py": KVCOMP_ATTENTION_UTILS}

@@ -6,12 +6,22 @@ What it does as the real 0.23.0 does on an NPU, where it matters to `ascend-setu
   its engine core is a second process, which stops with the API server;
 - listens only once the engine is up; streams at the rate the simulated card's bandwidth and the model's bytes
   give (`VLLM_SIM_HBM_GBPS`, default 1490, the 910B3's; x 0.65, the field report's factor);
-- ignores unknown `--additional-config` keys without a word;
+- reads its arguments with vLLM 0.23.0's parser rules over the real flags (an unknown flag exits 2 with the
+  real message), and ignores unknown `--additional-config` keys without a word;
+- binds every interface unless `--host` is given; serves `/version` and `/metrics` (vLLM's metric names);
+  caches prompt prefixes in 128-token blocks (on unless `--no-enable-prefix-caching`), so a repeated prompt's
+  TTFT is a cache hit; logs "Capturing CUDA graphs" as the real one does;
+- fails a streamed request mid-stream as vLLM does: HTTP 200, an error event, then `[DONE]`;
 - with upstream triton shadowing triton-ascend (HAS_TRITON false), logs `Triton is installed but 0 active
   driver(s) found` at start-up and crashes on the first request with `'function' object is not subscriptable`.
 `VLLM_SIM_FAIL=early` makes it die while loading weights (libatb.so missing), `VLLM_SIM_FAIL=hang` stops it
 at graph capture forever; `VLLM_SIM_PHASE_SECONDS` sets each phase's length (default 0.3 s).
 """
+
+from pathlib import Path
+
+from ascend_setup.serve import vllm_args
+from ascend_setup.serve.flag_table import TABLE
 
 TRITON_UTILS = '''\
 """stub vllm.triton_utils: Triton counts only when its jit gives an indexable kernel (triton-ascend's does;
@@ -47,7 +57,53 @@ from pathlib import Path
 API = "(APIServer pid=%d)" % os.getpid()
 ENGINE_LOOP = "import time\nwhile True:\n    time.sleep(3600)\n"
 EFFICIENCY = 0.65
-state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "max_model_len": 0, "triton": True}
+state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "names": [], "max_model_len": 0, "triton": True,
+         "prefix_caching": True, "blocks": set(), "metrics": {}}
+BLOCK = 128  # Ascend's KV block, in tokens (a word is a token here)
+PREFILL_SECONDS_PER_TOKEN = 0.002
+
+
+def cached_tokens(words):
+    """Leading whole blocks whose chain of hashes was seen (vLLM's prefix cache); the blocks are then kept."""
+    cached, chain = 0, ()
+    for start in range(0, len(words) - len(words) % BLOCK, BLOCK):
+        chain = hash((chain, tuple(words[start:start + BLOCK])))
+        if state["prefix_caching"] and chain in state["blocks"] and cached == start:
+            cached = start + BLOCK
+        state["blocks"].add(chain)
+    return min(cached, max(0, len(words) - 1))  # the last token is always computed
+
+
+def count(name, value=1.0):
+    state["metrics"][name] = state["metrics"].get(name, 0.0) + value
+
+
+METRICS = (("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine."),
+           ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed."),
+           ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed."),
+           ("vllm:request_success_total", "counter", "Count of successfully processed requests."),
+           ("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds."),
+           ("vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds."),
+           ("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds."))
+
+
+def metrics_text():
+    labels = '{engine="0",model_name="%s"}' % state["name"]
+    lines = []
+    for name, kind, text in METRICS:
+        lines += ["# HELP %s %s" % (name, text), "# TYPE %s %s" % (name, kind)]
+        if kind == "counter":
+            lines.append("%s%s %s" % (name, labels, float(state["metrics"].get(name, 0.0))))
+        else:
+            n, total = state["metrics"].get(name + "_count", 0.0), state["metrics"].get(name + "_sum", 0.0)
+            lines += ['%s_bucket{engine="0",le="+Inf",model_name="%s"} %s' % (name, state["name"], float(n)),
+                      "%s_count%s %s" % (name, labels, float(n)), "%s_sum%s %s" % (name, labels, float(total))]
+    return "\n".join(lines) + "\n"
+
+
+def observe(name, seconds):
+    count(name + "_count")
+    count(name + "_sum", seconds)
 
 
 def log(prefix, level, where, text):
@@ -73,24 +129,23 @@ def stop(signum=None, frame=None, code=0):
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="vllm serve")
-    p.add_argument("model")
-    p.add_argument("--served-model-name")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--additional-config", default="{}")
-    p.add_argument("--enforce-eager", action="store_true")
-    args, _unknown = p.parse_known_args(argv)  # the stub takes every real flag and uses a few
-    return args
+    """vLLM 0.23.0's parser: its flags (_serve_flags.json) under FlexibleArgumentParser's rules (_flexible_args.py,
+    ascend-setup's own reading of them); what it refuses exits 2 with the real message."""
+    from vllm._flexible_args import ServeArgsError, parse_serve
+    flags = json.loads((Path(__file__).resolve().parents[2] / "_serve_flags.json").read_text())["flags"]
+    try:
+        return parse_serve(flags, argv)
+    except ServeArgsError as exc:
+        print("usage: vllm serve [model_tag] [options]", file=sys.stderr)
+        print(exc, file=sys.stderr)
+        raise SystemExit(2)
 
 
 def start_up(args):
     pause = float(os.environ.get("VLLM_SIM_PHASE_SECONDS", "0.3"))
     fail = os.environ.get("VLLM_SIM_FAIL", "")
-    log(API, "INFO", "utils.py:253", "non-default args: %s" % {"model": args.model, "port": args.port})
-    json.loads(args.additional_config)  # parsed, and every key it does not know ignored, as 0.23 does
+    log(API, "INFO", "utils.py:253", "non-default args: %s" % {"model_tag": args.model_tag, "port": args.port})
+    # additional_config: parsed, and every key it does not know ignored, as 0.23 does
     from vllm.triton_utils import HAS_TRITON
     state["triton"] = HAS_TRITON
     if not HAS_TRITON:
@@ -98,8 +153,8 @@ def start_up(args):
             "Disabling Triton to prevent runtime errors.")
     state["engine"] = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP], preexec_fn=die_with_parent)
     eng = engine_prefix()
-    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model)
-    log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model)
+    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model_tag)
+    log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model_tag)
     time.sleep(pause)
     if fail == "early":
         log(eng, "ERROR", "core.py:708", "EngineCore failed to start.")
@@ -110,7 +165,7 @@ def start_up(args):
             "above. Failed core proc(s): {}")
         state["engine"].kill()
         raise SystemExit(1)
-    weights = sum(p.stat().st_size for p in Path(args.model).glob("*.safetensors"))
+    weights = sum(p.stat().st_size for p in Path(args.model_tag).glob("*.safetensors"))
     gb = weights / 1e9 / args.tensor_parallel_size
     gbps = float(os.environ.get("VLLM_SIM_HBM_GBPS", "1490"))
     state["rate"] = gbps * EFFICIENCY / gb if gb else 1000.0
@@ -120,7 +175,8 @@ def start_up(args):
         log(eng, "INFO", "backends.py:548", "Dynamo bytecode transform time: %.2f s" % pause)
         time.sleep(pause)
         log(eng, "INFO", "monitor.py:34", "torch.compile takes %.2f s in total" % pause)
-        log(eng, "INFO", "model_runner.py:3480", "Capturing ACL graphs (decode, FULL): 100%")
+        log(eng, "INFO", "gpu_model_runner.py:4587", "Capturing CUDA graphs (decode, FULL): 100%|##########| "
+            "35/35 [00:02<00:00, 15.2it/s]")
         if fail == "hang":  # what vLLM prints while its engine is stuck
             while True:
                 log(API, "WARNING", "shm_broadcast.py:466", "No available shared memory broadcast block found in 60 "
@@ -168,20 +224,38 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/health":
             return self.reply(200, {})
+        if self.path == "/version":
+            return self.reply(200, {"version": "0.23.0"})
+        if self.path == "/metrics":
+            data = metrics_text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
         if self.path == "/v1/models":
-            return self.reply(200, {"object": "list", "data": [{"id": state["name"], "object": "model",
+            return self.reply(200, {"object": "list", "data": [{"id": name, "object": "model",
                                                                "owned_by": "vllm (simulated)",
-                                                               "max_model_len": state["max_model_len"]}]})
+                                                               "max_model_len": state["max_model_len"]}
+                                                              for name in state["names"]]})
         self.reply(404, {"error": {"message": "Not Found"}})
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        if body.get("model") != state["name"]:
+        if body.get("model") not in state["names"]:
             return self.reply(404, {"error": {"message": "The model `%s` does not exist." % body.get("model")}})
         state["requests"] += 1
         if not state["triton"]:
             crash_on_triton()
-            return self.reply(500, {"error": {"message": "EngineCore encountered an issue."}})
+            error = {"object": "error", "message": "EngineCore encountered an issue. See stack trace (above) for "
+                     "the root cause.", "type": "InternalServerError", "param": None, "code": 500}
+            if body.get("stream"):  # the real server has sent its 200 already: an error event, then [DONE]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b"data: " + json.dumps({"error": error}).encode() + b"\n\ndata: [DONE]\n\n")
+                return self.wfile.flush()
+            return self.reply(500, {"error": error})
         if self.path == "/v1/chat/completions":
             return self.chat(body)
         if self.path == "/v1/completions":
@@ -200,8 +274,18 @@ class Handler(BaseHTTPRequestHandler):
     def complete(self, body):
         n = int(body.get("max_tokens") or 16)
         n = n if body.get("ignore_eos") else min(n, 12)
-        prompt_tokens = len(str(body.get("prompt", "")).split())
+        words = str(body.get("prompt", "")).split()
+        prompt_tokens = len(words)
+        prefill = PREFILL_SECONDS_PER_TOKEN * (prompt_tokens - cached_tokens(words))
         gap = 1.0 / state["rate"]
+        sent = time.perf_counter()
+        count("vllm:prompt_tokens_total", prompt_tokens)
+        count("vllm:generation_tokens_total", n)
+        count("vllm:request_success_total")
+        observe("vllm:time_to_first_token_seconds", prefill + gap)
+        observe("vllm:e2e_request_latency_seconds", prefill + n * gap)
+        for _ in range(n - 1):
+            observe("vllm:inter_token_latency_seconds", gap)
         if not body.get("stream"):
             time.sleep(n * gap)
             return self.reply(200, {"id": "cmpl-sim", "object": "text_completion", "model": state["name"],
@@ -211,7 +295,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        start = time.perf_counter() + 0.002 * prompt_tokens + gap  # prefill, then the first token
+        start = sent + prefill + gap  # prefill (of what the prefix cache does not hold), then the first token
         for i in range(n):
             delay = start + i * gap - time.perf_counter()
             if delay > 0:
@@ -221,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"id": "cmpl-sim", "object": "text_completion", "choices": [],
+            usage = {"id": "cmpl-sim", "object": "text_completion", "model": state["name"], "choices": [],
                      "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
                                "total_tokens": prompt_tokens + n}}
             self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
@@ -233,20 +317,25 @@ def run(argv):
     args = parse(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
-    state["name"] = args.served_model_name or args.model
+    state["names"] = args.served_model_name or [args.model_tag]
+    state["name"] = state["names"][0]
     state["max_model_len"] = args.max_model_len or 40960
+    state["prefix_caching"] = args.enable_prefix_caching is not False  # on by default, as in vLLM
     start_up(args)
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    host = args.host or "0.0.0.0"  # vLLM's default: every interface
+    server = ThreadingHTTPServer((host, args.port), Handler)
     server.daemon_threads = True
-    log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (args.host, args.port))
+    log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (host, args.port))
     log(API, "INFO", "launcher.py:37",
-        "Available routes are: /health, /v1/models, /v1/chat/completions, /v1/completions")
+        "Available routes are: /health, /version, /metrics, /v1/models, /v1/chat/completions, /v1/completions")
     log(API, "INFO", "on.py:62", "Application startup complete.")
     server.serve_forever()
 '''
 
-#: The stub vllm wheel's files: the package, the serving side and the `vllm` console script.
+#: The stub vllm wheel's files: the package, the serving side, its parser and the `vllm` console script.
 FILES = {
+    "vllm/_flexible_args.py": (Path(vllm_args.__file__)).read_text(encoding="utf-8"),
+    "vllm/_serve_flags.json": TABLE.read_text(encoding="utf-8"),
     "vllm/triton_utils/__init__.py": TRITON_UTILS,
     "vllm/entrypoints/__init__.py": "",
     "vllm/entrypoints/cli/__init__.py": "",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ascend_setup.audit.native_rules import native_message
 from ascend_setup.audit.rules import installed_device
 from ascend_setup.dists.installed import read_venv
 from ascend_setup.dists.venv_reader import site_packages
+from ascend_setup.dists.versions import pin_verdict
 from ascend_setup.engine.step import Step
 from ascend_setup.errors import StepFailed
 from ascend_setup.matrix.serve_hints import hint_lines as hints_for
@@ -38,19 +39,32 @@ print(json.dumps(result))
 '''
 
 
-def problems(ctx: InstallSession) -> List[str]:
-    """Why the venv does not yet serve the row (empty when it does)."""
+def import_problems(result: Dict[str, Any], pins: Mapping[str, str],
+                    found_versions: Optional[List[str]] = None) -> List[str]:
+    """The probe's imports that fail, and the versions the row's pins do not accept (each verdict said into
+    `found_versions`)."""
+    found = []
+    for dist, info in result.items():
+        if not info["ok"]:
+            found.append(f"import of {dist} fails: {info['error']}")
+            continue
+        verdict = pin_verdict(dist, info["version"], pins[dist])
+        if found_versions is not None:
+            found_versions.append(verdict.said())
+        if not verdict.accepted:
+            found.append(verdict.note)
+    return found
+
+
+def problems(ctx: InstallSession, found_versions: Optional[List[str]] = None) -> List[str]:
+    """Why the venv does not yet serve the row (empty when it does); `found_versions` gets each version found
+    and its verdict (the version policy: a newer post release or a source build of the pin passes, said so)."""
     proc = capture([ctx.python, "-c", PROBE, json.dumps(MODULES)], env=ctx.cann_env(), timeout=600)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return [f"the venv's Python could not run the import check: {(proc.stderr or proc.stdout).strip()[-300:]}"]
-    found = []
-    for dist, info in result.items():
-        if not info["ok"]:
-            found.append(f"import of {dist} fails: {info['error']}")
-        elif info["version"] != ctx.the_row.packages[dist]:
-            found.append(f"{dist} is {info['version']}, the row says {ctx.the_row.packages[dist]}")
+    found = import_problems(result, ctx.the_row.packages, found_versions)
     if result.get("vllm-ascend", {}).get("ok"):
         found += kernel_problems(ctx)
     triton = triton_check(ctx)
@@ -112,9 +126,11 @@ class Verify(Step[Verified]):
         return not problems(ctx)
 
     def run(self, ctx: InstallSession, log: Path) -> Verified:
-        found = problems(ctx)
+        versions: List[str] = []
+        found = problems(ctx, versions)
         with open_append(log) as handle:
-            handle.write("\n".join(found or ["all imports and versions match the row; triton kernel[grid] works"]))
+            handle.write("\n".join(versions + (found or ["all imports and versions match the row; triton kernel[grid] "
+                                                         "works"])))
             handle.write("\n")
         if found:
             raise StepFailed("verification failed: " + "; ".join(found), hint="ascend-setup audit --venv "

@@ -52,6 +52,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "host-file": ("host file", 16 * MiB),
     "proc-net": ("socket table", 64 * MiB),
     "shell-rc": ("shell startup file", 4 * MiB),  # ~/.bashrc, where resume-on-login keeps its block
+    "vllm-flags": ("vLLM serve flag table", 1 * MiB),
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.

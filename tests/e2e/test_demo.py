@@ -40,6 +40,7 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
     assert "[simulated]" in proc.stderr
     served = summary["serve"]  # the ending: a tiny simulated model served, answered, measured, stopped
     assert served["answer"] == "Paris." and served["stopped"] and abs(served["ratio"] - 0.92) < 0.1
+    assert served["tpot_ms"] > 0 and served["tpot_p90_ms"] >= served["tpot_ms"]
 
 
 def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:

@@ -37,6 +37,21 @@ def test_clean_venv_passes(cli, tmp_path: Path) -> None:
     assert {"id", "severity", "package", "message", "fix"} <= set(data["findings"][0])
 
 
+def test_a_post_release_and_a_source_build_of_the_pins_are_said_not_fixed(tmp_path: Path) -> None:
+    """The version policy: vllm-ascend 0.23.0.post1 picks the 0.23.0 row and passes; vllm 0.23.0+empty too."""
+    venv = clean_venv(tmp_path / "v", override={"vllm-ascend": "0.23.0.post1", "vllm": "0.23.0+empty"})
+    report = run_audit(MATRIX, venv)
+    assert report.row.cann == "9.1.0" and "vllm-ascend 0.23.0.post1 is installed" in report.row_reason
+    accepted = {f.package: f for f in _ids(report)["pin-accepted"]}
+    assert set(accepted) == {"vllm", "vllm-ascend"} and all(f.severity == "info" for f in accepted.values())
+    assert "a newer post release of the row's 0.23.0" in accepted["vllm-ascend"].message
+    assert "source build (+empty)" in accepted["vllm"].message
+    assert not any(step for step in report.plan if "vllm" in step)
+    older = clean_venv(tmp_path / "w", override={"torch-npu": "2.10.0.post2"})
+    npu = next(f for f in _ids(run_audit(MATRIX, older))["pin-differs"] if f.package == "torch-npu")
+    assert npu.severity == "error"
+
+
 def test_displaced_torch_and_cuda_variant(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0", "torchvision": "0.25.0+cu130"})
     found = _ids(run_audit(MATRIX, venv))

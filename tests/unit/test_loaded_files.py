@@ -404,8 +404,35 @@ ANSIBLE_INVENTORY = Kind(
                 ("ascend", "children", "more")],
     keyed=[("ascend",), ("ascend", "hosts")])
 
-KINDS_LOADED = [CODES, INVENTORY, ANSIBLE_INVENTORY, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN, VENV_RECORD,
-                FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
+# -- vLLM's serve flags (data/vllm_serve_flags.json, generated from the real parser): shipped, or a newer one -----
+
+def _flags_example() -> Any:
+    return {"source": "vllm 0.23.0", "vllm": "0.23.0", "python": "3.11",
+            "flags": [{"options": ["--max-model-len"], "dest": "max_model_len", "action": "store", "nargs": None,
+                       "const": None, "type": "human_int_or_auto", "optional": True, "choices": None,
+                       "default": None},
+                      {"options": ["--enable-prefix-caching", "--no-enable-prefix-caching"],
+                       "dest": "enable_prefix_caching", "action": "boolean_optional", "nargs": 0, "const": None,
+                       "type": "str", "optional": False, "choices": ["a"], "default": None}]}
+
+
+def _load_flags(path: Path) -> Any:
+    from ascend_setup.serve.flag_table import serve_flags
+
+    return serve_flags(path)
+
+
+VLLM_FLAGS = Kind(
+    "vllm-flags", "vllm-flags", example=_flags_example, path="flags.json", target="flags.json", load=_load_flags,
+    refused=raises_bad_input(_load_flags),
+    strings=[("source",), ("vllm",), ("python",), ("flags", 0, "dest"), ("flags", 0, "action"), ("flags", 0, "type"),
+             ("flags", 0, "options", 0), ("flags", 1, "choices", 0)],
+    booleans=[("flags", 0, "optional")],
+    containers=[("flags",), ("flags", 0), ("flags", 0, "options")],
+    required=[("source",), ("flags",), ("flags", 0, "dest"), ("flags", 0, "action"), ("flags", 0, "type")])
+
+KINDS_LOADED = [VLLM_FLAGS, CODES, INVENTORY, ANSIBLE_INVENTORY, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN,
+                VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
 KINDS_LOADED += [SERVER_RECORD]
 
 
