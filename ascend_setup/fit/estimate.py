@@ -86,6 +86,12 @@ class Fit:
         return asdict(self)
 
 
+#: What vllm-ascend 0.23.0's FP8 scheme reads from the model's config (`ops/linear.py`, the ds_linear path every
+#: FP8 linear layer takes): only DeepSeek-V4's configs carry both, so a DeepSeek-V3/R1 FP8 checkpoint fails at
+#: load as a Qwen one does (vllm-ascend#14467).
+FP8_CONFIG_FIELDS = ("o_groups", "o_lora_rank")
+
+
 def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     """(blockers, serve args, env, notes) that apply to this model on this row (from the row's hints)."""
     config = files.config
@@ -96,10 +102,12 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     env: Dict[str, str] = {}
     given = config.get("quantization_config")
     quant = given if isinstance(given, dict) else {}
-    if str(quant.get("quant_method", "")).lower() == "fp8" and not model_type.startswith("deepseek"):
-        blockers.append(f"FP8 checkpoint of a {model_type or 'non-DeepSeek'} model: vllm-ascend "
-                        f"{row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's ds_linear "
-                        "('...Config' object has no attribute 'o_groups'); use a ModelSlim W8A8 checkpoint instead")
+    missing = [f for f in FP8_CONFIG_FIELDS if f not in cfg and f not in config]
+    if str(quant.get("quant_method", "")).lower() == "fp8" and missing:
+        blockers.append(f"FP8 checkpoint of a {model_type or 'model'} whose config lacks {', '.join(missing)}: "
+                        f"vllm-ascend {row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's "
+                        "ds_linear, which reads them ('...Config' object has no attribute 'o_groups'); use a "
+                        "ModelSlim W8A8 checkpoint instead")
     if files.quant_description:
         notes.append("a ModelSlim quantised checkpoint (quant_model_description.json): the safe quantised route")
     if "qkv-rmsnorm-rope" in hints:

@@ -80,6 +80,16 @@ def test_fp8_outside_deepseek_is_a_blocker_and_modelslim_is_the_way(tmp_path: Pa
     assert not fit.blockers and any("ModelSlim" in n for n in fit.notes)
 
 
+@pytest.mark.parametrize("fields, blocked", [({}, True), ({"o_groups": 8}, True), ({"o_lora_rank": 1024}, True),
+                                             ({"o_groups": 8, "o_lora_rank": 1024}, False)])
+def test_fp8_is_refused_unless_the_config_has_what_the_fp8_path_reads(tmp_path: Path, fields: dict,
+                                                                     blocked: bool) -> None:
+    """0.23.0's FP8 path reads o_groups and o_lora_rank: a DeepSeek-V3 FP8 config (neither) fails at load."""
+    model = _model(tmp_path / "ds", {**MLA, "quantization_config": {"quant_method": "fp8"}, **fields})
+    fit = estimate(local_files(model), CARD, ROW, context=8192, utilisation=0.9, kv_dtype="bf16")
+    assert any("ds_linear" in b for b in fit.blockers) is blocked
+
+
 def test_fit_command_and_probe_on_cpu_in_a_real_venv(cli, tmp_path: Path) -> None:
     model = _model(tmp_path / "m", HYBRID_27B, {"model.safetensors": {"w": ("BF16", 54_000_000_000)}}, data=False)
     data = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
