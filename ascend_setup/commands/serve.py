@@ -135,19 +135,20 @@ class Context:
         self.plugin = (self.facts.versions.get("vllm-ascend") if self.facts else None) or \
             self.row.packages["vllm-ascend"]
 
-    def fit(self, context: int) -> Fit:
+    def fit(self, context: int, user: UserArgs) -> Fit:
         bandwidth = probed_bandwidth(self.workdir)
         return estimate(self.files, self.card, self.row, context=context,
                         utilisation=self.args.gpu_memory_utilization, kv_dtype="bf16", bandwidth=bandwidth,
-                        bandwidth_source="probe" if bandwidth else "card-table", tp=len(self.cards))
+                        bandwidth_source="probe" if bandwidth else "card-table", tp=len(self.cards),
+                        serving=user.serving())
 
     def plan(self) -> Tuple[ServePlan, Fit]:
         config = self.files.config
-        fit = self.fit(int(config.get("max_position_embeddings") or 32768))
+        user = UserArgs.read(self.args.vllm_args)
+        fit = self.fit(int(config.get("max_position_embeddings") or 32768), user)
         if fit.blockers:
             raise AscendSetupError(f"serve {self.name} refused: {fit.blockers[0]}",
                                    hint="'ascend-setup fit' shows the figures")
-        user = UserArgs.read(self.args.vllm_args)
         given = user.given.get("max_model_len") or self.args.max_model_len
         length, why = choose_max_model_len(fit, config, self.args.concurrency, None if given == AUTO else given)
         found = traits(config, self.files.quant_description)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence
 
 from ascend_setup.errors import BadInput
+from ascend_setup.fit.profile import Serving
 from ascend_setup.serve.flag_table import serve_flags
 from ascend_setup.serve.vllm_args import ServeArgsError, given_dests, parse_serve, without
 
@@ -62,6 +63,13 @@ class UserArgs:
     @property
     def config(self) -> Dict[str, Any]:
         return config_object(self.given.get(CONFIG), "after --")
+
+    def serving(self) -> Serving:
+        """The flags given here that change the memory vLLM profiles (fit's KV budget), else vLLM's defaults."""
+        default = Serving()
+        return Serving(int(self.given.get("max_num_batched_tokens") or default.max_num_batched_tokens),
+                       int(self.given.get("max_num_seqs") or default.max_num_seqs),
+                       bool(self.given.get("enforce_eager", default.enforce_eager)))
 
     def without_config(self) -> List[str]:
         """The arguments as vLLM reads them, with every --additional-config (any spelling) taken out: serve merges

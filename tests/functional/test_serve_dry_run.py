@@ -111,6 +111,16 @@ def test_concurrency_caps_the_default_context_at_the_kv_budget(cli, host: dict) 
     assert 20_000 < length < 262144 and plan["max_model_len"] == length
 
 
+@pytest.mark.parametrize("given", [["--max-num-batched-tokens", "65536"], ["--max_num_seqs=1024"]])
+def test_the_profiling_flags_given_after_dashes_shrink_the_kv_budget(cli, host: dict, given: list) -> None:
+    """vLLM profiles activations at --max-num-batched-tokens and the sampler at --max-num-seqs: given after --,
+    in any spelling, they reach fit's KV budget, so the length serve composes stays one vLLM accepts."""
+    model = build_model(host["root"] / "models" / "vision", "vision")
+    default = json.loads(dry_run(cli, host, model, "--json", "--concurrency", "8").stdout)["max_model_len"]
+    larger = json.loads(dry_run(cli, host, model, "--json", "--concurrency", "8", "--", *given).stdout)
+    assert larger["max_model_len"] < default
+
+
 def test_the_fusion_is_switched_off_only_without_triton(cli, host: dict, tmp_path: Path) -> None:
     """A venv whose upstream triton shadows triton-ascend (HAS_TRITON false): the row's switch is composed."""
     model = build_model(host["root"] / "models" / "dense", "dense")
