@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, Optional, Tuple, Type, TypeVar, Union
 
 import yaml
-from pydantic import BaseModel, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 from typing_extensions import Annotated  # typing has it from 3.9 (there this is the same object)
 
 from ascend_setup.errors import BadInput
@@ -43,6 +43,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "pip-config": ("pip/uv configuration", 1 * MiB),
     "pip-answer": ("remembered answer of pip's configuration", 1 * MiB),
     "inventory": ("node inventory", 4 * MiB),
+    "bundle-manifest": ("bundle manifest", 16 * MiB),  # ~250 bytes a file: room for 60 000 files
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
@@ -55,6 +56,49 @@ MAX_DIGITS = 40
 Name = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)]
 PathText = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)]
 Prose = Annotated[str, StringConstraints(strict=True, max_length=64 * KiB)]
+
+
+# -- names from a file that become paths ----------------------------------------------------------------------
+# A build's archive, a lock's file, a bundle's entry, a tar member: each is joined to a folder of ours, so a
+# name that climbs out (`../../victim`), starts at / or hides a NUL would write or read somewhere else.
+
+def check_file_name(value: str) -> str:
+    """`value` if it is one path component (a file's own name) that prints as itself (no control character
+    reaches a terminal through a message naming it); else ValueError saying why (shown escaped)."""
+    if value in ("", ".", "..") or "/" in value or not value.isprintable():
+        raise ValueError(f"{ascii(value)[:120]} is not a single file name (no '/', '..', NUL or control character)")
+    return value
+
+
+def check_relative_path(value: str) -> str:
+    """`value` if it is a relative path that stays below whatever root it is joined to (not absolute, no
+    empty or '..' component, no NUL) and prints as itself; else ValueError saying why."""
+    parts = value.split("/")
+    if not value or value.startswith("/") or not value.isprintable() or any(p in ("", "..") for p in parts):
+        raise ValueError(f"{ascii(value)[:120]} is not a relative path inside its folder (no leading '/', no '..', "
+                         "no empty part, no NUL or control character)")
+    return value
+
+
+#: The model types of such names: a file's checked name, and a path relative to a root.
+FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=255),
+                     AfterValidator(check_file_name)]
+RelativePath = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096),
+                         AfterValidator(check_relative_path)]
+
+
+def path_inside(root: Path, relative: str, what: str, *, hint: Optional[str] = None) -> Path:
+    """`root / relative` once it is known to stay inside `root` after every symbolic link on the way is
+    resolved (a `files` folder linked to /etc leads out); else BadInput naming `what` (the field)."""
+    try:
+        check_relative_path(relative)
+    except ValueError as exc:
+        raise BadInput(f"{what}: {exc}", hint=hint) from None
+    base = root.resolve()
+    target = (root / relative).resolve()
+    if target != base and base not in target.parents:
+        raise BadInput(f"{what}: {ascii(relative)[:120]} leads outside {root} through a symbolic link", hint=hint)
+    return root / relative
 
 
 def _what(kind: str, path: Union[str, Path]) -> str:
