@@ -24,6 +24,8 @@ PYTHONS = "python"  # a managed CPython build's archive, for a host with no inte
 BUNDLED_BUILDS = "builds.json"  # in PYTHONS: the pinned builds file naming just that build
 #: Where each kind of file lives in a bundle (relative to its root).
 FILES, THIRD_PARTY, WHEELHOUSE, TOOL = "files", "third-party", "wheelhouse", "tool"
+#: The largest file a bundle may list (a CPU torch wheel is ~200 MB, a CANN toolkit ~5 GB).
+MAX_FILE = 1 << 40
 Role = Literal["lock", "package", "third-party", "built-wheel", "tool", "tool-dependency", "bootstrap", "python"]
 
 
@@ -31,7 +33,7 @@ class BundleFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: RelativePath  # relative to the bundle's root, with '/' (never leaving it)
-    size: int = Field(ge=0)
+    size: int = Field(strict=True, ge=0, le=MAX_FILE)
     sha256: Sha256
     role: Role
     package: Optional[str] = None

@@ -50,7 +50,40 @@ def _fit(config: Dict[str, Any], field: str) -> Callable[[Path], Tuple[List[str]
     return setup
 
 
+Setup = Callable[[Path], Tuple[List[str], Path, str]]
+Change = Callable[[Dict[str, Any]], None]
+
+
+def _python_builds(change: Change, field: str) -> Setup:
+    def setup(case: Path) -> Tuple[List[str], Path, str]:
+        from helpers.handmade_bundle import builds_doc
+
+        doc = builds_doc(b"archive")
+        change(doc)
+        (case / "builds.json").write_text(json.dumps(doc))
+        return (["install", "--cann", "9.1.0", "--python-builds", str(case / "builds.json"), "--workdir",
+                 str(case / "wd"), "--yes"], case / "builds.json", field)
+
+    return setup
+
+
+def _bundle_manifest(change: Change, field: str) -> Setup:
+    def setup(case: Path) -> Tuple[List[str], Path, str]:
+        from helpers.handmade_bundle import make_bundle
+
+        root = make_bundle(case / "bundle", manifest=change)
+        return ["bundle", "verify", str(root)], root / "manifest.json", field
+
+    return setup
+
+
 BAD = {
+    "python-builds:file-climbs-out": _python_builds(lambda d: d["builds"][0].update(file="../../../victim.tar.gz"),
+                                                    "builds.0.file"),
+    "python-builds:pinned-twice": _python_builds(lambda d: d["builds"].append(d["builds"][0]), "builds"),
+    "bundle-manifest:path-climbs-out": _bundle_manifest(lambda d: d["files"][0].update(path="../outside.txt"),
+                                                        "files.0.path"),
+    "bundle-manifest:size-is-text": _bundle_manifest(lambda d: d["files"][0].update(size="12"), "files.0.size"),
     "fleet:finding-without-id": _fleet([{"severity": "error", "message": "m"}]),
     "fleet:findings-are-strings": _fleet(["triton-upstream", "extra"]),
     "fleet:id-is-a-list": _fleet([{**FINDING, "id": ["triton-upstream"]}]),
