@@ -167,3 +167,21 @@ def test_a_lock_that_is_not_a_lock_is_refused_before_a_folder_is_made(cli, tmp_p
     line = assert_one_line_error(cli(*_install(tmp_path, "--bundle", str(tar))), 2)
     assert "lock.txt is not an ascend-setup lock" in line, line
     assert not (tmp_path / "wd").exists()
+
+
+@pytest.mark.parametrize("name", ["../outside/sentinel.txt", "/etc/passwd", "sub/../../outside/sentinel.txt"])
+def test_a_hub_listing_that_names_a_path_outside_the_model_is_refused_before_a_request(tmp_path: Path,
+                                                                                        name: str) -> None:
+    """model fetch joins each listed file to the model's folder: a hub (or a mirror answering for it) that
+    lists one outside is refused, nothing asked of the network."""
+    from ascend_setup.errors import BadInput
+    from ascend_setup.hub.base import RemoteFile
+    from ascend_setup.hub.fetch import fetch_files
+
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "sentinel.txt").write_bytes(SENTINEL)
+    asked: List[str] = []
+    with pytest.raises(BadInput, match="the hub's listing"):
+        fetch_files([RemoteFile(name, 1)], tmp_path / "model", lambda path: asked.append(path) or "http://127.0.0.1:9/")
+    assert asked == [] and (tmp_path / "outside" / "sentinel.txt").read_bytes() == SENTINEL
+    assert not (tmp_path / "model").exists()
