@@ -10,11 +10,12 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ascend_setup.bundle.tarball import checked_members, open_tar, read_member
 from ascend_setup.errors import BadInput
 from ascend_setup.index.download import sha256_of
 from ascend_setup.resolve.lockfile import MinorVersion, Sha256
 from ascend_setup.utils.files import atomic_write_text
-from ascend_setup.utils.inputs import parse_json
+from ascend_setup.utils.inputs import RelativePath, parse_json, path_inside, read_input_text
 
 MANIFEST = "manifest.json"
 LOCK = "lock.txt"
@@ -23,14 +24,16 @@ PYTHONS = "python"  # a managed CPython build's archive, for a host with no inte
 BUNDLED_BUILDS = "builds.json"  # in PYTHONS: the pinned builds file naming just that build
 #: Where each kind of file lives in a bundle (relative to its root).
 FILES, THIRD_PARTY, WHEELHOUSE, TOOL = "files", "third-party", "wheelhouse", "tool"
+#: The largest file a bundle may list (a CPU torch wheel is ~200 MB, a CANN toolkit ~5 GB).
+MAX_FILE = 1 << 40
 Role = Literal["lock", "package", "third-party", "built-wheel", "tool", "tool-dependency", "bootstrap", "python"]
 
 
 class BundleFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: str  # relative to the bundle's root, with '/'
-    size: int = Field(ge=0)
+    path: RelativePath  # relative to the bundle's root, with '/' (never leaving it)
+    size: int = Field(strict=True, ge=0, le=MAX_FILE)
     sha256: Sha256
     role: Role
     package: Optional[str] = None
@@ -114,26 +117,23 @@ def read_manifest(bundle: Path, flag: str = "PATH") -> Manifest:
         if not path.is_file():
             raise BadInput(f"{flag} {bundle} is not a bundle: it has no {MANIFEST}",
                            hint="make one with 'ascend-setup bundle ... -o PATH'")
-        return parse_manifest(path.read_text(errors="replace"), str(path))
+        return parse_manifest(read_input_text(path, "bundle-manifest", follow=False), str(path))
     if not bundle.exists():
         raise BadInput(f"{flag} {bundle} does not exist")
     if not is_tar(bundle):
         raise BadInput(f"{flag} {bundle} is neither a bundle directory nor a bundle tar file")
-    with tarfile.open(bundle) as archive:
-        try:
-            member = archive.extractfile(MANIFEST)
-        except KeyError:
-            member = None
-        if member is None:
-            raise BadInput(f"{flag} {bundle} is a tar file without {MANIFEST}: not a bundle")
-        return parse_manifest(member.read().decode(errors="replace"), f"{bundle}:{MANIFEST}")
+    data = read_member(bundle, MANIFEST, "bundle-manifest", f"{flag} {bundle}")
+    if data is None:
+        raise BadInput(f"{flag} {bundle} is a tar file without {MANIFEST}: not a bundle")
+    return parse_manifest(data.decode(errors="replace"), f"{bundle}:{MANIFEST}")
 
 
-def check_files(root: Path, manifest: Manifest) -> List[str]:
-    """One line per file of the manifest that is missing, of another size or of another sha256."""
+def check_files(root: Path, manifest: Manifest, flag: str = "PATH") -> List[str]:
+    """One line per file of the manifest that is missing, of another size or of another sha256; an entry
+    that leads out of the bundle through a link is bad input."""
     problems = []
-    for f in manifest.files:
-        path = root / f.path
+    for i, f in enumerate(manifest.files):
+        path = path_inside(root, f.path, f"{flag} {root}: {MANIFEST} files.{i}.path")
         if not path.is_file() or path.is_symlink():
             problems.append(f"missing: {f.path}")
         elif path.stat().st_size != f.size:
@@ -143,15 +143,16 @@ def check_files(root: Path, manifest: Manifest) -> List[str]:
     return problems
 
 
-def check_tar(bundle: Path, manifest: Manifest) -> List[str]:
-    """`check_files` for a bundle tar, reading each member once, unpacking nothing."""
+def check_tar(bundle: Path, manifest: Manifest, flag: str = "PATH") -> List[str]:
+    """`check_files` for a bundle tar, reading each member once, unpacking nothing; a member that could not
+    be unpacked safely is bad input."""
     import hashlib
 
     wanted = {f.path: f for f in manifest.files}
     seen = set()
     problems = []
-    with tarfile.open(bundle) as archive:
-        for member in archive:
+    with open_tar(bundle, f"{flag} {bundle}") as archive:
+        for member in checked_members(archive, f"{flag} {bundle}"):
             f = wanted.get(member.name)
             if f is None or not member.isfile():
                 continue
@@ -172,4 +173,4 @@ def check_tar(bundle: Path, manifest: Manifest) -> List[str]:
 def verify_bundle(bundle: Path, flag: str = "PATH") -> tuple:
     """(manifest, problems) of a bundle directory or tar."""
     manifest = read_manifest(bundle, flag)
-    return manifest, (check_tar(bundle, manifest) if is_tar(bundle) else check_files(bundle, manifest))
+    return manifest, (check_tar(bundle, manifest, flag) if is_tar(bundle) else check_files(bundle, manifest, flag))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -25,14 +24,15 @@ from ascend_setup.bundle.manifest import (
     Manifest,
     is_tar,
 )
+from ascend_setup.bundle.tarball import check_tar_members, extract, read_member
 from ascend_setup.errors import BadInput, StepFailed
 from ascend_setup.index.download import sha256_of
 from ascend_setup.index.simple import IndexFile, ProjectPage, SharedPages, make_file
-from ascend_setup.managed.pinned import PythonBuild
+from ascend_setup.managed.pinned import PythonBuild, load_builds, parse_builds
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.soc import device_of, label
-from ascend_setup.resolve.lockfile import Lock
-from ascend_setup.sourcebuild.source import extract_tar
+from ascend_setup.resolve.lockfile import Lock, parse_lock, read_lock
+from ascend_setup.utils.inputs import decode_text, path_inside
 
 FLAG = "--bundle"
 UNPACKED_MARK = ".ascend-setup-unpacked"
@@ -115,12 +115,33 @@ def check_bundle(manifest: Manifest, path: Path, *, cann: str, row: Row, arch: s
                        hint="make it again where every index of the row can be reached (a rerun fetches only those)")
 
 
+def check_contents(bundle: Path, manifest: Manifest) -> None:
+    """What `install --bundle` will read of the bundle, checked before anything is created or unpacked: every
+    member of a tar (see tarball), every manifest entry of a directory inside it, the lock a lock, and the
+    builds file (--with-python) a builds file. Anything else is bad input naming the member or field."""
+    what = f"{FLAG} {bundle}"
+    if bundle.is_dir():
+        for i, f in enumerate(manifest.files):
+            path_inside(bundle, f.path, f"{what}: {MANIFEST} files.{i}.path")
+        read_lock(bundle / LOCK, FLAG)
+        if (bundle / PYTHONS / BUNDLED_BUILDS).is_file():
+            load_builds(str(bundle / PYTHONS / BUNDLED_BUILDS))
+        return
+    check_tar_members(bundle, what)
+    lock = read_member(bundle, LOCK, "lock", what)
+    if lock is None:
+        raise BadInput(f"{what} has no {LOCK}", hint="make the bundle again with 'ascend-setup bundle'")
+    parse_lock(decode_text(lock, f"{what}:{LOCK}"), f"{what}:{LOCK}")
+    builds = read_member(bundle, f"{PYTHONS}/{BUNDLED_BUILDS}", "python-builds", what)
+    if builds is not None:
+        parse_builds(builds, f"{what}:{PYTHONS}/{BUNDLED_BUILDS}")
+
+
 def _tar_manifest_sha(tar: Path) -> str:
     import hashlib
 
-    with tarfile.open(tar) as archive:
-        member = archive.extractfile(MANIFEST)
-        return hashlib.sha256(member.read()).hexdigest() if member is not None else ""
+    data = read_member(tar, MANIFEST, "bundle-manifest", f"{FLAG} {tar}")
+    return hashlib.sha256(data).hexdigest() if data is not None else ""
 
 
 def unpack(tar: Path, dest: Path) -> Path:
@@ -138,7 +159,7 @@ def unpack(tar: Path, dest: Path) -> Path:
     if staging.exists():
         shutil.rmtree(staging)  # ours: a kill stopped the last unpacking
     staging.mkdir(parents=True)
-    extract_tar(tar, staging)
+    extract(tar, staging, f"{FLAG} {tar}")
     (staging / UNPACKED_MARK).write_text(wanted + "\n")
     if dest.exists():
         shutil.rmtree(dest)
@@ -148,11 +169,10 @@ def unpack(tar: Path, dest: Path) -> Path:
 
 def read_tar_lock(tar: Path, into: Path) -> Path:
     """The lock of a bundle tar, alone (a dry run unpacks nothing else)."""
-    with tarfile.open(tar) as archive:
-        member = archive.extractfile(LOCK)
-        if member is None:
-            raise BadInput(f"{FLAG} {tar} has no {LOCK}")
-        into.write_bytes(member.read())
+    data = read_member(tar, LOCK, "lock", f"{FLAG} {tar}")
+    if data is None:
+        raise BadInput(f"{FLAG} {tar} has no {LOCK}")
+    into.write_bytes(data)
     return into
 
 

@@ -26,6 +26,7 @@ from ascend_setup.index.simple import IndexPool, IndexSet
 from ascend_setup.index.tags import Target
 from ascend_setup.resolve.lockfile import Sha256
 from ascend_setup.resolve.uvcompile import ClosureRequest, compile_closure
+from ascend_setup.utils.inputs import FileName
 
 DIST = "ascend-setup"
 #: The Pythons a bootstrap may find on a host (the tool's own requires-python is >=3.8: Ubuntu 20.04's python3).
@@ -37,7 +38,7 @@ class ToolFile(BaseModel):
 
     name: str
     version: str
-    file: str
+    file: FileName  # joined to the bundle's tool/
     url: str
     sha256: Optional[Sha256] = None
     size: Optional[int] = None

@@ -2,7 +2,8 @@
 
 The format: 8 bytes little-endian header length N, N bytes of JSON {tensor: {dtype, shape, data_offsets}},
 then the data. A header is believed only when it agrees with itself and with the file's size: a 100-byte
-file that claims 32 GB, reversed offsets, a zero shape or an unknown dtype is bad input, not a figure.
+file that claims 32 GB, offsets past the end of the data, reversed or overlapping offsets, a zero shape or an
+unknown dtype is bad input, not a figure.
 """
 
 from __future__ import annotations
@@ -45,7 +46,20 @@ def parse_header(name: str, blob: bytes, file_size: int) -> Dict[str, Any]:
         if tensor == "__metadata__":
             continue
         _check_tensor(name, tensor, entry, data_size)
+    _check_disjoint(name, header)
     return header
+
+
+def _check_disjoint(name: str, header: Dict[str, Any]) -> None:
+    """No two tensors share a byte: a header whose tensors overlap describes no file (a tensor counted twice
+    would make fit's figure wrong, not merely large)."""
+    spans = sorted((entry["data_offsets"][0], entry["data_offsets"][1], tensor) for tensor, entry in header.items()
+                   if tensor != "__metadata__")
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:
+            raise BadInput(f"{name}: tensors {first[:80]!r} and {second[:80]!r} overlap (bytes {start}-{end} of the "
+                           "data are claimed by both)",
+                           hint="the header does not describe a safetensors file; fetch the shard again")
 
 
 def _check_tensor(name: str, tensor: str, entry: Any, data_size: int) -> None:

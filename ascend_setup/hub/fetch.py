@@ -17,6 +17,7 @@ from ascend_setup.fit.model_files import SMALL_FILES
 from ascend_setup.hub.base import Listing, RemoteFile
 from ascend_setup.index import download as _download
 from ascend_setup.index.download import download
+from ascend_setup.utils.inputs import path_inside
 
 Progress = Callable[[RemoteFile, int], None]
 #: Kept free beyond the model's bytes (logs, the venv's caches).
@@ -35,7 +36,8 @@ def remaining_bytes(files: Sequence[RemoteFile], dest: Path) -> int:
     """What is still to download: a complete file counts nothing, a .part only its missing tail."""
     total = 0
     for f in files:
-        target = dest / f.path
+        target = path_inside(dest, f.path, "the hub's listing of the model's files",
+                             hint="the hub (or the endpoint answering for it) lists a path outside the model")
         part = target.with_name(target.name + ".part")
         if target.is_file() and target.stat().st_size == f.size:
             continue
@@ -66,7 +68,8 @@ def _bytes_of(f: RemoteFile, on_progress: Progress) -> _download.Progress:
 def fetch_files(files: Sequence[RemoteFile], dest: Path, url_of: Callable[[str], str], *,
                 on_progress: Optional[Progress] = None, on_retry: Optional[Callable[[str, str], None]] = None) -> None:
     for f in files:
-        target = dest / f.path
+        target = path_inside(dest, f.path, "the hub's listing of the model's files",
+                             hint="the hub (or the endpoint answering for it) lists a path outside the model")
         if target.is_file() and target.stat().st_size != f.size:
             target.unlink()  # ours, from an earlier fetch into this directory, and not the hub's file
         for attempt in (1, 2):

@@ -24,7 +24,7 @@ from ascend_setup.hub.huggingface import HuggingFace
 from ascend_setup.hub.modelscope import ModelScope
 from ascend_setup.index.http import TLS_HINT
 from ascend_setup.utils.files import atomic_write_text
-from ascend_setup.utils.inputs import Name, PathText, load_model, parse_json
+from ascend_setup.utils.inputs import Name, PathText, RelativePath, load_model, parse_json
 
 HEADERS = "headers.json"
 #: Files in one model repository, shards of one model: far above any real one.
@@ -36,7 +36,7 @@ class _Cached(BaseModel):
 
 
 class CachedFile(_Cached):
-    path: PathText
+    path: RelativePath  # joined to the model's folder by model fetch
     size: int = Field(ge=0, le=1 << 50)
     sha256: Optional[Name] = None
 

@@ -83,20 +83,34 @@ def _verify(got: Path, name: str, sha256: Optional[str], parts: Sequence[Path] =
                                hint="the mirror serves a different file; try another")
 
 
-def _fetch(url: str, part: Path, *, total: Optional[int], on_progress: Optional[Progress], stall_seconds: float,
-           min_rate: float, window: float) -> None:
+class TooBig(Stalled):
+    """A server sent more bytes than the file's known size: not the file asked for (and, unbounded, a disk
+    and a day filled with it)."""
+
+
+def _fetch(url: str, part: Path, *, total: Optional[int], most: Optional[int], on_progress: Optional[Progress],
+           stall_seconds: float, min_rate: float, window: float) -> None:
     offset = part.stat().st_size if part.exists() else 0
     if total is not None and offset >= total:
         return
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     with _host_slot(url):
-        _transfer(url, part, offset, headers, total=total, on_progress=on_progress, stall_seconds=stall_seconds,
-                  min_rate=min_rate, window=window)
+        _transfer(url, part, offset, headers, total=total, most=most, on_progress=on_progress,
+                  stall_seconds=stall_seconds, min_rate=min_rate, window=window)
+
+
+def _bound(url: str, part: Path, done: int, most: Optional[int]) -> None:
+    """Past `most` bytes the transfer stops and its `.part` goes (ours, and not the file asked for)."""
+    if most is not None and done > most:
+        part.unlink(missing_ok=True)
+        raise TooBig(f"{url} sent more than the file's {most} bytes")
 
 
 def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, total: Optional[int],
-              on_progress: Optional[Progress], stall_seconds: float, min_rate: float, window: float,
-              ranged: bool = False) -> None:
+              most: Optional[int], on_progress: Optional[Progress], stall_seconds: float, min_rate: float,
+              window: float, ranged: bool = False) -> None:
+    """`url` into `part` from `offset`; `most` bounds what `part` may reach (the size the pin or the answer
+    gave), so a server that sends on is cut at the first chunk past it."""
     try:
         response = get(url, headers=headers, stream=True, timeout=stall_seconds, attempts=2)
     except IndexUnreachable as exc:
@@ -114,6 +128,7 @@ def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, tot
         with open_binary(part, append) as handle:
             try:
                 for chunk in response.iter_content(CHUNK):
+                    _bound(url, part, done + len(chunk), most)
                     handle.write(chunk)
                     done += len(chunk)
                     window_bytes += len(chunk)
@@ -136,8 +151,11 @@ def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, tot
 
 def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, size: Optional[int] = None,
              on_progress: Optional[Progress] = None, on_failover: Optional[Callable[[str, str], None]] = None,
-             stall_seconds: float = 30.0, min_rate: float = 50_000.0, window: float = 5.0) -> Path:
-    """Fetch `dest` from the first URL that works, resuming `dest.part`; verify; rename. Idempotent."""
+             stall_seconds: float = 30.0, min_rate: float = 50_000.0, window: float = 5.0,
+             most: Optional[int] = None) -> Path:
+    """Fetch `dest` from the first URL that works, resuming `dest.part`; verify; rename. Idempotent. A server
+    that sends more than `size` (else `most`, a bound for a file whose size nobody gave) fails over to the
+    next URL."""
     refuse_link(dest)
     refuse_link(dest.with_name(dest.name + ".part"))
     if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
@@ -147,8 +165,8 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
     errors: List[str] = []
     for url in urls:
         try:
-            _fetch(url, part, total=size, on_progress=on_progress, stall_seconds=stall_seconds,
-                   min_rate=min_rate, window=window)
+            _fetch(url, part, total=size, most=size if size is not None else most, on_progress=on_progress,
+                   stall_seconds=stall_seconds, min_rate=min_rate, window=window)
             break
         except Stalled as exc:
             errors.append(exc.message)
@@ -187,8 +205,9 @@ def _fetch_part(urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seco
             return None
         with _host_slot(url):
             try:
-                _transfer(url, path, have, {"Range": f"bytes={lo + have}-{hi}"}, total=None, on_progress=None,
-                          stall_seconds=stall_seconds, min_rate=min_rate, window=window, ranged=True)
+                _transfer(url, path, have, {"Range": f"bytes={lo + have}-{hi}"}, total=None, most=hi - lo + 1,
+                          on_progress=None, stall_seconds=stall_seconds, min_rate=min_rate, window=window,
+                          ranged=True)
             except Stalled as exc:
                 if isinstance(exc, NoRanges):
                     raise

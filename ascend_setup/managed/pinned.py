@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Dict, List, Literal, Optional, Tuple
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from typing_extensions import Annotated  # typing has it from 3.9
 
-from ascend_setup.utils.inputs import Name, PathText, Prose, load_model
+from ascend_setup.utils.inputs import FileName, Name, PathText, Prose, load_model, parse_json, validate
 from ascend_setup.utils.paths import PYTHON_BUILDS
 
 #: --python's value that asks for a managed CPython even where the host has one in the row's range.
@@ -37,7 +37,7 @@ class PythonBuild(_Strict):
     version: Version
     arch: Literal["x86_64", "aarch64"]
     build: Name  # the release tag (a date)
-    file: Name  # python-build-standalone's file name
+    file: FileName  # python-build-standalone's file name (the archive's name in downloads/python and a bundle)
     sha256: Sha256
 
     @property
@@ -63,6 +63,22 @@ class PythonBuilds(_Strict):
     mirrors: List[Mirror] = Field(max_length=64)
     builds: List[PythonBuild] = Field(min_length=1, max_length=256)
 
+    @field_validator("builds")
+    @classmethod
+    def _one_pin_each(cls, builds: List[PythonBuild]) -> List[PythonBuild]:
+        """One build per minor and architecture (`find` takes one: a second pin would be silently ignored,
+        or another host of the fleet would read the file the other way), and one build per archive name."""
+        seen: Dict[Tuple[str, str], int] = {}
+        files: Dict[str, int] = {}
+        for i, b in enumerate(builds):
+            first = seen.setdefault((b.minor, b.arch), i)
+            if first != i:
+                raise ValueError(f"builds.{first} and builds.{i} both pin CPython {b.minor} for {b.arch}")
+            first = files.setdefault(b.file, i)
+            if first != i:
+                raise ValueError(f"builds.{first} and builds.{i} both name the archive {b.file!a}")
+        return builds
+
     def find(self, minor: str, arch: str) -> Optional[PythonBuild]:
         return next((b for b in self.builds if b.minor == minor and b.arch == arch), None)
 
@@ -81,10 +97,18 @@ def builds_path(explicit: Optional[str] = None) -> Tuple[Path, str]:
     return (path, source) if path is not None else (PACKAGED_BUILDS, "the packaged builds")
 
 
+def _hint(source: str) -> str:
+    return f"{source} must list CPython builds as the packaged {PACKAGED_BUILDS.name} does"
+
+
 def load_builds(explicit: Optional[str] = None) -> PythonBuilds:
     path, source = builds_path(explicit)
-    return load_model(path, "python-builds", PythonBuilds,
-                      hint=f"{source} must list CPython builds as the packaged {PACKAGED_BUILDS.name} does")
+    return load_model(path, "python-builds", PythonBuilds, hint=_hint(source))
+
+
+def parse_builds(data: bytes, where: str) -> PythonBuilds:
+    """A builds file's bytes read from elsewhere (a bundle tar's member), checked as load_builds checks a file."""
+    return validate(PythonBuilds, parse_json(data, where, hint=_hint(where)), where, hint=_hint(where))
 
 
 def uv_downloads_json(build: PythonBuild, archive: Path) -> Dict[str, object]:

@@ -27,6 +27,9 @@ from ascend_setup.utils.procs import run_logged
 from ascend_setup.utils.redact import redact_url
 
 Progress = Callable[[int, Optional[int]], None]
+#: The most a CPython build's archive may be when no mirror said its size (install_only_stripped builds are
+#: 20-40 MB; the debug ones under 200 MB): a mirror that streams on is cut here, not at the disk's end.
+MAX_ARCHIVE = 512 * 1024 * 1024
 
 
 def archive_path(downloads: Path, build: PythonBuild) -> Path:
@@ -52,7 +55,7 @@ def fetch_archive(builds: PythonBuilds, which: PythonBuild, downloads: Path, log
             + "; ".join(f"{redact_url(p.url).split('/')[2]}: {p.problem}" for p in probes),
             hint="pass --python-mirror URL (a copy laid out as URL/<build>/<file>), or --python /path/to/python3.X, "
                  "or install from a bundle (ascend-setup bundle carries the interpreter)")
-    return download([p.url for p in usable], dest, sha256=which.sha256, size=usable[0].size,
+    return download([p.url for p in usable], dest, sha256=which.sha256, size=usable[0].size, most=MAX_ARCHIVE,
                     on_progress=on_progress,
                     on_failover=lambda url, why: _log(log, f"mirror {url} failed ({why}); trying the next"))
 

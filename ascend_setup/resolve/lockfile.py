@@ -22,7 +22,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import ExactVersion, IndexUrl
 from ascend_setup.utils.files import atomic_write_text, make_dir
-from ascend_setup.utils.inputs import parse_json, read_input_text
+from ascend_setup.utils.inputs import FileName, parse_json, read_input_text
 
 LOCK_FORMAT: Final = "ascend-setup-lock"
 DATA_PREFIX = "# ascend-setup-lock: "
@@ -54,7 +54,7 @@ class LockedPackage(BaseModel):
     outcome: Outcome
     index: str  # "mirror" or a named index of the row
     index_url: Optional[IndexUrl] = None
-    file: Optional[str] = None
+    file: Optional[FileName] = None  # joined to downloads/ and a bundle's files/: one name, never a path
     url: Optional[IndexUrl] = None
     sha256: Optional[Sha256] = None
     size: Optional[int] = Field(default=None, ge=0)
@@ -174,16 +174,21 @@ def write_lock(lock: Lock, path: Path) -> Path:
 def read_lock(path: Path, flag: str = "--lock") -> Lock:
     """A lock written by ascend-setup; anything else is bad input (never a traceback)."""
     text = read_input_text(path, "lock", hint=f"{flag} takes a lock made by 'ascend-setup plan --lock FILE'")
+    return parse_lock(text, f"{flag} {path}")
+
+
+def parse_lock(text: str, where: str) -> Lock:
+    """The lock in `text` (a file's, or a bundle tar's member), `where` naming it in messages."""
     line = next((l for l in text.splitlines() if l.startswith(DATA_PREFIX)), None)
     if line is None:
-        raise BadInput(f"{flag} {path} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
+        raise BadInput(f"{where} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
                        hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'")
-    data = parse_json(line[len(DATA_PREFIX):], f"{flag} {path}",
+    data = parse_json(line[len(DATA_PREFIX):], where,
                       hint="make it again with 'ascend-setup plan --lock FILE'")
     try:
         return Lock.model_validate(data)
     except ValueError as exc:
         first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-        where = f" at {'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else f": {exc}"
-        raise BadInput(f"{flag} {path} is a damaged lock{where}",
+        at = f" at {'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else f": {exc}"
+        raise BadInput(f"{where} is a damaged lock{at}",
                        hint="make it again with 'ascend-setup plan --lock FILE'") from None

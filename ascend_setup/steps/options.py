@@ -281,9 +281,10 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
 
 def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], cann_home: Optional[str]) -> None:
     """`--bundle PATH` must be a whole bundle made for this host (arch, glibc), this row and this host's NPUs
-    (--soc, else npu-smi's); else exit 2 now."""
+    (--soc, else npu-smi's), whose members, lock and builds file are what they say; else exit 2 now, before
+    any folder is made or anything unpacked."""
     from ascend_setup.bundle.manifest import read_manifest
-    from ascend_setup.bundle.offline import check_bundle
+    from ascend_setup.bundle.offline import check_bundle, check_contents
     from ascend_setup.host.machine import glibc_version
 
     given = Path(path).expanduser().absolute()
@@ -294,6 +295,7 @@ def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], ca
         soc = host_npu(cann_home).soc_version
     check_bundle(manifest, given, cann=cann, row=row, arch=platform.machine(), glibc=glibc_version() or "unknown",
                  soc=check_soc(soc) if soc and device_of(soc) else soc)
+    check_contents(given, manifest)
 
 
 def named_index(index_url: Optional[str], mirror: Optional[str]) -> Optional[Tuple[str, str]]:

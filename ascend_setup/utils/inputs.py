@@ -53,6 +53,7 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "proc-net": ("socket table", 64 * MiB),
     "shell-rc": ("shell startup file", 4 * MiB),  # ~/.bashrc, where resume-on-login keeps its block
     "vllm-flags": ("vLLM serve flag table", 1 * MiB),
+    "bundle-manifest": ("bundle manifest", 16 * MiB),  # ~250 bytes a file: room for 60 000 files
     "log": ("log", None),  # triage reads any size in one streaming pass
 }
 #: Deeper than any file we write (a lock nests 5 levels) and far below Python's recursion limit.
@@ -67,18 +68,47 @@ PathText = Annotated[str, StringConstraints(strict=True, min_length=1, max_lengt
 Prose = Annotated[str, StringConstraints(strict=True, max_length=64 * KiB)]
 
 
-def _one_component(value: str) -> str:
-    """A name from a file that becomes a path: one component, so no join can lead outside its directory; and
-    printable, so no message that names it can reach the terminal as a control sequence."""
-    if value in (".", "..") or "/" in value or "\0" in value:
-        raise ValueError("must be a single file name (no '/', no '.' or '..', no NUL)")
-    if not value.isprintable():
-        raise ValueError("must be printable (no control characters)")
+# -- names from a file that become paths ----------------------------------------------------------------------
+# A build's archive, a lock's file, a bundle's entry, a tar member: each is joined to a folder of ours, so a
+# name that climbs out (`../../victim`), starts at / or hides a NUL would write or read somewhere else.
+
+def check_file_name(value: str) -> str:
+    """`value` if it is one path component (a file's own name) that prints as itself (no control character
+    reaches a terminal through a message naming it); else ValueError saying why (shown escaped)."""
+    if value in ("", ".", "..") or "/" in value or not value.isprintable():
+        raise ValueError(f"{ascii(value)[:120]} is not a single file name (no '/', '..', NUL or control character)")
     return value
 
 
-#: A name that becomes a file name (a server record's): see _one_component; short enough for any suffix.
-FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=128), AfterValidator(_one_component)]
+def check_relative_path(value: str) -> str:
+    """`value` if it is a relative path that stays below whatever root it is joined to (not absolute, no
+    empty or '..' component, no NUL) and prints as itself; else ValueError saying why."""
+    parts = value.split("/")
+    if not value or value.startswith("/") or not value.isprintable() or any(p in ("", "..") for p in parts):
+        raise ValueError(f"{ascii(value)[:120]} is not a relative path inside its folder (no leading '/', no '..', "
+                         "no empty part, no NUL or control character)")
+    return value
+
+
+#: The model types of such names: a file's checked name, and a path relative to a root.
+FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=255),
+                     AfterValidator(check_file_name)]
+RelativePath = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096),
+                         AfterValidator(check_relative_path)]
+
+
+def path_inside(root: Path, relative: str, what: str, *, hint: Optional[str] = None) -> Path:
+    """`root / relative` once it is known to stay inside `root` after every symbolic link on the way is
+    resolved (a `files` folder linked to /etc leads out); else BadInput naming `what` (the field)."""
+    try:
+        check_relative_path(relative)
+    except ValueError as exc:
+        raise BadInput(f"{what}: {exc}", hint=hint) from None
+    base = root.resolve()
+    target = (root / relative).resolve()
+    if target != base and base not in target.parents:
+        raise BadInput(f"{what}: {ascii(relative)[:120]} leads outside {root} through a symbolic link", hint=hint)
+    return root / relative
 
 
 def visible(text: object) -> str:

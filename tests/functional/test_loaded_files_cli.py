@@ -58,6 +58,33 @@ def _inventory(text: str, field: str) -> Callable[[Path], Tuple[List[str], Path,
     return setup
 
 
+Setup = Callable[[Path], Tuple[List[str], Path, str]]
+Change = Callable[[Dict[str, Any]], None]
+
+
+def _python_builds(change: Change, field: str) -> Setup:
+    def setup(case: Path) -> Tuple[List[str], Path, str]:
+        from helpers.handmade_bundle import builds_doc
+
+        doc = builds_doc(b"archive")
+        change(doc)
+        (case / "builds.json").write_text(json.dumps(doc))
+        return (["install", "--cann", "9.1.0", "--python-builds", str(case / "builds.json"), "--workdir",
+                 str(case / "wd"), "--yes"], case / "builds.json", field)
+
+    return setup
+
+
+def _bundle_manifest(change: Change, field: str) -> Setup:
+    def setup(case: Path) -> Tuple[List[str], Path, str]:
+        from helpers.handmade_bundle import make_bundle
+
+        root = make_bundle(case / "bundle", manifest=change)
+        return ["bundle", "verify", str(root)], root / "manifest.json", field
+
+    return setup
+
+
 BAD = {
     "inventory:timeout-is-text": _inventory("nodes: [{name: a}]\ntimeout: '12'\n", "timeout"),
     "inventory:ansible-port-is-a-list": _inventory("all: {hosts: {h: {ansible_port: [22]}}}\n",
@@ -66,6 +93,12 @@ BAD = {
     "inventory:ansible-groups-alias-30-deep": _inventory(
         "g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
                                              for i in range(1, 31)), "YAML aliases expand"),
+    "python-builds:file-climbs-out": _python_builds(lambda d: d["builds"][0].update(file="../../../victim.tar.gz"),
+                                                    "builds.0.file"),
+    "python-builds:pinned-twice": _python_builds(lambda d: d["builds"].append(d["builds"][0]), "builds"),
+    "bundle-manifest:path-climbs-out": _bundle_manifest(lambda d: d["files"][0].update(path="../outside.txt"),
+                                                        "files.0.path"),
+    "bundle-manifest:size-is-text": _bundle_manifest(lambda d: d["files"][0].update(size="12"), "files.0.size"),
     "fleet:finding-without-id": _fleet([{"severity": "error", "message": "m"}]),
     "fleet:findings-are-strings": _fleet(["triton-upstream", "extra"]),
     "fleet:id-is-a-list": _fleet([{**FINDING, "id": ["triton-upstream"]}]),

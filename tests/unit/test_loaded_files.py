@@ -26,6 +26,11 @@ BIG = "__BIG_NUMBER__"  # replaced, in the file's text, by a 5000-digit number (
 ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # retitles the window and clears the screen when printed raw
 
 
+#: Names that, joined to a folder, lead out of it (or hide a byte a path cannot hold, or one a terminal obeys).
+LEAVING = {"climbs": "../../../home/victim/victim.tar.gz", "absolute": "/etc/cron.d/job", "nul": "a.whl\0../x",
+           "escape": f"a{ESCAPE}.whl", "dot-dot": "..", "empty-part": "files//x"}
+
+
 def _controls(text: str) -> List[str]:
     return [c for c in text if ord(c) < 32 or 0x7f <= ord(c) < 0xa0]
 
@@ -68,6 +73,7 @@ class Kind:
     containers: Sequence[Key] = ()
     required: Sequence[Key] = ()
     keyed: Sequence[Key] = ()  # mappings whose keys are the file's text: an escape there reaches a message
+    names: Sequence[Key] = ()  # names that become paths: one that leaves its folder is refused
     accepted: Callable[[Any], bool] = field(default=lambda loaded: loaded is not None)
     around: Callable[[Path], None] = field(default=lambda tmp_path: None)  # the files beside it
 
@@ -303,7 +309,37 @@ PYTHON_BUILDS = Kind(
     strings=[("source",), ("release",), ("mirrors", 0, "url"), ("mirrors", 0, "note"), ("builds", 0, "version"),
              ("builds", 0, "arch"), ("builds", 0, "build"), ("builds", 0, "file"), ("builds", 0, "sha256")],
     containers=[("mirrors",), ("mirrors", 0), ("builds",), ("builds", 0)],
-    required=[("source",), ("release",), ("mirrors",), ("builds",), ("builds", 0, "sha256"), ("builds", 0, "file")])
+    required=[("source",), ("release",), ("mirrors",), ("builds",), ("builds", 0, "sha256"), ("builds", 0, "file")],
+    names=[("builds", 0, "file")])
+
+# -- a bundle's manifest.json (bundle verify, install --bundle) -------------------------------------------------
+
+def _manifest_example() -> Any:
+    return {"format": "ascend-setup-bundle", "version": 1, "tool_version": "0.1", "created": "2026-12-01T00:00:00",
+            "cann": "9.1.0", "row": {"cann": "9.1.0"}, "derived": None, "lock": "lock.txt",
+            "target": {"arch": "x86_64", "glibc": "2.31", "python": "3.11", "device": "A2", "soc": None},
+            "files": [{"path": "files/six-1.16.0-py2.py3-none-any.whl", "size": 11053, "sha256": "c" * 64,
+                       "role": "package", "package": "six", "version": "1.16.0"}],
+            "missing": [{"package": "triton-ascend", "version": "3.2.2", "index": None, "reason": "unreachable"}]}
+
+
+def _read_manifest(bundle: Path) -> Any:
+    from ascend_setup.bundle.manifest import read_manifest
+
+    return read_manifest(bundle)
+
+
+BUNDLE_MANIFEST = Kind(
+    "bundle-manifest", "bundle-manifest", example=_manifest_example, path="bundle/manifest.json", target="bundle",
+    load=_read_manifest, refused=raises_bad_input(_read_manifest),
+    strings=[("files", 0, "path"), ("tool_version",), ("created",), ("cann",), ("files", 0, "sha256"),
+             ("files", 0, "role"), ("files", 0, "package"), ("target", "arch"), ("target", "glibc"),
+             ("target", "python"), ("missing", 0, "package"), ("missing", 0, "reason")],
+    numbers=[("files", 0, "size")],
+    containers=[("row",), ("target",), ("files",), ("files", 0), ("missing",), ("missing", 0)],
+    required=[("tool_version",), ("cann",), ("target",), ("files",), ("files", 0, "path"), ("files", 0, "sha256"),
+              ("files", 0, "size"), ("missing", 0, "reason")],
+    names=[("files", 0, "path")])
 
 # -- the remembered answer of pip's configuration (a cache: a damaged one means asking pip again) -----------------
 
@@ -431,8 +467,8 @@ VLLM_FLAGS = Kind(
     containers=[("flags",), ("flags", 0), ("flags", 0, "options")],
     required=[("source",), ("flags",), ("flags", 0, "dest"), ("flags", 0, "action"), ("flags", 0, "type")])
 
-KINDS_LOADED = [VLLM_FLAGS, CODES, INVENTORY, ANSIBLE_INVENTORY, PIP_ANSWER, PYTHON_BUILDS, FLEET_PLAY, FLEET_PLAIN,
-                VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
+KINDS_LOADED = [BUNDLE_MANIFEST, VLLM_FLAGS, CODES, INVENTORY, ANSIBLE_INVENTORY, PIP_ANSWER, PYTHON_BUILDS,
+                FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
 KINDS_LOADED += [SERVER_RECORD]
 
 
@@ -487,6 +523,9 @@ def mutations(kind: Kind) -> Iterator[Tuple[str, Any]]:
         yield f"{_at(key)}=missing", _delete(doc, key)
     for key in kind.keyed:
         yield f"{_at(key)}=escape-key", _set(doc, (*key, ESCAPE), 5)
+    for key in kind.names:
+        for case, name in LEAVING.items():
+            yield f"{_at(key)}={case}", _set(doc, key, name)
     first = kind.strings[0]
     yield f"{_at(first)}=deep", _set(doc, first, _deep(200))
     yield f"{_at(first)}=5000-digits", _set(doc, first, BIG)
