@@ -26,13 +26,15 @@ SUFFIX = ".server.json"
 #: Linux's largest pid_max; a pid above 1: 1 and below are never a server of ours (kill(-1) is everyone).
 PID_MAX = 4194304
 Count = Annotated[int, Field(strict=True, ge=0, le=1024)]
+#: A record's name is its file's name less SUFFIX, and the log's: short enough for any suffix within NAME_MAX.
+RecordName = Annotated[FileName, StringConstraints(max_length=128)]
 Token = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{32}$")]
 
 
 class ServerRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: FileName
+    name: RecordName
     pid: Annotated[int, Field(strict=True, gt=1, le=PID_MAX)]
     start_ticks: Annotated[int, Field(strict=True, ge=0, le=2 ** 63)]
     port: Annotated[int, Field(strict=True, ge=1, le=65535)]
@@ -66,7 +68,7 @@ def serve_dir(workdir: Path) -> Path:
 
 
 class ServerName(BaseModel):
-    name: FileName
+    name: RecordName
 
 
 def record_path(workdir: Path, name: str) -> Path:
