@@ -6,7 +6,9 @@ tempfile) at it, so everything it and its children create there (pip's `pip-*` b
 Ctrl-C during pip leaves no `pip-*` behind. Only a SIGKILL of the tool itself (the OOM killer, a
 preempted instance's last seconds) can leave the root, with pip's half-unpacked torch (gigabytes) in it:
 each root holds an owner file naming its run (pid and process start time), and the next run removes
-the roots whose run is gone. Only those: a directory without our owner file is never ours to delete.
+the roots whose run is gone. Only those: a directory without our owner file is never ours to delete, and
+neither is one a run in another PID namespace made (a container or `unshare --pid` sharing this /tmp sees
+none of this namespace's processes, so every run here would look gone to it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ def _process_identity(pid: int) -> Optional[str]:
     return None if ticks is None else f"{pid} {ticks}"
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (`pid:[inode]`), where a pid means what it says; '' where unknown."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def _sweep_abandoned(system: str) -> None:
     """Remove the temp roots of runs that are gone (killed before their exit path ran)."""
     try:
@@ -46,8 +56,11 @@ def _sweep_abandoned(system: str) -> None:
             owner = Path(entry.path, OWNER).read_text().strip()
         except OSError:  # no owner file: not a root we made (or one still being made)
             continue
-        pid = owner.split()[0] if owner else ""  # empty: another run is writing it this instant
-        if pid.isdigit() and _process_identity(int(pid)) != owner:
+        words = owner.split()
+        pid = words[0] if words else ""  # empty: another run is writing it this instant
+        if len(words) > 2 and words[2] != _pid_namespace():
+            continue  # a run of another PID namespace: its pid names no process of ours
+        if pid.isdigit() and _process_identity(int(pid)) != " ".join(words[:2]):
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
@@ -59,7 +72,8 @@ def enter() -> Path:
     system = tempfile.gettempdir()
     _sweep_abandoned(system)
     root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=system))
-    atomic_write_text(root / OWNER, f"{_process_identity(os.getpid())}\n")  # whole or absent to a sweeping run
+    # whole or absent to a sweeping run
+    atomic_write_text(root / OWNER, f"{_process_identity(os.getpid())} {_pid_namespace()}\n")
     _run = (root, os.environ.get("TMPDIR"), tempfile.tempdir, system)
     os.environ["TMPDIR"] = str(root)
     tempfile.tempdir = str(root)
