@@ -118,7 +118,9 @@ def test_check_lists_newer_releases_on_the_rows_cann(source_stack, tmp_path: Pat
     assert not rows["9.1.0"]["drift"], rows["9.1.0"]  # a newer release is information, not drift
     (post,) = rows["9.1.0"]["newer"]
     assert post["version"] == "0.23.0.post1" and not post["prerelease"]
-    assert post["files"].startswith("sdist only") and "README" in post["cann_source"]
+    # a post release of the row's pin is that release (the version policy): its CANN is the row's
+    assert post["files"].startswith("sdist only") and post["cann"] == "9.1.0"
+    assert post["cann_source"].startswith("row 9.1.0 of the matrix") and "newer post release" in post["cann_source"]
     assert "memfabric-hybrid is not pinned in the matrix, 1.2.0 in the metadata" in post["differs"], post
     assert not rows["9.0.1"]["newer"] and not rows["9.0.0"]["newer"]  # 0.23.0.post1 is for 9.1.0, not for them
     pre = json.loads(source_stack.cli(*args, "--pre").stdout)["rows"]["9.1.0"]["newer"]
