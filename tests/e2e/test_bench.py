@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Iterator, List
 
@@ -21,15 +22,15 @@ from ascend_setup.simulate.model_dirs import build_model
 
 BENCH = [sys.executable, "-m", "ascend_setup", "bench"]
 RATE = re.compile(r"\[simulated\] decode rate ([\d.]+) tok/s")
+SHARE = re.compile(r"\[simulated\] batch step \+([\d.]+) per extra sequence")
 
 
 def run(cmd: List[str], home: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(home, env), timeout=120)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    root = tmp_path_factory.mktemp("bench")
+def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
+    """A stub server from `serve --detach` (its rate and batch share read from its log), stopped afterwards."""
     workdir, home_dir = root / "work", root / "home"
     home_dir.mkdir()
     with socket.socket() as sock:
@@ -38,11 +39,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     proc = run([sys.executable, "-m", "ascend_setup", "serve", str(build_model(root / "models" / "dense", "dense")),
                 "--venv", str(serving_venv(root / "venv")), "--workdir", str(workdir), "--cann-home",
                 str(build_fake_cann(root / "A2").root), "--port", str(port), "--measure-tokens", "8", "--detach",
-                "--json"], home_dir)
+                "--json", *vllm], home_dir, **env)
     assert proc.returncode == 0, proc.stderr
-    rate = float(RATE.search((workdir / "serve" / "dense.log").read_text()).group(1))
-    yield {"workdir": workdir, "rate": rate, "url": f"http://127.0.0.1:{port}"}
+    log = (workdir / "serve" / "dense.log").read_text()
+    rate, share = float(RATE.search(log).group(1)), float(SHARE.search(log).group(1))
+    yield {"workdir": workdir, "rate": rate, "share": share, "url": f"http://127.0.0.1:{port}"}
     run([sys.executable, "-m", "ascend_setup", "serve", "stop", "dense", "--workdir", str(workdir)], home_dir)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    yield from start(tmp_path_factory.mktemp("bench"))
+
+
+@pytest.fixture(scope="module")
+def eager_and_small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Eager mode, and a KV budget of 200 tokens: four sequences of 64 + 24 tokens do not fit."""
+    yield from start(tmp_path_factory.mktemp("bench-eager"), "--", "--enforce-eager", VLLM_SIM_KV_TOKENS="200")
+
+
+def preemptions(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return float(re.search(r"^vllm:num_preemptions_total\{[^}]*\} ([\d.]+)$", text, re.M).group(1))
 
 
 def bench(served: dict, home: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
@@ -50,16 +69,19 @@ def bench(served: dict, home: Path, *extra: str, **env: str) -> subprocess.Compl
 
 
 def test_a_sweep_gives_each_levels_figures_at_the_rate_the_stub_was_given(served: dict, home: Path) -> None:
-    proc = bench(served, home, "--concurrency", "1,4", "--requests", "4", "--output-len", "24", "--json")
+    proc = bench(served, home, "--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json")
     assert proc.returncode == 0, proc.stderr
     levels = json.loads(proc.stdout)["levels"]
-    assert [lv["concurrency"] for lv in levels] == [1, 4] and all(lv["requests"] == 4 for lv in levels)
+    assert [lv["concurrency"] for lv in levels] == [1, 4, 16] and all(lv["requests"] == 16 for lv in levels)
     for lv in levels:
-        assert abs(1000 / lv["tpot_ms"] / served["rate"] - 1) < 0.05, (lv, served["rate"])
-        assert abs(1000 / lv["itl_ms"] / served["rate"] - 1) < 0.05, (lv, served["rate"])
+        per_user = served["rate"] / (1 + served["share"] * (lv["concurrency"] - 1))  # the stub's batch model
+        assert abs(1000 / lv["tpot_ms"] / per_user - 1) < 0.05, (lv, per_user)
+        assert abs(1000 / lv["itl_ms"] / per_user - 1) < 0.05, (lv, per_user)
         assert 0 < lv["ttft_s"] < lv["e2el_s"] and lv["tpot_ms"] <= lv["tpot_p90_ms"]
-    assert levels[1]["output_tok_s"] > 3 * levels[0]["output_tok_s"]  # the current stub: every stream at full rate
-    assert proc.stderr.count("bench: concurrency") == 4  # the heartbeat: each level's start and end
+    speeds = [1000 / lv["tpot_ms"] for lv in levels]
+    assert levels[0]["output_tok_s"] < levels[1]["output_tok_s"] < levels[2]["output_tok_s"]  # throughput grows
+    assert speeds[0] > speeds[1] > speeds[2]  # and each user's speed falls
+    assert proc.stderr.count("bench: concurrency") == 6  # the heartbeat: each level's start and end
 
 
 def test_the_table_fits_80_columns(served: dict, home: Path) -> None:
@@ -85,3 +107,18 @@ def test_bad_input_is_one_line(served: dict, tmp_path: Path, home: Path) -> None
             proc = run(cmd, home)
             assert proc.returncode == code and said in proc.stderr, (cmd, proc.stderr)
             assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(served: dict, eager_and_small: dict,
+                                                                            home: Path) -> None:
+    assert abs(served["rate"] / eager_and_small["rate"] - 5.7) < 0.01
+    assert preemptions(eager_and_small["url"]) == 0
+    one = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
+                "--output-len", "8", "--json")
+    assert one.returncode == 0 and preemptions(eager_and_small["url"]) == 0, one.stderr  # one sequence fits
+    proc = bench(eager_and_small, home, "--concurrency", "4", "--requests", "4", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert preemptions(eager_and_small["url"]) > 0
+    tpot = json.loads(one.stdout)["levels"][0]["tpot_ms"]
+    assert abs(1000 / tpot / eager_and_small["rate"] - 1) < 0.05
