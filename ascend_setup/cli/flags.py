@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
@@ -40,6 +40,19 @@ def ranged(kind: Callable[[str], Number], low: Number, high: Number, what: str) 
         return value
 
     parse.range = (low, high)  # type: ignore[attr-defined]  # read by the test that walks every numeric flag
+    return parse
+
+
+def ranged_list(kind: Callable[[str], Number], low: Number, high: Number, what: str) -> Callable[[str], List[Number]]:
+    """A comma-separated list of `ranged` numbers (`--concurrency 1,4,16`): each in [low, high], none twice."""
+    one = ranged(kind, low, high, what)
+
+    def parse(text: str) -> List[Number]:
+        values = [one(item.strip()) for item in text.split(",")]
+        if len(set(values)) != len(values):
+            raise argparse.ArgumentTypeError(f"{text} names a value twice ({what})")
+        return values
+
     return parse
 
 

@@ -46,6 +46,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
               "copies); fit uses the result"),
     "serve": ("serve", "compose, validate, start, smoke-test and measure 'vllm serve' for MODEL; 'serve status', "
               "'serve stop [NAME]'"),
+    "bench": ("bench", "sweep a running server (one serve started, or any OpenAI-compatible URL) over "
+              "concurrency: TTFT, TPOT, ITL, E2EL and throughput per level"),
     "matrix": ("matrix", "the compatibility matrix"),
     "fleet": ("fleet", "many hosts: the report of the Ansible audit play (ansible/audit.yml)"),
     "triage": ("triage", "the root cause of a log (a step log, a pip install, a vllm serve crash) and its fix; "

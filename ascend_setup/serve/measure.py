@@ -23,9 +23,9 @@ MAX_TOKENS = 256
 PROMPT = "Write a long story about the sea. " * 16
 
 
-def fresh_prompt() -> str:
-    """PROMPT behind 16 random words: its first KV block is new to the server every time."""
-    return " ".join(secrets.token_hex(4) for _ in range(16)) + " " + PROMPT
+def fresh_prompt(body: str = PROMPT) -> str:
+    """`body` behind 16 random words: its first KV block is new to the server every time."""
+    return " ".join(secrets.token_hex(4) for _ in range(16)) + " " + body
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -59,8 +59,9 @@ class Measurement:
     runs: List[Run] = field(default_factory=list)
 
 
-def timed_completion(base: str, name: str, max_tokens: int) -> Run:
-    body = {"model": name, "prompt": fresh_prompt(), "max_tokens": max_tokens, "temperature": 0,
+def timed_completion(base: str, name: str, max_tokens: int, prompt: Optional[str] = None) -> Run:
+    """One streamed request; `prompt` (bench's, of a chosen length) or PROMPT behind a fresh prefix."""
+    body = {"model": name, "prompt": prompt or fresh_prompt(), "max_tokens": max_tokens, "temperature": 0,
             "ignore_eos": True, "stream_options": {"include_usage": True}}
     sent = time.perf_counter()
     arrivals: List[float] = []
@@ -81,7 +82,11 @@ def timed_completion(base: str, name: str, max_tokens: int) -> Run:
 
 
 def measure(base: str, name: str, runs: int = RUNS, max_tokens: int = MAX_TOKENS) -> Measurement:
-    done = [timed_completion(base, name, max_tokens) for _ in range(runs)]
+    return summarise([timed_completion(base, name, max_tokens) for _ in range(runs)])
+
+
+def summarise(done: List[Run]) -> Measurement:
+    """Medians (TPOT and ITL also at p90) over runs, as `vllm bench serve` reports them."""
     gaps = [g for r in done for g in r.itl_ms] or [0.0]
     tpots = [r.tpot_ms for r in done]
     return Measurement(ttft_s=round(statistics.median(r.ttft_s for r in done), 4),

@@ -57,6 +57,12 @@ from pathlib import Path
 API = "(APIServer pid=%d)" % os.getpid()
 ENGINE_LOOP = "import time\nwhile True:\n    time.sleep(3600)\n"
 EFFICIENCY = 0.65
+#: The batch model: a step reads the weights once, the KV of every sequence, and pays a fixed cost; at batch 1
+#: that is 1 / rate, and each further sequence adds this share of it (its KV read), so throughput grows with
+#: concurrency and each user's speed falls. Eager mode (--enforce-eager) is 5.7x slower (the field report).
+KV_SHARE_PER_SEQUENCE = 0.05
+EAGER_SLOWDOWN = 5.7
+batch = {"active": 0, "tokens": 0, "lock": threading.Lock()}
 state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "names": [], "max_model_len": 0, "triton": True,
          "prefix_caching": True, "blocks": set(), "metrics": {}}
 BLOCK = 128  # Ascend's KV block, in tokens (a word is a token here)
@@ -72,6 +78,31 @@ def cached_tokens(words):
             cached = start + BLOCK
         state["blocks"].add(chain)
     return min(cached, max(0, len(words) - 1))  # the last token is always computed
+
+
+def kv_budget():
+    """Tokens the simulated KV cache holds (VLLM_SIM_KV_TOKENS; default: plenty)."""
+    return int(os.environ.get("VLLM_SIM_KV_TOKENS", "10000000"))
+
+
+def step_seconds():
+    """One decode step at the current batch (see KV_SHARE_PER_SEQUENCE)."""
+    return (1.0 + KV_SHARE_PER_SEQUENCE * max(0, batch["active"] - 1)) / state["rate"]
+
+
+def join_batch(tokens):
+    """A sequence joins the running batch; past the KV budget, vLLM preempts one (counted as it counts them)."""
+    with batch["lock"]:
+        batch["active"] += 1
+        batch["tokens"] += tokens
+        if batch["tokens"] > kv_budget():
+            count("vllm:num_preemptions_total")
+
+
+def leave_batch(tokens):
+    with batch["lock"]:
+        batch["active"] -= 1
+        batch["tokens"] -= tokens
 
 
 def count(name, value=1.0):
@@ -168,7 +199,7 @@ def start_up(args):
     weights = sum(p.stat().st_size for p in Path(args.model_tag).glob("*.safetensors"))
     gb = weights / 1e9 / args.tensor_parallel_size
     gbps = float(os.environ.get("VLLM_SIM_HBM_GBPS", "1490"))
-    state["rate"] = gbps * EFFICIENCY / gb if gb else 1000.0
+    state["rate"] = (gbps * EFFICIENCY / gb if gb else 1000.0) / (EAGER_SLOWDOWN if args.enforce_eager else 1.0)
     log(eng, "INFO", "default_loader.py:262", "Loading weights took %.2f seconds" % pause)
     log(eng, "INFO", "model_runner.py:2740", "Model loading took %.2f GiB and %.2f seconds" % (gb * 0.93, pause))
     if not args.enforce_eager:
@@ -189,6 +220,8 @@ def start_up(args):
         "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))
     log(eng, "INFO", "core.py:215", "[simulated] decode rate %.2f tok/s (%g GB/s x %s / %.2f GB per token)"
         % (state["rate"], gbps, EFFICIENCY, gb))
+    log(eng, "INFO", "core.py:216", "[simulated] batch step +%g per extra sequence, KV budget %d tokens"
+        % (KV_SHARE_PER_SEQUENCE, kv_budget()))
 
 
 def crash_on_triton():
@@ -295,11 +328,20 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        start = sent + prefill + gap  # prefill (of what the prefix cache does not hold), then the first token
+        join_batch(prompt_tokens + n)
+        try:
+            self.stream_tokens(n, sent + prefill, body, prompt_tokens)
+        finally:
+            leave_batch(prompt_tokens + n)
+
+    def stream_tokens(self, n, start, body, prompt_tokens):
+        """n chunks, each one step of the batch as it is when the step starts, after prefill ends at `start`."""
+        due = start + step_seconds()
         for i in range(n):
-            delay = start + i * gap - time.perf_counter()
+            delay = due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
+            due += step_seconds()
             chunk = {"id": "cmpl-sim", "object": "text_completion", "model": state["name"],
                      "choices": [{"index": 0, "text": " wave", "finish_reason": "length" if i == n - 1 else None}]}
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")

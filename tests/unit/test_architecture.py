@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "ascend_setup"
 FLOORS = {
     "cli": 4, "commands": 4,
     "steps": 3, "audit": 3, "bundle": 3, "fit": 3, "hub": 3, "serve": 3, "fleet": 3, "mirrors": 3, "simulate": 3,
-    "container": 3, "nodes": 3,
+    "container": 3, "nodes": 3, "bench": 3,
     "engine": 2, "resolve": 2, "managed": 2, "index": 2, "matrix": 2, "host": 2, "dists": 2, "knowledge": 2,
     "sourcebuild": 2, "native": 2,
     "utils": 1,

@@ -1,0 +1,1 @@
+"""bench: the sweep over concurrency against a running OpenAI-compatible server."""

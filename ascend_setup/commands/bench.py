@@ -1,0 +1,80 @@
+"""`ascend-setup bench [NAME | --url URL]`: the sweep over concurrency against a running server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Dict, List
+
+from ascend_setup.bench.bench_target import check_lengths, from_record, resolve
+from ascend_setup.bench.sweep import Level, sweep
+from ascend_setup.cli import flags
+from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
+from ascend_setup.errors import BadInput
+from ascend_setup.utils.paths import resolve_workdir
+
+COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
+
+
+def cells(level: Level) -> List[str]:
+    m = level.measurement
+    return [str(level.concurrency), str(level.requests), f"{level.output_tok_s:g}", f"{level.request_s:g}",
+            f"{m.ttft_s * 1000:.1f}", f"{m.tpot_ms:.2f}", f"{m.tpot_p90_ms:.2f}", f"{m.itl_ms:.2f}", f"{m.e2el_s:.3f}"]
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
+    if (args.name is None) == (args.url is None):
+        raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
+    if args.name is not None:
+        base, served, argv = from_record(resolve_workdir(args.workdir, mode="read"), args.name)
+        target = resolve(base, args.model or served, argv)
+    else:
+        target = resolve(args.url, args.model)
+    check_lengths(target, args.input_len, args.output_len)
+
+    def progress(line: str) -> None:  # the heartbeat: one line per level start and end, on stderr
+        sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
+        sys.stderr.flush()
+
+    done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
+                 input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
+                 budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress)
+    result: Dict[str, Any] = {"url": target.base, "model": target.model, "input_len": args.input_len,
+                              "output_len": args.output_len, "prefix_cache": args.prefix_cache,
+                              "levels": [level.row() for level in done]}
+    if args.json:
+        output.print_json(result)
+        return 0
+    out = stdout_console()
+    print_prose(out, terminal_safe(f"bench {target.model} at {target.base}: input ~{args.input_len}, output "
+                                   f"{args.output_len} tokens; medians, TPOT also p90"))
+    print_table(out, None, COLUMNS, [cells(level) for level in done])
+    return 0
+
+
+def bench_arguments(p: argparse.ArgumentParser) -> None:
+    """`bench [NAME | --url URL]`: a server serve started, or any OpenAI-compatible one."""
+    flags.common(p)
+    p.add_argument("name", nargs="?", metavar="NAME", help="a server 'serve --detach' started ('serve status')")
+    p.add_argument("--url", metavar="URL", help="any OpenAI-compatible server instead (http://host:port)")
+    p.add_argument("--model", metavar="SERVED_NAME", help="the served model name (default: the server's only one)")
+    p.add_argument("--concurrency", type=flags.ranged_list(int, 1, 4096, "a number of concurrent requests"),
+                   metavar="LIST", help="exactly these levels, e.g. 1,4,16 (default: 1, 2, 4, 8 ... until "
+                   "throughput grows under 5%% or TPOT passes --slo-tpot-ms)")
+    p.add_argument("--input-len", type=flags.ranged(int, 1, 1 << 20, "a number of tokens"), default=128,
+                   metavar="N", help="prompt tokens, about (default 128)")
+    p.add_argument("--output-len", type=flags.ranged(int, 2, 1 << 20, "a number of tokens"), default=128,
+                   metavar="N", help="tokens decoded per request, ignore_eos (default 128)")
+    p.add_argument("--requests", type=flags.ranged(int, 1, 100_000, "a number of requests"), default=16,
+                   metavar="N", help="requests per level, at least the concurrency (default 16)")
+    p.add_argument("--time-budget", type=flags.ranged(float, 1, 24 * 3600, "a time in seconds"), default=60.0,
+                   metavar="S", help="no request of a level starts after this many seconds (default 60)")
+    p.add_argument("--slo-tpot-ms", type=flags.ranged(float, 0.01, 1e6, "a TPOT in ms"), metavar="MS",
+                   help="stop doubling once the median TPOT passes this")
+    p.add_argument("--prefix-cache", action="store_true", help="one shared prefix: let the cache hit (default: "
+                   "a fresh random prefix per request)")
+    flags.workdir(p, "where serve's server records are")
+    p.set_defaults(func=run)
+
+
+ARGUMENTS = {"bench": bench_arguments}

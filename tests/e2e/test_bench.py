@@ -1,0 +1,124 @@
+"""bench against the simulated host's vllm, a server `serve --detach` started: the sweep's figures per level
+within 5% of the rate the stub streams at, the table, the heartbeat; and its bad input (a name not running, a
+URL that does not answer, lengths above max_model_len, --concurrency 0), each one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+from helpers.cli import clean_env
+from helpers.serving import serving_venv
+
+from ascend_setup.simulate.fake_cann import build_fake_cann
+from ascend_setup.simulate.model_dirs import build_model
+
+BENCH = [sys.executable, "-m", "ascend_setup", "bench"]
+RATE = re.compile(r"\[simulated\] decode rate ([\d.]+) tok/s")
+SHARE = re.compile(r"\[simulated\] batch step \+([\d.]+) per extra sequence")
+
+
+def run(cmd: List[str], home: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(home, env), timeout=120)
+
+
+def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
+    """A stub server from `serve --detach` (its rate and batch share read from its log), stopped afterwards."""
+    workdir, home_dir = root / "work", root / "home"
+    home_dir.mkdir()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = run([sys.executable, "-m", "ascend_setup", "serve", str(build_model(root / "models" / "dense", "dense")),
+                "--venv", str(serving_venv(root / "venv")), "--workdir", str(workdir), "--cann-home",
+                str(build_fake_cann(root / "A2").root), "--port", str(port), "--measure-tokens", "8", "--detach",
+                "--json", *vllm], home_dir, **env)
+    assert proc.returncode == 0, proc.stderr
+    log = (workdir / "serve" / "dense.log").read_text()
+    rate, share = float(RATE.search(log).group(1)), float(SHARE.search(log).group(1))
+    yield {"workdir": workdir, "rate": rate, "share": share, "url": f"http://127.0.0.1:{port}"}
+    run([sys.executable, "-m", "ascend_setup", "serve", "stop", "dense", "--workdir", str(workdir)], home_dir)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    yield from start(tmp_path_factory.mktemp("bench"))
+
+
+@pytest.fixture(scope="module")
+def eager_and_small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Eager mode, and a KV budget of 200 tokens: four sequences of 64 + 24 tokens do not fit."""
+    yield from start(tmp_path_factory.mktemp("bench-eager"), "--", "--enforce-eager", VLLM_SIM_KV_TOKENS="200")
+
+
+def preemptions(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return float(re.search(r"^vllm:num_preemptions_total\{[^}]*\} ([\d.]+)$", text, re.M).group(1))
+
+
+def bench(served: dict, home: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
+    return run([*BENCH, "dense", "--workdir", str(served["workdir"]), *extra], home, **env)
+
+
+def test_a_sweep_gives_each_levels_figures_at_the_rate_the_stub_was_given(served: dict, home: Path) -> None:
+    proc = bench(served, home, "--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json")
+    assert proc.returncode == 0, proc.stderr
+    levels = json.loads(proc.stdout)["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4, 16] and all(lv["requests"] == 16 for lv in levels)
+    for lv in levels:
+        per_user = served["rate"] / (1 + served["share"] * (lv["concurrency"] - 1))  # the stub's batch model
+        assert abs(1000 / lv["tpot_ms"] / per_user - 1) < 0.05, (lv, per_user)
+        assert abs(1000 / lv["itl_ms"] / per_user - 1) < 0.05, (lv, per_user)
+        assert 0 < lv["ttft_s"] < lv["e2el_s"] and lv["tpot_ms"] <= lv["tpot_p90_ms"]
+    speeds = [1000 / lv["tpot_ms"] for lv in levels]
+    assert levels[0]["output_tok_s"] < levels[1]["output_tok_s"] < levels[2]["output_tok_s"]  # throughput grows
+    assert speeds[0] > speeds[1] > speeds[2]  # and each user's speed falls
+    assert proc.stderr.count("bench: concurrency") == 6  # the heartbeat: each level's start and end
+
+
+def test_the_table_fits_80_columns(served: dict, home: Path) -> None:
+    proc = bench(served, home, "--concurrency", "2", "--requests", "2", "--output-len", "8", COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any("TPOT" in line for line in lines) and max(len(line) for line in lines) <= 80, proc.stdout
+
+
+def test_bad_input_is_one_line(served: dict, tmp_path: Path, home: Path) -> None:
+    cases: List[tuple] = [
+        ([*BENCH, "gone", "--workdir", str(served["workdir"])], 2, "no server named 'gone'"),
+        ([*BENCH, "--url", served["url"], "--input-len", "40000", "--output-len", "1000"], 2, "max_model_len 40960"),
+        ([*BENCH, "dense", "--concurrency", "0"], 2, "--concurrency"),
+        ([*BENCH, "dense", "--concurrency", "2,2"], 2, "twice"),
+        ([*BENCH], 2, "NAME or --url"),
+    ]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        silent = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        cases.append(([*BENCH, "--url", silent], 1, "did not answer"))
+        for cmd, code, said in cases:
+            proc = run(cmd, home)
+            assert proc.returncode == code and said in proc.stderr, (cmd, proc.stderr)
+            assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(served: dict, eager_and_small: dict,
+                                                                            home: Path) -> None:
+    assert abs(served["rate"] / eager_and_small["rate"] - 5.7) < 0.01
+    assert preemptions(eager_and_small["url"]) == 0
+    one = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
+                "--output-len", "8", "--json")
+    assert one.returncode == 0 and preemptions(eager_and_small["url"]) == 0, one.stderr  # one sequence fits
+    proc = bench(eager_and_small, home, "--concurrency", "4", "--requests", "4", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert preemptions(eager_and_small["url"]) > 0
+    tpot = json.loads(one.stdout)["levels"][0]["tpot_ms"]
+    assert abs(1000 / tpot / eager_and_small["rate"] - 1) < 0.05
