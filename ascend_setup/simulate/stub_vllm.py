@@ -151,6 +151,8 @@ def die_with_parent():
 
 
 def stop(signum=None, frame=None, code=0):
+    if threading.current_thread() is threading.main_thread():  # (a crash on a request stops from its thread)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second signal must not re-enter the shutdown
     log(API, "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
     engine = state["engine"]
     if engine is not None and engine.poll() is None:

@@ -257,9 +257,12 @@ class Started:
     def _signal(self, sig: int, with_carriers: bool, child: Optional[subprocess.Popen[Any]]) -> List[int]:
         """`sig` to the group while its leader proves ours, and to each process carrying the token (a member
         whose leader has gone, a grandchild in a session of its own). The carriers signalled, to reap."""
-        if self._proven(child):
+        group = self._proven(child)
+        if group:
             send(self.pid, sig, group=True)
-        return _signal_carriers(self.token, sig) if with_carriers and self.token else []
+        # a carrier still in that group has had this signal: a second SIGTERM would reach a shutdown midway
+        return _signal_carriers(self.token, sig, skip_group=self.pid if group else None) \
+            if with_carriers and self.token else []
 
     def _left(self, with_carriers: bool, child: Optional[subprocess.Popen[Any]]) -> bool:
         return self._proven(child) or bool(with_carriers and self.token and carriers(self.token))
@@ -281,10 +284,17 @@ class Started:
         return None
 
 
-def _signal_carriers(token: str, sig: int) -> List[int]:
+def _signal_carriers(token: str, sig: int, skip_group: Optional[int] = None) -> List[int]:
+    """`sig` to each process carrying `token`, but those in process group `skip_group` (signalled as a group);
+    every carrier found is returned, to reap."""
     found = carriers(token)
     for pid in found:
-        send(pid, sig)
+        try:
+            in_group = skip_group is not None and os.getpgid(pid) == skip_group
+        except ProcessLookupError:
+            continue
+        if not in_group:
+            send(pid, sig)
     return found
 
 
