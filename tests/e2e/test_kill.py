@@ -195,13 +195,15 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
     """The venv's own pip, killed mid-install 10 times in a row: each rerun gets back to installing it
     (never failing on a half-written pip), and the last one leaves a pip that matches its RECORD, then
     the whole install converges. A kill that lands after the install finished does not count; the
-    next kills then go to a new workdir."""
+    next kills then go to a new workdir. pip installs itself in a few tens of milliseconds, so the kill
+    comes within 40 ms of the start, and a slow machine may still miss often: up to 12 workdirs (CI once
+    missed 5 of 13 with a 100 ms window and 5 workdirs)."""
     rng = random.Random(2611)
     hits, attempts, torn, workdirs = 0, 0, 0, []
     while hits < 10:
         workdir = tmp_path / f"w{len(workdirs)}"
         workdirs.append(workdir)
-        assert len(workdirs) <= 5, (hits, attempts)
+        assert len(workdirs) <= 12, (hits, attempts)
         venv_log = workdir / "logs" / "venv.log"
         while hits < 10:
             attempts += 1
@@ -210,7 +212,7 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,  # noqa: B023
                             poll=0.005)  # (the lambda is called only within this iteration)
             assert hit, (attempts, proc.returncode, proc.stderr_path.read_text()[-2000:])
-            time.sleep(rng.uniform(0.0, 0.1))
+            time.sleep(rng.uniform(0.0, 0.04))
             kill_group(proc)
             assert proc.returncode == -9, (attempts, proc.stderr_path.read_text()[-2000:])
             if install_store(Workdir(workdir)).load().steps["venv"].state != "started":
