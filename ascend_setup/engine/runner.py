@@ -15,6 +15,7 @@ from ascend_setup.engine.step import Step, fingerprint
 from ascend_setup.errors import AscendSetupError, BadInput, StepFailed
 from ascend_setup.utils.diskfull import disk_full, is_enospc
 from ascend_setup.utils.files import make_dir, open_append
+from ascend_setup.utils.redact import redact
 
 #: The reason a step runs when no run has recorded it: the usual case, which the live lines leave unsaid.
 FIRST_RUN = "not run yet"
@@ -208,7 +209,7 @@ class Runner(Generic[S]):
         try:
             self.store.mark(state, d.step.name, StepRecord(
                 state="failed", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=now(),
-                log=str(log), error=message))
+                log=str(log), error=redact(message)))  # state.json keeps the options' URLs, never a message's
         except OSError as exc:  # a full disk: the step stays recorded `started`, which the next run repairs
             if not is_enospc(exc):
                 raise

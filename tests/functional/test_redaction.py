@@ -5,6 +5,7 @@ masked form (`alice:****@`) is present, so each case did show the URL."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Dict, List
 
@@ -48,7 +49,10 @@ def test_a_password_in_a_url_is_never_shown(cli, tmp_path: Path, flag: str, as_j
     proc = cli(*argv, *(["--json"] if as_json else []), timeout=300)
     assert proc.returncode in (0, 1, 2) and "Traceback" not in proc.stderr, proc.stderr
     logs = {str(p): p.read_text(errors="replace") for p in (tmp_path / "wd").rglob("*.log")}
-    shown = {"stdout": proc.stdout, "stderr": proc.stderr, **logs}
+    state = tmp_path / "wd" / "state.json"  # its options keep the URL for resume (mode 600); a step's error never
+    errors = {f"state.json {name}": str(step.get("error")) for name, step in
+              (json.loads(state.read_text())["steps"].items() if state.exists() else [])}
+    shown = {"stdout": proc.stdout, "stderr": proc.stderr, **logs, **errors}
     leaked = [where for where, text in shown.items() if "PASSWORD" in text or "SECRET" in text]
     assert not leaked, {w: shown[w][-500:] for w in leaked}
     assert any("alice:****@" in text for text in shown.values()), "the case never showed its URL"
