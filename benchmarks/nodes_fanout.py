@@ -66,9 +66,12 @@ def cluster(work: Path, count: int, facts: dict, silent: bool, timeout: float, p
         mine["npus"] = [{**template, "id": n, "ip": f"10.{n}.{i // 250}.{i % 250 + 1}"} for n in range(NPUS)]
         (work / "facts" / f"node{i}.json").write_text(json.dumps(mine))
     inventory = work / f"nodes-{count}-{'silent' if silent else 'answering'}.yml"
+    # the facts are one recording, its clock read once: past the default 5 s of skew every node would be
+    # "behind" (one more problem a node, by when the run came), so the skew allowed is the most there is
     inventory.write_text(yaml.safe_dump({"nodes": [{"name": f"node{i}", "run": [str(script), f"node{i}"]}
                                                    for i in range(count)],
-                                         "timeout": timeout, "ping_timeout": ping_timeout, "ray": False}))
+                                         "timeout": timeout, "ping_timeout": ping_timeout, "ray": False,
+                                         "clock_skew": 3600}))
     return inventory
 
 
