@@ -205,6 +205,22 @@ def test_what_vllm_would_refuse_after_dashes_is_exit_2_in_one_line(cli, host: di
     assert words in line and len(line) < 500
 
 
+@pytest.mark.parametrize("args", [["--additional-config", '{"enable_dsa_cp": true}'],
+                                  ["--additional_config", '{"enable_dsa_cp": true}'],
+                                  ["--additional-config.enable_dsa_cp=true"]], ids=["json", "underscores", "dotted"])
+def test_a_documented_key_read_outside_ascend_config_is_accepted_after_dashes(cli, host: dict, args: list) -> None:
+    """enable_dsa_cp (0.23.0's docs; read in utils.py, not ascend_config.py) passes the key check in any spelling,
+    merged with the row's hint into the one --additional-config vLLM gets."""
+    model = build_model(host["root"] / "models" / "vision", "vision")
+    proc = dry_run(cli, host, model, "--json", "--", *args)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    argv = plan["argv"]
+    assert plan["validated"] is True and argv.count("--additional-config") == 1
+    assert json.loads(argv[argv.index("--additional-config") + 1]) == {"enable_flashcomm1": False,
+                                                                       "enable_dsa_cp": True}
+
+
 def test_settings_after_dashes_replace_serves_own_by_destination(cli, host: dict) -> None:
     """`--max_model_len` and `--no-enable-prefix` are serve's --max-model-len and a prefix of
     --no-enable-prefix-caching: one of each reaches vLLM, theirs; and --host replaces the loopback default."""
