@@ -28,7 +28,7 @@ class Target:
 
 
 def from_record(workdir: Path, name: str) -> tuple:
-    """(base URL, served name, command line) of a recorded server that still runs; exit 2 when it does not."""
+    """(base URL, served name, command line, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
         raise BadInput(f"no server named {name!r} was started from {workdir}",
@@ -39,7 +39,7 @@ def from_record(workdir: Path, name: str) -> tuple:
                        hint=f"start it again with 'ascend-setup serve ... --detach', or see {record.log}")
     argv = list(record.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv[:-1] else name
-    return f"http://127.0.0.1:{record.port}", served, " ".join(argv)
+    return f"http://127.0.0.1:{record.port}", served, " ".join(argv), Path(record.log)
 
 
 def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:
@@ -82,3 +82,31 @@ def check_lengths(target: Target, input_len: int, output_len: int) -> None:
     if target.max_model_len and input_len + output_len > target.max_model_len:
         raise BadInput(f"--input-len {input_len} + --output-len {output_len} exceed the server's max_model_len "
                        f"{target.max_model_len}", hint="shorter lengths, or a server started with a longer context")
+
+
+def log_size(log: Path) -> int:
+    """Where a failure during the sweep starts in the server's log: its size now (0 when it cannot be read)."""
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def triaged(failure: AscendSetupError, name: str, log: Path, offset: int) -> AscendSetupError:
+    """A level failed against the recorded server `name`: the root cause of what its log says from `offset` (the
+    sweep's start) and its fix, or `failure` as it is when the log names none (or cannot be read)."""
+    from ascend_setup.knowledge.scan import triage_stream
+    from ascend_setup.utils.inputs import open_input
+
+    try:
+        with open_input(log, "log", follow=False) as handle:
+            handle.seek(offset)
+            diagnosis = triage_stream(handle)
+    except BadInput:
+        diagnosis = None
+    if diagnosis is None or diagnosis.id is None:
+        return AscendSetupError(failure.message, hint=f"read the server's log: {log}",
+                                details=diagnosis.render() if diagnosis else None)
+    return AscendSetupError(f"{failure.message}; server {name}'s log: {diagnosis.cause}",
+                            hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
+                            details=diagnosis.render())

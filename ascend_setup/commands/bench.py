@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Dict, List, Optional
 
-from ascend_setup.bench.bench_target import check_lengths, from_record, resolve
+from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
-from ascend_setup.errors import BadInput
+from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.paths import resolve_workdir
 
 COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
@@ -25,8 +26,9 @@ def cells(level: Level) -> List[str]:
 def run(args: argparse.Namespace, output: Output) -> int:
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
+    log: Optional[Path] = None
     if args.name is not None:
-        base, served, argv = from_record(resolve_workdir(args.workdir, mode="read"), args.name)
+        base, served, argv, log = from_record(resolve_workdir(args.workdir, mode="read"), args.name)
         target = resolve(base, args.model or served, argv)
     else:
         target = resolve(args.url, args.model)
@@ -36,9 +38,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
         sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
         sys.stderr.flush()
 
-    done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
-                 input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
-                 budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress)
+    offset = log_size(log) if log is not None else 0
+    try:
+        done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
+                     input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
+                     budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress)
+    except BadInput:
+        raise
+    except AscendSetupError as failure:  # a level failed: a recorded server's log says why
+        if log is None:
+            raise
+        raise triaged(failure, args.name, log, offset) from None
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
                               "levels": [level.row() for level in done]}
