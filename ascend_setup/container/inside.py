@@ -195,8 +195,8 @@ def check_driver_libraries(root: Path, venv: Path, env: Mapping[str, str]) -> Op
         return Check("container-driver-libs", "pass", f"the venv's {report.checked} shared object(s) find every "
                      f"driver library they need in {lib64}")
     named = sorted({f"{m.problem.needs} (the driver's {DRIVER_LIBRARIES[m.problem.needs]}) that "
-                    f"{m.distribution} {m.version}'s {os.path.relpath(m.problem.through or m.problem.library, venv)} "
-                    "needs" for m in missing})
+                    f"{m.distribution} {m.version}'s {os.path.relpath(m.problem.library, venv)} needs"
+                    + (f" (through {m.problem.through})" if m.problem.through else "") for m in missing})
     hal = dataclasses.replace(missing[0].problem, needs="libascend_hal.so", loader_message=_HAL_MISSING)
     return Check("container-driver-libs", "fail", f"the container lacks {'; '.join(named)}: not in "
                  f"{', '.join(driver_dirs)} nor elsewhere on the loader's path",

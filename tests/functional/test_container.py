@@ -252,3 +252,30 @@ def test_doctor_names_the_driver_libraries_the_venv_needs_and_the_container_lack
     assert "lacks libascend_hal.so (the driver's lib64/driver) that stub-npu 1.0's" in check["detail"]
     assert "stub_npu/_C.so needs" in check["detail"]
     assert "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/" in check["fix"]
+
+
+@pytest.mark.skipif(native_stubs.compiler() is None, reason="no C compiler to build shared objects")
+def test_a_driver_library_needed_through_cann_names_the_cann_library(tmp_path: Path) -> None:
+    """The venv's extension NEEDs a toolkit library (on the environment's LD_LIBRARY_PATH, under the root) that
+    NEEDs libascend_hal.so: the finding names the venv's file and the toolkit library it comes through."""
+    from ascend_setup.container.inside import check_driver_libraries
+
+    root = tmp_path / "root"
+    build_fake_root(root, cards=2, container=True)
+    (root / "usr/local/Ascend/driver/lib64/driver/libascend_hal.so").unlink()
+    build, toolkit = tmp_path / "build", root / "opt/toolkit/lib64"
+    build.mkdir()
+    toolkit.mkdir(parents=True)
+    (build / "libascend_hal.so").write_bytes(native_stubs._compile("int hal(void) { return 0; }\n", "libascend_hal.so",
+                                                                   ["-Wl,-soname,libascend_hal.so"]))
+    acl = native_stubs._compile("int hal(void);\nint acl(void) { return hal(); }\n", "libascendcl.so",
+                                ["-Wl,-soname,libascendcl.so", f"-L{build}", "-lascend_hal"])
+    (toolkit / "libascendcl.so").write_bytes(acl)
+    (build / "libascendcl.so").write_bytes(acl)
+    ext = native_stubs._compile("int acl(void);\nint ready(void) { return acl(); }\n", "_C.so",
+                                [f"-L{build}", "-lascendcl", "-Wl,--allow-shlib-undefined"])
+    venv = make_venv(root / "opt/venv")
+    fake_install(venv, "stub-npu", "1.0", files={"stub_npu/_C.so": ext})
+    check = check_driver_libraries(root, venv, {"LD_LIBRARY_PATH": "/opt/toolkit/lib64"})
+    assert check is not None and check.status == "fail", check
+    assert f"stub_npu/_C.so needs (through {toolkit / 'libascendcl.so'})" in check.detail
