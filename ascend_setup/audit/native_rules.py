@@ -34,8 +34,9 @@ def native_message(item: NativeProblem, root: str) -> str:
     problem = item.problem
     where = os.path.relpath(problem.library, root)
     through = f" (through {problem.through.name})" if problem.through else ""
-    verb = {"damaged": "is not a loadable library", "outside": "is listed in the venv but",
-            "abi": "cannot load here"}.get(problem.kind)
+    if problem.kind == "outside":
+        return f"{item.distribution} {item.version}: its RECORD lists {where}, but {problem.detail}"
+    verb = {"damaged": "is not a loadable library", "abi": "cannot load here"}.get(problem.kind)
     if verb:
         return f"{item.distribution} {item.version}: {where} {verb}: {problem.detail}"
     return f"{item.distribution} {item.version}: {where} needs {problem.needs}{through}: {problem.detail}"

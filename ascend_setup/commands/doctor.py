@@ -115,7 +115,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     interpreter, no_interpreter = install_interpreter(row, sources, python, interpreters)  # the install's, once
     report = run_doctor(row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
                         indexes=sources.as_dict(), settings=settings, install_python=interpreter, soc=soc)
-    add_container_checks(report, root)  # only in a container: what its `docker run` left out
+    add_container_checks(report, root, venv)  # only in a container: what its `docker run` left out
     target = fleet_target(row, sources, workdir=workdir, interpreter=interpreter, no_interpreter=no_interpreter,
                           soc=soc or report.facts["npu"]["soc_version"],
                           cann_installed=installs[0].version if installs else None)

@@ -142,8 +142,8 @@ class Mount:
 
 #: The driver's files every vllm-ascend container mounts (docs' `docker run`), in the docs' order.
 VERSION_INFO = Mount("version.info", f"{DEFAULT_INSTALL_PATH}/driver/version.info")
-MOUNTS = (Mount("dcmi", "/usr/local/dcmi"), Mount("npu-smi", "/usr/local/bin/npu-smi"),
-          Mount("driver lib64", f"{DEFAULT_INSTALL_PATH}/driver/lib64/"), VERSION_INFO,
+DRIVER_LIB64 = Mount("driver lib64", f"{DEFAULT_INSTALL_PATH}/driver/lib64/")
+MOUNTS = (Mount("dcmi", "/usr/local/dcmi"), Mount("npu-smi", "/usr/local/bin/npu-smi"), DRIVER_LIB64, VERSION_INFO,
           Mount("ascend_install.info", "/etc/ascend_install.info"))
 
 

@@ -4,11 +4,13 @@ A missing piece fails later and far away (libascend_hal.so not found, DCMI -8005
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from ascend_setup.container.facts import (
+    DRIVER_LIB64,
     MANAGER_NODES,
     MOUNTS,
     VERSION_INFO,
@@ -25,9 +27,20 @@ from ascend_setup.container.facts import (
     shm_bytes,
     under,
 )
+from ascend_setup.dists.installed import read_venv
+from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 from ascend_setup.errors import BadInput
 from ascend_setup.host.checks import GIB, Check
 from ascend_setup.host.doctor_checks import DoctorReport
+
+#: The driver's libraries a venv's extensions link to, by where the driver package installs them (the docs'
+#: `-v /usr/local/Ascend/driver/lib64/` mount carries both directories): lib64/driver holds libascend_hal.so
+#: (torch_npu's NEEDED; vllm-ascend#1440) and libdrvdsmi_host.so, lib64/common the securec libc_sec.so that
+#: npu-smi and the HAL need (FIELD_NOTES: "npu-smi needs lib64/common and lib64/driver on LD_LIBRARY_PATH").
+DRIVER_LIBRARIES = {"libascend_hal.so": "lib64/driver", "libdrvdsmi_host.so": "lib64/driver",
+                    "libc_sec.so": "lib64/common"}
+#: The loader's message for the HAL not found: triage's fix for it is the driver mount (signature libascend-hal).
+_HAL_MISSING = "libascend_hal.so: cannot open shared object file: No such file or directory"
 
 
 def check_devices(root: Path, chips: List[Dict[str, str]]) -> Check:
@@ -156,20 +169,57 @@ def check_visible(root: Path, env: Mapping[str, str]) -> Check:
                  f"{len(cards)} card(s)")
 
 
+def check_driver_libraries(root: Path, venv: Path, env: Mapping[str, str]) -> Optional[Check]:
+    """The driver's libraries the venv's shared objects need and the container lacks: each of its `.so` files
+    loaded as the loader would, with LD_LIBRARY_PATH the environment's plus the driver's lib64, lib64/common and
+    lib64/driver (as the images' set_env.sh adds them), so a driver library still unresolved is one the
+    `docker run` did not mount. None when there is no venv to check yet."""
+    from ascend_setup.native.advice import fix_for  # the ELF reader only when there is a venv to read
+    from ascend_setup.native.venv_libs import check_venv, host_target
+
+    if read_pyvenv_cfg(venv) is None:
+        return None
+    try:
+        contents = read_venv(venv)
+    except BadInput:
+        return None  # not a working venv: the venv check says so
+    lib64 = DRIVER_LIB64.target.rstrip("/")
+    driver_dirs = [str(under(root, f"{lib64}{d}")) for d in ("", "/common", "/driver")]
+    mine = [str(under(root, p)) if os.path.isabs(p) else p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    target = dataclasses.replace(host_target({"LD_LIBRARY_PATH": ":".join(mine + driver_dirs)}),
+                                 label="this container")
+    report = check_venv(contents, target)
+    missing = [item for item in report.problems
+               if item.problem.kind == "unresolved" and item.problem.needs in DRIVER_LIBRARIES]
+    if not missing:
+        return Check("container-driver-libs", "pass", f"the venv's {report.checked} shared object(s) find every "
+                     f"driver library they need in {lib64}")
+    named = sorted({f"{m.problem.needs} (the driver's {DRIVER_LIBRARIES[m.problem.needs]}) that "
+                    f"{m.distribution} {m.version}'s {os.path.relpath(m.problem.library, venv)} needs"
+                    + (f" (through {m.problem.through})" if m.problem.through else "") for m in missing})
+    hal = dataclasses.replace(missing[0].problem, needs="libascend_hal.so", loader_message=_HAL_MISSING)
+    return Check("container-driver-libs", "fail", f"the container lacks {'; '.join(named)}: not in "
+                 f"{', '.join(driver_dirs)} nor elsewhere on the loader's path",
+                 fix_for(hal) or f"-v {DRIVER_LIB64.target}:{DRIVER_LIB64.target}")
+
+
 def container_checks(root: Path, *, chips: List[Dict[str, str]], cann: Optional[str], env: Mapping[str, str],
-                     uid: int) -> List[Check]:
-    """Every container check, or none when `root` is not a container's."""
+                     uid: int, venv: Optional[Path] = None) -> List[Check]:
+    """Every container check, or none when `root` is not a container's (`venv`: whose libraries to load)."""
     signals = container_signals(root)
     if not signals:
         return []
-    return [Check("container", "pass", f"running in a container ({'; '.join(signals)})"),
-            check_devices(root, chips), check_mounts(root), check_shm(root), check_user(root, uid),
-            check_cann_driver(root, cann), check_visible(root, env)]
+    checks = [Check("container", "pass", f"running in a container ({'; '.join(signals)})"),
+              check_devices(root, chips), check_mounts(root), check_shm(root), check_user(root, uid),
+              check_cann_driver(root, cann), check_visible(root, env)]
+    driver_libs = check_driver_libraries(root, venv, env) if venv is not None else None
+    return checks + ([driver_libs] if driver_libs else [])
 
 
-def add_container_checks(report: DoctorReport, root: Path) -> None:
+def add_container_checks(report: DoctorReport, root: Path, venv: Optional[Path] = None) -> None:
     """doctor's report, with the container checks when it runs in one (their facts under 'container')."""
     cann = report.facts["cann"]["version"] if report.facts["cann"] else None
-    checks = container_checks(root, chips=report.facts["npu"]["chips"], cann=cann, env=os.environ, uid=os.getuid())
+    checks = container_checks(root, chips=report.facts["npu"]["chips"], cann=cann, env=os.environ, uid=os.getuid(),
+                              venv=venv)
     report.checks += checks
     report.facts["container"] = {"signals": container_signals(root), "cards": davinci_nodes(root)} if checks else None

@@ -12,9 +12,11 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 from helpers.cli import assert_one_line_error
+from helpers.fake_dists import fake_install, make_venv
 from helpers.hostile import SPECIAL, plant_special
 
 from ascend_setup.container.facts import MOUNTS, Mount
+from ascend_setup.simulate import native_stubs
 from ascend_setup.simulate.fake_devices import build_fake_root
 
 #: vllm-ascend's docs' command (docs/source/quick_start.md, installation.md at 182b75ea; the research's
@@ -218,3 +220,63 @@ def test_doctor_names_each_missing_mount_with_its_flag(cli, tmp_path: Path, moun
 def test_doctor_outside_a_container_has_no_container_checks(cli, tmp_path: Path) -> None:
     build_fake_root(tmp_path / "root", cards=2)
     assert not [k for k in doctor(cli, tmp_path / "root") if k.startswith("container")]
+
+
+@pytest.mark.skipif(native_stubs.compiler() is None, reason="no C compiler to build shared objects")
+@pytest.mark.parametrize("driver", ["absent", "present"])
+def test_doctor_names_the_driver_libraries_the_venv_needs_and_the_container_lacks(cli, tmp_path: Path,
+                                                                                  driver: str) -> None:
+    """A venv in the container whose extension (compiled here) NEEDs libascend_hal.so: with the driver's lib64
+    not mounted, doctor names the library, its distribution and file, with the driver mount's -v line; with a
+    real libascend_hal.so in lib64/driver (found through the LD_LIBRARY_PATH doctor adds), no finding."""
+    root = tmp_path / "root"
+    build_fake_root(root, cards=2, container=True)
+    build = tmp_path / "build"
+    build.mkdir()
+    hal = native_stubs._compile("int halGetDeviceInfo(void) { return 0; }\n", "libascend_hal.so",
+                                ["-Wl,-soname,libascend_hal.so"])
+    (build / "libascend_hal.so").write_bytes(hal)
+    ext = native_stubs._compile("int halGetDeviceInfo(void);\nint npu_ready(void) { return halGetDeviceInfo(); }\n",
+                                "_C.so", [f"-L{build}", "-lascend_hal"])
+    venv = make_venv(root / "opt/venv")
+    fake_install(venv, "stub-npu", "1.0", files={"stub_npu/__init__.py": "", "stub_npu/_C.so": ext})
+    library = root / "usr/local/Ascend/driver/lib64/driver/libascend_hal.so"
+    if driver == "absent":
+        library.unlink()
+    else:
+        library.write_bytes(hal)
+    check = doctor(cli, root, "--venv", str(venv))["container-driver-libs"]
+    if driver == "present":
+        assert check["status"] == "pass", check
+        return
+    assert check["status"] == "fail", check
+    assert "lacks libascend_hal.so (the driver's lib64/driver) that stub-npu 1.0's" in check["detail"]
+    assert "stub_npu/_C.so needs" in check["detail"]
+    assert "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/" in check["fix"]
+
+
+@pytest.mark.skipif(native_stubs.compiler() is None, reason="no C compiler to build shared objects")
+def test_a_driver_library_needed_through_cann_names_the_cann_library(tmp_path: Path) -> None:
+    """The venv's extension NEEDs a toolkit library (on the environment's LD_LIBRARY_PATH, under the root) that
+    NEEDs libascend_hal.so: the finding names the venv's file and the toolkit library it comes through."""
+    from ascend_setup.container.inside import check_driver_libraries
+
+    root = tmp_path / "root"
+    build_fake_root(root, cards=2, container=True)
+    (root / "usr/local/Ascend/driver/lib64/driver/libascend_hal.so").unlink()
+    build, toolkit = tmp_path / "build", root / "opt/toolkit/lib64"
+    build.mkdir()
+    toolkit.mkdir(parents=True)
+    (build / "libascend_hal.so").write_bytes(native_stubs._compile("int hal(void) { return 0; }\n", "libascend_hal.so",
+                                                                   ["-Wl,-soname,libascend_hal.so"]))
+    acl = native_stubs._compile("int hal(void);\nint acl(void) { return hal(); }\n", "libascendcl.so",
+                                ["-Wl,-soname,libascendcl.so", f"-L{build}", "-lascend_hal"])
+    (toolkit / "libascendcl.so").write_bytes(acl)
+    (build / "libascendcl.so").write_bytes(acl)
+    ext = native_stubs._compile("int acl(void);\nint ready(void) { return acl(); }\n", "_C.so",
+                                [f"-L{build}", "-lascendcl", "-Wl,--allow-shlib-undefined"])
+    venv = make_venv(root / "opt/venv")
+    fake_install(venv, "stub-npu", "1.0", files={"stub_npu/_C.so": ext})
+    check = check_driver_libraries(root, venv, {"LD_LIBRARY_PATH": "/opt/toolkit/lib64"})
+    assert check is not None and check.status == "fail", check
+    assert f"stub_npu/_C.so needs (through {toolkit / 'libascendcl.so'})" in check.detail

@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.userland,
 
 HOST_GLIBC = tuple(int(p) for p in (glibc_version() or "0.0").split("."))
 PLUGIN_SO = "vllm_ascend/vllm_ascend_C.cpython-311-x86_64-linux-gnu.so"
+#: Compiled on a glibc 2.36 machine against its real C library (tests/data/native/README.md): close_range@GLIBC_2.34.
+BUILT_ON_2_36 = Path(__file__).resolve().parents[1] / "data" / "native" / "close_range-glibc-2.36-x86_64.so"
 
 
 def _tool(*argv: str, env: Optional[Dict[str, str]] = None) -> str:
@@ -85,6 +87,8 @@ def library_files(tmp_path_factory) -> Dict[str, Path]:
         assert data is not None
         files[name] = root / f"{name}.so"
         files[name].write_bytes(data)
+    if BUILT_ON_2_36.exists() and os.uname().machine == "x86_64":
+        files["built-on-2.36"] = BUILT_ON_2_36
     for name in ("libstdc++.so.6", "libz.so.1"):
         system = next((Path(d) / name for d in ("/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64",
                                                 "/lib64") if (Path(d) / name).exists()), None)
@@ -93,7 +97,7 @@ def library_files(tmp_path_factory) -> Dict[str, Path]:
     return files
 
 
-KINDS = ["plain", "libatb", "plugin", "post231", "glibc-2.99", "libstdc++.so.6", "libz.so.1"]
+KINDS = ["plain", "libatb", "plugin", "post231", "glibc-2.99", "built-on-2.36", "libstdc++.so.6", "libz.so.1"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -168,6 +172,35 @@ def test_audit_names_a_library_that_needs_a_newer_glibc(cli, tmp_path: Path) -> 
     if HOST_GLIBC >= (2, 34):  # and this host's own glibc has it: no finding without --glibc
         proc = cli("audit", "--venv", str(venv), "--json")
         assert not [f for f in json.loads(proc.stdout)["findings"] if f["id"].startswith("native")]
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the library built on glibc 2.36 is x86_64")
+def test_a_library_built_on_glibc_2_36_is_found_and_fails_verify(cli, tmp_path: Path) -> None:
+    """Not a stand-in: a library compiled on a glibc 2.36 machine against its real C library. In the glibc 2.31
+    root, audit names it natively and verify fails on it though the real loader's error is caught by the import's
+    `try`; elsewhere audit names it for --glibc 2.31."""
+    from helpers.session import session_for
+
+    from ascend_setup.steps.verify import native_problems
+
+    venv = _venv_with(tmp_path, BUILT_ON_2_36.read_bytes())
+    args = ["--glibc", "2.31"] if HOST_GLIBC >= (2, 34) else []
+    proc = cli("audit", "--venv", str(venv), "--json", *args)
+    assert proc.returncode == 1, proc.stdout
+    found = [f for f in json.loads(proc.stdout)["findings"] if f["id"].startswith("native")]
+    assert [f["id"] for f in found] == ["native-glibc"], found
+    target = ".".join(map(str, HOST_GLIBC)) if HOST_GLIBC < (2, 34) else "2.31"
+    assert "stub_ext/_ext.cpython-311-x86_64-linux-gnu.so needs GLIBC_2.34" in found[0]["message"]
+    assert f"has glibc {target}" in found[0]["message"] and "stub-ext 1.0" in found[0]["message"]
+    assert "--no-binary stub-ext stub-ext==1.0" in found[0]["fix"]
+    if HOST_GLIBC >= (2, 34):
+        return
+    python = venv / "bin" / "python"
+    imported = subprocess.run([str(python), "-W", "always", "-c", "import stub_ext; print('imported')"],
+                              capture_output=True, text=True, timeout=60)
+    assert imported.stdout.strip() == "imported" and "GLIBC_2.34' not found" in imported.stderr
+    problems = native_problems(session_for(tmp_path, venv=str(venv)))
+    assert len(problems) == 1 and "needs GLIBC_2.34" in problems[0] and "stub-ext 1.0" in problems[0], problems
 
 
 def test_verify_fails_on_it_though_the_import_is_caught(tmp_path: Path) -> None:

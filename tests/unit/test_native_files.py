@@ -169,6 +169,19 @@ def test_links_out_of_the_venv_are_not_followed(tmp_path: Path) -> None:
     assert kind == "outside"
 
 
+def test_a_link_out_of_the_venv_reads_as_one_sentence(tmp_path: Path) -> None:
+    """audit's message says which RECORD entry leads where, as a sentence (not "is listed in the venv but: it")."""
+    from ascend_setup.audit.native_rules import native_message
+
+    outside = _write(tmp_path / "elsewhere.so", b"\x7fELF")
+    venv = _venv(tmp_path, {}, ["hostile/link.so"])
+    (venv / SITE / "hostile").mkdir()
+    os.symlink(outside, venv / SITE / "hostile" / "link.so")
+    report = check_venv(read_venv(venv), TARGET)
+    assert native_message(report.problems[0], str(venv)) == (
+        f"hostile 1.0: its RECORD lists {SITE}/hostile/link.so, but it leads out of the venv, to {outside}: not read")
+
+
 def test_a_reader_error_is_damaged_elf_not_a_traceback(tmp_path: Path) -> None:
     for case, make in HOSTILE.items():
         if case == "another machine":
