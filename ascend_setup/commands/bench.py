@@ -7,6 +7,7 @@ import sys
 from typing import Any, Dict, List
 
 from ascend_setup.bench.bench_target import check_lengths, from_record, resolve
+from ascend_setup.bench.reasons import preemptions_total, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
@@ -38,10 +39,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
     done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                  input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
-                 budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress)
+                 budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
+                 preemptions=lambda: preemptions_total(target.base))
+    found = reasons(target.argv, [(level.concurrency, level.preemptions) for level in done])
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
-                              "levels": [level.row() for level in done]}
+                              "levels": [level.row() for level in done],
+                              "reasons": [reason.to_json() for reason in found]}
     if args.json:
         output.print_json(result)
         return 0
@@ -49,6 +53,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     print_prose(out, terminal_safe(f"bench {target.model} at {target.base}: input ~{args.input_len}, output "
                                    f"{args.output_len} tokens; medians, TPOT also p90"))
     print_table(out, None, COLUMNS, [cells(level) for level in done])
+    for reason in found:
+        print_prose(out, terminal_safe(f"reason ({reason.rule}): {reason.evidence}. Fix: {reason.fix}"))
     return 0
 
 
