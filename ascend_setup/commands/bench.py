@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, Dict, List
 
+from ascend_setup.bench import plot
 from ascend_setup.bench.bench_target import check_lengths, from_record, resolve
 from ascend_setup.bench.reasons import preemptions_total, reasons
 from ascend_setup.bench.sweep import Level, sweep
@@ -32,6 +34,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     else:
         target = resolve(args.url, args.model)
     check_lengths(target, args.input_len, args.output_len)
+    if args.plot is not None:
+        plot.check(args.plot)
 
     def progress(line: str) -> None:  # the heartbeat: one line per level start and end, on stderr
         sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
@@ -46,6 +50,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
                               "levels": [level.row() for level in done],
                               "reasons": [reason.to_json() for reason in found]}
+    if args.plot is not None:
+        plot.draw(args.plot, result["levels"], f"bench {target.model}: input ~{args.input_len}, output "
+                  f"{args.output_len} tokens")
+        result["plot"] = str(args.plot)
     if args.json:
         output.print_json(result)
         return 0
@@ -79,6 +87,8 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop doubling once the median TPOT passes this")
     p.add_argument("--prefix-cache", action="store_true", help="one shared prefix: let the cache hit (default: "
                    "a fresh random prefix per request)")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="draw throughput against per-user speed, one point per "
+                   "concurrency, to FILE.png or FILE.svg (needs: pip install 'ascend-setup[plot]')")
     flags.workdir(p, "where serve's server records are")
     p.set_defaults(func=run)
 

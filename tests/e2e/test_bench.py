@@ -150,3 +150,12 @@ def test_a_kv_budget_too_small_for_16_names_preemptions_there_and_only_there(sma
     assert [lv["preemptions"] for lv in result["levels"]][:2] == [0, 0] and result["levels"][2]["preemptions"] > 0
     assert [r["rule"] for r in result["reasons"]] == ["preemptions"]  # graph mode: no eager reason
     assert "at concurrency 16" in result["reasons"][0]["evidence"], result["reasons"]
+
+
+def test_plot_writes_a_png_of_the_curve(served: dict, tmp_path: Path, home: Path) -> None:
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "curve.png"
+    proc = bench(served, home, "--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json",
+                 "--plot", str(picture))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plot"] == str(picture) and picture.read_bytes().startswith(b"\x89PNG")
