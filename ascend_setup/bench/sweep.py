@@ -28,12 +28,14 @@ class Level:
     output_tok_s: float
     request_s: float
     measurement: Measurement
+    preemptions: Optional[float] = None  # how much vllm:num_preemptions_total grew during the level
 
     def row(self) -> Dict[str, Any]:
         m = asdict(self.measurement)
         m.pop("runs")
         return {"concurrency": self.concurrency, "requests": self.requests, "duration_s": self.duration_s,
-                "output_tok_s": self.output_tok_s, "request_s": self.request_s, **m}
+                "output_tok_s": self.output_tok_s, "request_s": self.request_s,
+                "preemptions": self.preemptions, **m}
 
 
 def prompt_of(input_len: int, prefix_cache: bool, shared: str) -> str:
@@ -70,12 +72,18 @@ def levels(given: Optional[List[int]]) -> List[int]:
 
 def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: int, input_len: int,
           output_len: int, prefix_cache: bool, budget_s: float, slo_tpot_ms: Optional[float],
-          progress: Callable[[str], None]) -> List[Level]:
-    """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO."""
+          progress: Callable[[str], None],
+          preemptions: Optional[Callable[[], Optional[float]]] = None) -> List[Level]:
+    """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO;
+    `preemptions` reads the server's preemption counter, before and after each level."""
     done: List[Level] = []
     for c in levels(concurrency):
         progress(f"concurrency {c}: {max(requests, c)} requests ...")
+        before = preemptions() if preemptions else None
         level = run_level(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
+        after = preemptions() if preemptions else None
+        if before is not None and after is not None:
+            level.preemptions = after - before
         progress(f"concurrency {c}: {level.output_tok_s:g} tok/s, TPOT {level.measurement.tpot_ms:g} ms "
                  f"({level.requests} requests in {level.duration_s:g} s)")
         done.append(level)

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ascend_setup.bench import plot
 from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
+from ascend_setup.bench.reasons import preemptions_total, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
@@ -33,6 +35,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     else:
         target = resolve(args.url, args.model)
     check_lengths(target, args.input_len, args.output_len)
+    if args.plot is not None:
+        plot.check(args.plot)
 
     def progress(line: str) -> None:  # the heartbeat: one line per level start and end, on stderr
         sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
@@ -42,16 +46,23 @@ def run(args: argparse.Namespace, output: Output) -> int:
     try:
         done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                      input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
-                     budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress)
+                     budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
+                     preemptions=lambda: preemptions_total(target.base))
     except BadInput:
         raise
     except AscendSetupError as failure:  # a level failed: a recorded server's log says why
         if log is None:
             raise
         raise triaged(failure, args.name, log, offset) from None
+    found = reasons(target.argv, [(level.concurrency, level.preemptions) for level in done])
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
-                              "levels": [level.row() for level in done]}
+                              "levels": [level.row() for level in done],
+                              "reasons": [reason.to_json() for reason in found]}
+    if args.plot is not None:
+        plot.draw(args.plot, result["levels"], f"bench {target.model}: input ~{args.input_len}, output "
+                  f"{args.output_len} tokens")
+        result["plot"] = str(args.plot)
     if args.json:
         output.print_json(result)
         return 0
@@ -59,6 +70,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     print_prose(out, terminal_safe(f"bench {target.model} at {target.base}: input ~{args.input_len}, output "
                                    f"{args.output_len} tokens; medians, TPOT also p90"))
     print_table(out, None, COLUMNS, [cells(level) for level in done])
+    for reason in found:
+        print_prose(out, terminal_safe(f"reason ({reason.rule}): {reason.evidence}. Fix: {reason.fix}"))
     return 0
 
 
@@ -83,6 +96,8 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop doubling once the median TPOT passes this")
     p.add_argument("--prefix-cache", action="store_true", help="one shared prefix: let the cache hit (default: "
                    "a fresh random prefix per request)")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="draw throughput against per-user speed, one point per "
+                   "concurrency, to FILE.png or FILE.svg (needs: pip install 'ascend-setup[plot]')")
     flags.workdir(p, "where serve's server records are")
     p.set_defaults(func=run)
 

@@ -367,6 +367,9 @@ def run(argv):
     state["prefix_caching"] = args.enable_prefix_caching is not False  # on by default, as in vLLM
     start_up(args)
     host = args.host or "0.0.0.0"  # vLLM's default: every interface
+    # uvicorn's listen backlog (2048), not socketserver's 5: a burst of 16 connections (bench at concurrency 16)
+    # overflowed 5 and the client got ECONNRESET
+    ThreadingHTTPServer.request_queue_size = 2048
     server = ThreadingHTTPServer((host, args.port), Handler)
     server.daemon_threads = True
     log(API, "INFO", "api_server.py:1820", "Starting vLLM API server 0 on http://%s:%d" % (host, args.port))

@@ -58,6 +58,12 @@ def eager_and_small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     yield from start(tmp_path_factory.mktemp("bench-eager"), "--", "--enforce-eager", VLLM_SIM_KV_TOKENS="200")
 
 
+@pytest.fixture(scope="module")
+def small_kv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Graph mode, and a KV budget of 600 tokens: four sequences of 64 + 8 tokens fit, sixteen do not."""
+    yield from start(tmp_path_factory.mktemp("bench-small-kv"), VLLM_SIM_KV_TOKENS="600")
+
+
 def preemptions(url: str) -> float:
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         text = response.read().decode()
@@ -82,6 +88,7 @@ def test_a_sweep_gives_each_levels_figures_at_the_rate_the_stub_was_given(served
     assert levels[0]["output_tok_s"] < levels[1]["output_tok_s"] < levels[2]["output_tok_s"]  # throughput grows
     assert speeds[0] > speeds[1] > speeds[2]  # and each user's speed falls
     assert proc.stderr.count("bench: concurrency") == 6  # the heartbeat: each level's start and end
+    assert json.loads(proc.stdout)["reasons"] == [] and all(lv["preemptions"] == 0 for lv in levels)  # quiet
 
 
 def test_the_table_fits_80_columns(served: dict, home: Path) -> None:
@@ -122,3 +129,33 @@ def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(serv
     assert preemptions(eager_and_small["url"]) > 0
     tpot = json.loads(one.stdout)["levels"][0]["tpot_ms"]
     assert abs(1000 / tpot / eager_and_small["rate"] - 1) < 0.05
+
+
+def test_a_sweep_on_an_eager_server_names_eager_mode(eager_and_small: dict, home: Path) -> None:
+    proc = bench(eager_and_small, home, "--concurrency", "1,4,16", "--requests", "16", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    found = {r["rule"]: r for r in json.loads(proc.stdout)["reasons"]}
+    assert "--enforce-eager" in found["eager-mode"]["evidence"] and "graph mode" in found["eager-mode"]["fix"]
+    table = bench(eager_and_small, home, "--concurrency", "1", "--requests", "1", "--output-len", "4")
+    assert table.returncode == 0 and "reason (eager-mode): the server was started with --enforce-eager" in \
+        table.stdout, table.stdout
+
+
+def test_a_kv_budget_too_small_for_16_names_preemptions_there_and_only_there(small_kv: dict, home: Path) -> None:
+    proc = bench(small_kv, home, "--concurrency", "1,4,16", "--requests", "16", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [lv["preemptions"] for lv in result["levels"]][:2] == [0, 0] and result["levels"][2]["preemptions"] > 0
+    assert [r["rule"] for r in result["reasons"]] == ["preemptions"]  # graph mode: no eager reason
+    assert "at concurrency 16" in result["reasons"][0]["evidence"], result["reasons"]
+
+
+def test_plot_writes_a_png_of_the_curve(served: dict, tmp_path: Path, home: Path) -> None:
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "curve.png"
+    proc = bench(served, home, "--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json",
+                 "--plot", str(picture))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plot"] == str(picture) and picture.read_bytes().startswith(b"\x89PNG")
