@@ -161,3 +161,39 @@ def test_plot_writes_a_png_of_the_curve(served: dict, tmp_path: Path, home: Path
                  "--plot", str(picture))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plot"] == str(picture) and picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_verdict_is_as_predicted_against_fit_and_the_next_sweep_has_this_ones_calibration(
+        served: dict, home: Path) -> None:
+    """The stub streams at the rate of the simulated 910B3 and the model's bytes, as fit's batch model predicts
+    for that card, model and TP (serve's record and result say which): each level is 'as predicted' against fit,
+    named; the sweep is saved, and the next one is judged against it too."""
+    args = ("--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json")
+    first = bench(served, home, *args)
+    assert first.returncode == 0, first.stderr
+    judged = json.loads(first.stdout)["verdicts"]
+    assert [v["concurrency"] for v in judged] == [1, 4, 16]
+    for v in judged:
+        assert v["verdict"] == "as predicted" and v["against"] == "fit" and v["reasons"] == [], v
+        fit = v["references"][0]
+        assert fit["reference"] == "fit" and "910B3" in fit["what"] and "a2-graph" in fit["what"], fit
+        assert abs(fit["ratio"] - 1) < 0.05, fit  # the stub's model and fit's agree to a few %
+    assert all(v["references"][-1]["reference"] == "calibration" for v in judged)
+    second = bench(served, home, *args)
+    assert second.returncode == 0, second.stderr
+    calibration = [v["references"][-1] for v in json.loads(second.stdout)["verdicts"]]
+    assert all(c["tpot_ms"] and c["verdict"] == "as predicted" for c in calibration), calibration
+    table = bench(served, home, "--concurrency", "4", "--requests", "4", "--output-len", "8", COLUMNS="80")
+    said = " ".join(table.stdout.split())  # prose wraps at 80 columns
+    assert table.returncode == 0 and max(len(line) for line in table.stdout.splitlines()) <= 80, table.stdout
+    assert "verdict: concurrency 4: as predicted against fit" in said, table.stdout
+    assert "reference fit: fit's batch decode model for dense on an 910B3 (a2-graph" in said, table.stdout
+
+
+def test_an_eager_server_is_slower_than_predicted_and_says_why(eager_and_small: dict, home: Path) -> None:
+    proc = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (v,) = json.loads(proc.stdout)["verdicts"]
+    assert v["verdict"] == "slower than predicted" and v["against"] == "fit", v
+    assert v["references"][0]["ratio"] < 0.3 and any(r.startswith("eager-mode") for r in v["reasons"]), v
