@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     result["verdicts"] = [v.to_json() for v in judged]
     if args.plot is not None:
         plot.draw(args.plot, result["levels"], f"bench {target.model}: input ~{args.input_len}, output "
-                  f"{args.output_len} tokens")
+                  f"{args.output_len} tokens", result["verdicts"])
         result["plot"] = str(args.plot)
     if args.json:
         output.print_json(result)
