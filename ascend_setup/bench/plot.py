@@ -4,7 +4,7 @@ per concurrency. matplotlib is an optional extra (`pip install 'ascend-setup[plo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 
@@ -24,9 +24,21 @@ def check(path: Path) -> None:
                        hint="pip install 'ascend-setup[plot]'") from None
 
 
-def draw(path: Path, levels: List[Any], title: str) -> None:
+def references(verdicts: List[Any]) -> Dict[str, List[Tuple[float, float]]]:
+    """(per-user speed, throughput) of each reference that gives both, by reference name ('fit', 'published'),
+    from bench's verdict rows (dicts): fit's curve beside the measured one, the published points."""
+    points: Dict[str, List[Tuple[float, float]]] = {}
+    for v in verdicts:
+        for r in v["references"]:
+            if r["reference"] != "calibration" and r["tpot_ms"] and r["output_tok_s"]:
+                points.setdefault(r["reference"], []).append((1000.0 / r["tpot_ms"], r["output_tok_s"]))
+    return points
+
+
+def draw(path: Path, levels: List[Any], title: str, verdicts: Optional[List[Any]] = None) -> None:
     """Throughput (tok/s, all users) against per-user speed (1000 / TPOT), each point labelled with its
-    concurrency: `levels` are bench's level rows (dicts)."""
+    concurrency: `levels` are bench's level rows (dicts); `verdicts` add fit's predicted curve and the published
+    points."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
@@ -36,6 +48,13 @@ def draw(path: Path, levels: List[Any], title: str) -> None:
     throughput = [lv["output_tok_s"] for lv in levels if lv["tpot_ms"] > 0]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     ax.plot(speed, throughput, "o-", color="tab:blue", label="measured")
+    extra = references(verdicts or [])
+    if extra.get("fit"):
+        ax.plot(*zip(*extra["fit"]), "s--", color="tab:orange", label="fit's prediction", alpha=0.8)
+    if extra.get("published"):
+        ax.plot(*zip(*extra["published"]), "D", color="tab:green", label="published", linestyle="none")
+    speed += [x for pts in extra.values() for x, _ in pts]
+    throughput += [y for pts in extra.values() for _, y in pts]
     for lv, x, y in zip([lv for lv in levels if lv["tpot_ms"] > 0], speed, throughput):
         ax.annotate(f"c={lv['concurrency']}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
     ax.set_xlabel("per-user speed (tok/s per user, 1000 / TPOT)")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.bench import plot
+from ascend_setup.bench import plot, verdict
 from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
 from ascend_setup.bench.reasons import preemptions_total, reasons
 from ascend_setup.bench.sweep import Level, sweep
@@ -29,8 +29,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
     log: Optional[Path] = None
+    workdir = None
     if args.name is not None:
-        base, served, argv, log = from_record(resolve_workdir(args.workdir, mode="read"), args.name)
+        workdir = resolve_workdir(args.workdir, mode="read")
+        base, served, argv, log = from_record(workdir, args.name)
         target = resolve(base, args.model or served, argv)
     else:
         target = resolve(args.url, args.model)
@@ -59,9 +61,12 @@ def run(args: argparse.Namespace, output: Output) -> int:
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
                               "levels": [level.row() for level in done],
                               "reasons": [reason.to_json() for reason in found]}
+    judged = verdict.judge_sweep(workdir, args.name, target.model, target.argv, args.input_len, args.output_len,
+                                 result["levels"], found)
+    result["verdicts"] = [v.to_json() for v in judged]
     if args.plot is not None:
         plot.draw(args.plot, result["levels"], f"bench {target.model}: input ~{args.input_len}, output "
-                  f"{args.output_len} tokens")
+                  f"{args.output_len} tokens", result["verdicts"])
         result["plot"] = str(args.plot)
     if args.json:
         output.print_json(result)
@@ -72,6 +77,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     print_table(out, None, COLUMNS, [cells(level) for level in done])
     for reason in found:
         print_prose(out, terminal_safe(f"reason ({reason.rule}): {reason.evidence}. Fix: {reason.fix}"))
+    for line in verdict.lines(judged):
+        print_prose(out, terminal_safe(f"verdict: {line}" if not line.startswith("reference ") else line))
     return 0
 
 

@@ -57,14 +57,14 @@ from pathlib import Path
 API = "(APIServer pid=%d)" % os.getpid()
 ENGINE_LOOP = "import time\nwhile True:\n    time.sleep(3600)\n"
 EFFICIENCY = 0.65
-#: The batch model: a step reads the weights once, the KV of every sequence, and pays a fixed cost; at batch 1
-#: that is 1 / rate, and each further sequence adds this share of it (its KV read), so throughput grows with
-#: concurrency and each user's speed falls. Eager mode (--enforce-eager) is 5.7x slower (the field report).
-KV_SHARE_PER_SEQUENCE = 0.05
+#: The batch model (fit/batch.py's): a step reads the weights once (1 / rate, the rate from the weights' bytes)
+#: and the KV of every running sequence at its context (KV bytes per token from config.json, at the same share of
+#: the bandwidth), so throughput grows with concurrency and each user's speed falls as the contexts add up.
+#: Eager mode (--enforce-eager) is 5.7x slower (the field report).
 EAGER_SLOWDOWN = 5.7
-batch = {"active": 0, "tokens": 0, "lock": threading.Lock()}
+batch = {"active": 0, "tokens": 0, "context": 0, "lock": threading.Lock()}
 state = {"requests": 0, "engine": None, "rate": 1.0, "name": "", "names": [], "max_model_len": 0, "triton": True,
-         "prefix_caching": True, "blocks": set(), "metrics": {}}
+         "prefix_caching": True, "blocks": set(), "metrics": {}, "kv_s_per_token": 0.0}
 BLOCK = 128  # Ascend's KV block, in tokens (a word is a token here)
 PREFILL_SECONDS_PER_TOKEN = 0.002
 
@@ -86,23 +86,44 @@ def kv_budget():
 
 
 def step_seconds():
-    """One decode step at the current batch (see KV_SHARE_PER_SEQUENCE)."""
-    return (1.0 + KV_SHARE_PER_SEQUENCE * max(0, batch["active"] - 1)) / state["rate"]
+    """One decode step at the current batch: the weights once, the KV of every running sequence's context."""
+    return 1.0 / state["rate"] + state["kv_s_per_token"] * batch["context"]
 
 
-def join_batch(tokens):
+def kv_bytes_per_token(model_dir, tp):
+    """K and V of every layer in bf16 (config.json's layers, KV heads and head size), per card under TP."""
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    cfg = cfg.get("text_config") or cfg
+    heads = int(cfg.get("num_attention_heads") or 1)
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or 0) // heads)
+    return 2 * int(cfg.get("num_hidden_layers") or 0) * kv_heads * head_dim * 2 / min(tp, kv_heads)
+
+
+def join_batch(tokens, context):
     """A sequence joins the running batch; past the KV budget, vLLM preempts one (counted as it counts them)."""
     with batch["lock"]:
         batch["active"] += 1
         batch["tokens"] += tokens
+        batch["context"] += context
         if batch["tokens"] > kv_budget():
             count("vllm:num_preemptions_total")
 
 
-def leave_batch(tokens):
+def grow_batch():
+    """A running sequence decoded a token: its context, read every step, is one longer."""
+    with batch["lock"]:
+        batch["context"] += 1
+
+
+def leave_batch(tokens, context):
     with batch["lock"]:
         batch["active"] -= 1
         batch["tokens"] -= tokens
+        batch["context"] -= context
 
 
 def count(name, value=1.0):
@@ -202,6 +223,8 @@ def start_up(args):
     gb = weights / 1e9 / args.tensor_parallel_size
     gbps = float(os.environ.get("VLLM_SIM_HBM_GBPS", "1490"))
     state["rate"] = (gbps * EFFICIENCY / gb if gb else 1000.0) / (EAGER_SLOWDOWN if args.enforce_eager else 1.0)
+    kv = kv_bytes_per_token(args.model_tag, args.tensor_parallel_size)
+    state["kv_s_per_token"] = kv / (gbps * 1e9 * EFFICIENCY)
     log(eng, "INFO", "default_loader.py:262", "Loading weights took %.2f seconds" % pause)
     log(eng, "INFO", "model_runner.py:2740", "Model loading took %.2f GiB and %.2f seconds" % (gb * 0.93, pause))
     if not args.enforce_eager:
@@ -222,8 +245,8 @@ def start_up(args):
         "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (3 * pause))
     log(eng, "INFO", "core.py:215", "[simulated] decode rate %.2f tok/s (%g GB/s x %s / %.2f GB per token)"
         % (state["rate"], gbps, EFFICIENCY, gb))
-    log(eng, "INFO", "core.py:216", "[simulated] batch step +%g per extra sequence, KV budget %d tokens"
-        % (KV_SHARE_PER_SEQUENCE, kv_budget()))
+    log(eng, "INFO", "core.py:216", "[simulated] batch step +%.9f ms per context token of every running sequence "
+        "(%d bytes of KV per token), KV budget %d tokens" % (state["kv_s_per_token"] * 1000, kv, kv_budget()))
 
 
 def crash_on_triton():
@@ -330,19 +353,22 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        join_batch(prompt_tokens + n)
+        join_batch(prompt_tokens + n, prompt_tokens)
+        decoded = [0]
         try:
-            self.stream_tokens(n, sent + prefill, body, prompt_tokens)
+            self.stream_tokens(n, sent + prefill, body, prompt_tokens, decoded)
         finally:
-            leave_batch(prompt_tokens + n)
+            leave_batch(prompt_tokens + n, prompt_tokens + decoded[0])
 
-    def stream_tokens(self, n, start, body, prompt_tokens):
+    def stream_tokens(self, n, start, body, prompt_tokens, decoded):
         """n chunks, each one step of the batch as it is when the step starts, after prefill ends at `start`."""
         due = start + step_seconds()
         for i in range(n):
             delay = due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
+            grow_batch()
+            decoded[0] += 1
             due += step_seconds()
             chunk = {"id": "cmpl-sim", "object": "text_completion", "model": state["name"],
                      "choices": [{"index": 0, "text": " wave", "finish_reason": "length" if i == n - 1 else None}]}

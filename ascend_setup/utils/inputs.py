@@ -45,6 +45,9 @@ KINDS: Dict[str, Tuple[str, Optional[int]]] = {
     "inventory": ("node inventory", 4 * MiB),
     "codes": ("error-code catalogue", 1 * MiB),
     "server-record": ("server record", 1 * MiB),
+    "serve-result": ("serve result", 1 * MiB),  # <workdir>/serve/<name>.json: serve's measurement, its card and TP
+    "published": ("published bench figures", 1 * MiB),  # data/bench_published.yaml
+    "bench-run": ("bench run", 4 * MiB),  # <workdir>/bench/*.json: this host's earlier sweeps
     # a host's (or a --root's) own small files: CANN's and the driver's version.info, ascend_install.info,
     # version.cfg (a few hundred bytes), os-release, passwd, group, /proc's cgroup and mountinfo (~100 KB in a
     # busy container), /proc/net/tcp (150 bytes a socket: 64 MiB is 400 000 sockets)

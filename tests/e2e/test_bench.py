@@ -22,7 +22,7 @@ from ascend_setup.simulate.model_dirs import build_model
 
 BENCH = [sys.executable, "-m", "ascend_setup", "bench"]
 RATE = re.compile(r"\[simulated\] decode rate ([\d.]+) tok/s")
-SHARE = re.compile(r"\[simulated\] batch step \+([\d.]+) per extra sequence")
+KV = re.compile(r"\[simulated\] batch step \+([\d.]+) ms per context token of every running sequence")
 
 
 def run(cmd: List[str], home: Path, **env: str) -> subprocess.CompletedProcess:
@@ -30,7 +30,8 @@ def run(cmd: List[str], home: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
-    """A stub server from `serve --detach` (its rate and batch share read from its log), stopped afterwards."""
+    """A stub server from `serve --detach` (its rate and each context token's cost read from its log), stopped
+    afterwards."""
     workdir, home_dir = root / "work", root / "home"
     home_dir.mkdir()
     with socket.socket() as sock:
@@ -42,8 +43,8 @@ def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
                 "--json", *vllm], home_dir, **env)
     assert proc.returncode == 0, proc.stderr
     log = (workdir / "serve" / "dense.log").read_text()
-    rate, share = float(RATE.search(log).group(1)), float(SHARE.search(log).group(1))
-    yield {"workdir": workdir, "rate": rate, "share": share, "url": f"http://127.0.0.1:{port}"}
+    rate, kv_ms = float(RATE.search(log).group(1)), float(KV.search(log).group(1))
+    yield {"workdir": workdir, "rate": rate, "kv_ms": kv_ms, "url": f"http://127.0.0.1:{port}"}
     run([sys.executable, "-m", "ascend_setup", "serve", "stop", "dense", "--workdir", str(workdir)], home_dir)
 
 
@@ -80,13 +81,14 @@ def test_a_sweep_gives_each_levels_figures_at_the_rate_the_stub_was_given(served
     levels = json.loads(proc.stdout)["levels"]
     assert [lv["concurrency"] for lv in levels] == [1, 4, 16] and all(lv["requests"] == 16 for lv in levels)
     for lv in levels:
-        per_user = served["rate"] / (1 + served["share"] * (lv["concurrency"] - 1))  # the stub's batch model
+        # the stub's batch model: the weights once a step, the KV of every sequence at its context (128 + 24 / 2)
+        per_user = 1 / (1 / served["rate"] + served["kv_ms"] / 1000 * lv["concurrency"] * (128 + 12))
         assert abs(1000 / lv["tpot_ms"] / per_user - 1) < 0.05, (lv, per_user)
         assert abs(1000 / lv["itl_ms"] / per_user - 1) < 0.05, (lv, per_user)
         assert 0 < lv["ttft_s"] < lv["e2el_s"] and lv["tpot_ms"] <= lv["tpot_p90_ms"]
     speeds = [1000 / lv["tpot_ms"] for lv in levels]
     assert levels[0]["output_tok_s"] < levels[1]["output_tok_s"] < levels[2]["output_tok_s"]  # throughput grows
-    assert speeds[0] > speeds[1] > speeds[2]  # and each user's speed falls
+    assert speeds[0] > speeds[2]  # and each user's speed falls (by 2% at 16: 140 tokens of KV against 16 GB)
     assert proc.stderr.count("bench: concurrency") == 6  # the heartbeat: each level's start and end
     assert json.loads(proc.stdout)["reasons"] == [] and all(lv["preemptions"] == 0 for lv in levels)  # quiet
 
@@ -159,3 +161,39 @@ def test_plot_writes_a_png_of_the_curve(served: dict, tmp_path: Path, home: Path
                  "--plot", str(picture))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plot"] == str(picture) and picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_verdict_is_as_predicted_against_fit_and_the_next_sweep_has_this_ones_calibration(
+        served: dict, home: Path) -> None:
+    """The stub streams at the rate of the simulated 910B3 and the model's bytes, as fit's batch model predicts
+    for that card, model and TP (serve's record and result say which): each level is 'as predicted' against fit,
+    named; the sweep is saved, and the next one is judged against it too."""
+    args = ("--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json")
+    first = bench(served, home, *args)
+    assert first.returncode == 0, first.stderr
+    judged = json.loads(first.stdout)["verdicts"]
+    assert [v["concurrency"] for v in judged] == [1, 4, 16]
+    for v in judged:
+        assert v["verdict"] == "as predicted" and v["against"] == "fit" and v["reasons"] == [], v
+        fit = v["references"][0]
+        assert fit["reference"] == "fit" and "910B3" in fit["what"] and "a2-graph" in fit["what"], fit
+        assert abs(fit["ratio"] - 1) < 0.05, fit  # the stub's model and fit's agree to a few %
+    assert all(v["references"][-1]["reference"] == "calibration" for v in judged)
+    second = bench(served, home, *args)
+    assert second.returncode == 0, second.stderr
+    calibration = [v["references"][-1] for v in json.loads(second.stdout)["verdicts"]]
+    assert all(c["tpot_ms"] and c["verdict"] == "as predicted" for c in calibration), calibration
+    table = bench(served, home, "--concurrency", "4", "--requests", "4", "--output-len", "8", COLUMNS="80")
+    said = " ".join(table.stdout.split())  # prose wraps at 80 columns
+    assert table.returncode == 0 and max(len(line) for line in table.stdout.splitlines()) <= 80, table.stdout
+    assert "verdict: concurrency 4: as predicted against fit" in said, table.stdout
+    assert "reference fit: fit's batch decode model for dense on an 910B3 (a2-graph" in said, table.stdout
+
+
+def test_an_eager_server_is_slower_than_predicted_and_says_why(eager_and_small: dict, home: Path) -> None:
+    proc = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
+                 "--output-len", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (v,) = json.loads(proc.stdout)["verdicts"]
+    assert v["verdict"] == "slower than predicted" and v["against"] == "fit", v
+    assert v["references"][0]["ratio"] < 0.3 and any(r.startswith("eager-mode") for r in v["reasons"]), v

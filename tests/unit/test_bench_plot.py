@@ -38,3 +38,22 @@ def test_draw_writes_the_picture(tmp_path: Path, name: str) -> None:
     assert data.startswith(b"\x89PNG") if name.endswith(".png") else b"<svg" in data[:2000]
     if name.endswith(".svg"):
         assert b"c=16" in data  # each point is labelled (matplotlib keeps the text in a comment)
+
+
+def test_fit_and_published_points_are_read_from_the_verdicts() -> None:
+    verdicts = [{"references": [{"reference": "fit", "tpot_ms": 20.0, "output_tok_s": 45.0},
+                                {"reference": "published", "tpot_ms": 25.0, "output_tok_s": 700.0},
+                                {"reference": "calibration", "tpot_ms": 21.0, "output_tok_s": None}]},
+                {"references": [{"reference": "fit", "tpot_ms": None, "output_tok_s": None}]}]
+    assert plot.references(verdicts) == {"fit": [(50.0, 45.0)], "published": [(40.0, 700.0)]}
+    assert plot.references([]) == {}
+
+
+def test_the_picture_shows_fits_curve_and_the_published_points(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    verdicts = [{"references": [{"reference": "fit", "tpot_ms": lv["tpot_ms"], "output_tok_s": lv["output_tok_s"]},
+                                {"reference": "published", "tpot_ms": 25.0, "output_tok_s": 700.0}]}
+                for lv in LEVELS]
+    plot.draw(tmp_path / "c.svg", LEVELS, "bench m", verdicts)
+    data = (tmp_path / "c.svg").read_bytes()
+    assert b"fit's prediction" in data and b"published" in data and b"measured" in data

@@ -471,6 +471,62 @@ KINDS_LOADED = [BUNDLE_MANIFEST, VLLM_FLAGS, CODES, INVENTORY, ANSIBLE_INVENTORY
                 FLEET_PLAY, FLEET_PLAIN, VENV_RECORD, FIT_CONFIG, MIRRORS, DIRECT_URL, HUB_CACHE, DOCTOR_STATE]
 KINDS_LOADED += [SERVER_RECORD]
 
+# -- bench's files: the published figures it ships (YAML), serve's result it reads, its own saved sweeps ------------
+
+def _load_published(path: Path) -> Any:
+    from ascend_setup.bench.verdict import load_published
+
+    return load_published(path)
+
+
+_FIG = ("figures", 0)
+PUBLISHED = Kind(
+    "published", "published",
+    example=lambda: {"figures": [{"id": "pr1-tput", "source": "vllm-project/vllm-ascend#1", "model": "Qwen3-8B",
+                                  "card": "910B3", "tp": 1, "concurrency": 20, "input_len": 128, "output_len": 128,
+                                  "output_tok_s": 500.5, "tpot_ms": 30.5, "note": "a note"}]},
+    path="bench_published.yaml", target="bench_published.yaml", load=_load_published,
+    refused=raises_bad_input(_load_published),
+    strings=[(*_FIG, k) for k in ("id", "source", "model", "card", "note")],
+    numbers=[(*_FIG, k) for k in ("tp", "concurrency", "input_len", "output_len", "output_tok_s", "tpot_ms")],
+    containers=[("figures",), _FIG],
+    required=[("figures",), *((*_FIG, k) for k in ("id", "source", "model", "card", "tp", "concurrency", "tpot_ms"))])
+
+
+def _load_serve_result(path: Path) -> Any:
+    from ascend_setup.bench.verdict import ServeResult
+    from ascend_setup.utils.inputs import load_model
+
+    return load_model(path, "serve-result", ServeResult, follow=False)
+
+
+SERVE_RESULT = Kind(
+    "serve-result", "serve-result", example=lambda: {"card": "910B3", "tp": 2, "tok_s": 60.5},
+    path="wd/serve/dense.json", target="wd/serve/dense.json", load=_load_serve_result,
+    refused=raises_bad_input(_load_serve_result), strings=[("card",)], numbers=[("tp",)],
+    required=[("card",), ("tp",)])
+
+
+def _load_bench_runs(path: Path) -> Any:
+    from ascend_setup.bench.verdict import earlier_runs
+
+    return earlier_runs(path)
+
+
+BENCH_RUN = Kind(
+    "bench-run", "bench-run",
+    example=lambda: {"model": "dense", "command": "vllm serve /m", "input_len": 128, "output_len": 24,
+                     "measured_at": 1764800000.5, "levels": [{"concurrency": 4, "tpot_ms": 16.5}]},
+    path="wd/bench/20260101T000000-000001.json", target="wd", load=_load_bench_runs,
+    refused=raises_bad_input(_load_bench_runs), accepted=lambda loaded: len(loaded) == 1,
+    strings=[("model",), ("command",)],
+    numbers=[("input_len",), ("output_len",), ("measured_at",), ("levels", 0, "concurrency"),
+             ("levels", 0, "tpot_ms")],
+    containers=[("levels",), ("levels", 0)],
+    required=[("model",), ("command",), ("input_len",), ("output_len",), ("measured_at",), ("levels",),
+              ("levels", 0, "concurrency"), ("levels", 0, "tpot_ms")])
+KINDS_LOADED += [PUBLISHED, SERVE_RESULT, BENCH_RUN]
+
 
 # -- the mutations ------------------------------------------------------------------------------------------------
 
