@@ -73,14 +73,17 @@ def levels(given: Optional[List[int]]) -> List[int]:
 def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: int, input_len: int,
           output_len: int, prefix_cache: bool, budget_s: float, slo_tpot_ms: Optional[float],
           progress: Callable[[str], None],
-          preemptions: Optional[Callable[[], Optional[float]]] = None) -> List[Level]:
+          preemptions: Optional[Callable[[], Optional[float]]] = None,
+          runner: Optional[Callable[..., Level]] = None) -> List[Level]:
     """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO;
-    `preemptions` reads the server's preemption counter, before and after each level."""
+    `preemptions` reads the server's preemption counter, before and after each level; `runner` measures a level
+    (run_level's arguments; default: the own client, run_level)."""
+    measure = runner or run_level
     done: List[Level] = []
     for c in levels(concurrency):
         progress(f"concurrency {c}: {max(requests, c)} requests ...")
         before = preemptions() if preemptions else None
-        level = run_level(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
+        level = measure(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
         after = preemptions() if preemptions else None
         if before is not None and after is not None:
             level.preemptions = after - before

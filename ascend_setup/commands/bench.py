@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ascend_setup.bench import plot, verdict
+from ascend_setup.bench import plot, verdict, vllm_bench
 from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
 from ascend_setup.bench.reasons import preemptions_total, reasons
 from ascend_setup.bench.sweep import Level, sweep
@@ -30,12 +31,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
     log: Optional[Path] = None
     workdir = None
+    real: Optional[vllm_bench.VllmBench] = None
     if args.name is not None:
         workdir = resolve_workdir(args.workdir, mode="read")
         base, served, argv, log = from_record(workdir, args.name)
         target = resolve(base, args.model or served, argv)
+        real = vllm_bench.for_record(workdir, args.name) if args.client != "own" else None
     else:
         target = resolve(args.url, args.model)
+    if args.client == "vllm" and real is None:
+        raise BadInput("--client vllm: the server's venv has no vLLM benchmark (vllm/benchmarks/serve.py) or its "
+                       "model directory no tokenizer", hint="give a NAME 'serve --detach' started, or --client own")
     check_lengths(target, args.input_len, args.output_len)
     if args.plot is not None:
         plot.check(args.plot)
@@ -49,7 +55,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
         done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                      input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
                      budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
-                     preemptions=lambda: preemptions_total(target.base))
+                     preemptions=lambda: preemptions_total(target.base),
+                     runner=partial(vllm_bench.run_level, real) if real else None)
     except BadInput:
         raise
     except AscendSetupError as failure:  # a level failed: a recorded server's log says why
@@ -57,7 +64,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
             raise
         raise triaged(failure, args.name, log, offset) from None
     found = reasons(target.argv, [(level.concurrency, level.preemptions) for level in done])
-    result: Dict[str, Any] = {"url": target.base, "model": target.model, "input_len": args.input_len,
+    client = real.label if real else "ascend-setup's client"
+    result: Dict[str, Any] = {"url": target.base, "model": target.model, "client": client, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache,
                               "levels": [level.row() for level in done],
                               "reasons": [reason.to_json() for reason in found]}
@@ -73,7 +81,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return 0
     out = stdout_console()
     print_prose(out, terminal_safe(f"bench {target.model} at {target.base}: input ~{args.input_len}, output "
-                                   f"{args.output_len} tokens; medians, TPOT also p90"))
+                                   f"{args.output_len} tokens; {client}; medians, TPOT also p90"))
     print_table(out, None, COLUMNS, [cells(level) for level in done])
     for reason in found:
         print_prose(out, terminal_safe(f"reason ({reason.rule}): {reason.evidence}. Fix: {reason.fix}"))
@@ -105,6 +113,9 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
                    "a fresh random prefix per request)")
     p.add_argument("--plot", type=Path, metavar="FILE", help="draw throughput against per-user speed, one point per "
                    "concurrency, to FILE.png or FILE.svg (needs: pip install 'ascend-setup[plot]')")
+    p.add_argument("--client", choices=("auto", "vllm", "own"), default="auto",
+                   help="auto (default): the real 'vllm bench serve' where the server's venv has it and its model a "
+                   "tokenizer, else ascend-setup's own client (the same definitions); vllm or own: that one")
     flags.workdir(p, "where serve's server records are")
     p.set_defaults(func=run)
 

@@ -96,8 +96,15 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
     out.print(f"{LABEL} serve {served['model']}: ready in {served['ready_seconds']:.1f} s; smoke answer "
               f"{served['answer']!r}; TTFT {served['ttft_s'] * 1000:.0f} ms on a fresh prefix, TPOT "
               f"{served['tpot_ms']:.1f} ms (p90 {served['tpot_p90_ms']:.1f}), decode {served['tok_s']:.1f} tok/s "
-              f"(fit predicted {served['predicted_tok_s']:.1f}, ratio {served['ratio']:.2f}); stopped with 'serve "
-              f"stop' ({served['seconds']:.0f} s in all)", soft_wrap=True, markup=False)
+              f"(fit predicted {served['predicted_tok_s']:.1f}, ratio {served['ratio']:.2f})", soft_wrap=True,
+              markup=False)
+    swept = served["bench"]
+    levels = swept["levels"]
+    out.print(f"{LABEL} bench {served['model']} at concurrency {', '.join(str(lv['concurrency']) for lv in levels)}: "
+              f"{' / '.join(format(lv['output_tok_s'], '.0f') for lv in levels)} tok/s, TPOT "
+              f"{' / '.join(format(lv['tpot_ms'], '.1f') for lv in levels)} ms ({swept['client']}); the sweep took "
+              f"{swept['seconds']:.1f} s; stopped with 'serve stop' ({served['seconds']:.0f} s in all)", soft_wrap=True,
+              markup=False)
     if not ours:  # only what still exists is pointed at
         out.print(f"the simulated install is kept in {workdir}; to use its venv:", soft_wrap=True, markup=False)
         for line in summary["shell"]:

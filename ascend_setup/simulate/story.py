@@ -47,6 +47,8 @@ DISK_NEED = 200 * MB
 #: Steps over too soon (the mirror step only records `--mirror none`; verify is a second of imports) for a SIGKILL
 #: to land inside them reliably.
 QUICK = ("mirror", "verify")
+#: The demo's bench sweep: three levels, a few seconds in all.
+BENCH_LEVELS = "1,4,16"
 Stream = Union[None, int, IO[Any]]
 
 
@@ -119,8 +121,9 @@ def _free_port() -> int:
 
 def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Callable[[str], None]) -> Dict[str, Any]:
     """The demo's ending: `serve` on a tiny simulated model in the installed venv (ready, the smoke answer, TTFT
-    and tok/s), then `serve stop`. The model has an 8B's config and 16 GB of weights as a sparse file (a few kB
-    on disk), so the stub streams at the rate a 910B3 would give it."""
+    and tok/s), a short `bench` sweep at three concurrencies, then `serve stop`. The model has an 8B's config
+    and 16 GB of weights as a sparse file (a few kB on disk), so the stub streams at the rate a 910B3 would give
+    it."""
     started = time.monotonic()
     model = build_model(workdir / "models" / "tiny-qwen3", "dense", weight_bytes=16 * 10 ** 9)
     install = workdir / "install"
@@ -134,15 +137,38 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
                          f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}",
                          hint=f"its log is {install / 'serve' / 'tiny-qwen3.log'}")
     result = json.loads(done.stdout)
+    swept = bench_sweep(install, env, show)
     show(f"{LABEL} $ ascend-setup serve stop tiny-qwen3 --workdir {install}")
     stopped = subprocess.run([sys.executable, "-m", "ascend_setup", "serve", "stop", "tiny-qwen3", "--workdir",
                               str(install)], env=env, capture_output=True, text=True)
     if stopped.returncode != 0:
         raise StepFailed(f"serve stop failed: {stopped.stderr.strip()}")
+    if isinstance(swept, str):
+        raise StepFailed(f"the simulated bench failed: {swept}")
     return {"model": result["name"], "ready_seconds": result["ready_seconds"], "answer": result["answer"],
             "ttft_s": result["ttft_s"], "tpot_ms": result["tpot_ms"], "tpot_p90_ms": result["tpot_p90_ms"],
             "tok_s": result["tok_s"], "predicted_tok_s": result["predicted_tok_s"],
-            "ratio": result["ratio"], "stopped": True, "seconds": round(time.monotonic() - started, 1)}
+            "ratio": result["ratio"], "bench": swept, "stopped": True,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def bench_sweep(install: Path, env: Dict[str, str], show: Callable[[str], None]) -> Union[Dict[str, Any], str]:
+    """The serve part's last word: a short `bench` sweep at BENCH_LEVELS against the detached server (a few
+    requests a level, short outputs: seconds), its figures per level and its wall time; or why it failed (the
+    server is stopped either way)."""
+    argv = ["bench", "tiny-qwen3", "--workdir", str(install), "--concurrency", BENCH_LEVELS, "--requests", "4",
+            "--input-len", "64", "--output-len", "16"]
+    show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True,
+                          text=True)
+    seconds = round(time.monotonic() - started, 1)
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
+    result = json.loads(done.stdout)
+    return {"client": result["client"], "seconds": seconds, "reasons": [r["rule"] for r in result["reasons"]],
+            "levels": [{k: level[k] for k in ("concurrency", "requests", "output_tok_s", "tpot_ms", "ttft_s")}
+                       for level in result["levels"]]}
 
 
 def native_note() -> str:

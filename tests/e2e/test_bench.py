@@ -197,3 +197,73 @@ def test_an_eager_server_is_slower_than_predicted_and_says_why(eager_and_small: 
     (v,) = json.loads(proc.stdout)["verdicts"]
     assert v["verdict"] == "slower than predicted" and v["against"] == "fit", v
     assert v["references"][0]["ratio"] < 0.3 and any(r.startswith("eager-mode") for r in v["reasons"]), v
+
+
+#: `vllm bench serve` as the test's stub: its arguments read as vLLM 0.23.0's are, and its --save-result JSON in
+#: the real shape (vllm/benchmarks/serve.py's result_json), with figures that follow the concurrency and its
+#: own command line kept in it, for the test to read.
+STUB_BENCH = r'''
+import argparse, json, os, sys
+p = argparse.ArgumentParser()
+for flag in ("--backend", "--base-url", "--endpoint", "--model", "--served-model-name", "--tokenizer",
+             "--dataset-name", "--random-input-len", "--random-prefix-len", "--random-output-len", "--num-prompts",
+             "--max-concurrency", "--request-rate", "--seed", "--percentile-metrics", "--metric-percentiles",
+             "--ready-check-timeout-sec", "--result-dir", "--result-filename"):
+    p.add_argument(flag)
+p.add_argument("--save-result", action="store_true")
+p.add_argument("--disable-tqdm", action="store_true")
+a = p.parse_args(sys.argv[3:])
+c, n, out = int(a.max_concurrency), int(a.num_prompts), int(a.random_output_len)
+tpot = 10.0 + c
+result = {"backend": a.backend, "max_concurrency": c, "num_prompts": n, "duration": n * out * tpot / 1000 / c,
+          "completed": n, "failed": 0, "request_throughput": c * 1000 / (out * tpot),
+          "output_throughput": c * 1000 / tpot, "median_ttft_ms": 50.0, "p90_ttft_ms": 60.0,
+          "median_tpot_ms": tpot, "p90_tpot_ms": tpot + 1, "median_itl_ms": tpot, "p90_itl_ms": tpot + 2,
+          "median_e2el_ms": 50.0 + tpot * (out - 1), "p90_e2el_ms": 70.0 + tpot * (out - 1), "argv": sys.argv[1:],
+          "env": os.environ.get("ASCEND_RT_VISIBLE_DEVICES")}
+print("============ Serving Benchmark Result ============")
+json.dump(result, open(os.path.join(a.result_dir, a.result_filename), "w"))
+'''
+
+
+@pytest.fixture(scope="module")
+def with_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A served stub whose venv also has a `vllm bench serve` (the stub above) and whose model a tokenizer."""
+    root = tmp_path_factory.mktemp("bench-vllm")
+    for served in start(root):
+        venv = root / "venv" / "venv"
+        (site,) = venv.glob("lib/python3*/site-packages")
+        (site / "vllm" / "benchmarks").mkdir()
+        (site / "vllm" / "benchmarks" / "serve.py").write_text(STUB_BENCH)
+        (root / "models" / "dense" / "tokenizer.json").write_text("{}")
+        real = venv / "bin" / "vllm"
+        real.rename(venv / "bin" / "vllm.serve")
+        real.write_text(f'#!/bin/sh\nif [ "$1" = bench ]; then exec {venv / "bin" / "python"} '
+                        f'{site / "vllm" / "benchmarks" / "serve.py"} "$@"; fi\nexec {venv / "bin" / "vllm.serve"} '
+                        '"$@"\n')
+        real.chmod(0o755)
+        yield served
+
+
+def test_where_the_venv_has_vllm_bench_serve_each_level_is_its_json(with_benchmark: dict, home: Path) -> None:
+    proc = bench(with_benchmark, home, "--concurrency", "1,4", "--requests", "8", "--output-len", "24", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["client"].startswith("vllm bench serve (vLLM ")
+    for lv, c in zip(result["levels"], (1, 4)):
+        tpot = 10.0 + c  # the stub's figures, read back
+        assert (lv["concurrency"], lv["requests"], lv["tpot_ms"], lv["tpot_p90_ms"], lv["itl_p90_ms"]) == \
+            (c, 8, tpot, tpot + 1, tpot + 2)
+        assert lv["output_tok_s"] == round(c * 1000 / tpot, 2) and lv["ttft_s"] == 0.05
+    assert proc.stderr.count("bench: concurrency") == 4
+    own = bench(with_benchmark, home, "--concurrency", "2", "--requests", "2", "--output-len", "8", "--json",
+                "--client", "own")
+    assert own.returncode == 0 and json.loads(own.stdout)["client"] == "ascend-setup's client", own.stderr
+    table = bench(with_benchmark, home, "--concurrency", "2", "--requests", "2", "--output-len", "8")
+    assert table.returncode == 0 and "vllm bench serve (vLLM" in table.stdout, table.stdout
+
+
+def test_client_vllm_without_the_benchmark_is_one_line(served: dict, home: Path) -> None:
+    proc = bench(served, home, "--client", "vllm")
+    assert proc.returncode == 2 and "no vLLM benchmark" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -41,6 +41,12 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
     served = summary["serve"]  # the ending: a tiny simulated model served, answered, measured, stopped
     assert served["answer"] == "Paris." and served["stopped"] and abs(served["ratio"] - 0.92) < 0.1
     assert served["tpot_ms"] > 0 and served["tpot_p90_ms"] >= served["tpot_ms"]
+    swept = served["bench"]  # and before the stop, a short bench sweep at three levels, labelled simulated
+    assert [lv["concurrency"] for lv in swept["levels"]] == [1, 4, 16] and swept["reasons"] == []
+    assert swept["client"] == "ascend-setup's client"  # the simulated venv's vllm has no benchmark
+    tok_s = [lv["output_tok_s"] for lv in swept["levels"]]
+    assert tok_s[0] < tok_s[1] < tok_s[2] and 0 < swept["seconds"] < 60
+    assert "[simulated] $ ascend-setup bench tiny-qwen3" in proc.stderr
 
 
 def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
