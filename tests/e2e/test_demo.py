@@ -39,7 +39,8 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
     assert not Path(summary["workdir"]).exists()  # a temporary workdir of its own, removed
     assert "[simulated]" in proc.stderr
     served = summary["serve"]  # the ending: a tiny simulated model served, answered, measured, stopped
-    assert served["answer"] == "Paris." and served["stopped"] and abs(served["ratio"] - 0.92) < 0.1
+    # The stub streams at the simulated 910B3's rate for the model's bytes, which fit predicts: ratio about 1.
+    assert served["answer"] == "Paris." and served["stopped"] and abs(served["ratio"] - 1) < 0.1
     assert served["tpot_ms"] > 0 and served["tpot_p90_ms"] >= served["tpot_ms"]
     swept = served["bench"]  # and before the stop, a short bench sweep at three levels, labelled simulated
     assert [lv["concurrency"] for lv in swept["levels"]] == [1, 4, 16] and swept["reasons"] == []
