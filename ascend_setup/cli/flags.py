@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable, List, Optional, Sequence, Union
+import re
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
@@ -201,8 +202,19 @@ def fit_flags(p: Parser) -> None:
     p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N",
                    help="tensor-parallel cards: weights and KV split over N")
     profiling_flags(p)
+    p.add_argument("--vllm-ascend", type=release, metavar="VERSION",
+                   help="the vllm-ascend release whose start-up memory accounting to follow (default 0.23; up to 0.14 "
+                        "it also counted what the device held before vLLM started)")
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
+
+
+def release(text: str) -> Tuple[int, int]:
+    """A release as (major, minor): 0.11.0rc3 -> (0, 11)."""
+    found = re.fullmatch(r"v?(\d{1,3})\.(\d{1,3})(?:\.\d{1,3})?(?:(?:rc|\.post|\.dev)\d{1,5})?", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a release (e.g. 0.23.0, 0.11.0rc3)")
+    return int(found.group(1)), int(found.group(2))
 
 
 def profiling_flags(p: Parser) -> None:

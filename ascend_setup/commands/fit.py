@@ -63,7 +63,10 @@ def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
 
 
 def serving_of(args: argparse.Namespace) -> Serving:
-    return Serving(args.max_num_batched_tokens, args.max_num_seqs, args.enforce_eager)
+    serving = Serving(args.max_num_batched_tokens, args.max_num_seqs, args.enforce_eager)
+    if getattr(args, "vllm_ascend", None):
+        serving.vllm_ascend = args.vllm_ascend
+    return serving
 
 
 def with_probed_memory(args: argparse.Namespace, card: Card) -> Card:

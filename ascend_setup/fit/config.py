@@ -135,6 +135,19 @@ def per_layer(cfg: Dict[str, Any], key: str, layers: int, default: int = 0) -> L
     return [int(value or default)] * layers
 
 
+def _missing_state_size(cfg: Dict[str, Any]) -> List[str]:
+    """A hybrid's linear-attention state size, named with the other missing fields so that one line names them
+    all: a config that declares linear-attention or Mamba layers (full_attention_interval, layer_types,
+    layers_block_type) with neither linear_num_value_heads nor mamba_d_state / state_size."""
+    lists = [cfg.get(key) for key in ("layer_types", "layers_block_type")]
+    types = [str(t).lower() for given in lists if isinstance(given, list) for t in given]
+    hybrid = bool(cfg.get("full_attention_interval")) or any(
+        w in t for t in types for w in ("linear", "mamba", "deltanet", "ssm"))
+    if hybrid and not any(cfg.get(k) for k in ("linear_num_value_heads", "mamba_d_state", "state_size")):
+        return ["linear_num_value_heads (or mamba_d_state)"]
+    return []
+
+
 def check_config(config: Any, what: str) -> Dict[str, Any]:
     """A transformer's config.json whose figures can be believed, or BadInput naming the first bad field."""
     if not isinstance(config, dict):
@@ -144,6 +157,7 @@ def check_config(config: Any, what: str) -> Dict[str, Any]:
     except ValidationError as exc:
         missing = [".".join(str(p) for p in e["loc"]) for e in exc.errors() if e["type"] == "missing"]
         if missing:
+            missing += _missing_state_size(text_config(config))
             raise BadInput(f"{what}: no estimate: the config lacks {', '.join(missing)}",
                            hint="fit needs the language model's layer count, hidden size and attention heads "
                                 "(give the model's full config.json)") from None

@@ -4,14 +4,15 @@ vllm_ascend/worker/worker.py determine_available_memory: KV = total x utilisatio
 profile_run + non-torch memory). Graph capture comes after the KV cache is allocated, so its pool is not in that
 sum: it has to fit in the (1 - utilisation) left over. profile_run (vllm/v1/worker/gpu_model_runner.py) runs, in
 turn: the multimodal encoder on its largest item (its outputs kept in the encoder cache), the model on
-max_num_batched_tokens tokens, then the sampler on max_num_seqs rows of logits over the vocabulary. The peak is
-the largest of those phases, each counted from the tensors alive at once.
+max_num_batched_tokens tokens, then the logits of max_num_seqs rows over the vocabulary (vllm-ascend overrides
+_dummy_sampler_run to compute_logits only, "TODO: need to rum a dummy sampler": 0.9.0rc2 to 0.23.0 alike, so no
+sampler tensors are profiled). The peak is the largest of those phases, each counted from the tensors alive at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.kv_cache import head_dim
@@ -28,16 +29,28 @@ NON_TORCH_TP1 = int(0.03 * GIB)
 #: CANN's HCCL_BUFFSIZE default (200 MB), allocated twice (input and output) per communicator a rank joins
 #: (CANN environment-variable reference, HCCL_BUFFSIZE).
 HCCL_BUFFER = 2 * 200 * MIB
-#: Bytes alive per logit in the sampler's profiling run on A2/A3 (top-k and top-p on, as _dummy_sampler_run sets
-#: them): the model-dtype logits, their float32 copy (vllm/v1/sample/sampler.py), npu_top_k_top_p's output
-#: (vllm_ascend/sample/sampler.py forward_native), the float32 softmax and random_sample's exponential draw of the
-#: same shape (vllm/v1/sample/ops/topk_topp_sampler.py).
-SAMPLER_FLOAT32_COPIES = 4
+#: The logits phase of profile_run (vllm_ascend/worker/model_runner_v1.py _dummy_sampler_run, 0.23.0; the same
+#: lines inline in 0.11.0rc3's profile_run): hidden_states[logit_indices], one row per request, then
+#: model.compute_logits: lm_head's local vocab slice in the model dtype and, at TP > 1, the gathered full vocabulary
+#: (vllm/model_executor/layers/logits_processor.py _get_logits, _gather_logits), with the forward's hidden states
+#: still alive. No float32 copy, softmax or top-k/top-p: the sampler itself is not run.
 #: The largest image the Qwen-VL processors accept by default: 65,536 patches (Qwen2.5-VL 12,845,056 pixels at
 #: patch 14, Qwen3-VL 16,777,216 at patch 16; preprocessor_config.json max_pixels / longest_edge), which vLLM
 #: profiles the encoder with (get_mm_max_tokens_per_item), capped at max_model_len after merging.
 MAX_IMAGE_PATCHES = 65536
 VISION_PAD_FROM, VISION_PAD_TO = 64, 128
+#: The vllm-ascend release whose start-up accounting fit follows by default (the matrix's).
+VLLM_ASCEND_DEFAULT = (0, 23)
+#: The last release that sized the KV cache from the device's whole use: worker_v1.py / worker.py
+#: determine_available_memory from 0.9.0rc2 to 0.14.0rc1 subtracts torch's absolute allocated peak plus
+#: non_torch_allocations = (total - free) - torch allocated, so everything on the device that torch does not hold
+#: counts, what was there before vLLM started included. From 0.15.0rc1 on (0.16, 0.18, 0.23 alike) it is vLLM's
+#: memory_profiling against the snapshot taken when the worker starts: only the increases since then count.
+ABSOLUTE_ACCOUNTING_UNTIL = (0, 14)
+#: What the device already holds when the worker starts (the runtime's context and what the idle device keeps):
+#: 61.27 - 60.89 GiB in vllm-ascend PR #9606's start-up line "Free memory on device (60.89/61.27 GiB) on startup".
+#: The releases up to ABSOLUTE_ACCOUNTING_UNTIL count it; later ones do not.
+IN_USE_AT_STARTUP = int((61.27 - 60.89) * GIB)
 
 
 @dataclass
@@ -55,6 +68,11 @@ class Serving:
     max_num_batched_tokens: int = SERVE_BATCHED_TOKENS
     max_num_seqs: int = SERVE_MAX_SEQS
     enforce_eager: bool = False
+    vllm_ascend: Tuple[int, int] = VLLM_ASCEND_DEFAULT  # the release whose accounting applies (major, minor)
+
+    @property
+    def absolute_accounting(self) -> bool:
+        return self.vllm_ascend <= ABSOLUTE_ACCOUNTING_UNTIL
 
 
 def _first(value: Any) -> int:
@@ -115,11 +133,12 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
     tokens = serving.max_num_batched_tokens  # profile_run's dummy batch: max_num_tokens
     forward, phase = text_peak(cfg, tokens, tp, dtype)
     vocab = int(cfg.get("vocab_size") or 32000)
-    sampler = serving.max_num_seqs * vocab * (dtype + 4 * SAMPLER_FLOAT32_COPIES) \
-        + tokens * int(cfg["hidden_size"]) * dtype
+    hidden = int(cfg["hidden_size"])
+    rows = min(serving.max_num_seqs, tokens)
+    logits = (tokens + rows) * hidden * dtype + rows * vocab * dtype * (1 + (1 / tp if tp > 1 else 0))
     encoder, kept, patches = vision_peak(config, max_model_len, dtype)
     phases = {f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
-              f"the sampler on {serving.max_num_seqs} rows of {vocab:,} logits": kept + sampler}
+              f"the logits of {rows} rows over {vocab:,} tokens": kept + int(logits)}
     if encoder:
         phases[f"the vision encoder on its largest image ({patches:,} patches)"] = encoder + kept
     worst = max(phases, key=lambda k: phases[k])
@@ -130,6 +149,12 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
                                                         if kept else "")),
         Term("non-torch", NON_TORCH_TP1, "the NPU runtime's own (0.03 GiB in vllm-ascend #9606's start-up summary)"),
     ]
+    if serving.absolute_accounting:
+        version = ".".join(map(str, serving.vllm_ascend))
+        terms.append(Term("in use at start-up", IN_USE_AT_STARTUP,
+                          f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
+                          "determine_available_memory up to 0.14: non_torch_allocations), what the device held "
+                          "before vLLM started included: 61.27 - 60.89 GiB in vllm-ascend #9606's start-up line"))
     if tp > 1:
         communicators = 2 if moe else 1
         terms.append(Term("TP buffers", communicators * HCCL_BUFFER,

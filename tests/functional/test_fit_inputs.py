@@ -156,6 +156,9 @@ def _bad_models(t: Path) -> dict:
     _shard(t / "partial-download" / "model-00001-of-00002.safetensors", {"a": OK_TENSOR}, b"\0" * 8)
     model("hy3-no-fields", config={"_stated_total_params": 295e9, "model_type": "hy3"})
     model("hybrid-no-state-sizes", config={**DENSE, "full_attention_interval": 4})
+    # the referee's partial Qwen3.8-27B: a hybrid that lacks its core fields and its state size at once
+    model("hybrid-partial", config={"text_config": {"num_hidden_layers": 64, "full_attention_interval": 4,
+                                                    "num_key_value_heads": 4, "head_dim": 256}})
     model("per-layer-list-of-strings", config={**DENSE, "num_experts": 8, "moe_intermediate_size": ["3072"] * 36})
     model("fifo-shard")
     os.mkfifo(t / "fifo-shard" / "model.safetensors")
@@ -176,6 +179,8 @@ def test_fit_believes_no_lying_or_broken_input(cli, tmp_path: Path) -> None:
     # a config nobody can estimate names every field it lacks, on one line
     assert "no estimate: the config lacks num_hidden_layers, hidden_size, num_attention_heads" in lines["hy3-no-fields"]
     assert "no estimate: linear-attention layers without their state sizes" in lines["hybrid-no-state-sizes"]
+    assert ("the config lacks hidden_size, num_attention_heads, linear_num_value_heads (or mamba_d_state) ("
+            in lines["hybrid-partial"])
 
 
 @pytest.mark.parametrize("total", ["-5", "0", "\"big\"", "true"])

@@ -77,6 +77,15 @@ class Row:
         return bool(re.search(r"(?<!not )--enforce-eager", self.conditions)) or "enforce_eager=True" in self.conditions
 
     @property
+    def release(self) -> Optional[str]:
+        """The vllm-ascend release of the run, for fit's --vllm-ascend (its memory accounting): the one named, else
+        the vLLM release it pairs with, else the one a pre-release build came before; None for a dev build named
+        by date only (fit's default)."""
+        found = re.search(r"vllm-ascend (\d+\.\d+\.\d+(?:rc\d+)?)", self.version) \
+            or re.search(r"vLLM (\d+\.\d+\.\d+)", self.version) or re.search(r"pre-v(\d+\.\d+\.\d+)", self.version)
+        return found.group(1) if found else None
+
+    @property
     def prints_block_tokens(self) -> bool:
         """vLLM before 0.23 printed blocks x block size as its KV cache size; 0.23 and the May-2026 dev build
         print concurrency x context."""
@@ -140,6 +149,7 @@ def fit_args(row: Row, model: Path, workdir: Path) -> List[str]:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "probe.json").write_text(json.dumps({"device": "npu:0", "gbps": 1490.0,
                                                          "total_memory": int(row.visible_gib * GIB)}))
+    args += ["--vllm-ascend", row.release] if row.release else []
     return args + (["--enforce-eager"] if row.eager else [])
 
 

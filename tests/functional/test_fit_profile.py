@@ -1,0 +1,54 @@
+"""fit's non-KV terms against what vllm-ascend's own start-up code measures, release by release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.cli import assert_one_line_error
+from helpers.models import make_model as _model
+
+from ascend_setup.fit.profile import GIB, IN_USE_AT_STARTUP, Serving, non_kv_terms
+
+#: Qwen3-0.6B's config.json (the fields fit reads).
+QWEN3_06B = {"model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "vocab_size": 151936,
+             "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+
+
+def _terms(serving: Serving) -> dict:
+    terms = non_kv_terms(QWEN3_06B, tp=1, weights_card=int(1.14 * GIB), weights_source="safetensors", dtype=2,
+                         max_model_len=40960, serving=serving, moe=False)
+    return {t.name: t for t in terms}
+
+
+def test_the_profiling_peak_is_the_forward_not_a_sampler_vllm_ascend_does_not_run() -> None:
+    """vllm-ascend's _dummy_sampler_run computes the logits only (no float32 copies, softmax or top-k/top-p):
+    Qwen3-0.6B as the LLM class profiles it (8192 tokens, 256 rows) printed "0.22 GiB for peak activation" in
+    vllm-ascend PR #9606's start-up summary; counting a sampler's float32 copies gave 0.67 GiB."""
+    peak = _terms(Serving(8192, 256))["profiling peak"]
+    assert abs(peak.bytes / GIB - 0.22) < 0.06, peak
+    assert "forward pass" in peak.source
+
+
+@pytest.mark.parametrize("release, counted", [((0, 9), True), ((0, 11), True), ((0, 14), True), ((0, 15), False),
+                                              ((0, 23), False)])
+def test_releases_up_to_0_14_count_what_the_device_held_before_vllm_started(release: tuple, counted: bool) -> None:
+    """worker determine_available_memory: non_torch_allocations (the whole device's) up to 0.14.0rc1, the increase
+    since the worker's start-up snapshot from 0.15.0rc1."""
+    terms = _terms(Serving(8192, 256, vllm_ascend=release))
+    assert ("in use at start-up" in terms) is counted
+    if counted:
+        assert terms["in use at start-up"].bytes == IN_USE_AT_STARTUP == int(0.38 * GIB)
+
+
+def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) -> None:
+    model = _model(tmp_path / "m", QWEN3_06B, {"model.safetensors": {"model.w": ("BF16", 1 << 20)}})
+    old, new = (json.loads(cli("fit", str(model), "--json", "--no-calibration", "--workdir", str(tmp_path / "w"),
+                               *extra).stdout) for extra in (["--vllm-ascend", "0.11.0rc3"], []))
+    assert old["kv_available_bytes"] == new["kv_available_bytes"] - IN_USE_AT_STARTUP
+    assert "0.11" in " ".join(old["arithmetic"])
+    for bad in ("eleven", "0.11.0-beta", "1e3"):
+        line = assert_one_line_error(cli("fit", str(model), "--vllm-ascend", bad))
+        assert "--vllm-ascend" in line and "release" in line
