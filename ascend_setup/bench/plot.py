@@ -63,7 +63,7 @@ def draw(path: Path, levels: List[Any], title: str, verdicts: Optional[List[Any]
     ax.set_xlim(0, max(speed, default=1.0) * 1.15)  # room for the labels of the outermost points
     ax.set_ylim(0, max(throughput, default=1.0) * 1.15)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right")
+    ax.legend(loc="lower left")  # the curve runs from the lower right (one user) to the top (many): clear of it
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
