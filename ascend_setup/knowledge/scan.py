@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ascend_setup.errors import BadInput
 from ascend_setup.knowledge.codes import Catalogue, Seen, find_codes, load_catalogue
@@ -246,11 +246,12 @@ class _Read:
 
     __slots__ = ("_blank", "_candidates", "_chain", "_exception_start", "_soc", "_summary", "_warning", "attempt",
                  "cmake", "codes", "facts", "foreign", "frame", "frame_code", "frame_facts", "harmless",
-                 "indented", "level", "name_line", "process", "raw", "shaped", "specific", "text", "traceback")
+                 "indented", "is_api_server", "level", "name_line", "process", "raw", "shaped", "specific", "text",
+                 "traceback")
 
     def __init__(self, line: Line, catalogue: Catalogue) -> None:
         self.raw, self.text, self.process, self.level = line.raw, line.text, line.process, line.level
-        self.foreign = line.foreign
+        self.foreign, self.is_api_server = line.foreign, line.is_api_server
         self._blank: Optional[bool] = None
         self._exception_start: Optional[bool] = None
         self._chain: Optional[bool] = None
@@ -364,6 +365,7 @@ class Scanner:
         self.reporters: Dict[str, List[str]] = {}  # cause key -> the processes that reported it, in order
         self.printed: Dict[str, int] = {}  # process -> lines read of it: a CANN block is counted in its process
         self.reads: Dict[bytes, Tuple[_Read, ...]] = {}  # see _reads
+        self.worth: Dict[bytes, bool] = {}  # see _worth
 
     # -- one line ------------------------------------------------------------------------------------------------
     def _reads(self, raw: bytes) -> Tuple[_Read, ...]:
@@ -379,8 +381,20 @@ class Scanner:
         return reads
 
     def _line(self, number: int, raw: bytes, before: Before) -> None:
-        for read in self._reads(raw):
+        reads = self.reads.get(raw)
+        for read in self._reads(raw) if reads is None else reads:
             self._logical(number, read, before)
+
+    def _worth(self, raw: bytes) -> bool:
+        """A line a marker found, outside every window: does it hold what some test needs (WORTH_READING)?"""
+        worth = self.worth.get(raw)
+        if worth is None:
+            worth = any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "
+            if len(raw) <= MEMO_LINE:
+                if len(self.worth) >= MEMO:
+                    self.worth.clear()
+                self.worth[raw] = worth
+        return worth
 
     def _logical(self, number: int, read: _Read, before: Before) -> None:
         """One logical line: what its text decides is in `read`; this is the state that text moves."""
@@ -439,9 +453,9 @@ class Scanner:
             if following:  # an exception's message, a CANN block: a known cause (or code) counts here
                 known = read.known(facts)
                 if known and known[0] == RANK_KNOWN:
-                    self._offer(read.line(number), known[0], known[1], known[2], facts, before)
+                    self._offer(number, read, known[0], known[1], known[2], facts, before)
                 elif specific is not None:
-                    self._offer(read.line(number), RANK_CODE, None, (), facts, before, specific)
+                    self._offer(number, read, RANK_CODE, None, (), facts, before, specific)
             return
         self.follow_left = WINDOW["follow"]
         self.decode_left = max(self.decode_left, WINDOW["follow"])
@@ -450,21 +464,22 @@ class Scanner:
             self.soc = soc
         known = read.known(facts)
         if known:
-            self._offer(read.line(number), known[0], known[1], known[2], facts, before)
+            self._offer(number, read, known[0], known[1], known[2], facts, before)
         elif specific is not None:  # no signature: the most specific code names the cause
-            self._offer(read.line(number), RANK_CODE, None, (), facts, before, specific)
+            self._offer(number, read, RANK_CODE, None, (), facts, before, specific)
         elif read.summary:
-            self._offer(read.line(number), RANK_SUMMARY, None, (), facts, before)
+            self._offer(number, read, RANK_SUMMARY, None, (), facts, before)
         else:
-            self._offer(read.line(number), RANK_WARNING if read.warning else RANK_ERROR, None, (), facts, before)
+            self._offer(number, read, RANK_WARNING if read.warning else RANK_ERROR, None, (), facts, before)
 
     def _report(self, key: str, process: str) -> None:
         reporters = self.reporters.setdefault(key, [])
         if process not in reporters:
             reporters.append(process)
 
-    def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
-               facts: Dict[str, Evidence], before: Before, code: Optional[Seen] = None) -> None:
+    def _offer(self, number: int, line: Union[Line, _Read], rank: int, sig: Optional[Signature],
+               groups: Tuple[str, ...], facts: Dict[str, Evidence], before: Before,
+               code: Optional[Seen] = None) -> None:
         cause_key = _cause_key(line.text, sig, code)
         self._report(cause_key, line.process)
         best = self.best
@@ -472,9 +487,9 @@ class Scanner:
         explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
                     and not sig.weak and rank == RANK_KNOWN and line.process == best.process
                     and 0 < ordinal - best.ordinal <= WINDOW["follow"])
-        if best is not None and best.key() <= (rank, line.is_api_server, line.number) and not explains:
+        if best is not None and best.key() <= (rank, line.is_api_server, number) and not explains:
             return
-        found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
+        found = _Found(rank, line.is_api_server, number, line.raw, sig, groups,
                        [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK, code=code,
                        cause_key=cause_key, process=line.process, ordinal=ordinal)
         if sig is not None:
@@ -540,8 +555,7 @@ class Scanner:
             if self.decode_left > 0:
                 self.decode_left -= 1
                 self._line(number, raw, partial(self._before, block, start))
-            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks
-                                      or any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "):
+            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks or self._worth(raw)):
                 self._line(number, raw, partial(self._before, block, start))
             at = end
         self.line_base += counted + block.count(b"\n", counted_to)
@@ -570,9 +584,9 @@ class Scanner:
             facts = {**self.facts, **tb.facts}
             known = _known(code.text, facts)
             if known and known[0] == RANK_KNOWN:
-                self._offer(code, RANK_KNOWN, known[1], known[2], facts, list)
+                self._offer(code.number, code, RANK_KNOWN, known[1], known[2], facts, list)
             else:
-                self._offer(code, RANK_TRUNCATED, None, (), facts, list)
+                self._offer(code.number, code, RANK_TRUNCATED, None, (), facts, list)
 
     def result(self, host: Optional[Host] = None) -> Optional[Diagnosis]:
         self._cut_off_tracebacks()
