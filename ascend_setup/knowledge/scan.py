@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, BinaryIO, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ascend_setup.errors import BadInput
 from ascend_setup.knowledge.codes import Catalogue, Seen, find_codes, load_catalogue
@@ -217,10 +217,6 @@ class _Traceback:
     facts: Dict[str, Evidence] = field(default_factory=dict)
 
 
-def _is_warning(line: Line) -> bool:
-    return line.level.startswith("WARN") or line.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
-
-
 def _cause_key(text: str, sig: Optional[Signature], code: Optional[Seen]) -> str:
     """The same cause reported by several processes: the same signature, the same code, or the same bare line."""
     if sig is not None:
@@ -240,6 +236,117 @@ def _known(text: str, facts: Dict[str, Evidence]) -> Optional[Known]:
     return None
 
 
+class _Read:
+    """What one logical line decides whatever the state of the scan: its text (and the process and level its
+    prefixes carried) alone says whether it starts an attempt, which codes and facts it prints, whether it is a
+    frame, a name line, error-shaped, and which signatures it matches. A big log repeats its lines (N workers print
+    the same error, a retry storm the same block), so this is worked out once per distinct physical line
+    (Scanner._reads); the scan's state machine (`Scanner._logical`) then only reads these answers. The tests a
+    line may never need (a traceback's, the signatures', the summaries') are made on first use."""
+
+    __slots__ = ("_blank", "_candidates", "_chain", "_exception_start", "_soc", "_summary", "_warning", "attempt",
+                 "cmake", "codes", "facts", "foreign", "frame", "frame_code", "frame_facts", "harmless",
+                 "indented", "is_api_server", "level", "name_line", "process", "raw", "shaped", "specific", "text",
+                 "traceback")
+
+    def __init__(self, line: Line, catalogue: Catalogue) -> None:
+        self.raw, self.text, self.process, self.level = line.raw, line.text, line.process, line.level
+        self.foreign, self.is_api_server = line.foreign, line.is_api_server
+        self._blank: Optional[bool] = None
+        self._exception_start: Optional[bool] = None
+        self._chain: Optional[bool] = None
+        self._candidates: Optional[List[Known]] = None
+        self._summary: Optional[bool] = None
+        self._soc: Optional[Tuple[Optional[str]]] = None
+        self._warning: Optional[bool] = None
+        text = line.text
+        self.attempt = bool((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
+                            or ("platform_plugins" in text and VLLM_START.search(text)
+                                and (not line.process or line.is_api_server)))
+        codes = find_codes(text, catalogue) if not self.foreign and not self.attempt else []
+        self.codes: Tuple[Tuple[str, Seen], ...] = tuple((seen.key, seen) for seen in codes)
+        self.specific = next((c for c in codes if c.entry is not None and c.entry.kind == "specific"), None)
+        self.harmless = bool(codes) and all(c.entry is not None and c.entry.kind == "harmless" for c in codes)
+        self.facts: Tuple[str, ...] = tuple(
+            name for name, pattern in FACTS.items() if not name.startswith("frame:") and pattern.search(text)
+        ) if "npu" in text or "numpy" in text else ()
+        self.traceback = "Traceback" in text and TRACEBACK.search(text) is not None
+        frame = FRAME.match(text) if 'File "' in text else None
+        self.frame = frame is not None
+        self.frame_code = frame is not None and not frame.group("path").startswith("<")
+        self.frame_facts: Tuple[str, ...] = tuple(
+            name for name, pattern in FACTS.items() if name.startswith("frame:") and pattern.search(text)
+        ) if frame is not None else ()
+        self.name_line = NAME_LINE.match(text) is not None
+        self.cmake = "CMake Error" in text
+        self.indented = text[:1].isspace() and bool(text.strip())
+        self.shaped = line.errorish or error_shaped(text)
+
+    @property
+    def blank(self) -> bool:
+        if self._blank is None:
+            stripped = self.text.strip()
+            self._blank = not stripped or CARET.match(stripped) is not None
+        return self._blank
+
+    @property
+    def exception_start(self) -> bool:
+        if self._exception_start is None:
+            self._exception_start = EXCEPTION_START.match(self.text) is not None
+        return self._exception_start
+
+    @property
+    def chain(self) -> bool:
+        if self._chain is None:
+            self._chain = CHAIN.search(self.text) is not None
+        return self._chain
+
+    def known(self, facts: Dict[str, Evidence]) -> Optional[Known]:
+        """What _known(text, facts) says: the signatures the text matches are found once, in table order, up to
+        the first that requires no fact (no later one can win); the facts then pick among them."""
+        if self._candidates is None:
+            self._candidates = []
+            for rank, table in ((RANK_KNOWN, SIGNATURES), (RANK_BLOCK, RESOLVER_BLOCKS)):
+                for sig in table:
+                    m = sig.search(self.text)
+                    if m:
+                        self._candidates.append((rank, sig, tuple(g or "" for g in m.groups()) or ("",)))
+                        if not sig.requires:
+                            break
+                else:
+                    continue
+                break
+        for known in self._candidates:
+            if all(name in facts for name in known[1].requires):
+                return known
+        return None
+
+    @property
+    def summary(self) -> bool:
+        if self._summary is None:
+            self._summary = NOISE.search(self.text) is not None
+        return self._summary
+
+    @property
+    def soc(self) -> Optional[str]:
+        if self._soc is None:
+            text = self.text
+            soc = SOC.search(text) if "scend" in text or "SCEND" in text else None
+            self._soc = (soc.group(0) if soc else None,)
+        return self._soc[0]
+
+    @property
+    def warning(self) -> bool:
+        """The line ranks as a warning: a warning's level or word, or only harmless codes."""
+        if self._warning is None:
+            self._warning = (self.harmless or self.level.startswith("WARN")
+                             or self.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION")))
+        return self._warning
+
+    def line(self, number: int) -> Line:
+        return Line(number, self.raw, self.text, self.process, self.level, self.foreign)
+
+
 class Scanner:
     """Feed it blocks of bytes that end at a line break; ask `result()` at the end."""
 
@@ -257,138 +364,122 @@ class Scanner:
         self.codes: Dict[str, CodeSeen] = {}  # every code of the log, at its first line
         self.reporters: Dict[str, List[str]] = {}  # cause key -> the processes that reported it, in order
         self.printed: Dict[str, int] = {}  # process -> lines read of it: a CANN block is counted in its process
-        self.memo_codes: Dict[str, List[Seen]] = {}
-        self.memo_shaped: Dict[str, bool] = {}
-        self.memo_summary: Dict[str, bool] = {}
-        self.memo_known: Dict[Tuple[str, FrozenSet[str]], Optional[Known]] = {}
+        self.reads: Dict[bytes, Tuple[_Read, ...]] = {}  # see _reads
+        self.worth: Dict[bytes, bool] = {}  # see _worth
 
     # -- one line ------------------------------------------------------------------------------------------------
-    def _line(self, number: int, raw: bytes, before: Before) -> None:
-        for line in normalise(number, raw.decode("utf-8", "replace")):
-            self._logical(line, before)
+    def _reads(self, raw: bytes) -> Tuple[_Read, ...]:
+        """The logical lines of one physical line, each read once per distinct line (see _Read): a bounded number
+        of lines of at most MEMO_LINE bytes are remembered (see reader.MEMO)."""
+        reads = self.reads.get(raw)
+        if reads is None:
+            reads = tuple(_Read(line, self.catalogue) for line in normalise(0, raw.decode("utf-8", "replace")))
+            if len(raw) <= MEMO_LINE:
+                if len(self.reads) >= MEMO:
+                    self.reads.clear()
+                self.reads[raw] = reads
+        return reads
 
-    def _logical(self, line: Line, before: Before) -> None:
-        """One logical line. A substring test guards each regex: most decoded lines are noise that merely holds a
-        marker, and a 1 GB log can hold a million of them."""
-        if line.foreign:  # a markdown fence, a web page's banner, a chat reply: never the log's own line
+    def _line(self, number: int, raw: bytes, before: Before) -> None:
+        reads = self.reads.get(raw)
+        for read in self._reads(raw) if reads is None else reads:
+            self._logical(number, read, before)
+
+    def _worth(self, raw: bytes) -> bool:
+        """A line a marker found, outside every window: does it hold what some test needs (WORTH_READING)?"""
+        worth = self.worth.get(raw)
+        if worth is None:
+            worth = any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "
+            if len(raw) <= MEMO_LINE:
+                if len(self.worth) >= MEMO:
+                    self.worth.clear()
+                self.worth[raw] = worth
+        return worth
+
+    def _logical(self, number: int, read: _Read, before: Before) -> None:
+        """One logical line: what its text decides is in `read`; this is the state that text moves."""
+        if read.foreign:  # a markdown fence, a web page's banner, a chat reply: never the log's own line
             return
-        self.printed[line.process] = self.printed.get(line.process, 0) + 1
-        text = line.text
-        if ((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
-                or ("platform_plugins" in text and VLLM_START.search(text)
-                    and (not line.process or line.is_api_server))):
+        process = read.process
+        self.printed[process] = self.printed.get(process, 0) + 1
+        if read.attempt:
             self.best, self.decode_left, self.cmake_left, self.follow_left = None, 0, 0, 0
             self.tracebacks.clear()
             self.reporters.clear()
             return
-        codes = self.memo_codes.get(text)
-        if codes is None:
-            codes = find_codes(text, self.catalogue)
-            self._remember(self.memo_codes, text, text, codes)
-        for seen in codes:
-            self.codes.setdefault(seen.key, CodeSeen(seen, line.number))
-        in_cmake, self.cmake_left = self.cmake_left > 0, max(0, self.cmake_left - 1)
-        following, self.follow_left = self.follow_left > 0, max(0, self.follow_left - 1)
-        if "npu" in text or "numpy" in text:
-            for name, pattern in FACTS.items():
-                if not name.startswith("frame:") and pattern.search(text):
-                    self.facts[name] = (line.number, line.raw)
+        for key, seen in read.codes:
+            if key not in self.codes:
+                self.codes[key] = CodeSeen(seen, number)
+        in_cmake = self.cmake_left > 0
+        if in_cmake:
+            self.cmake_left -= 1
+        following = self.follow_left > 0
+        if following:
+            self.follow_left -= 1
+        for name in read.facts:
+            self.facts[name] = (number, read.raw)
         facts = self.facts
         exception = False
-        if "Traceback" in text and TRACEBACK.search(text):
-            self.tracebacks[line.process] = _Traceback()
+        if read.traceback:
+            self.tracebacks[process] = _Traceback()
             self.decode_left = max(self.decode_left, WINDOW["traceback"])
             return
-        frame = FRAME.match(text) if 'File "' in text else None
-        tb = self.tracebacks.get(line.process)
-        if frame:
+        tb = self.tracebacks.get(process) if self.tracebacks else None
+        if read.frame:
             if tb is None:  # a traceback pasted from its middle
-                tb = self.tracebacks[line.process] = _Traceback()
-            tb.expect_code = not frame.group("path").startswith("<")
-            for name, pattern in FACTS.items():
-                if name.startswith("frame:") and name not in tb.facts and pattern.search(text):
-                    tb.facts[name] = (line.number, line.raw)
+                tb = self.tracebacks[process] = _Traceback()
+            tb.expect_code = read.frame_code
+            for name in read.frame_facts:
+                if name not in tb.facts:
+                    tb.facts[name] = (number, read.raw)
             self.decode_left = max(self.decode_left, WINDOW["frame"])
             return
         if tb is not None:
-            stripped = text.strip()
-            if not stripped or CARET.match(stripped):
+            if read.blank:
                 return
-            if tb.expect_code and not EXCEPTION_START.match(text):
-                tb.expect_code, tb.last_code = False, line
+            if tb.expect_code and not read.exception_start:
+                tb.expect_code, tb.last_code = False, read.line(number)
                 return
-            del self.tracebacks[line.process]
-            if CHAIN.search(text):
+            del self.tracebacks[process]
+            if read.chain:
                 return
             exception, facts = True, {**self.facts, **tb.facts}
-        if NAME_LINE.match(text):
+        if read.name_line:
             return
-        if "CMake Error" in text:
+        if read.cmake:
             self.cmake_left = WINDOW["cmake"]
-        shaped = (exception or line.errorish or (in_cmake and text[:1].isspace() and bool(text.strip()))
-                  or self._shaped(text))
-        specific = next((c for c in codes if c.entry is not None and c.entry.kind == "specific"), None)
-        if not shaped:
+        specific = read.specific
+        if not (exception or read.shaped or (in_cmake and read.indented)):
             if following:  # an exception's message, a CANN block: a known cause (or code) counts here
-                known = self._known(text, facts)
+                known = read.known(facts)
                 if known and known[0] == RANK_KNOWN:
-                    self._offer(line, known[0], known[1], known[2], facts, before)
+                    self._offer(number, read, known[0], known[1], known[2], facts, before)
                 elif specific is not None:
-                    self._offer(line, RANK_CODE, None, (), facts, before, specific)
+                    self._offer(number, read, RANK_CODE, None, (), facts, before, specific)
             return
         self.follow_left = WINDOW["follow"]
         self.decode_left = max(self.decode_left, WINDOW["follow"])
-        soc = SOC.search(text) if "scend" in text or "SCEND" in text else None
+        soc = read.soc
         if soc:
-            self.soc = soc.group(0)
-        known = self._known(text, facts)
+            self.soc = soc
+        known = read.known(facts)
         if known:
-            self._offer(line, known[0], known[1], known[2], facts, before)
+            self._offer(number, read, known[0], known[1], known[2], facts, before)
         elif specific is not None:  # no signature: the most specific code names the cause
-            self._offer(line, RANK_CODE, None, (), facts, before, specific)
-        elif self._summary(text):
-            self._offer(line, RANK_SUMMARY, None, (), facts, before)
+            self._offer(number, read, RANK_CODE, None, (), facts, before, specific)
+        elif read.summary:
+            self._offer(number, read, RANK_SUMMARY, None, (), facts, before)
         else:
-            harmless = bool(codes) and all(c.entry is not None and c.entry.kind == "harmless" for c in codes)
-            self._offer(line, RANK_WARNING if harmless or _is_warning(line) else RANK_ERROR, None, (), facts, before)
-
-    @staticmethod
-    def _remember(memo: Dict[Any, Any], text: str, key: Any, value: Any) -> None:
-        """Remember what `text` alone decides (see reader.MEMO): short lines only, a bounded number of them."""
-        if len(text) <= MEMO_LINE:
-            if len(memo) >= MEMO:
-                memo.clear()
-            memo[key] = value
-
-    def _summary(self, text: str) -> bool:
-        summary = self.memo_summary.get(text)
-        if summary is None:
-            summary = NOISE.search(text) is not None
-            self._remember(self.memo_summary, text, text, summary)
-        return summary
-
-    def _shaped(self, text: str) -> bool:
-        shaped = self.memo_shaped.get(text)
-        if shaped is None:
-            shaped = error_shaped(text)
-            self._remember(self.memo_shaped, text, text, shaped)
-        return shaped
-
-    def _known(self, text: str, facts: Dict[str, Evidence]) -> Optional[Known]:
-        key = (text, frozenset(facts))
-        if key in self.memo_known:
-            return self.memo_known[key]
-        known = _known(text, facts)
-        self._remember(self.memo_known, text, key, known)
-        return known
+            self._offer(number, read, RANK_WARNING if read.warning else RANK_ERROR, None, (), facts, before)
 
     def _report(self, key: str, process: str) -> None:
         reporters = self.reporters.setdefault(key, [])
         if process not in reporters:
             reporters.append(process)
 
-    def _offer(self, line: Line, rank: int, sig: Optional[Signature], groups: Tuple[str, ...],
-               facts: Dict[str, Evidence], before: Before, code: Optional[Seen] = None) -> None:
+    def _offer(self, number: int, line: Union[Line, _Read], rank: int, sig: Optional[Signature],
+               groups: Tuple[str, ...], facts: Dict[str, Evidence], before: Before,
+               code: Optional[Seen] = None) -> None:
         cause_key = _cause_key(line.text, sig, code)
         self._report(cause_key, line.process)
         best = self.best
@@ -396,9 +487,9 @@ class Scanner:
         explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
                     and not sig.weak and rank == RANK_KNOWN and line.process == best.process
                     and 0 < ordinal - best.ordinal <= WINDOW["follow"])
-        if best is not None and best.key() <= (rank, line.is_api_server, line.number) and not explains:
+        if best is not None and best.key() <= (rank, line.is_api_server, number) and not explains:
             return
-        found = _Found(rank, line.is_api_server, line.number, line.raw, sig, groups,
+        found = _Found(rank, line.is_api_server, number, line.raw, sig, groups,
                        [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK, code=code,
                        cause_key=cause_key, process=line.process, ordinal=ordinal)
         if sig is not None:
@@ -464,8 +555,7 @@ class Scanner:
             if self.decode_left > 0:
                 self.decode_left -= 1
                 self._line(number, raw, partial(self._before, block, start))
-            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks
-                                      or any(map(raw.__contains__, WORTH_READING)) or raw.lstrip()[:2] == b"x "):
+            elif start in starts and (self.follow_left or self.cmake_left or self.tracebacks or self._worth(raw)):
                 self._line(number, raw, partial(self._before, block, start))
             at = end
         self.line_base += counted + block.count(b"\n", counted_to)
@@ -494,9 +584,9 @@ class Scanner:
             facts = {**self.facts, **tb.facts}
             known = _known(code.text, facts)
             if known and known[0] == RANK_KNOWN:
-                self._offer(code, RANK_KNOWN, known[1], known[2], facts, list)
+                self._offer(code.number, code, RANK_KNOWN, known[1], known[2], facts, list)
             else:
-                self._offer(code, RANK_TRUNCATED, None, (), facts, list)
+                self._offer(code.number, code, RANK_TRUNCATED, None, (), facts, list)
 
     def result(self, host: Optional[Host] = None) -> Optional[Diagnosis]:
         self._cut_off_tracebacks()
