@@ -28,7 +28,7 @@ class Target:
 
 
 def from_record(workdir: Path, name: str) -> tuple:
-    """(base URL, served name, command line, log) of a recorded server that still runs; exit 2 when it does not."""
+    """(base URL, served name, command words, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
         raise BadInput(f"no server named {name!r} was started from {workdir}",
@@ -39,7 +39,7 @@ def from_record(workdir: Path, name: str) -> tuple:
                        hint=f"start it again with 'ascend-setup serve ... --detach', or see {record.log}")
     argv = list(record.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv[:-1] else name
-    return f"http://127.0.0.1:{record.port}", served, " ".join(argv), Path(record.log)
+    return f"http://127.0.0.1:{record.port}", served, argv, Path(record.log)
 
 
 def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:
