@@ -11,7 +11,9 @@ evidence and quiet without it. The evidence (Evidence) is what bench can read of
 
 Each Reason says which way it moves the figures (`effect`: slower, faster, either) and, when it is a level's, at
 which concurrencies (`levels`); the verdict gives a level the reasons that can explain its gap.
-Not built: the AI Core clock below nominal (bench reads no npu-smi; serve reads only its process rows, at start).
+- npu-smi's process rows for the server's cards (serve's reading of `npu-smi info`), for a server serve started.
+
+Not built: a card below its nominal AI Core clock (no reading of npu-smi's clock fields exists in the tool yet).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Evidence:
     log: Optional[str] = None  # the head of the server's log (None: not known)
     prefix_cache: bool = False  # bench ran with --prefix-cache
     levels: Sequence[LevelEvidence] = field(default_factory=list)
+    cards: Sequence[int] = ()  # the server's cards (serve's record)
+    card_processes: Optional[Dict[int, List[str]]] = None  # npu-smi: card -> "pid name" (None: not read)
+    own_pids: Sequence[int] = ()  # the server's process and every one below it
 
 
 # --- reading the evidence ---------------------------------------------------------------------------------------
@@ -303,6 +308,19 @@ def preempted(grown: Sequence[Tuple[int, Optional[float]]]) -> Optional[Reason]:
                   levels=[c for c, _ in hit])
 
 
+def other_process(cards: Sequence[int], busy: Optional[Dict[int, List[str]]],
+                  own: Sequence[int]) -> Optional[Reason]:
+    """npu-smi lists a process on one of the server's cards that is neither the server nor below it: it shares
+    the card's HBM bandwidth and AI Cores with the server."""
+    others = [(card, row) for card in cards for row in (busy or {}).get(card, [])
+              if not row.split()[0].isdigit() or int(row.split()[0]) not in set(own)]
+    if not others:
+        return None
+    said = ", ".join(f"{row} on card {card}" for card, row in others)
+    return Reason("another-process", f"npu-smi lists another process on the server's cards: {said}",
+                  "stop it, or serve from a card nothing else uses ('npu-smi info' lists each card's processes)")
+
+
 def reasons(evidence: Evidence) -> List[Reason]:
     """Every rule over the evidence: the reasons found, each once."""
     argv = " ".join(evidence.argv)
@@ -311,5 +329,6 @@ def reasons(evidence: Evidence) -> List[Reason]:
     found = [eager, None if eager else eager_speed(evidence.levels), no_graph_capture(argv, evidence.log, given),
              preempted([(lv.concurrency, lv.preemptions) for lv in evidence.levels]),
              max_num_seqs_capped(argv, evidence.levels, given), speculative(argv, evidence.log, given),
-             prefix_cached(evidence.prefix_cache, evidence.levels)]
+             prefix_cached(evidence.prefix_cache, evidence.levels),
+             other_process(evidence.cards, evidence.card_processes, evidence.own_pids)]
     return [r for r in found if r is not None]

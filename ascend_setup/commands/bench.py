@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ascend_setup.bench import plot, verdict, vllm_bench
-from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
+from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
 from ascend_setup.bench.reasons import Evidence, LevelEvidence, log_head, metrics, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.serve.start_checks import card_processes
 from ascend_setup.utils.paths import resolve_workdir
 
 COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
@@ -67,10 +68,12 @@ def run(args: argparse.Namespace, output: Output) -> int:
     rows = [level.row() for level in done]
     ctx = verdict.context_of(workdir, args.name, target.model, target.argv)
     fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
+    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
     found = reasons(Evidence(words, log_head(log), args.prefix_cache, [
         LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
                       lv.prefix_cache_queries, lv.waiting, fit[lv.concurrency].tpot_ms,
-                      fit[lv.concurrency].eager_tpot_ms) for lv in done]))
+                      fit[lv.concurrency].eager_tpot_ms) for lv in done],
+        cards, card_processes(None) if cards else None, own))
     client = real.label if real else "ascend-setup's client"
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "client": client, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache, "levels": rows,

@@ -18,6 +18,7 @@ from ascend_setup.bench.reasons import (
     max_num_seqs_capped,
     metrics,
     no_graph_capture,
+    other_process,
     preempted,
     preemptions_total,
     prefix_cached,
@@ -251,3 +252,21 @@ def test_the_watch_keeps_the_most_a_gauge_read_during_a_level() -> None:
     with Watch(lambda: next(reads, {"vllm:num_requests_waiting": 1.0}), every=0.01) as watch:
         time.sleep(0.2)
     assert watch.most == {"vllm:num_requests_waiting": 5.0}
+
+
+# --- another process on the card ---
+
+def test_another_process_fires_on_a_process_on_the_servers_card_that_is_not_its_own() -> None:
+    reason = other_process([0], {0: ["4100 python3", "5151 python3"], 1: ["7 other"]}, [4100, 4121])
+    assert reason is not None and reason.rule == "another-process"
+    assert "5151 python3 on card 0" in reason.evidence and "7 other" not in reason.evidence
+
+
+@pytest.mark.parametrize("cards, busy, own", [
+    ([0], {0: ["4100 python3", "4121 VLLM::EngineCore"]}, [4100, 4121]),  # the server's own
+    ([0], {1: ["7 other"]}, [4100]),  # on another card
+    ([0], None, [4100]),  # npu-smi not read (no NPU driver, or a bare URL)
+    ([], {0: ["7 other"]}, []),  # the server's cards unknown
+])
+def test_another_process_is_quiet_without_it(cards: list, busy: dict, own: list) -> None:
+    assert other_process(cards, busy, own) is None
