@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve import server_records as records
@@ -28,7 +28,7 @@ class Target:
 
 
 def from_record(workdir: Path, name: str) -> tuple:
-    """(base URL, served name, command line, log) of a recorded server that still runs; exit 2 when it does not."""
+    """(base URL, served name, command words, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
         raise BadInput(f"no server named {name!r} was started from {workdir}",
@@ -39,7 +39,19 @@ def from_record(workdir: Path, name: str) -> tuple:
                        hint=f"start it again with 'ascend-setup serve ... --detach', or see {record.log}")
     argv = list(record.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv[:-1] else name
-    return f"http://127.0.0.1:{record.port}", served, " ".join(argv), Path(record.log)
+    return f"http://127.0.0.1:{record.port}", served, argv, Path(record.log)
+
+
+def server_processes(workdir: Path, name: str) -> Tuple[List[int], List[int]]:
+    """(the cards, the server's process and every one below it) of the recorded server `name`."""
+    from ascend_setup.utils.interrupts import descendants
+
+    record = records.load(records.record_path(workdir, name))
+    try:
+        below = descendants(record.pid)
+    except OSError:
+        below = []
+    return list(record.cards), [record.pid, *below]
 
 
 def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional
 
+from ascend_setup.bench.reasons import PREFIX_HITS, PREFIX_QUERIES, WAITING, Watch
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.serve.measure import Measurement, Run, fresh_prompt, summarise, timed_completion
 from ascend_setup.serve.smoke import RequestFailed
@@ -18,6 +19,7 @@ from ascend_setup.serve.smoke import RequestFailed
 #: Throughput must grow by this share from one doubling to the next for the sweep to go on.
 MIN_GAIN = 0.05
 MAX_LEVEL = 1024
+PREEMPTIONS = "vllm:num_preemptions_total"
 
 
 @dataclass
@@ -29,13 +31,17 @@ class Level:
     request_s: float
     measurement: Measurement
     preemptions: Optional[float] = None  # how much vllm:num_preemptions_total grew during the level
+    prefix_cache_hits: Optional[float] = None  # how much vllm:prefix_cache_hits_total grew (prompt tokens)
+    prefix_cache_queries: Optional[float] = None  # how much vllm:prefix_cache_queries_total grew (prompt tokens)
+    waiting: Optional[float] = None  # the most vllm:num_requests_waiting read during the level
 
     def row(self) -> Dict[str, Any]:
         m = asdict(self.measurement)
         m.pop("runs")
         return {"concurrency": self.concurrency, "requests": self.requests, "duration_s": self.duration_s,
                 "output_tok_s": self.output_tok_s, "request_s": self.request_s,
-                "preemptions": self.preemptions, **m}
+                "preemptions": self.preemptions, "prefix_cache_hits": self.prefix_cache_hits,
+                "prefix_cache_queries": self.prefix_cache_queries, "waiting": self.waiting, **m}
 
 
 def prompt_of(input_len: int, prefix_cache: bool, shared: str) -> str:
@@ -66,6 +72,13 @@ def run_level(base: str, model: str, concurrency: int, requests: int, input_len:
                  round(len(done) / wall, 3), summarise(done))
 
 
+def grown(before: Optional[Dict[str, float]], after: Optional[Dict[str, float]], name: str) -> Optional[float]:
+    """How much the counter `name` grew between two reads of /metrics (None: either read lacks it)."""
+    if before is None or after is None or name not in before or name not in after:
+        return None
+    return after[name] - before[name]
+
+
 def levels(given: Optional[List[int]]) -> List[int]:
     return given if given else [1 << i for i in range(11) if 1 << i <= MAX_LEVEL]
 
@@ -73,20 +86,22 @@ def levels(given: Optional[List[int]]) -> List[int]:
 def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: int, input_len: int,
           output_len: int, prefix_cache: bool, budget_s: float, slo_tpot_ms: Optional[float],
           progress: Callable[[str], None],
-          preemptions: Optional[Callable[[], Optional[float]]] = None,
+          metrics: Optional[Callable[[], Optional[Dict[str, float]]]] = None,
           runner: Optional[Callable[..., Level]] = None) -> List[Level]:
     """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO;
-    `preemptions` reads the server's preemption counter, before and after each level; `runner` measures a level
-    (run_level's arguments; default: the own client, run_level)."""
+    `metrics` reads the server's /metrics (bench/reasons.py): its counters before and after each level, its
+    waiting gauge during it; `runner` measures a level (run_level's arguments; default: the own client)."""
     measure = runner or run_level
     done: List[Level] = []
     for c in levels(concurrency):
         progress(f"concurrency {c}: {max(requests, c)} requests ...")
-        before = preemptions() if preemptions else None
-        level = measure(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
-        after = preemptions() if preemptions else None
-        if before is not None and after is not None:
-            level.preemptions = after - before
+        before = metrics() if metrics else None
+        with Watch(metrics or (lambda: None)) as watch:
+            level = measure(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
+        after = metrics() if metrics else None
+        level.preemptions, level.prefix_cache_hits, level.prefix_cache_queries = (
+            grown(before, after, name) for name in (PREEMPTIONS, PREFIX_HITS, PREFIX_QUERIES))
+        level.waiting = watch.most.get(WAITING)
         progress(f"concurrency {c}: {level.output_tok_s:g} tok/s, TPOT {level.measurement.tpot_ms:g} ms "
                  f"({level.requests} requests in {level.duration_s:g} s)")
         done.append(level)

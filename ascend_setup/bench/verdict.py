@@ -158,10 +158,12 @@ class Reference:
     output_tok_s: Optional[float] = None
     verdict: Optional[str] = None
     ratio: Optional[float] = None  # measured per-user speed / the reference's
+    eager_tpot_ms: Optional[float] = None  # fit's: the same step under --enforce-eager (bench/reasons.py's evidence)
 
     def to_json(self) -> Dict[str, Any]:
-        return {"reference": self.name, "what": self.what, "tpot_ms": self.tpot_ms, "output_tok_s": self.output_tok_s,
-                "verdict": self.verdict, "ratio": self.ratio}
+        out = {"reference": self.name, "what": self.what, "tpot_ms": self.tpot_ms, "output_tok_s": self.output_tok_s,
+               "verdict": self.verdict, "ratio": self.ratio}
+        return {**out, "eager_tpot_ms": self.eager_tpot_ms} if self.eager_tpot_ms is not None else out
 
 
 @dataclass
@@ -203,13 +205,16 @@ def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: in
     files = local_files(ctx.model_dir)
     s = step(card.decode.terms(ctx.tp), files, concurrency=concurrency, context=mean_context(input_len, output_len),
              bandwidth_gbps=bandwidth, tp=ctx.tp)
+    eager = step(card.decode.eager_terms(ctx.tp), files, concurrency=concurrency,
+                 context=mean_context(input_len, output_len), bandwidth_gbps=bandwidth, tp=ctx.tp)
     latency = measured_ttft_s + (output_len - 1) * s.seconds
     what = (f"fit's batch decode model for {ctx.model_dir.name} on {'an' if ctx.tp == 1 else str(ctx.tp) + ' x'} "
             f"{card.name} ({card.decode_name}: eta {card.decode.eta:g}, t_fixed "
             f"{card.decode.terms(ctx.tp).t_fixed_s * 1000:g} ms; {bandwidth:g} GB/s"
             f"{' probed' if ctx.bandwidth_gbps else ''}) at {mean_context(input_len, output_len)} tokens of context: "
             f"{s.fixed_s * 1000:.2f} fixed + {s.weights_s * 1000:.2f} weights + {s.kv_s * 1000:.2f} KV ms a step")
-    return Reference("fit", what, round(s.tpot_ms, 3), round(concurrency * output_len / latency, 2))
+    return Reference("fit", what, round(s.tpot_ms, 3), round(concurrency * output_len / latency, 2),
+                     eager_tpot_ms=round(eager.tpot_ms, 3))
 
 
 def _same_model(a: str, b: str) -> bool:
@@ -258,7 +263,7 @@ def calibration_reference(runs: Sequence[Run], ctx: Context, concurrency: int, i
 def verdicts(ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int, output_len: int,
              runs: Sequence[Run], reasons: Sequence[Any]) -> List[LevelVerdict]:
     """Each level (bench's level rows) judged against each reference; `reasons` (bench/reasons.py) go with a
-    level found slower."""
+    level whose gap they can explain (their effect and levels)."""
     done = []
     for lv in levels:
         c, tpot = lv["concurrency"], lv["tpot_ms"]
@@ -268,9 +273,9 @@ def verdicts(ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int, out
         refs = [judged(r, tpot) for r in refs]
         first = next((r for r in refs if r.verdict), None)
         verdict = first.verdict if first and first.verdict else "no reference"
-        said = [f"{r.rule}: {r.evidence}" for r in reasons] if verdict.startswith("slower") else []
+        said = [f"{r.rule}: {r.evidence}" for r in reasons if r.concerns(c, verdict)]
         if verdict.startswith("slower") and not said:
-            said = ["no reason found in the server's command line or /metrics"]
+            said = ["no reason found in the server's command line, log or /metrics"]
         done.append(LevelVerdict(c, verdict, first.name if first else None, refs, said))
     return done
 
@@ -302,11 +307,19 @@ def lines(found: Sequence[LevelVerdict]) -> List[str]:
     return out + [f"reference {k}" for k in named]
 
 
+def fit_figures(ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int,
+                output_len: int) -> Dict[int, Reference]:
+    """fit's reference at each level (concurrency -> it), graph and eager TPOT: evidence for bench/reasons.py."""
+    return {lv["concurrency"]: fit_reference(ctx, lv["concurrency"], input_len, output_len, lv["ttft_s"])
+            for lv in levels}
+
+
 def judge_sweep(workdir: Optional[Path], name: Optional[str], served: str, command: str, input_len: int,
-                output_len: int, levels: Sequence[Dict[str, Any]], reasons: Sequence[Any]) -> List[LevelVerdict]:
+                output_len: int, levels: Sequence[Dict[str, Any]], reasons: Sequence[Any],
+                ctx: Optional[Context] = None) -> List[LevelVerdict]:
     """bench's hook: the verdicts, against the runs saved before this one; then this one saved (when bench knows
     the workdir: a NAME serve started)."""
-    ctx = context_of(workdir, name, served, command)
+    ctx = ctx or context_of(workdir, name, served, command)
     found = verdicts(ctx, levels, input_len, output_len, earlier_runs(workdir), reasons)
     if workdir is not None:
         save_run(workdir, ctx, input_len, output_len, levels)

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ascend_setup.bench import plot, verdict, vllm_bench
-from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, triaged
-from ascend_setup.bench.reasons import preemptions_total, reasons
+from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
+from ascend_setup.bench.reasons import Evidence, LevelEvidence, log_head, metrics, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.serve.start_checks import card_processes
 from ascend_setup.utils.paths import resolve_workdir
 
 COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
@@ -30,12 +31,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
     log: Optional[Path] = None
+    words: List[str] = []  # the server's command, when serve recorded it
     workdir = None
     real: Optional[vllm_bench.VllmBench] = None
     if args.name is not None:
         workdir = resolve_workdir(args.workdir, mode="read")
-        base, served, argv, log = from_record(workdir, args.name)
-        target = resolve(base, args.model or served, argv)
+        base, served, words, log = from_record(workdir, args.name)
+        target = resolve(base, args.model or served, " ".join(words))
         real = vllm_bench.for_record(workdir, args.name) if args.client != "own" else None
     else:
         target = resolve(args.url, args.model)
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                      input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
                      budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
-                     preemptions=lambda: preemptions_total(target.base),
+                     metrics=lambda: metrics(target.base),
                      runner=partial(vllm_bench.run_level, real) if real else None)
     except BadInput:
         raise
@@ -63,14 +65,21 @@ def run(args: argparse.Namespace, output: Output) -> int:
         if log is None:
             raise
         raise triaged(failure, args.name, log, offset) from None
-    found = reasons(target.argv, [(level.concurrency, level.preemptions) for level in done])
+    rows = [level.row() for level in done]
+    ctx = verdict.context_of(workdir, args.name, target.model, target.argv)
+    fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
+    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
+    found = reasons(Evidence(words, log_head(log), args.prefix_cache, [
+        LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
+                      lv.prefix_cache_queries, lv.waiting, fit[lv.concurrency].tpot_ms,
+                      fit[lv.concurrency].eager_tpot_ms) for lv in done],
+        cards, card_processes(None) if cards else None, own))
     client = real.label if real else "ascend-setup's client"
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "client": client, "input_len": args.input_len,
-                              "output_len": args.output_len, "prefix_cache": args.prefix_cache,
-                              "levels": [level.row() for level in done],
+                              "output_len": args.output_len, "prefix_cache": args.prefix_cache, "levels": rows,
                               "reasons": [reason.to_json() for reason in found]}
     judged = verdict.judge_sweep(workdir, args.name, target.model, target.argv, args.input_len, args.output_len,
-                                 result["levels"], found)
+                                 rows, found, ctx)
     result["verdicts"] = [v.to_json() for v in judged]
     if args.plot is not None:
         plot.draw(args.plot, result["levels"], f"bench {target.model}: input ~{args.input_len}, output "

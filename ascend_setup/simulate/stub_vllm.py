@@ -132,6 +132,9 @@ def count(name, value=1.0):
 
 METRICS = (("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine."),
            ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed."),
+           ("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried "
+            "tokens."),
+           ("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens."),
            ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed."),
            ("vllm:request_success_total", "counter", "Count of successfully processed requests."),
            ("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds."),
@@ -207,7 +210,10 @@ def start_up(args):
             "Disabling Triton to prevent runtime errors.")
     state["engine"] = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP], preexec_fn=die_with_parent)
     eng = engine_prefix()
-    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r" % args.model_tag)
+    log(eng, "INFO", "core.py:93", "Initializing a V1 LLM engine (v0.23.0) with config: model=%r, "
+        "speculative_config=%s, tensor_parallel_size=%d, enforce_eager=%s, enable_prefix_caching=%s"
+        % (args.model_tag, args.speculative_config, args.tensor_parallel_size, bool(args.enforce_eager),
+           state["prefix_caching"]))
     log(eng, "INFO", "model_runner.py:2711", "Starting to load model %s..." % args.model_tag)
     time.sleep(pause)
     if fail == "early":
@@ -334,7 +340,10 @@ class Handler(BaseHTTPRequestHandler):
         n = n if body.get("ignore_eos") else min(n, 12)
         words = str(body.get("prompt", "")).split()
         prompt_tokens = len(words)
-        prefill = PREFILL_SECONDS_PER_TOKEN * (prompt_tokens - cached_tokens(words))
+        cached = cached_tokens(words)
+        prefill = PREFILL_SECONDS_PER_TOKEN * (prompt_tokens - cached)
+        count("vllm:prefix_cache_queries_total", prompt_tokens)
+        count("vllm:prefix_cache_hits_total", cached)
         gap = 1.0 / state["rate"]
         sent = time.perf_counter()
         count("vllm:prompt_tokens_total", prompt_tokens)

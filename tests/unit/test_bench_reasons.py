@@ -3,12 +3,42 @@
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import pytest
 
-from ascend_setup.bench.reasons import eager_mode, preempted, preemptions_total, reasons
+from ascend_setup.bench.reasons import (
+    Evidence,
+    LevelEvidence,
+    Watch,
+    eager_mode,
+    eager_speed,
+    max_num_seqs_capped,
+    metrics,
+    no_graph_capture,
+    other_process,
+    preempted,
+    preemptions_total,
+    prefix_cached,
+    reasons,
+    samples,
+    speculative,
+)
+
+ENGINE = ("(EngineCore_DP0 pid=4121) INFO 12-01 09:12:21 [core.py:93] Initializing a V1 LLM engine (v0.23.0) with "
+          "config: model='/m', speculative_config={spec}, tokenizer='/m', dtype=torch.bfloat16, max_seq_len=32768, "
+          "tensor_parallel_size=2, quantization=None, enforce_eager={eager}, kv_cache_dtype=auto\n")
+CAPTURED = ("(EngineCore_DP0 pid=4121) INFO 12-01 09:12:40 [gpu_model_runner.py:4587] Capturing CUDA graphs (decode, "
+            "FULL): 100%|##########| 35/35 [00:02<00:00, 15.2it/s]\n"
+            "(EngineCore_DP0 pid=4121) INFO 12-01 09:12:43 [model_runner.py:3520] Graph capturing finished in 3 secs\n")
+STARTED = ("(EngineCore_DP0 pid=4121) INFO 12-01 09:12:44 [core.py:210] init engine (profile, create kv cache, "
+           "warmup model) took 30.12 seconds\n")
+
+
+def log(eager: str = "False", spec: str = "None", captured: bool = True, started: bool = True) -> str:
+    return ENGINE.format(eager=eager, spec=spec) + (CAPTURED if captured else "") + (STARTED if started else "")
 
 
 @pytest.mark.parametrize("argv", ["vllm serve /m --enforce-eager", "vllm serve /m --enforce_eager --port 8000",
@@ -37,8 +67,140 @@ def test_preemptions_are_quiet_when_the_counter_stayed_or_is_unknown(grown: list
 
 
 def test_both_together_and_neither() -> None:
-    assert [r.rule for r in reasons("vllm serve /m --enforce-eager", [(16, 2.0)])] == ["eager-mode", "preemptions"]
-    assert reasons("vllm serve /m", [(16, 0.0)]) == []
+    eager = ["vllm", "serve", "/m", "--enforce-eager"]
+    found = reasons(Evidence(eager, None, False, [LevelEvidence(16, preemptions=2.0)]))
+    assert [r.rule for r in found] == ["eager-mode", "preemptions"]
+    assert found[1].levels == [16] and found[0].levels is None
+    assert reasons(Evidence(["vllm", "serve", "/m"], log(), False, [LevelEvidence(16, 20.0, 0.0, 0.0, 512.0, 0.0,
+                                                                                   18.0, 60.0)])) == []
+    assert reasons(Evidence()) == []  # a bare URL whose /metrics says nothing
+
+
+# --- eager mode from the log, and from a speed near fit's eager figure ---
+
+def test_eager_mode_fires_on_the_engine_start_up_line_and_any_spelling_vllm_reads() -> None:
+    reason = eager_mode("vllm serve /m", log(eager="True"))
+    assert reason is not None and "enforce_eager=True" in reason.evidence
+    assert eager_mode("vllm serve /m --enforce-e") is not None  # a unique prefix is the flag, as vLLM reads it
+
+
+def test_eager_mode_is_quiet_on_a_graph_mode_log_or_none() -> None:
+    assert eager_mode("vllm serve /m", log(eager="False")) is None
+    assert eager_mode("vllm serve /m", "no engine line here\n") is None
+
+
+def test_eager_speed_fires_when_tpot_sits_at_fits_eager_figure() -> None:
+    reason = eager_speed([LevelEvidence(1, tpot_ms=58.0, fit_tpot_ms=17.0, fit_eager_tpot_ms=60.0),
+                          LevelEvidence(4, tpot_ms=19.0, fit_tpot_ms=18.0, fit_eager_tpot_ms=61.0)])
+    assert reason is not None and reason.rule == "eager-speed" and reason.levels == [1]
+    assert "58 ms at concurrency 1" in reason.evidence
+
+
+@pytest.mark.parametrize("level", [
+    LevelEvidence(1, tpot_ms=18.0, fit_tpot_ms=17.0, fit_eager_tpot_ms=60.0),  # at the graph figure
+    LevelEvidence(1, tpot_ms=200.0, fit_tpot_ms=17.0, fit_eager_tpot_ms=60.0),  # far slower than either
+    LevelEvidence(1, tpot_ms=60.0, fit_tpot_ms=55.0, fit_eager_tpot_ms=60.0),  # the two figures cannot be told apart
+    LevelEvidence(1, tpot_ms=60.0),  # no fit (a bare URL)
+])
+def test_eager_speed_is_quiet_without_that_evidence(level: LevelEvidence) -> None:
+    assert eager_speed([level]) is None
+
+
+def test_eager_speed_is_left_out_when_the_command_already_says_eager() -> None:
+    slow = [LevelEvidence(1, tpot_ms=58.0, fit_tpot_ms=17.0, fit_eager_tpot_ms=60.0)]
+    assert [r.rule for r in reasons(Evidence(["vllm", "serve", "/m"], None, False, slow))] == ["eager-speed"]
+    assert [r.rule for r in reasons(Evidence(["vllm", "serve", "/m", "--enforce-eager"], None, False, slow))] == \
+        ["eager-mode"]
+
+
+# --- no graph capture ---
+
+def test_no_graph_capture_fires_on_a_started_graph_mode_log_without_capture_lines() -> None:
+    reason = no_graph_capture("vllm serve /m", log(captured=False))
+    assert reason is not None and reason.rule == "no-graph-capture" and "Capturing CUDA graphs" in reason.evidence
+
+
+@pytest.mark.parametrize("argv, text", [
+    ("vllm serve /m", None),  # no log (a bare URL)
+    ("vllm serve /m", log()),  # captured
+    ("vllm serve /m", log(captured=False, started=False)),  # the log stops before the engine started
+    ("vllm serve /m --enforce-eager", log(eager="True", captured=False)),  # eager: that reason says it
+    ("vllm serve /m", "(EngineCore_DP0 pid=1) INFO [model_runner.py:3520] Capturing ACL graphs ...\n" + STARTED),
+])
+def test_no_graph_capture_is_quiet_without_it(argv: str, text: str) -> None:
+    assert no_graph_capture(argv, text) is None
+
+
+# --- prefix caching hiding prefill ---
+
+def test_prefix_cache_fires_on_the_flag_or_hits_growing() -> None:
+    flag = prefix_cached(True, [LevelEvidence(1)])
+    assert flag is not None and flag.rule == "prefix-cache" and "--prefix-cache" in flag.evidence
+    assert flag.effect == "faster" and flag.levels is None
+    hits = prefix_cached(False, [LevelEvidence(1, prefix_hits=0.0, prefix_queries=2048.0),
+                                 LevelEvidence(4, prefix_hits=1536.0, prefix_queries=2048.0)])
+    assert hits is not None and hits.levels == [4] and "1536 of 2048 prompt tokens at concurrency 4" in hits.evidence
+
+
+@pytest.mark.parametrize("levels", [[], [LevelEvidence(1)], [LevelEvidence(1, prefix_hits=0.0, prefix_queries=900.0)],
+                                    [LevelEvidence(1, prefix_hits=16.0, prefix_queries=2048.0)]])  # under 10%
+def test_prefix_cache_is_quiet_without_it(levels: list) -> None:
+    assert prefix_cached(False, levels) is None
+
+
+# --- --max-num-seqs capping the batch ---
+
+@pytest.mark.parametrize("argv", ["vllm serve /m --max-num-seqs 8", "vllm serve /m --max_num_seqs=8",
+                                  "vllm serve /m --max-num-seq 8", "vllm serve /m --max-num-seqs 32 --max-num-seqs 8"])
+def test_max_num_seqs_fires_on_a_cap_below_a_level_in_any_spelling(argv: str) -> None:
+    reason = max_num_seqs_capped(argv, [LevelEvidence(1), LevelEvidence(4), LevelEvidence(16)])
+    assert reason is not None and reason.rule == "max-num-seqs" and reason.levels == [16]
+    assert "--max-num-seqs 8 is below concurrency 16" in reason.evidence
+
+
+def test_max_num_seqs_fires_on_requests_waiting() -> None:
+    reason = max_num_seqs_capped("", [LevelEvidence(4, waiting=0.0), LevelEvidence(16, waiting=6.0)])
+    assert reason is not None and reason.levels == [16] and "num_requests_waiting reached 6" in reason.evidence
+
+
+@pytest.mark.parametrize("argv, levels", [
+    ("vllm serve /m --max-num-seqs 16", [LevelEvidence(1), LevelEvidence(16, waiting=0.0)]),
+    ("vllm serve /m", [LevelEvidence(64)]),  # vLLM's default: bench does not guess it
+    ("", [LevelEvidence(16, waiting=None)]),
+    ("vllm serve /m --served-model-name max-num-seqs", [LevelEvidence(16)]),
+])
+def test_max_num_seqs_is_quiet_without_it(argv: str, levels: list) -> None:
+    assert max_num_seqs_capped(argv, levels) is None
+
+
+# --- MTP or speculative decoding ---
+
+@pytest.mark.parametrize("argv", ['vllm serve /m --speculative-config {"method":"mtp","num_speculative_tokens":1}',
+                                  "vllm serve /m --speculative_config.method=mtp",
+                                  "vllm serve /m --speculative-config.method ngram"])
+def test_speculative_fires_on_the_config_in_any_spelling(argv: str) -> None:
+    reason = speculative(argv)
+    assert reason is not None and reason.rule == "speculative-decoding" and reason.effect == "either"
+
+
+def test_speculative_fires_on_the_engine_start_up_line() -> None:
+    reason = speculative("", log(spec="SpeculativeConfig(method='mtp', num_spec_tokens=1)"))
+    assert reason is not None and "speculative_config=SpeculativeConfig" in reason.evidence
+
+
+@pytest.mark.parametrize("argv, text", [("vllm serve /m", log()), ("", None),
+                                        ("vllm serve /m --served-model-name speculative-config", None)])
+def test_speculative_is_quiet_without_it(argv: str, text: str) -> None:
+    assert speculative(argv, text) is None
+
+
+def test_a_reason_concerns_the_gap_it_can_explain() -> None:
+    argv = ["vllm", "serve", "/m", "--max-num-seqs", "4"]
+    found = reasons(Evidence(argv, None, True, [LevelEvidence(1), LevelEvidence(16)]))
+    cap, cache = found
+    assert cap.concerns(16, "slower than predicted") and not cap.concerns(1, "slower than predicted")
+    assert not cap.concerns(16, "faster than predicted") and not cap.concerns(16, "as predicted")
+    assert cache.concerns(1, "faster than predicted") and not cache.concerns(1, "slower than predicted")
 
 
 @pytest.fixture
@@ -71,3 +233,40 @@ def test_the_counter_is_read_from_metrics_and_summed_over_engines(metrics_url: d
     metrics_url["page"]["text"] = "vllm:prompt_tokens_total 12.0\n"  # a server that does not count them
     assert preemptions_total(metrics_url["url"]) is None
     assert preemptions_total(metrics_url["url"] + "/nowhere") is None  # 404
+
+
+def test_metrics_are_summed_over_engines_and_counters_and_gauges_read(metrics_url: dict) -> None:
+    metrics_url["page"]["text"] = ('vllm:prefix_cache_hits_total{engine="0",model_name="m"} 128.0\n'
+                                   'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 64.0\n'
+                                   'vllm:num_requests_waiting{engine="0",model_name="m"} 3.0\n'
+                                   'vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 9.0\n'
+                                   'vllm:gpu_cache_usage_perc NaN\n')
+    got = metrics(metrics_url["url"])
+    assert got == {"vllm:prefix_cache_hits_total": 192.0, "vllm:num_requests_waiting": 3.0}
+    assert metrics(metrics_url["url"] + "/nowhere") is None
+    assert samples("no metrics here") == {}
+
+
+def test_the_watch_keeps_the_most_a_gauge_read_during_a_level() -> None:
+    reads = iter([{"vllm:num_requests_waiting": 0.0}, {"vllm:num_requests_waiting": 5.0}, None])
+    with Watch(lambda: next(reads, {"vllm:num_requests_waiting": 1.0}), every=0.01) as watch:
+        time.sleep(0.2)
+    assert watch.most == {"vllm:num_requests_waiting": 5.0}
+
+
+# --- another process on the card ---
+
+def test_another_process_fires_on_a_process_on_the_servers_card_that_is_not_its_own() -> None:
+    reason = other_process([0], {0: ["4100 python3", "5151 python3"], 1: ["7 other"]}, [4100, 4121])
+    assert reason is not None and reason.rule == "another-process"
+    assert "5151 python3 on card 0" in reason.evidence and "7 other" not in reason.evidence
+
+
+@pytest.mark.parametrize("cards, busy, own", [
+    ([0], {0: ["4100 python3", "4121 VLLM::EngineCore"]}, [4100, 4121]),  # the server's own
+    ([0], {1: ["7 other"]}, [4100]),  # on another card
+    ([0], None, [4100]),  # npu-smi not read (no NPU driver, or a bare URL)
+    ([], {0: ["7 other"]}, []),  # the server's cards unknown
+])
+def test_another_process_is_quiet_without_it(cards: list, busy: dict, own: list) -> None:
+    assert other_process(cards, busy, own) is None

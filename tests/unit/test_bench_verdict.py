@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Dict, List
 
 import pytest
 
 from ascend_setup.bench import verdict
+from ascend_setup.bench.reasons import Reason
 from ascend_setup.bench.verdict import Context, Figure, Run, RunLevel
 from ascend_setup.errors import BadInput
 
 REFEREE = Path(__file__).resolve().parents[3] / "shared" / "fit-referee"
-EAGER = SimpleNamespace(rule="eager-mode", evidence="the server was started with --enforce-eager")
+EAGER = Reason("eager-mode", "the server was started with --enforce-eager", "start it without --enforce-eager")
 
 
 def level(c: int, tpot: float) -> Dict[str, Any]:
@@ -76,7 +76,7 @@ def test_a_slow_level_carries_the_reasons_and_a_level_as_predicted_none(monkeypa
     faster = verdict.verdicts(ctx, [level(1, 20.0)], 3500, 1500, [], [EAGER])[0]
     assert faster.verdict == "faster than predicted" and faster.reasons == []
     unexplained = verdict.verdicts(ctx, [level(4, 40.0)], 3500, 1500, [], [])[0]
-    assert unexplained.reasons == ["no reason found in the server's command line or /metrics"]
+    assert unexplained.reasons == ["no reason found in the server's command line, log or /metrics"]
     none = verdict.verdicts(Context("m", ""), [level(2, 10.0)], 128, 24, [], [EAGER])[0]
     assert none.verdict == "no reference" and none.against is None and none.reasons == []
     text = verdict.lines(found)
@@ -115,3 +115,29 @@ def test_each_shipped_figure_is_a_referee_row_with_the_same_figure() -> None:
         shipped: List[float] = [row.output_tok_s or 0, row.tpot_ms, round(1000 / row.tpot_ms, 1)]
         assert any(abs(value - s) < 0.01 for s in shipped), (row.id, value, shipped)
         assert (REFEREE / "excerpts" / f"{row.id}.txt").is_file()
+
+
+def test_a_level_gets_only_the_reasons_that_explain_its_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = Context("qwen2.5-omni-7b", "", card="910B3")
+    monkeypatch.setattr(verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1),
+                                                                                 figure(concurrency=4)]))
+    cap = Reason("max-num-seqs", "the server's --max-num-seqs 2 is below concurrency 4", "f", levels=[4])
+    cache = Reason("prefix-cache", "bench ran with --prefix-cache", "f", effect="faster")
+    spec = Reason("speculative-decoding", "--speculative-config", "f", effect="either")
+    slow1, slow4 = verdict.verdicts(ctx, [level(1, 40.0), level(4, 40.0)], 3500, 1500, [], [cap, cache, spec])
+    assert slow1.reasons == ["speculative-decoding: --speculative-config"]  # the cap is concurrency 4's
+    assert slow4.reasons == [f"max-num-seqs: {cap.evidence}", "speculative-decoding: --speculative-config"]
+    fast = verdict.verdicts(ctx, [level(1, 20.0)], 3500, 1500, [], [cap, cache, spec])[0]
+    assert fast.verdict == "faster than predicted"
+    assert fast.reasons == [f"prefix-cache: {cache.evidence}", "speculative-decoding: --speculative-config"]
+
+
+
+def test_fits_reference_carries_its_eager_figure(tmp_path: Path) -> None:
+    from ascend_setup.simulate.model_dirs import build_model
+
+    ctx = Context("m", "", model_dir=build_model(tmp_path / "m"), card="910B3")
+    ref = verdict.fit_reference(ctx, 4, 128, 128, 0.1)
+    assert ref.tpot_ms and ref.eager_tpot_ms and ref.eager_tpot_ms > ref.tpot_ms
+    assert ref.to_json()["eager_tpot_ms"] == ref.eager_tpot_ms
+    assert "eager_tpot_ms" not in verdict.fit_reference(Context("m", ""), 4, 128, 128, 0.1).to_json()
