@@ -106,10 +106,26 @@ def padded_head(head: int) -> int:
     return VISION_PAD_TO if VISION_PAD_FROM < head < VISION_PAD_TO else head
 
 
-def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int) -> tuple:
-    """(encoder peak, encoder outputs kept, patches): a Qwen-VL style vision tower on its largest image: the
-    pixels, and the wider of one block's attention (hidden, residual, qkv, and q, k, v and output padded for the
-    NPU kernel) and MLP (hidden, residual, fc1 output, activation); (0, 0, 0) without a vision_config."""
+def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int, tp: int = 1) -> tuple:
+    """(encoder phase peak, held through the text phases, patches): a Qwen-VL style vision tower on its largest
+    image, counted from the tensors alive at once in vLLM 0.23.0 and vllm-ascend 0.23.0 (eager: neither
+    compile_mm_encoder nor cudagraph_mm_encoder is on by default, vllm/config/compilation.py); (0, 0, 0) without
+    a vision_config. Per patch, in the model dtype:
+
+    - held through the whole encoder: the dummy pixels (already in the model dtype: vllm/multimodal/processing/
+      context.py _postprocess_output; profile_run keeps batched_dummy_mm_inputs until it returns), the
+      interpolated position embeddings (qwen3_vl.py prepare_encoder_metadata keeps pos_embeds in encoder_metadata
+      for the whole forward) and, from the layer that makes them, the deepstack features (deepstack_feature_lists:
+      out_hidden_size per merged token each, until the final torch.cat);
+    - the wider of a block's two halves. Attention (qwen2_5_vl.py Qwen2_5_VisionAttention.forward, with
+      vllm_ascend/ops/mm_encoder_attention.py _forward_eager_fia): the block input and norm1's output, the qkv
+      output, the contiguous q/k copy and its rotated copy (AscendApplyRotaryEmb: npu_rotary_mul), q, k and v
+      padded to head 128 and the fused-infer-attention output of that width (a flash kernel: no seq x seq
+      matrix), and the output made contiguous again while those are alive. MLP (qwen3_vl.py Qwen3_VisionBlock):
+      the block input, the residual sum, norm2's output, fc1's output and its activation, fc2's output;
+    - or the end: the merger's output and the outputs concatenated, beside the last hidden state.
+
+    At TP > 1 the tower's qkv, heads and MLP are split (ColumnParallelLinear), the hidden states are not."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict) or not vc.get("hidden_size"):
         return 0, 0, 0
@@ -118,12 +134,18 @@ def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int) -> tuple
     h = int(vc["hidden_size"])
     heads = int(vc.get("num_heads") or vc.get("num_attention_heads") or 16)
     inter = int(vc.get("intermediate_size") or 4 * h)
+    depth = int(vc.get("depth") or vc.get("num_hidden_layers") or 0)
     pixels = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
               * int(vc.get("patch_size") or 14) ** 2)
-    attention = 5 * h + 4 * heads * padded_head(h // heads)
     out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
-    kept = patches // merge * out * dtype * (1 + len(vc.get("deepstack_visual_indexes") or []))
-    return patches * (pixels + max(attention, 2 * h + 2 * inter)) * dtype, kept, patches
+    deepstack = vc.get("deepstack_visual_indexes") or []
+    stacked = sum(1 for i in deepstack if i < depth - 1) * out // merge  # made before the last block runs
+    attention = 2 * h + (3 * h + 2 * h + 2 * h + h) // tp + 4 * (heads // tp) * padded_head(h // heads)
+    mlp = 3 * h + 2 * inter // tp + h
+    end = h + (out + 2 * (1 + len(deepstack)) * out) // merge
+    peak = pixels + h + max(stacked + max(attention, mlp), end)
+    outputs = patches // merge * out * (1 + len(deepstack))
+    return patches * peak * dtype, outputs + patches * pixels * dtype, patches
 
 
 def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_source: str, dtype: int,
@@ -136,17 +158,19 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
     hidden = int(cfg["hidden_size"])
     rows = min(serving.max_num_seqs, tokens)
     logits = (tokens + rows) * hidden * dtype + rows * vocab * dtype * (1 + (1 / tp if tp > 1 else 0))
-    encoder, kept, patches = vision_peak(config, max_model_len, dtype)
+    encoder, kept, patches = vision_peak(config, max_model_len, dtype, tp)
     phases = {f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
               f"the logits of {rows} rows over {vocab:,} tokens": kept + int(logits)}
+    held = {}
     if encoder:
-        phases[f"the vision encoder on its largest image ({patches:,} patches)"] = encoder + kept
+        vision = f"the vision encoder on its largest image ({patches:,} patches)"
+        phases[vision] = encoder
+        held = {k: f", with {kept / GIB:.2f} GiB of encoder outputs and dummy pixels kept" for k in phases}
+        held[vision] = ", its pixels, position embeddings and deepstack features held (block attention, q/k/v padded)"
     worst = max(phases, key=lambda k: phases[k])
     terms = [
         Term("weights", weights_card, weights_source + (f", 1/{tp} per card" if tp > 1 else "")),
-        Term("profiling peak", phases[worst],
-             f"profile_run's largest phase: {worst}" + (f", with {kept / GIB:.2f} GiB of encoder outputs kept"
-                                                        if kept else "")),
+        Term("profiling peak", phases[worst], f"profile_run's largest phase: {worst}" + held.get(worst, "")),
         Term("non-torch", NON_TORCH_TP1, "the NPU runtime's own (0.03 GiB in vllm-ascend #9606's start-up summary)"),
     ]
     if serving.absolute_accounting:

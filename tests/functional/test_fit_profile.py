@@ -52,3 +52,34 @@ def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) 
     for bad in ("eleven", "0.11.0-beta", "1e3"):
         line = assert_one_line_error(cli("fit", str(model), "--vllm-ascend", bad))
         assert "--vllm-ascend" in line and "release" in line
+
+
+def test_the_vision_encoder_peak_counts_every_tensor_alive_in_the_last_blocks_attention() -> None:
+    """Qwen3-VL-8B's tower on its largest image (65,536 patches of 3 x 2 x 16 x 16 pixels, hidden 1152, 16 heads
+    of 72 padded to 128, deepstack after blocks 8, 16 and 24 of 27), traced tensor by tensor through vLLM 0.23.0's
+    qwen3_vl.py / qwen2_5_vl.py and vllm-ascend 0.23.0's mm_encoder_attention.py at the FIA call of block 26."""
+    vision = {"hidden_size": 1152, "num_heads": 16, "depth": 27, "intermediate_size": 4304, "patch_size": 16,
+              "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": 4096,
+              "deepstack_visual_indexes": [8, 16, 24]}
+    config = {"model_type": "qwen3_vl", "vision_config": vision,
+              "text_config": {**QWEN3_06B, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+                              "intermediate_size": 12288}}
+    n = 65536
+    alive = {
+        "pixel_values (profile_run's dummy batch)": 3 * 2 * 16 * 16,
+        "pos_embeds (encoder_metadata)": 1152,
+        "deepstack_feature_lists (3 x 4096 per 4 patches)": 3 * 4096 // 4,
+        "block input (hidden_states)": 1152,
+        "norm1 output": 1152,
+        "qkv output": 3 * 1152,
+        "qk_reshaped.contiguous()": 2 * 1152,
+        "qk_rotated (npu_rotary_mul)": 2 * 1152,
+        "q, k, v padded to 128": 3 * 16 * 128,
+        "FIA output": 16 * 128,
+        "_restore_batch_layout copy": 1152,
+    }
+    terms = {t.name: t for t in non_kv_terms(config, tp=1, weights_card=int(16.63 * GIB), weights_source="safetensors",
+                                             dtype=2, max_model_len=32768, serving=Serving(), moe=False)}
+    peak = terms["profiling peak"]
+    assert "vision encoder" in peak.source, peak
+    assert peak.bytes == n * 2 * sum(alive.values()), (peak.bytes / GIB, n * 2 * sum(alive.values()) / GIB)

@@ -112,12 +112,13 @@ def test_concurrency_caps_the_default_context_at_the_kv_budget(cli, host: dict) 
 
 
 @pytest.mark.parametrize("given", [["--max-num-batched-tokens", "65536"],
-                                   ["--max_num_seqs=8192", "--max_num_batched_tokens=16384"]])
+                                   ["--max_num_seqs=16384", "--max_num_batched_tokens=16384"]])
 def test_the_profiling_flags_given_after_dashes_shrink_the_kv_budget(cli, host: dict, given: list) -> None:
     """vLLM profiles activations at --max-num-batched-tokens and the logits of --max-num-seqs rows: given after
     --, in any spelling, they reach fit's KV budget, so the length serve composes stays one vLLM accepts. (For
-    Qwen3-VL the encoder's largest image is the peak until the logits of 8192 rows pass it: 16,384 tokens alone
-    stay under it, and vLLM wants max_num_batched_tokens >= max_num_seqs.)"""
+    Qwen3-VL the encoder's largest image is the peak, 3.11 GiB, until the logits of about 7,900 rows pass it:
+    16,384 tokens alone stay under it, 16,384 rows are well over it, and vLLM wants max_num_batched_tokens >=
+    max_num_seqs.)"""
     model = build_model(host["root"] / "models" / "vision", "vision")
     default = json.loads(dry_run(cli, host, model, "--json", "--concurrency", "8").stdout)["max_model_len"]
     larger = json.loads(dry_run(cli, host, model, "--json", "--concurrency", "8", "--", *given).stdout)
