@@ -1,9 +1,11 @@
 """Answer "is N tok/s normal?" in `vllm bench serve`'s terms: three timed, streamed completions with `ignore_eos`
 (every run decodes the same number of tokens), each behind a fresh random prefix, so prefix caching (on by
-default; Ascend's block is 128 tokens) cannot turn the prefill into a cache hit. Per request, as vLLM's
-benchmark defines them: TTFT (the first chunk with text), ITL (the gaps between chunks), TPOT ((latency - TTFT) /
-(tokens - 1)), E2EL (the whole request); decode tok/s = 1000 / TPOT, from the server's own `usage` count (robust
-to chunks that bundle tokens). Reported as medians, TPOT and ITL also at p90, beside fit's prediction."""
+default; Ascend's block is 128 tokens) cannot turn the prefill into a cache hit. Per request, as vLLM 0.23.0's
+benchmark (vllm/benchmarks/lib/endpoint_request_func.py) defines them, over the chunks that carry a choice (its
+text may be empty, as for a token that ends no character; the `usage` chunk and `[DONE]` carry none): TTFT (the
+first such chunk), ITL (the gaps between them), E2EL (request start to the last of them), TPOT ((E2EL - TTFT) /
+(tokens - 1)); decode tok/s = 1000 / TPOT, from the server's own `usage` count (robust to chunks that bundle
+tokens). Reported as medians, TPOT and ITL also at p90, beside fit's prediction."""
 
 from __future__ import annotations
 
@@ -67,15 +69,15 @@ def timed_completion(base: str, name: str, max_tokens: int, prompt: Optional[str
     arrivals: List[float] = []
     tokens = 0
     for arrived, event in stream(f"{base}/v1/completions", body, REQUEST_TIMEOUT):
-        if any(c.get("text") for c in event.get("choices") or []):
+        if event.get("choices"):  # vLLM's benchmark times every chunk with a choice, its text empty or not
             arrivals.append(arrived)
         usage = event.get("usage")
         if isinstance(usage, dict) and usage.get("completion_tokens"):
             tokens = int(usage["completion_tokens"])
-    done = time.perf_counter()
-    if len(arrivals) < 1 or tokens < 2 or done <= arrivals[0]:
-        raise RequestFailed(f"the streamed completion gave {tokens} token(s): nothing to time")
-    ttft, latency = arrivals[0] - sent, done - sent
+    if len(arrivals) < 2 or tokens < 2:
+        raise RequestFailed(f"the streamed completion gave {tokens} token(s) in {len(arrivals)} chunk(s): "
+                            "nothing to time")
+    ttft, latency = arrivals[0] - sent, arrivals[-1] - sent  # E2EL ends at the last token, not at [DONE]
     tpot = (latency - ttft) / (tokens - 1)
     gaps = [round((b - a) * 1000, 3) for a, b in zip(arrivals, arrivals[1:])]
     return Run(round(ttft, 4), tokens, round(1 / tpot, 2), round(tpot * 1000, 3), round(latency, 4), gaps)

@@ -345,17 +345,20 @@ def test_the_real_vllm_bench_serve_at_the_stub_gives_our_clients_figures(real: D
     try:
         theirs = vllm_bench.VllmBench(real["python"].parent / "vllm", "0.23.0", model, {})
         base = f"http://127.0.0.1:{port}"
+        # TTFT runs from the client's start stamp, so it holds the client's own request set-up: for a burst of
+        # 16, vLLM's one asyncio loop (aiohttp) has its requests at the server 12-17 ms after its stamps (32 ms
+        # under a load spike), our 16 threads 1-8 ms after theirs; the stub's server side measured the same for
+        # both (0.1 ms to the prefill, one step after it to the first chunk). At 64 input tokens (TTFT 145 ms)
+        # that was +8-12%, at 256 (530 ms) +2.4-6%; at 512 (TTFT ~1.05 s, the stub's 2 ms a prompt token) it is
+        # under 3.5%, and every figure holds to 5%
         for c in (1, 4, 16):
-            ours = sweep.run_level(base, "dense", c, 16, 64, 24, False, 60)
-            got = vllm_bench.run_level(theirs, base, "dense", c, 16, 64, 24, False, 60)
+            ours = sweep.run_level(base, "dense", c, 16, 512, 24, False, 60)
+            got = vllm_bench.run_level(theirs, base, "dense", c, 16, 512, 24, False, 60)
             assert got.requests == ours.requests == 16
-            for field in ("tpot_ms", "itl_ms", "e2el_s"):
+            for field in ("ttft_s", "tpot_ms", "itl_ms", "e2el_s"):
                 mine, real_one = getattr(ours.measurement, field), getattr(got.measurement, field)
                 assert abs(real_one / mine - 1) < 0.05, (c, field, real_one, mine)
-            # TTFT at 16 comes 11-12% (17-18 ms) above ours on this 2-core host, in both runs so far (not yet
-            # explained: vLLM's one asyncio loop against our 16 threads, or its prompts' lengths); 5% or 25 ms
             mine, real_one = ours.measurement.ttft_s, got.measurement.ttft_s
-            assert abs(real_one / mine - 1) < 0.05 or abs(real_one - mine) < 0.025, (c, real_one, mine)
             assert abs(got.output_tok_s / ours.output_tok_s - 1) < 0.05, (c, got.output_tok_s, ours.output_tok_s)
             print(f"concurrency {c}: vllm bench serve TPOT {got.measurement.tpot_ms} ms, TTFT {real_one} s, "
                   f"{got.output_tok_s} tok/s; ours {ours.measurement.tpot_ms} ms, {mine} s, {ours.output_tok_s} tok/s")
