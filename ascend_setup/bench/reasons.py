@@ -11,9 +11,9 @@ evidence and quiet without it. The evidence (Evidence) is what bench can read of
 
 Each Reason says which way it moves the figures (`effect`: slower, faster, either) and, when it is a level's, at
 which concurrencies (`levels`); the verdict gives a level the reasons that can explain its gap.
-- npu-smi's process rows for the server's cards (serve's reading of `npu-smi info`), for a server serve started.
-
-Not built: a card below its nominal AI Core clock (no reading of npu-smi's clock fields exists in the tool yet).
+- npu-smi's process rows for the server's cards (serve's reading of `npu-smi info`), for a server serve started;
+- fit's step at the server's TP and at each smaller TP that holds the model (bench/verdict.py tp_steps): TP wider
+  than a launch-bound model needs.
 """
 
 from __future__ import annotations
@@ -78,6 +78,26 @@ class LevelEvidence:
 
 
 @dataclass
+class TpOption:
+    tp: int  # a smaller TP the model's heads divide by
+    tpot_ms: float  # fit's step there
+    per_card_bytes: float  # the weights and this level's KV (each sequence at its full length) on one card there
+
+
+@dataclass
+class TpStep:
+    """fit's batch step at one level (fit/batch.step, the card's terms) at the server's TP, and at smaller TPs."""
+
+    concurrency: int
+    tp: int
+    fixed_ms: float  # the fixed (launch) cost of a step at `tp`
+    tpot_ms: float  # the whole step at `tp`
+    options: List[TpOption]
+    capacity_bytes: float  # one card's device memory x the server's --gpu-memory-utilization (0.9 unless set)
+    tp_from: str = "the server's command"  # where the TP was read: the command, serve's record, --tp
+
+
+@dataclass
 class Evidence:
     argv: Sequence[str] = ()  # the server's command: vllm serve MODEL [options] (empty: not known)
     log: Optional[str] = None  # the head of the server's log (None: not known)
@@ -86,6 +106,7 @@ class Evidence:
     cards: Sequence[int] = ()  # the server's cards (serve's record)
     card_processes: Optional[Dict[int, List[str]]] = None  # npu-smi: card -> "pid name" (None: not read)
     own_pids: Sequence[int] = ()  # the server's process and every one below it
+    tp_steps: Sequence[TpStep] = ()  # fit's step per level at the server's TP and smaller ones (TP > 1 only)
 
 
 # --- reading the evidence ---------------------------------------------------------------------------------------
@@ -321,6 +342,32 @@ def other_process(cards: Sequence[int], busy: Optional[Dict[int, List[str]]],
                   "stop it, or serve from a card nothing else uses ('npu-smi info' lists each card's processes)")
 
 
+#: The fixed cost above this share of fit's step: the step is launch-bound, so splitting the weights over more
+#: cards saves little and the multi-card floor (all-reduces on every card: data/cards.yaml) costs more.
+LAUNCH_SHARE = 0.5
+
+
+def tp_wider(steps: Sequence[TpStep]) -> Optional[Reason]:
+    """TP > 1 where fit's fixed (launch) cost is above LAUNCH_SHARE of the step, and fit's step at a smaller TP
+    (the fastest one whose weights and KV fit a card) is faster: the all-reduces cost more than the split saves."""
+    hit = []
+    for s in steps:
+        fitting = [o for o in s.options if o.per_card_bytes <= s.capacity_bytes and o.tpot_ms < s.tpot_ms]
+        if s.tp > 1 and s.tpot_ms > 0 and s.fixed_ms > LAUNCH_SHARE * s.tpot_ms and fitting:
+            hit.append((s, min(fitting, key=lambda o: o.tpot_ms)))
+    if not hit:
+        return None
+    first, best = hit[0]
+    said = "; ".join(f"at concurrency {s.concurrency}, {s.fixed_ms:g} of {s.tpot_ms:g} ms a step is fixed at TP "
+                     f"{s.tp}, and TP {o.tp} steps in {o.tpot_ms:g} ms with {o.per_card_bytes / 2**30:.1f} of "
+                     f"{s.capacity_bytes / 2**30:.1f} GiB a card" for s, o in hit)
+    return Reason("tp-wider-than-needed",
+                  f"TP {first.tp} (from {first.tp_from}) for a launch-bound model, by fit: {said}",
+                  f"serve at the smaller TP: --tensor-parallel-size {best.tp} (fit's step {best.tpot_ms:g} ms "
+                  f"against {first.tpot_ms:g}); TP pays all-reduces on every card each step, which a model this "
+                  "small does not win back", levels=[s.concurrency for s, _ in hit])
+
+
 def reasons(evidence: Evidence) -> List[Reason]:
     """Every rule over the evidence: the reasons found, each once."""
     argv = " ".join(evidence.argv)
@@ -330,5 +377,6 @@ def reasons(evidence: Evidence) -> List[Reason]:
              preempted([(lv.concurrency, lv.preemptions) for lv in evidence.levels]),
              max_num_seqs_capped(argv, evidence.levels, given), speculative(argv, evidence.log, given),
              prefix_cached(evidence.prefix_cache, evidence.levels),
-             other_process(evidence.cards, evidence.card_processes, evidence.own_pids)]
+             other_process(evidence.cards, evidence.card_processes, evidence.own_pids),
+             tp_wider(evidence.tp_steps)]
     return [r for r in found if r is not None]

@@ -27,11 +27,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import Annotated
 
+from ascend_setup.bench.reasons import TpOption, TpStep, settings
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.batch import mean_context, step
 from ascend_setup.fit.cards import card_for
-from ascend_setup.fit.estimate import probed_bandwidth
-from ascend_setup.fit.model_files import local_files
+from ascend_setup.fit.decode import bytes_per_token
+from ascend_setup.fit.estimate import check_tp, probed_bandwidth
+from ascend_setup.fit.model_files import local_files, weights
 from ascend_setup.serve import server_records as records
 from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.inputs import Name, Prose, check_yaml_shape, load_model, read_input_text, validate
@@ -127,6 +129,7 @@ class Context:
     card: Optional[str] = None
     tp: int = 1
     bandwidth_gbps: Optional[float] = None
+    tp_from: str = "serve's record"  # where the TP came from when the command does not say
     why_no_fit: str = "a bare URL: bench cannot know the model's files, card or TP (give a NAME serve started)"
 
 
@@ -215,6 +218,49 @@ def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: in
             f"{s.fixed_s * 1000:.2f} fixed + {s.weights_s * 1000:.2f} weights + {s.kv_s * 1000:.2f} KV ms a step")
     return Reference("fit", what, round(s.tpot_ms, 3), round(concurrency * output_len / latency, 2),
                      eager_tpot_ms=round(eager.tpot_ms, 3))
+
+
+#: vLLM's default --gpu-memory-utilization: the share of a card's memory a server takes when its command says none.
+UTILISATION = 0.9
+
+
+def tp_steps(ctx: Context, concurrencies: Sequence[int], input_len: int, output_len: int) -> List[TpStep]:
+    """fit's batch step at each level at the server's TP (its command's --tensor-parallel-size in any spelling
+    vLLM reads, else the context's TP: serve's record or --tp) and at each smaller TP the model's heads divide by,
+    with what one card holds there (the weights and each sequence's KV at its full length) against one card's
+    memory x the command's --gpu-memory-utilization: bench/reasons.py's tp-wider-than-needed. [] at TP 1 or
+    without fit's facts (a bare URL)."""
+    given = settings(ctx.command.split())
+    said = given.get("tensor_parallel_size")
+    tp = said if isinstance(said, int) and said > 0 else ctx.tp
+    if ctx.model_dir is None or ctx.card is None or tp <= 1:
+        return []
+    card = card_for(ctx.card)
+    bandwidth = ctx.bandwidth_gbps or card.peak_gbps
+    files = local_files(ctx.model_dir)
+    total = weights(files).total_bytes
+    share = given.get("gpu_memory_utilization")
+    capacity = card.visible_bytes * (share if isinstance(share, float) and 0 < share <= 1 else UTILISATION)
+    smaller = []
+    for t in range(1, tp):
+        try:
+            check_tp(files.config, t)
+        except BadInput:
+            continue
+        smaller.append(t)
+    out = []
+    for c in concurrencies:
+        at = step(card.decode.terms(tp), files, concurrency=c, context=mean_context(input_len, output_len),
+                  bandwidth_gbps=bandwidth, tp=tp)
+        options = []
+        for t in smaller:
+            s = step(card.decode.terms(t), files, concurrency=c, context=mean_context(input_len, output_len),
+                     bandwidth_gbps=bandwidth, tp=t)
+            kv = bytes_per_token(files, context=input_len + output_len, tp=t) - weights(files).per_token_bytes / t
+            options.append(TpOption(t, round(s.tpot_ms, 3), total / t + c * kv))
+        out.append(TpStep(c, tp, round(at.fixed_s * 1000, 3), round(at.tpot_ms, 3), options, capacity,
+                          "the server's command" if tp == said else ctx.tp_from))
+    return out
 
 
 def _same_model(a: str, b: str) -> bool:

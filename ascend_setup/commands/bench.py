@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
         LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
                       lv.prefix_cache_queries, lv.waiting, fit[lv.concurrency].tpot_ms,
                       fit[lv.concurrency].eager_tpot_ms) for lv in done],
-        cards, card_processes(None) if cards else None, own))
+        cards, card_processes(None) if cards else None, own,
+        verdict.tp_steps(ctx, [lv.concurrency for lv in done], args.input_len, args.output_len)))
     client = real.label if real else "ascend-setup's client"
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "client": client, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache, "levels": rows,

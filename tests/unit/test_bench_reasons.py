@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from ascend_setup.bench.reasons import (
     Evidence,
     LevelEvidence,
+    TpOption,
+    TpStep,
     Watch,
     eager_mode,
     eager_speed,
@@ -25,6 +28,7 @@ from ascend_setup.bench.reasons import (
     reasons,
     samples,
     speculative,
+    tp_wider,
 )
 
 ENGINE = ("(EngineCore_DP0 pid=4121) INFO 12-01 09:12:21 [core.py:93] Initializing a V1 LLM engine (v0.23.0) with "
@@ -270,3 +274,59 @@ def test_another_process_fires_on_a_process_on_the_servers_card_that_is_not_its_
 ])
 def test_another_process_is_quiet_without_it(cards: list, busy: dict, own: list) -> None:
     assert other_process(cards, busy, own) is None
+
+
+# --- TP wider than a launch-bound model needs ---
+
+GIB = 2 ** 30
+
+
+def tp_step(c: int = 1, tp: int = 2, fixed: float = 18.0, tpot: float = 25.0, small_tpot: float = 17.6,
+            per_card: float = 20 * GIB, capacity: float = 55 * GIB) -> TpStep:
+    return TpStep(c, tp, fixed, tpot, [TpOption(1, small_tpot, per_card)], capacity)
+
+
+def test_tp_wider_fires_on_a_launch_bound_step_that_a_smaller_tp_holding_the_model_beats() -> None:
+    reason = tp_wider([tp_step(1), tp_step(16, fixed=18.0, tpot=40.0, small_tpot=45.0)])
+    assert reason is not None and reason.rule == "tp-wider-than-needed" and reason.levels == [1]
+    assert "TP 2 (from the server's command)" in reason.evidence and "18 of 25 ms" in reason.evidence
+    assert "--tensor-parallel-size 1" in reason.fix and reason.effect == "slower"
+
+
+def test_tp_wider_picks_the_fastest_smaller_tp_that_fits() -> None:
+    step = TpStep(1, 8, 18.0, 20.0, [TpOption(1, 12.0, 80 * GIB), TpOption(2, 15.0, 40 * GIB),
+                                     TpOption(4, 16.0, 20 * GIB)], 55 * GIB)
+    reason = tp_wider([step])
+    assert reason is not None and "--tensor-parallel-size 2" in reason.fix
+
+
+@pytest.mark.parametrize("step", [
+    tp_step(tp=1),  # TP 1 already
+    tp_step(fixed=10.0, tpot=25.0),  # bandwidth-bound: the fixed cost is under half the step
+    tp_step(small_tpot=26.0),  # the smaller TP is not faster
+    tp_step(per_card=60 * GIB),  # the model does not fit the smaller TP
+    TpStep(1, 2, 18.0, 25.0, [], 55 * GIB),  # no smaller TP the heads divide by
+])
+def test_tp_wider_is_quiet_without_it(step: TpStep) -> None:
+    assert tp_wider([step]) is None
+    assert tp_wider([]) is None
+
+
+def test_tp_steps_come_from_fit_for_the_commands_tp_in_any_spelling(tmp_path: Path) -> None:
+    from ascend_setup.bench import verdict
+    from ascend_setup.simulate.model_dirs import build_model
+
+    small = build_model(tmp_path / "m", weight_bytes=2 * 10 ** 9)
+    for command in ("vllm serve /m --tensor-parallel-size 4", "vllm serve /m -tp=4",
+                    "vllm serve /m --tensor_parallel_size 4"):
+        ctx = verdict.Context("m", command, model_dir=small, card="910B3")
+        (step,) = verdict.tp_steps(ctx, [1], 128, 128)
+        assert step.tp == 4 and step.tp_from == "the server's command" and [o.tp for o in step.options] == [1, 2]
+        reason = tp_wider([step])
+        assert reason is not None and "--tensor-parallel-size 1" in reason.fix, command
+    # TP 1, no fit facts: nothing to judge; a 60 GB model at TP 2 does not fit one card: quiet
+    assert verdict.tp_steps(verdict.Context("m", "vllm serve /m", model_dir=small, card="910B3"), [1], 128, 128) == []
+    assert verdict.tp_steps(verdict.Context("m", "vllm serve /m -tp 4"), [1], 128, 128) == []
+    big = build_model(tmp_path / "big", weight_bytes=60 * 10 ** 9)
+    steps = verdict.tp_steps(verdict.Context("m", "vllm serve /m -tp 2", model_dir=big, card="910B3"), [1], 128, 128)
+    assert tp_wider(steps) is None
