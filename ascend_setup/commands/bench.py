@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from ascend_setup.bench import plot, verdict, vllm_bench
 from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
-from ascend_setup.bench.reasons import Evidence, LevelEvidence, log_head, metrics, reasons
+from ascend_setup.bench.reasons import Evidence, LevelEvidence, clock_reader, log_head, metrics, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
@@ -53,12 +53,14 @@ def run(args: argparse.Namespace, output: Output) -> int:
         sys.stderr.flush()
 
     offset = log_size(log) if log is not None else 0
+    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
     try:
         done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                      input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
                      budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
                      metrics=lambda: metrics(target.base),
-                     runner=partial(vllm_bench.run_level, real) if real else None)
+                     runner=partial(vllm_bench.run_level, real) if real else None,
+                     clocks=clock_reader(cards) if cards else None)
     except BadInput:
         raise
     except AscendSetupError as failure:  # a level failed: a recorded server's log says why
@@ -68,11 +70,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     rows = [level.row() for level in done]
     ctx = verdict.context_of(workdir, args.name, target.model, target.argv)
     fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
-    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
     found = reasons(Evidence(words, log_head(log), args.prefix_cache, [
         LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
                       lv.prefix_cache_queries, lv.waiting, fit[lv.concurrency].tpot_ms,
-                      fit[lv.concurrency].eager_tpot_ms) for lv in done],
+                      fit[lv.concurrency].eager_tpot_ms, lv.clocks) for lv in done],
         cards, card_processes(None) if cards else None, own,
         verdict.tp_steps(ctx, [lv.concurrency for lv in done], args.input_len, args.output_len)))
     client = real.label if real else "ascend-setup's client"

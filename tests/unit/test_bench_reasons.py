@@ -16,6 +16,8 @@ from ascend_setup.bench.reasons import (
     TpOption,
     TpStep,
     Watch,
+    clock_below,
+    clock_reader,
     eager_mode,
     eager_speed,
     max_num_seqs_capped,
@@ -330,3 +332,60 @@ def test_tp_steps_come_from_fit_for_the_commands_tp_in_any_spelling(tmp_path: Pa
     big = build_model(tmp_path / "big", weight_bytes=60 * 10 ** 9)
     steps = verdict.tp_steps(verdict.Context("m", "vllm serve /m -tp 2", model_dir=big, card="910B3"), [1], 128, 128)
     assert tp_wider(steps) is None
+
+
+
+# --- a card below its nominal AI Core clock ---
+
+def clocked(c: int, current: float, usage: float = 85.0, rated: float = 1800.0) -> LevelEvidence:
+    return LevelEvidence(c, clocks={"0 rated_mhz": rated, "0 current_mhz": current, "0 usage_pct": usage})
+
+
+def test_clock_below_fires_on_a_busy_card_under_its_rated_clock() -> None:
+    reason = clock_below([clocked(1, 1800.0), clocked(4, 1200.0)])
+    assert reason is not None and reason.rule == "clock-below-nominal" and reason.levels == [4]
+    assert "card 0 at most 1200 of its rated 1800 MHz at concurrency 4" in reason.evidence
+    assert [r.rule for r in reasons(Evidence(levels=[clocked(4, 1200.0)]))] == ["clock-below-nominal"]
+
+
+@pytest.mark.parametrize("level", [
+    clocked(1, 1800.0),  # at the rated clock
+    clocked(1, 1750.0),  # within CLOCK_SHORT of it
+    clocked(1, 100.0, usage=0.0),  # idle: the card lowers its clock (Huawei's example: 100 of 1650 MHz)
+    LevelEvidence(1, clocks={"0 current_mhz": 1200.0, "0 usage_pct": 85.0}),  # no rated clock printed
+    LevelEvidence(1),  # not read (a bare URL, or no npu-smi)
+])
+def test_clock_below_is_quiet_without_it(level: LevelEvidence) -> None:
+    assert clock_below([level]) is None
+
+
+def test_the_clocks_are_read_from_npu_smi_during_a_level(tmp_path: Path) -> None:
+    from ascend_setup.simulate.fake_cann import build_fake_cann
+
+    fake = build_fake_cann(tmp_path / "Ascend")
+    (fake.driver / "npu-clocks").write_text("1 1800 1200 85\n")
+    read = clock_reader([1], str(fake.driver))
+    with Watch(read, names=(), every=0.05) as watch:
+        time.sleep(0.3)
+    assert watch.most == {"1 rated_mhz": 1800.0, "1 current_mhz": 1200.0, "1 usage_pct": 85.0}
+    reason = clock_below([LevelEvidence(4, clocks=watch.most)])
+    assert reason is not None and reason.levels == [4]
+
+
+def test_the_sweep_keeps_the_clocks_read_during_each_level() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from ascend_setup.bench.sweep import Level, sweep
+
+    def runner(*_: Any) -> Level:
+        time.sleep(0.1)
+        return Level(1, 1, 0.1, 10.0, 10.0, cast(Any, SimpleNamespace(tpot_ms=5.0)))
+
+    done = sweep("http://x", "m", concurrency=[1], requests=1, input_len=8, output_len=8, prefix_cache=False,
+                 budget_s=5, slo_tpot_ms=None, progress=lambda _: None, runner=runner,
+                 clocks=lambda: {"0 current_mhz": 1200.0})
+    assert done[0].clocks == {"0 current_mhz": 1200.0}
+    no_clocks = sweep("http://x", "m", concurrency=[1], requests=1, input_len=8, output_len=8, prefix_cache=False,
+                      budget_s=5, slo_tpot_ms=None, progress=lambda _: None, runner=runner)
+    assert no_clocks[0].clocks is None
