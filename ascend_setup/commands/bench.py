@@ -30,9 +30,13 @@ def cells(level: Level) -> List[str]:
 def run(args: argparse.Namespace, output: Output) -> int:
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
+    given = [f for f, v in (("--model-dir", args.model_dir), ("--card", args.card), ("--tp", args.tp)) if v]
+    if args.name is not None and given:
+        raise BadInput(f"{', '.join(given)}: for --url only", hint="serve's record gives a NAME's model, card and TP")
     log: Optional[Path] = None
     words: List[str] = []  # the server's command, when serve recorded it
     workdir = None
+    url_ctx: Optional[verdict.Context] = None
     real: Optional[vllm_bench.VllmBench] = None
     if args.name is not None:
         workdir = resolve_workdir(args.workdir, mode="read")
@@ -41,6 +45,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         real = vllm_bench.for_record(workdir, args.name) if args.client != "own" else None
     else:
         target = resolve(args.url, args.model)
+        here = resolve_workdir(args.workdir, mode="read")
+        workdir = here if here.is_dir() else None  # its earlier sweeps of this URL and model, when there is one
+        url_ctx = verdict.url_context(target.model, target.base, args.model_dir, args.card, args.tp)
     if args.client == "vllm" and real is None:
         raise BadInput("--client vllm: the server's venv has no vLLM benchmark (vllm/benchmarks/serve.py) or its "
                        "model directory no tokenizer", hint="give a NAME 'serve --detach' started, or --client own")
@@ -68,7 +75,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
             raise
         raise triaged(failure, args.name, log, offset) from None
     rows = [level.row() for level in done]
-    ctx = verdict.context_of(workdir, args.name, target.model, target.argv)
+    ctx = url_ctx or verdict.context_of(workdir, args.name, target.model, target.argv)
     fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
     found = reasons(Evidence(words, log_head(log), args.prefix_cache, [
         LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
@@ -107,6 +114,12 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help="a server 'serve --detach' started ('serve status')")
     p.add_argument("--url", metavar="URL", help="any OpenAI-compatible server instead (http://host:port)")
     p.add_argument("--model", metavar="SERVED_NAME", help="the served model name (default: the server's only one)")
+    p.add_argument("--model-dir", type=flags.model_dir, metavar="PATH", help="--url: the served model's directory "
+                   "(its config.json and safetensors headers), for fit's figure with --card")
+    p.add_argument("--card", type=flags.card_name, metavar="NAME", help="--url: the server's card (910B1 ... 910B4), "
+                   "for fit's figure and the published ones")
+    p.add_argument("--tp", type=flags.ranged(int, 1, 64, "a number of cards"), metavar="N",
+                   help="--url: the server's tensor-parallel size (default 1)")
     p.add_argument("--concurrency", type=flags.ranged_list(int, 1, 4096, "a number of concurrent requests"),
                    metavar="LIST", help="exactly these levels, e.g. 1,4,16 (default: 1, 2, 4, 8 ... until "
                    "throughput grows under 5%% or TPOT passes --slo-tpot-ms)")
