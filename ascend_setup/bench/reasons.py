@@ -11,9 +11,11 @@ evidence and quiet without it. The evidence (Evidence) is what bench can read of
 
 Each Reason says which way it moves the figures (`effect`: slower, faster, either) and, when it is a level's, at
 which concurrencies (`levels`); the verdict gives a level the reasons that can explain its gap.
-- npu-smi's process rows for the server's cards (serve's reading of `npu-smi info`), for a server serve started.
-
-Not built: a card below its nominal AI Core clock (no reading of npu-smi's clock fields exists in the tool yet).
+- npu-smi's process rows for the server's cards (serve's reading of `npu-smi info`), for a server serve started;
+- npu-smi's AI Core clock of the server's cards (`npu-smi info -t common -i N`: host/npu.py card_clocks), read
+  during each level, for a server serve started;
+- fit's step at the server's TP and at each smaller TP that holds the model (bench/verdict.py tp_steps): TP wider
+  than a launch-bound model needs.
 """
 
 from __future__ import annotations
@@ -75,6 +77,27 @@ class LevelEvidence:
     waiting: Optional[float] = None  # the most vllm:num_requests_waiting read during the level
     fit_tpot_ms: Optional[float] = None  # fit's step at this level, graph mode
     fit_eager_tpot_ms: Optional[float] = None  # the same under --enforce-eager
+    clocks: Optional[Dict[str, float]] = None  # the most of each card's clock fields read during it (clock_reader)
+
+
+@dataclass
+class TpOption:
+    tp: int  # a smaller TP the model's heads divide by
+    tpot_ms: float  # fit's step there
+    per_card_bytes: float  # the weights and this level's KV (each sequence at its full length) on one card there
+
+
+@dataclass
+class TpStep:
+    """fit's batch step at one level (fit/batch.step, the card's terms) at the server's TP, and at smaller TPs."""
+
+    concurrency: int
+    tp: int
+    fixed_ms: float  # the fixed (launch) cost of a step at `tp`
+    tpot_ms: float  # the whole step at `tp`
+    options: List[TpOption]
+    capacity_bytes: float  # one card's device memory x the server's --gpu-memory-utilization (0.9 unless set)
+    tp_from: str = "the server's command"  # where the TP was read: the command, serve's record, --tp
 
 
 @dataclass
@@ -86,6 +109,7 @@ class Evidence:
     cards: Sequence[int] = ()  # the server's cards (serve's record)
     card_processes: Optional[Dict[int, List[str]]] = None  # npu-smi: card -> "pid name" (None: not read)
     own_pids: Sequence[int] = ()  # the server's process and every one below it
+    tp_steps: Sequence[TpStep] = ()  # fit's step per level at the server's TP and smaller ones (TP > 1 only)
 
 
 # --- reading the evidence ---------------------------------------------------------------------------------------
@@ -132,7 +156,8 @@ def preemptions_total(base: str, timeout: float = 5.0) -> Optional[float]:
 
 
 class Watch:
-    """/metrics during a level: `read` every `every` seconds on a thread, keeping the most of each gauge."""
+    """/metrics during a level: `read` every `every` seconds on a thread, keeping the most of each gauge (of every
+    one read when `names` is empty)."""
 
     def __init__(self, read: Callable[[], Optional[Dict[str, float]]], names: Sequence[str] = (WAITING,),
                  every: float = 0.25) -> None:
@@ -144,7 +169,7 @@ class Watch:
     def _run(self) -> None:
         while not self._stop.is_set():
             got = self.read() or {}
-            for name in self.names:
+            for name in self.names or tuple(got):
                 if name in got:
                     self.most[name] = max(self.most.get(name, got[name]), got[name])
             self._stop.wait(self.every)
@@ -321,6 +346,74 @@ def other_process(cards: Sequence[int], busy: Optional[Dict[int, List[str]]],
                   "stop it, or serve from a card nothing else uses ('npu-smi info' lists each card's processes)")
 
 
+#: The fixed cost above this share of fit's step: the step is launch-bound, so splitting the weights over more
+#: cards saves little and the multi-card floor (all-reduces on every card: data/cards.yaml) costs more.
+LAUNCH_SHARE = 0.5
+
+
+def tp_wider(steps: Sequence[TpStep]) -> Optional[Reason]:
+    """TP > 1 where fit's fixed (launch) cost is above LAUNCH_SHARE of the step, and fit's step at a smaller TP
+    (the fastest one whose weights and KV fit a card) is faster: the all-reduces cost more than the split saves."""
+    hit = []
+    for s in steps:
+        fitting = [o for o in s.options if o.per_card_bytes <= s.capacity_bytes and o.tpot_ms < s.tpot_ms]
+        if s.tp > 1 and s.tpot_ms > 0 and s.fixed_ms > LAUNCH_SHARE * s.tpot_ms and fitting:
+            hit.append((s, min(fitting, key=lambda o: o.tpot_ms)))
+    if not hit:
+        return None
+    first, best = hit[0]
+    said = "; ".join(f"at concurrency {s.concurrency}, {s.fixed_ms:g} of {s.tpot_ms:g} ms a step is fixed at TP "
+                     f"{s.tp}, and TP {o.tp} steps in {o.tpot_ms:g} ms with {o.per_card_bytes / 2**30:.1f} of "
+                     f"{s.capacity_bytes / 2**30:.1f} GiB a card" for s, o in hit)
+    return Reason("tp-wider-than-needed",
+                  f"TP {first.tp} (from {first.tp_from}) for a launch-bound model, by fit: {said}",
+                  f"serve at the smaller TP: --tensor-parallel-size {best.tp} (fit's step {best.tpot_ms:g} ms "
+                  f"against {first.tpot_ms:g}); TP pays all-reduces on every card each step, which a model this "
+                  "small does not win back", levels=[s.concurrency for s, _ in hit])
+
+
+#: A card whose highest AI Core clock during a level stays this share under its rated one runs below it.
+CLOCK_SHORT = 0.05
+#: ... when its AI Core usage reached this (an idle card lowers its clock: Huawei's example prints 100 of 1650 MHz).
+BUSY_PCT = 10.0
+CLOCK_FIELDS = ("rated_mhz", "current_mhz", "usage_pct")
+
+
+def clock_reader(cards: Sequence[int], driver_root: Optional[str] = None) -> Callable[[], Optional[Dict[str, float]]]:
+    """A read of the cards' AI Core clocks for Watch: "CARD rated_mhz", "CARD current_mhz", "CARD usage_pct"."""
+    from ascend_setup.host.npu import card_clocks
+
+    def read() -> Optional[Dict[str, float]]:
+        got = card_clocks(driver_root, list(cards))
+        return {f"{card} {name}": value for card, clock in got.items()
+                for name, value in zip(CLOCK_FIELDS, (clock.rated_mhz, clock.current_mhz, clock.usage_pct))
+                if value is not None} or None
+    return read
+
+
+def clock_below(levels: Sequence[LevelEvidence]) -> Optional[Reason]:
+    """npu-smi's current AI Core clock of a server's card, at its highest during a level in which the card was busy
+    (AI Core usage BUSY_PCT or more), stayed more than CLOCK_SHORT under the card's rated clock (both of
+    `npu-smi info -t common -i N`): the card runs below its nominal clock."""
+    hit = []
+    for lv in levels:
+        got = lv.clocks or {}
+        for card in sorted({k.split()[0] for k in got}):
+            rated, current, usage = (got.get(f"{card} {name}") for name in CLOCK_FIELDS)
+            if rated and current is not None and usage is not None and usage >= BUSY_PCT \
+                    and current < rated * (1 - CLOCK_SHORT):
+                hit.append((lv.concurrency, card, current, rated, usage))
+    if not hit:
+        return None
+    said = ", ".join(f"card {card} at most {current:g} of its rated {rated:g} MHz at concurrency {c} (AI Core usage "
+                     f"up to {usage:g}%)" for c, card, current, rated, usage in hit)
+    return Reason("clock-below-nominal", f"npu-smi's AI Core clock (Aicore curFreq against Aicore Freq) stayed "
+                  f"below the rated one while busy: {said}",
+                  "the card runs below its nominal clock (power capping, heat, or a power-saving setting): look at "
+                  "'npu-smi info -t common -i N' under load, the card's temperature and power, and its cooling; "
+                  "published figures were measured at the rated clock", levels=sorted({c for c, *_ in hit}))
+
+
 def reasons(evidence: Evidence) -> List[Reason]:
     """Every rule over the evidence: the reasons found, each once."""
     argv = " ".join(evidence.argv)
@@ -330,5 +423,6 @@ def reasons(evidence: Evidence) -> List[Reason]:
              preempted([(lv.concurrency, lv.preemptions) for lv in evidence.levels]),
              max_num_seqs_capped(argv, evidence.levels, given), speculative(argv, evidence.log, given),
              prefix_cached(evidence.prefix_cache, evidence.levels),
-             other_process(evidence.cards, evidence.card_processes, evidence.own_pids)]
+             other_process(evidence.cards, evidence.card_processes, evidence.own_pids),
+             tp_wider(evidence.tp_steps), clock_below(evidence.levels)]
     return [r for r in found if r is not None]

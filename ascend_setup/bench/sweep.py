@@ -20,6 +20,8 @@ from ascend_setup.serve.smoke import RequestFailed
 MIN_GAIN = 0.05
 MAX_LEVEL = 1024
 PREEMPTIONS = "vllm:num_preemptions_total"
+#: npu-smi is read this often for the clocks during a level (a run of it takes a fraction of a second).
+CLOCK_EVERY = 1.0
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Level:
     prefix_cache_hits: Optional[float] = None  # how much vllm:prefix_cache_hits_total grew (prompt tokens)
     prefix_cache_queries: Optional[float] = None  # how much vllm:prefix_cache_queries_total grew (prompt tokens)
     waiting: Optional[float] = None  # the most vllm:num_requests_waiting read during the level
+    clocks: Optional[Dict[str, float]] = None  # the most of each card's AI Core clock fields read (reasons.py)
 
     def row(self) -> Dict[str, Any]:
         m = asdict(self.measurement)
@@ -87,21 +90,25 @@ def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: 
           output_len: int, prefix_cache: bool, budget_s: float, slo_tpot_ms: Optional[float],
           progress: Callable[[str], None],
           metrics: Optional[Callable[[], Optional[Dict[str, float]]]] = None,
-          runner: Optional[Callable[..., Level]] = None) -> List[Level]:
+          runner: Optional[Callable[..., Level]] = None,
+          clocks: Optional[Callable[[], Optional[Dict[str, float]]]] = None) -> List[Level]:
     """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO;
     `metrics` reads the server's /metrics (bench/reasons.py): its counters before and after each level, its
-    waiting gauge during it; `runner` measures a level (run_level's arguments; default: the own client)."""
+    waiting gauge during it; `runner` measures a level (run_level's arguments; default: the own client); `clocks`
+    reads the server's cards' AI Core clocks (reasons.clock_reader) every CLOCK_EVERY seconds during a level."""
     measure = runner or run_level
     done: List[Level] = []
     for c in levels(concurrency):
         progress(f"concurrency {c}: {max(requests, c)} requests ...")
         before = metrics() if metrics else None
-        with Watch(metrics or (lambda: None)) as watch:
+        with Watch(metrics or (lambda: None)) as watch, \
+                Watch(clocks or (lambda: None), names=(), every=CLOCK_EVERY) as clock_watch:
             level = measure(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
         after = metrics() if metrics else None
         level.preemptions, level.prefix_cache_hits, level.prefix_cache_queries = (
             grown(before, after, name) for name in (PREEMPTIONS, PREFIX_HITS, PREFIX_QUERIES))
         level.waiting = watch.most.get(WAITING)
+        level.clocks = dict(clock_watch.most) or None
         progress(f"concurrency {c}: {level.output_tok_s:g} tok/s, TPOT {level.measurement.tpot_ms:g} ms "
                  f"({level.requests} requests in {level.duration_s:g} s)")
         done.append(level)

@@ -3,10 +3,12 @@ references, each named:
 
 - fit: the batch decode model (fit/batch.py) for this model, card and TP at the level's concurrency and the
   sweep's lengths, on the card's terms (data/cards.yaml), as serve compares its single stream with fit; known when
-  the server is one `serve` started (its record names the model's directory, serve's result its card and TP);
+  the server is one `serve` started (its record names the model's directory, serve's result its card and TP), or
+  a --url server given --model-dir and --card (and --tp);
 - published: figures others measured on the same model, card, TP and concurrency, at lengths within 2x
   (data/bench_published.yaml, from ../shared/fit-referee);
-- calibration: this host's earlier sweeps of the same server command, model and lengths (<workdir>/bench/).
+- calibration: this host's earlier sweeps of the same server command, model and lengths (<workdir>/bench/); for a
+  --url server, of the same URL, model and lengths.
 
 Each says "as predicted" when the measured per-user speed is within TOLERANCE of the reference's, else "slower
 than predicted" (then with the reasons bench found) or "faster than predicted". The level's verdict is the first
@@ -27,11 +29,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import Annotated
 
+from ascend_setup.bench.reasons import TpOption, TpStep, settings
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.batch import mean_context, step
 from ascend_setup.fit.cards import card_for
-from ascend_setup.fit.estimate import probed_bandwidth
-from ascend_setup.fit.model_files import local_files
+from ascend_setup.fit.decode import bytes_per_token
+from ascend_setup.fit.estimate import check_tp, probed_bandwidth
+from ascend_setup.fit.model_files import load_config, local_files, weights
 from ascend_setup.serve import server_records as records
 from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.inputs import Name, Prose, check_yaml_shape, load_model, read_input_text, validate
@@ -96,6 +100,7 @@ class Run(BaseModel):
 
     model: Name
     command: Prose
+    url: Optional[Prose] = None  # the server's URL (a --url sweep's key, with the model)
     input_len: Count
     output_len: Count
     measured_at: Annotated[float, Field(strict=True, ge=0, le=1e11)]
@@ -127,6 +132,8 @@ class Context:
     card: Optional[str] = None
     tp: int = 1
     bandwidth_gbps: Optional[float] = None
+    tp_from: str = "serve's record"  # where the TP came from when the command does not say
+    url: str = ""  # the server's base URL: a --url sweep's calibration key (with the served name)
     why_no_fit: str = "a bare URL: bench cannot know the model's files, card or TP (give a NAME serve started)"
 
 
@@ -147,6 +154,19 @@ def context_of(workdir: Optional[Path], name: Optional[str], served: str, comman
     result = load_model(result_path, "serve-result", ServeResult, follow=False)
     ctx.model_dir, ctx.card, ctx.tp = Path(argv[2]), result.card, result.tp
     ctx.bandwidth_gbps = probed_bandwidth(workdir)
+    return ctx
+
+
+def url_context(served: str, url: str, model_dir: Optional[Path], card: Optional[str], tp: Optional[int]) -> Context:
+    """The facts of a --url server as the user gave them (--model-dir, --card, --tp): fit's figure needs the model's
+    directory and the card; the bandwidth is the card table's (this host's probe need not be the server's)."""
+    ctx = Context(served, "", model_dir=model_dir, card=card, tp=tp or 1, tp_from="--tp", url=url)
+    if model_dir is not None:
+        check_tp(load_config(model_dir), ctx.tp)  # before the sweep: a --tp the heads do not divide is bad input
+    if model_dir is None or card is None:
+        ctx.model_dir = None  # the card alone still matches published figures (with the TP)
+        ctx.why_no_fit = ("a bare URL: give --model-dir (the served model's directory, with its config.json) and "
+                          "--card (and --tp when it serves on more than one card) for fit's figure")
     return ctx
 
 
@@ -217,6 +237,49 @@ def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: in
                      eager_tpot_ms=round(eager.tpot_ms, 3))
 
 
+#: vLLM's default --gpu-memory-utilization: the share of a card's memory a server takes when its command says none.
+UTILISATION = 0.9
+
+
+def tp_steps(ctx: Context, concurrencies: Sequence[int], input_len: int, output_len: int) -> List[TpStep]:
+    """fit's batch step at each level at the server's TP (its command's --tensor-parallel-size in any spelling
+    vLLM reads, else the context's TP: serve's record or --tp) and at each smaller TP the model's heads divide by,
+    with what one card holds there (the weights and each sequence's KV at its full length) against one card's
+    memory x the command's --gpu-memory-utilization: bench/reasons.py's tp-wider-than-needed. [] at TP 1 or
+    without fit's facts (a bare URL)."""
+    given = settings(ctx.command.split())
+    said = given.get("tensor_parallel_size")
+    tp = said if isinstance(said, int) and said > 0 else ctx.tp
+    if ctx.model_dir is None or ctx.card is None or tp <= 1:
+        return []
+    card = card_for(ctx.card)
+    bandwidth = ctx.bandwidth_gbps or card.peak_gbps
+    files = local_files(ctx.model_dir)
+    total = weights(files).total_bytes
+    share = given.get("gpu_memory_utilization")
+    capacity = card.visible_bytes * (share if isinstance(share, float) and 0 < share <= 1 else UTILISATION)
+    smaller = []
+    for t in range(1, tp):
+        try:
+            check_tp(files.config, t)
+        except BadInput:
+            continue
+        smaller.append(t)
+    out = []
+    for c in concurrencies:
+        at = step(card.decode.terms(tp), files, concurrency=c, context=mean_context(input_len, output_len),
+                  bandwidth_gbps=bandwidth, tp=tp)
+        options = []
+        for t in smaller:
+            s = step(card.decode.terms(t), files, concurrency=c, context=mean_context(input_len, output_len),
+                     bandwidth_gbps=bandwidth, tp=t)
+            kv = bytes_per_token(files, context=input_len + output_len, tp=t) - weights(files).per_token_bytes / t
+            options.append(TpOption(t, round(s.tpot_ms, 3), total / t + c * kv))
+        out.append(TpStep(c, tp, round(at.fixed_s * 1000, 3), round(at.tpot_ms, 3), options, capacity,
+                          "the server's command" if tp == said else ctx.tp_from))
+    return out
+
+
 def _same_model(a: str, b: str) -> bool:
     return a.rstrip("/").rsplit("/", 1)[-1].lower() == b.rstrip("/").rsplit("/", 1)[-1].lower()
 
@@ -251,7 +314,7 @@ def earlier_runs(workdir: Optional[Path]) -> List[Run]:
 def calibration_reference(runs: Sequence[Run], ctx: Context, concurrency: int, input_len: int,
                           output_len: int) -> Reference:
     tpots = [lv.tpot_ms for r in runs if r.model == ctx.model and r.command == ctx.command
-             and r.input_len == input_len and r.output_len == output_len
+             and (ctx.command or r.url == ctx.url) and r.input_len == input_len and r.output_len == output_len
              for lv in r.levels if lv.concurrency == concurrency]
     if not tpots:
         return Reference("calibration", "no earlier sweep of this server, model and lengths at this concurrency here",
@@ -285,9 +348,10 @@ def save_run(workdir: Path, ctx: Context, input_len: int, output_len: int, level
     make_dir(runs_dir(workdir))
     now = time.time()
     path = runs_dir(workdir) / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}-{int(now * 1e6) % 10**6:06d}.json"
-    data = {"model": ctx.model, "command": ctx.command, "input_len": input_len, "output_len": output_len,
-            "measured_at": now, "levels": [{"concurrency": lv["concurrency"], "tpot_ms": lv["tpot_ms"],
-                                            "output_tok_s": lv["output_tok_s"]} for lv in levels if lv["tpot_ms"] > 0]}
+    data = {"model": ctx.model, "command": ctx.command, "url": ctx.url or None, "input_len": input_len,
+            "output_len": output_len, "measured_at": now,
+            "levels": [{"concurrency": lv["concurrency"], "tpot_ms": lv["tpot_ms"], "output_tok_s": lv["output_tok_s"]}
+                       for lv in levels if lv["tpot_ms"] > 0]}
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
     return path
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
@@ -42,6 +43,24 @@ def ranged(kind: Callable[[str], Number], low: Number, high: Number, what: str) 
 
     parse.range = (low, high)  # type: ignore[attr-defined]  # read by the test that walks every numeric flag
     return parse
+
+
+def model_dir(text: str) -> Path:
+    """A served model's directory, as a flag's type: one with a config.json, else bad input at parse time."""
+    path = Path(text).expanduser()
+    if not (path / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text} holds no config.json (give the served model's directory)")
+    return path
+
+
+def card_name(text: str) -> str:
+    """A card of fit's card table (910B3, Ascend910B3, 910b3 ...), as a flag's type, spelled as the table does."""
+    from ascend_setup.fit.cards import card_key, cards
+
+    known = cards()
+    if card_key(text) not in known:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a card of fit's table ({', '.join(known)})")
+    return card_key(text)
 
 
 def ranged_list(kind: Callable[[str], Number], low: Number, high: Number, what: str) -> Callable[[str], List[Number]]:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from ascend_setup.bench import plot, verdict, vllm_bench
 from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
-from ascend_setup.bench.reasons import Evidence, LevelEvidence, log_head, metrics, reasons
+from ascend_setup.bench.reasons import Evidence, LevelEvidence, clock_reader, log_head, metrics, reasons
 from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
@@ -30,9 +30,13 @@ def cells(level: Level) -> List[str]:
 def run(args: argparse.Namespace, output: Output) -> int:
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
+    given = [f for f, v in (("--model-dir", args.model_dir), ("--card", args.card), ("--tp", args.tp)) if v]
+    if args.name is not None and given:
+        raise BadInput(f"{', '.join(given)}: for --url only", hint="serve's record gives a NAME's model, card and TP")
     log: Optional[Path] = None
     words: List[str] = []  # the server's command, when serve recorded it
     workdir = None
+    url_ctx: Optional[verdict.Context] = None
     real: Optional[vllm_bench.VllmBench] = None
     if args.name is not None:
         workdir = resolve_workdir(args.workdir, mode="read")
@@ -41,6 +45,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         real = vllm_bench.for_record(workdir, args.name) if args.client != "own" else None
     else:
         target = resolve(args.url, args.model)
+        here = resolve_workdir(args.workdir, mode="read")
+        workdir = here if here.is_dir() else None  # its earlier sweeps of this URL and model, when there is one
+        url_ctx = verdict.url_context(target.model, target.base, args.model_dir, args.card, args.tp)
     if args.client == "vllm" and real is None:
         raise BadInput("--client vllm: the server's venv has no vLLM benchmark (vllm/benchmarks/serve.py) or its "
                        "model directory no tokenizer", hint="give a NAME 'serve --detach' started, or --client own")
@@ -53,12 +60,14 @@ def run(args: argparse.Namespace, output: Output) -> int:
         sys.stderr.flush()
 
     offset = log_size(log) if log is not None else 0
+    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
     try:
         done = sweep(target.base, target.model, concurrency=args.concurrency, requests=args.requests,
                      input_len=args.input_len, output_len=args.output_len, prefix_cache=args.prefix_cache,
                      budget_s=args.time_budget, slo_tpot_ms=args.slo_tpot_ms, progress=progress,
                      metrics=lambda: metrics(target.base),
-                     runner=partial(vllm_bench.run_level, real) if real else None)
+                     runner=partial(vllm_bench.run_level, real) if real else None,
+                     clocks=clock_reader(cards) if cards else None)
     except BadInput:
         raise
     except AscendSetupError as failure:  # a level failed: a recorded server's log says why
@@ -66,14 +75,14 @@ def run(args: argparse.Namespace, output: Output) -> int:
             raise
         raise triaged(failure, args.name, log, offset) from None
     rows = [level.row() for level in done]
-    ctx = verdict.context_of(workdir, args.name, target.model, target.argv)
+    ctx = url_ctx or verdict.context_of(workdir, args.name, target.model, target.argv)
     fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
-    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
     found = reasons(Evidence(words, log_head(log), args.prefix_cache, [
         LevelEvidence(lv.concurrency, lv.measurement.tpot_ms, lv.preemptions, lv.prefix_cache_hits,
                       lv.prefix_cache_queries, lv.waiting, fit[lv.concurrency].tpot_ms,
-                      fit[lv.concurrency].eager_tpot_ms) for lv in done],
-        cards, card_processes(None) if cards else None, own))
+                      fit[lv.concurrency].eager_tpot_ms, lv.clocks) for lv in done],
+        cards, card_processes(None) if cards else None, own,
+        verdict.tp_steps(ctx, [lv.concurrency for lv in done], args.input_len, args.output_len)))
     client = real.label if real else "ascend-setup's client"
     result: Dict[str, Any] = {"url": target.base, "model": target.model, "client": client, "input_len": args.input_len,
                               "output_len": args.output_len, "prefix_cache": args.prefix_cache, "levels": rows,
@@ -105,6 +114,12 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help="a server 'serve --detach' started ('serve status')")
     p.add_argument("--url", metavar="URL", help="any OpenAI-compatible server instead (http://host:port)")
     p.add_argument("--model", metavar="SERVED_NAME", help="the served model name (default: the server's only one)")
+    p.add_argument("--model-dir", type=flags.model_dir, metavar="PATH", help="--url: the served model's directory "
+                   "(its config.json and safetensors headers), for fit's figure with --card")
+    p.add_argument("--card", type=flags.card_name, metavar="NAME", help="--url: the server's card (910B1 ... 910B4), "
+                   "for fit's figure and the published ones")
+    p.add_argument("--tp", type=flags.ranged(int, 1, 64, "a number of cards"), metavar="N",
+                   help="--url: the server's tensor-parallel size (default 1)")
     p.add_argument("--concurrency", type=flags.ranged_list(int, 1, 4096, "a number of concurrent requests"),
                    metavar="LIST", help="exactly these levels, e.g. 1,4,16 (default: 1, 2, 4, 8 ... until "
                    "throughput grows under 5%% or TPOT passes --slo-tpot-ms)")

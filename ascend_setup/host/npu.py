@@ -119,6 +119,57 @@ def npu_facts(driver_root: Optional[str], timeout: float = 20.0) -> NpuFacts:
         return NpuFacts(npu_smi=exe, error=f"npu-smi could not run: {exc}")
 
 
+#: The AI Core clock fields of `npu-smi info -t common -i N`, as Huawei's npu-smi reference ("Querying Common
+#: Information", `npu-smi info -t common -i id`) names them: "Aicore Freq(MHZ)" is the AI Core frequency (the rated
+#: one), "Aicore curFreq(MHZ)" the current AI Core frequency, "Aicore Usage Rate(%)" the AI Core usage. Its example
+#: prints 1650 rated with 100 current on an idle card (the clock drops when idle); published 910B3 readings print
+#: 1800 and 1800 under load, with "Aicore Count : 20". The block of the NPU chip comes first; an "mcu" block with its
+#: own Temperature(C) may follow. `npu-smi info -t usages -i N` prints usage rates (HBM, Aicore ...) and no clock.
+RATED_MHZ, CURRENT_MHZ, AICORE_USAGE = "Aicore Freq(MHZ)", "Aicore curFreq(MHZ)", "Aicore Usage Rate(%)"
+
+
+@dataclass
+class Clock:
+    rated_mhz: Optional[float]
+    current_mhz: Optional[float]
+    usage_pct: Optional[float]
+
+
+def parse_common(text: str) -> Clock:
+    """`npu-smi info -t common -i N`: the NPU chip's AI Core clock (rated, current) and usage; None where absent."""
+    fields: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:  # the first block is the NPU chip's
+            fields[key.strip()] = value.strip()
+
+    def number(name: str) -> Optional[float]:
+        try:
+            return float(fields[name])
+        except (KeyError, ValueError):
+            return None
+
+    return Clock(number(RATED_MHZ), number(CURRENT_MHZ), number(AICORE_USAGE))
+
+
+def card_clocks(driver_root: Optional[str], cards: List[int], timeout: float = 5.0) -> Dict[int, Clock]:
+    """Each card's AI Core clock from `npu-smi info -t common -i N`; a card npu-smi cannot read is left out (no
+    npu-smi: {})."""
+    exe = find_npu_smi(driver_root)
+    if exe is None:
+        return {}
+    found: Dict[int, Clock] = {}
+    for card in cards:
+        try:
+            out = subprocess.run([exe, "info", "-t", "common", "-i", str(card)], env=npu_smi_env(driver_root),
+                                 capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0:
+            found[card] = parse_common(out.stdout)
+    return found
+
+
 def missing_hwhiaiuser_group(uid: Optional[int] = None) -> bool:
     """True for a non-root user outside the HwHiAiUser group (the driver refuses them)."""
     uid = os.getuid() if uid is None else uid

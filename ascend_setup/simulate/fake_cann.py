@@ -45,6 +45,21 @@ No such file or directory" >&2
 }}
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/common:"*) ;; *) missing;; esac
 case ":$LD_LIBRARY_PATH:" in *":{driver}/lib64/driver:"*) ;; *) missing;; esac
+# `info -t common -i N`: the AI Core clock as a 910B3 prints it (host/npu.py parse_common names the source); a
+# line "NPU RATED_MHZ CURRENT_MHZ USAGE_PCT" in npu-clocks (a test writes it) sets a card's
+if [ "$1 $2 $3" = "info -t common" ]; then
+  rated=1800; current=1800; usage=0
+  line=$(grep "^$5 " {driver}/npu-clocks 2>/dev/null | head -1)
+  if [ -n "$line" ]; then read -r _ rated current usage <<< "$line"; fi
+  printf '        %-31s: %s\n' "NPU ID" "$5" "Chip Count" 1
+  echo
+  printf '        %-31s: %s\n' "Chip ID" 0 "Memory Usage Rate(%)" 0 "HBM Usage Rate(%)" 5 \
+    "Aicore Usage Rate(%)" "$usage" "Aicore Freq(MHZ)" "$rated" "Aicore curFreq(MHZ)" "$current" \
+    "Aicore Count" 20 "Temperature(C)" 40 "NPU Real-time Power(W)" 93.6
+  echo
+  printf '        %-31s: %s\n' "Chip Name" mcu "Temperature(C)" 38
+  exit 0
+fi
 if [ "$1 $2" = "info -t" ] && {{ [ "$6" = "-c" ] || [ -n "{board_names_chip}" ]; }}; then
 cat <<'EOF2'
         NPU ID                         : 0

@@ -44,7 +44,8 @@ def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
     assert proc.returncode == 0, proc.stderr
     log = (workdir / "serve" / "dense.log").read_text()
     rate, kv_ms = float(RATE.search(log).group(1)), float(KV.search(log).group(1))
-    yield {"workdir": workdir, "rate": rate, "kv_ms": kv_ms, "url": f"http://127.0.0.1:{port}"}
+    yield {"workdir": workdir, "rate": rate, "kv_ms": kv_ms, "url": f"http://127.0.0.1:{port}",
+           "model": root / "models" / "dense"}
     run([sys.executable, "-m", "ascend_setup", "serve", "stop", "dense", "--workdir", str(workdir)], home_dir)
 
 
@@ -188,6 +189,28 @@ def test_the_verdict_is_as_predicted_against_fit_and_the_next_sweep_has_this_one
     assert table.returncode == 0 and max(len(line) for line in table.stdout.splitlines()) <= 80, table.stdout
     assert "verdict: concurrency 4: as predicted against fit" in said, table.stdout
     assert "reference fit: fit's batch decode model for dense on an 910B3 (a2-graph" in said, table.stdout
+
+
+def test_a_url_server_gets_fits_verdict_when_told_its_model_and_card_and_its_own_calibration(
+        served: dict, tmp_path: Path, home: Path) -> None:
+    """--url with --model-dir, --card (and --tp): the same fit verdict a NAME gets; its sweeps are saved in the
+    workdir and the next sweep of the same URL and model is judged against them. Without them: no fit figure."""
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    args = [*BENCH, "--url", served["url"], "--concurrency", "1,4", "--requests", "4", "--output-len", "16",
+            "--json", "--workdir", str(workdir)]
+    bare = run(args, home)
+    assert bare.returncode == 0, bare.stderr
+    fit = json.loads(bare.stdout)["verdicts"][0]["references"][0]
+    assert fit["tpot_ms"] is None and "--model-dir" in fit["what"], fit
+    told = run([*args, "--model-dir", str(served["model"]), "--card", "910B3", "--tp", "1"], home)
+    assert told.returncode == 0, told.stderr
+    for v in json.loads(told.stdout)["verdicts"]:
+        assert v["verdict"] == "as predicted" and v["against"] == "fit", v
+        assert abs(v["references"][0]["ratio"] - 1) < 0.05, v
+        calibration = v["references"][-1]
+        assert calibration["reference"] == "calibration" and calibration["verdict"] == "as predicted", calibration
+    assert len(list((workdir / "bench").glob("*.json"))) == 2
 
 
 def test_an_eager_server_is_slower_than_predicted_and_says_why(eager_and_small: dict, home: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -12,7 +13,11 @@ import pytest
 from ascend_setup.bench.reasons import (
     Evidence,
     LevelEvidence,
+    TpOption,
+    TpStep,
     Watch,
+    clock_below,
+    clock_reader,
     eager_mode,
     eager_speed,
     max_num_seqs_capped,
@@ -25,6 +30,7 @@ from ascend_setup.bench.reasons import (
     reasons,
     samples,
     speculative,
+    tp_wider,
 )
 
 ENGINE = ("(EngineCore_DP0 pid=4121) INFO 12-01 09:12:21 [core.py:93] Initializing a V1 LLM engine (v0.23.0) with "
@@ -270,3 +276,116 @@ def test_another_process_fires_on_a_process_on_the_servers_card_that_is_not_its_
 ])
 def test_another_process_is_quiet_without_it(cards: list, busy: dict, own: list) -> None:
     assert other_process(cards, busy, own) is None
+
+
+# --- TP wider than a launch-bound model needs ---
+
+GIB = 2 ** 30
+
+
+def tp_step(c: int = 1, tp: int = 2, fixed: float = 18.0, tpot: float = 25.0, small_tpot: float = 17.6,
+            per_card: float = 20 * GIB, capacity: float = 55 * GIB) -> TpStep:
+    return TpStep(c, tp, fixed, tpot, [TpOption(1, small_tpot, per_card)], capacity)
+
+
+def test_tp_wider_fires_on_a_launch_bound_step_that_a_smaller_tp_holding_the_model_beats() -> None:
+    reason = tp_wider([tp_step(1), tp_step(16, fixed=18.0, tpot=40.0, small_tpot=45.0)])
+    assert reason is not None and reason.rule == "tp-wider-than-needed" and reason.levels == [1]
+    assert "TP 2 (from the server's command)" in reason.evidence and "18 of 25 ms" in reason.evidence
+    assert "--tensor-parallel-size 1" in reason.fix and reason.effect == "slower"
+
+
+def test_tp_wider_picks_the_fastest_smaller_tp_that_fits() -> None:
+    step = TpStep(1, 8, 18.0, 20.0, [TpOption(1, 12.0, 80 * GIB), TpOption(2, 15.0, 40 * GIB),
+                                     TpOption(4, 16.0, 20 * GIB)], 55 * GIB)
+    reason = tp_wider([step])
+    assert reason is not None and "--tensor-parallel-size 2" in reason.fix
+
+
+@pytest.mark.parametrize("step", [
+    tp_step(tp=1),  # TP 1 already
+    tp_step(fixed=10.0, tpot=25.0),  # bandwidth-bound: the fixed cost is under half the step
+    tp_step(small_tpot=26.0),  # the smaller TP is not faster
+    tp_step(per_card=60 * GIB),  # the model does not fit the smaller TP
+    TpStep(1, 2, 18.0, 25.0, [], 55 * GIB),  # no smaller TP the heads divide by
+])
+def test_tp_wider_is_quiet_without_it(step: TpStep) -> None:
+    assert tp_wider([step]) is None
+    assert tp_wider([]) is None
+
+
+def test_tp_steps_come_from_fit_for_the_commands_tp_in_any_spelling(tmp_path: Path) -> None:
+    from ascend_setup.bench import verdict
+    from ascend_setup.simulate.model_dirs import build_model
+
+    small = build_model(tmp_path / "m", weight_bytes=2 * 10 ** 9)
+    for command in ("vllm serve /m --tensor-parallel-size 4", "vllm serve /m -tp=4",
+                    "vllm serve /m --tensor_parallel_size 4"):
+        ctx = verdict.Context("m", command, model_dir=small, card="910B3")
+        (step,) = verdict.tp_steps(ctx, [1], 128, 128)
+        assert step.tp == 4 and step.tp_from == "the server's command" and [o.tp for o in step.options] == [1, 2]
+        reason = tp_wider([step])
+        assert reason is not None and "--tensor-parallel-size 1" in reason.fix, command
+    # TP 1, no fit facts: nothing to judge; a 60 GB model at TP 2 does not fit one card: quiet
+    assert verdict.tp_steps(verdict.Context("m", "vllm serve /m", model_dir=small, card="910B3"), [1], 128, 128) == []
+    assert verdict.tp_steps(verdict.Context("m", "vllm serve /m -tp 4"), [1], 128, 128) == []
+    big = build_model(tmp_path / "big", weight_bytes=60 * 10 ** 9)
+    steps = verdict.tp_steps(verdict.Context("m", "vllm serve /m -tp 2", model_dir=big, card="910B3"), [1], 128, 128)
+    assert tp_wider(steps) is None
+
+
+
+# --- a card below its nominal AI Core clock ---
+
+def clocked(c: int, current: float, usage: float = 85.0, rated: float = 1800.0) -> LevelEvidence:
+    return LevelEvidence(c, clocks={"0 rated_mhz": rated, "0 current_mhz": current, "0 usage_pct": usage})
+
+
+def test_clock_below_fires_on_a_busy_card_under_its_rated_clock() -> None:
+    reason = clock_below([clocked(1, 1800.0), clocked(4, 1200.0)])
+    assert reason is not None and reason.rule == "clock-below-nominal" and reason.levels == [4]
+    assert "card 0 at most 1200 of its rated 1800 MHz at concurrency 4" in reason.evidence
+    assert [r.rule for r in reasons(Evidence(levels=[clocked(4, 1200.0)]))] == ["clock-below-nominal"]
+
+
+@pytest.mark.parametrize("level", [
+    clocked(1, 1800.0),  # at the rated clock
+    clocked(1, 1750.0),  # within CLOCK_SHORT of it
+    clocked(1, 100.0, usage=0.0),  # idle: the card lowers its clock (Huawei's example: 100 of 1650 MHz)
+    LevelEvidence(1, clocks={"0 current_mhz": 1200.0, "0 usage_pct": 85.0}),  # no rated clock printed
+    LevelEvidence(1),  # not read (a bare URL, or no npu-smi)
+])
+def test_clock_below_is_quiet_without_it(level: LevelEvidence) -> None:
+    assert clock_below([level]) is None
+
+
+def test_the_clocks_are_read_from_npu_smi_during_a_level(tmp_path: Path) -> None:
+    from ascend_setup.simulate.fake_cann import build_fake_cann
+
+    fake = build_fake_cann(tmp_path / "Ascend")
+    (fake.driver / "npu-clocks").write_text("1 1800 1200 85\n")
+    read = clock_reader([1], str(fake.driver))
+    with Watch(read, names=(), every=0.05) as watch:
+        time.sleep(0.3)
+    assert watch.most == {"1 rated_mhz": 1800.0, "1 current_mhz": 1200.0, "1 usage_pct": 85.0}
+    reason = clock_below([LevelEvidence(4, clocks=watch.most)])
+    assert reason is not None and reason.levels == [4]
+
+
+def test_the_sweep_keeps_the_clocks_read_during_each_level() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from ascend_setup.bench.sweep import Level, sweep
+
+    def runner(*_: Any) -> Level:
+        time.sleep(0.1)
+        return Level(1, 1, 0.1, 10.0, 10.0, cast(Any, SimpleNamespace(tpot_ms=5.0)))
+
+    done = sweep("http://x", "m", concurrency=[1], requests=1, input_len=8, output_len=8, prefix_cache=False,
+                 budget_s=5, slo_tpot_ms=None, progress=lambda _: None, runner=runner,
+                 clocks=lambda: {"0 current_mhz": 1200.0})
+    assert done[0].clocks == {"0 current_mhz": 1200.0}
+    no_clocks = sweep("http://x", "m", concurrency=[1], requests=1, input_len=8, output_len=8, prefix_cache=False,
+                      budget_s=5, slo_tpot_ms=None, progress=lambda _: None, runner=runner)
+    assert no_clocks[0].clocks is None

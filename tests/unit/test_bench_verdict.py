@@ -65,6 +65,20 @@ def test_calibration_is_the_median_of_the_same_server_model_and_lengths() -> Non
     assert verdict.calibration_reference(runs, ctx, 16, 128, 24).tpot_ms is None  # no run at 16: quiet
 
 
+def test_a_url_sweeps_calibration_is_keyed_by_its_url_and_model(tmp_path: Path) -> None:
+    here = verdict.url_context("m", "http://a:8000", None, None, None)
+    verdict.save_run(tmp_path, here, 128, 24, [level(4, 16.0)])
+    verdict.save_run(tmp_path, verdict.url_context("m", "http://b:8000", None, None, None), 128, 24, [level(4, 99.0)])
+    verdict.save_run(tmp_path, verdict.url_context("n", "http://a:8000", None, None, None), 128, 24, [level(4, 99.0)])
+    runs = verdict.earlier_runs(tmp_path)
+    assert {r.url for r in runs} == {"http://a:8000", "http://b:8000"}
+    ref = verdict.calibration_reference(runs, here, 4, 128, 24)
+    assert ref.tpot_ms == 16.0 and "median of 1" in ref.what
+    named = Context("m", "vllm serve /m")  # a NAME's runs stay keyed by its command
+    verdict.save_run(tmp_path, named, 128, 24, [level(4, 20.0)])
+    assert verdict.calibration_reference(verdict.earlier_runs(tmp_path), named, 4, 128, 24).tpot_ms == 20.0
+
+
 def test_a_slow_level_carries_the_reasons_and_a_level_as_predicted_none(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = Context("qwen2.5-omni-7b", "", card="910B3")
     monkeypatch.setattr(verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1),

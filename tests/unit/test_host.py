@@ -14,7 +14,7 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.cann import detect_cann, primary_cann, same_cann
 from ascend_setup.host.interpreters import choose_interpreter, find_interpreters, probe
 from ascend_setup.host.machine import glibc_version, machine_facts, usable_cpus
-from ascend_setup.host.npu import npu_facts, parse_board, soc_from_board
+from ascend_setup.host.npu import Clock, card_clocks, npu_facts, parse_board, parse_common, soc_from_board
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.sourcebuild.kernel_meta import find_kernel_meta_locks, sweep_kernel_meta_locks
@@ -228,3 +228,28 @@ def test_an_interpreter_is_asked_once_until_its_file_changes(tmp_path: Path) -> 
     assert probe(str(broken)) is None
     _fake_python(broken, "3.10.14", calls)
     assert probe(str(broken)).version == "3.10.14"
+
+
+#: Huawei's npu-smi reference, "Querying Common Information": an idle card, its clock dropped (1650 rated, 100 now).
+COMMON_IDLE = """NPU ID                         : 0
+Memory Usage Rate(%)           : 0
+HBM Usage Rate(%)              : 3
+Aicore Usage Rate(%)           : 0
+Aicore Freq(MHZ)               : 1650
+Aicore curFreq(MHZ)            : 100
+Aicore Count                   : 32
+Temperature(C)                 : 65
+NPU Real-time Power(W)         : 298.6
+"""
+
+
+def test_the_ai_core_clock_is_read_from_npu_smis_common_query() -> None:
+    assert parse_common(COMMON_IDLE) == Clock(1650.0, 100.0, 0.0)
+    assert parse_common("NPU ID : 0\nAicore Freq(MHZ) : NA\n") == Clock(None, None, None)
+
+
+def test_the_fake_npu_smi_prints_the_clock_fields_and_a_test_sets_them(tmp_path: Path) -> None:
+    fake = build_fake_cann(tmp_path / "Ascend")
+    assert card_clocks(str(fake.driver), [0]) == {0: Clock(1800.0, 1800.0, 0.0)}
+    (fake.driver / "npu-clocks").write_text("1 1800 1200 85\n")
+    assert card_clocks(str(fake.driver), [0, 1]) == {0: Clock(1800.0, 1800.0, 0.0), 1: Clock(1800.0, 1200.0, 85.0)}
