@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Tuple
 
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.kv_cache import head_dim
-from ascend_setup.fit.model_files import experts_of
+from ascend_setup.fit.model_files import experts_of, layer_kinds
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -51,6 +51,17 @@ ABSOLUTE_ACCOUNTING_UNTIL = (0, 14)
 #: 61.27 - 60.89 GiB in vllm-ascend PR #9606's start-up line "Free memory on device (60.89/61.27 GiB) on startup".
 #: The releases up to ABSOLUTE_ACCOUNTING_UNTIL count it; later ones do not.
 IN_USE_AT_STARTUP = int((61.27 - 60.89) * GIB)
+#: torch_npu's caching allocator (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp, Ascend/pytorch v2.5.1-7.0.0 and
+#: v2.7.1-7.2.0; master keeps it on 910B/A3 as AddPadSize): round_size adds 32 bytes to every request, then rounds
+#: to 512; a request of 10 MiB (kMinLargeAlloc) or more gets a segment of its own rounded up to 2 MiB (kRoundLarge,
+#: get_allocation_size); the rest of that segment is split off as a free block when over 1 MiB (should_split,
+#: kSmallSize), and empty_cache frees unsplit blocks only (release_blocks). A weight of an exact number of 2 MiB
+#: (most are) thus keeps 2 MiB - 512 B reserved and never allocated beside it while it lives.
+ALLOC_PAD, ALLOC_ROUND, MIN_LARGE_ALLOC, SEGMENT_ROUND, SPLIT_ABOVE = 32, 512, 10 * MIB, 2 * MIB, MIB
+#: The last release whose segments are fixed: vllm-ascend 0.14.0rc1 sets PYTORCH_NPU_ALLOC_CONF=
+#: expandable_segments:True by default (platform.py check_and_update_config), where a split's rest stays mapped only
+#: up to a page; 0.9.0rc2 to 0.13.0rc2 leave the allocator's default (camem.py only asserts it is not set).
+FIXED_SEGMENTS_UNTIL = (0, 13)
 
 
 @dataclass
@@ -148,8 +159,60 @@ def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int, tp: int 
     return patches * peak * dtype, outputs + patches * pixels * dtype, patches
 
 
+def segment_slack(nbytes: int) -> int:
+    """What torch_npu's allocator keeps reserved, and not allocated, beside one live tensor of `nbytes` (see
+    ALLOC_PAD): the split-off rest of its own segment. Requests under 10 MiB share 20 MiB segments: counted as 0."""
+    rounded = -(-(nbytes + ALLOC_PAD) // ALLOC_ROUND) * ALLOC_ROUND
+    if rounded < MIN_LARGE_ALLOC:
+        return 0
+    rest = -(-rounded // SEGMENT_ROUND) * SEGMENT_ROUND - rounded
+    return rest if rest > SPLIT_ABOVE else 0
+
+
+def weight_tensors(cfg: Dict[str, Any], tp: int, dtype: int, linear_bytes: float) -> List[int]:
+    """The bytes of each large parameter vLLM allocates on one card, one allocation each (the model is built under
+    the device: torch.empty per parameter): embedding and LM head (vocab padded to 64, VocabParallelEmbedding),
+    per full-attention layer the merged qkv_proj (q doubled by Qwen3-Next's output gate) and o_proj, per Gated
+    DeltaNet layer in_proj_qkvz, in_proj_ba and out_proj, per MLP the merged gate_up_proj and down_proj, per MoE
+    layer the stacked w13 and w2 of all experts (TP-split), the shared expert and the router."""
+    h = int(cfg["hidden_size"])
+    heads, hd = int(cfg["num_attention_heads"]), head_dim(cfg)
+    kv = int(cfg.get("num_key_value_heads") or heads)
+    gated = 2 if str(cfg.get("model_type", "")).startswith("qwen3_next") or cfg.get("attn_output_gate") else 1
+    q, kv_card = heads * hd * gated // tp, max(1, kv // tp) * hd
+    vocab = -(-int(cfg.get("vocab_size") or 32000) // 64) * 64 // tp
+    out = [vocab * h * dtype] * (1 if cfg.get("tie_word_embeddings") else 2)
+    experts, _ = experts_of(cfg)
+    moe_inter = _first(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 4 * h)
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0) or int(cfg.get("n_shared_experts") or 0) * moe_inter
+    dense_first = int(cfg.get("first_k_dense_replace") or 0)
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    inter = _first(cfg.get("intermediate_size") or 4 * h)
+
+    def linear(rows: int) -> int:
+        return int(rows * h * linear_bytes)
+
+    for i, kind in enumerate(layer_kinds(cfg)):
+        if kind == "state" and cfg.get("linear_num_value_heads"):
+            vh = int(cfg["linear_num_value_heads"])
+            kh = int(cfg.get("linear_num_key_heads") or vh)
+            kd, vd = int(cfg.get("linear_key_head_dim") or 128), int(cfg.get("linear_value_head_dim") or 128)
+            out += [linear((2 * kh * kd + 2 * vh * vd) // tp), linear(2 * vh // tp), linear(vh * vd // tp)]
+        elif kind != "state":
+            out += [linear(q + 2 * kv_card), linear(heads * hd // tp)]
+        if experts and i >= dense_first and i not in mlp_only and (i + 1) % step == 0:
+            out += [int(experts * 2 * moe_inter // tp * h * linear_bytes),
+                    int(experts * moe_inter // tp * h * linear_bytes), experts * h * dtype]
+            if shared:
+                out += [linear(2 * shared // tp), linear(shared // tp)]
+        else:
+            out += [linear(2 * inter // tp), linear(inter // tp)]
+    return out
+
+
 def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_source: str, dtype: int,
-                 max_model_len: int, serving: Serving, moe: bool) -> List[Term]:
+                 max_model_len: int, serving: Serving, moe: bool, linear_bytes: float = 0) -> List[Term]:
     """Every term vLLM subtracts before sizing the KV cache on one card, and the graph pool it does not."""
     cfg = text_config(config)
     tokens = serving.max_num_batched_tokens  # profile_run's dummy batch: max_num_tokens
@@ -179,6 +242,17 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
                           f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
                           "determine_available_memory up to 0.14: non_torch_allocations), what the device held "
                           "before vLLM started included: 61.27 - 60.89 GiB in vllm-ascend #9606's start-up line"))
+    if serving.absolute_accounting and serving.vllm_ascend <= FIXED_SEGMENTS_UNTIL:
+        tensors = weight_tensors(cfg, tp, dtype, linear_bytes or dtype)
+        slack = sum(segment_slack(n) for n in tensors)
+        split = sum(1 for n in tensors if segment_slack(n))
+        terms.append(Term("allocator slack", slack,
+                          f"torch_npu's caching allocator pads each request by 32 B and gives one of 10 MiB or more a "
+                          f"segment rounded to 2 MiB (NPUCachingAllocator.cpp round_size, get_allocation_size): "
+                          f"{split} of the {len(tensors)} large weights per card keep their segment's split-off rest "
+                          "reserved; vllm-ascend up to 0.13 counts reserved-but-unallocated memory as non-torch "
+                          "(non_torch_allocations = used - torch allocated) and leaves segments fixed "
+                          "(expandable_segments from 0.14.0rc1)"))
     if tp > 1:
         communicators = 2 if moe else 1
         terms.append(Term("TP buffers", communicators * HCCL_BUFFER,

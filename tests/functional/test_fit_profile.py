@@ -9,12 +9,15 @@ import pytest
 from helpers.cli import assert_one_line_error
 from helpers.models import make_model as _model
 
-from ascend_setup.fit.profile import GIB, IN_USE_AT_STARTUP, Serving, non_kv_terms
+from ascend_setup.fit.profile import GIB, IN_USE_AT_STARTUP, Serving, non_kv_terms, segment_slack
 
 #: Qwen3-0.6B's config.json (the fields fit reads).
 QWEN3_06B = {"model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16,
              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "vocab_size": 151936,
              "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+#: Qwen3-8B's (vllm-ascend #5044's model).
+QWEN3_8B = {**QWEN3_06B, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+            "intermediate_size": 12288, "tie_word_embeddings": False}
 
 
 def _terms(serving: Serving) -> dict:
@@ -47,7 +50,8 @@ def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) 
     model = _model(tmp_path / "m", QWEN3_06B, {"model.safetensors": {"model.w": ("BF16", 1 << 20)}})
     old, new = (json.loads(cli("fit", str(model), "--json", "--no-calibration", "--workdir", str(tmp_path / "w"),
                                *extra).stdout) for extra in (["--vllm-ascend", "0.11.0rc3"], []))
-    assert old["kv_available_bytes"] == new["kv_available_bytes"] - IN_USE_AT_STARTUP
+    slack = {t["name"]: t["bytes"] for t in old["memory_terms"]}["allocator slack"]
+    assert old["kv_available_bytes"] == new["kv_available_bytes"] - IN_USE_AT_STARTUP - slack
     assert "0.11" in " ".join(old["arithmetic"])
     for bad in ("eleven", "0.11.0-beta", "1e3"):
         line = assert_one_line_error(cli("fit", str(model), "--vllm-ascend", bad))
@@ -83,3 +87,24 @@ def test_the_vision_encoder_peak_counts_every_tensor_alive_in_the_last_blocks_at
     peak = terms["profiling peak"]
     assert "vision encoder" in peak.source, peak
     assert peak.bytes == n * 2 * sum(alive.values()), (peak.bytes / GIB, n * 2 * sum(alive.values()) / GIB)
+
+
+def test_torch_npus_allocator_keeps_a_split_segments_rest_reserved() -> None:
+    """NPUCachingAllocator.cpp (Ascend/pytorch v2.5.1-7.0.0, v2.7.1-7.2.0): round_size adds 32 B and rounds to 512;
+    10 MiB and over gets a segment rounded to 2 MiB; a rest over 1 MiB is split off and stays reserved."""
+    mib = 1 << 20
+    assert segment_slack(48 * mib) == 2 * mib - 512  # Qwen3-8B's qkv_proj: 48 MiB + 512 B in a 50 MiB segment
+    assert segment_slack(int(12.5 * mib)) == int(1.5 * mib) - 512  # Qwen3-32B's qkv_proj at TP8
+    assert segment_slack(int(31.25 * mib)) == 0  # a rest of 0.75 MiB is not split: it is allocated with the block
+    assert segment_slack(4 * mib) == 0  # under 10 MiB: packed in shared 20 MiB segments
+
+
+def test_the_slack_is_counted_only_by_the_releases_with_fixed_segments_and_absolute_accounting() -> None:
+    """Qwen3-8B at TP1: 144 of its 146 large weights are whole 2 MiB multiples (0.28 GiB); vllm-ascend 0.14.0rc1
+    turns expandable segments on, and 0.15.0rc1 stops counting non-torch memory absolutely."""
+    for release, counted in (((0, 9), True), ((0, 13), True), ((0, 14), False), ((0, 23), False)):
+        terms = {t.name: t for t in non_kv_terms(QWEN3_8B, tp=1, weights_card=0, weights_source="", dtype=2,
+                                                 max_model_len=10000, serving=Serving(vllm_ascend=release), moe=False)}
+        assert ("allocator slack" in terms) is counted
+        if counted:
+            assert terms["allocator slack"].bytes == 144 * (2 * (1 << 20) - 512)
