@@ -52,5 +52,8 @@ def ask_indexes(needs: Sequence[IndexNeed], *, within: float = DOCTOR_INDEX_SECO
             status, detail = "stale", f"does not serve {pin}: {next(iter(check.missing.values()))}"
         else:
             status, detail = ("slow" if (check.seconds or 0) > slow else "reachable"), ""
-        answers.append(IndexAnswer(check.need.name, check.need.urls[0], pin, status, check.seconds, detail))
+        # A request's own timeout can end it a hair before the deadline does (which one wins is the machine's
+        # load): either way the index gave no answer within the look's time.
+        seconds = check.seconds if check.seconds is not None and check.seconds < within else None
+        answers.append(IndexAnswer(check.need.name, check.need.urls[0], pin, status, seconds, detail))
     return answers
