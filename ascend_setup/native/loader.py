@@ -242,10 +242,14 @@ class Resolver:
             problems.append(Problem("unresolved", path, name, "looked in " + "; ".join(looked),
                                     f"{name}: cannot open shared object file: No such file or directory",
                                     through=through))
+        versions: List[Problem] = []
         for needs in load.order:
             if self.inside_venv(needs.path):
-                problems += self._versions(path, needs, load.resolved)
-        if not load.missing:
+                versions += self._versions(path, needs, load.resolved)
+        problems += versions
+        # The loader checks every version need before it binds a symbol, and stops at the first it lacks: a symbol
+        # of a too-new glibc (close_range@GLIBC_2.34 on 2.31) is that version's one finding, not a second one.
+        if not load.missing and not versions:
             problems += self._symbols(path, load.order)
         return problems
 

@@ -95,17 +95,19 @@ def post_231_library() -> Optional[bytes]:
 
 
 @lru_cache(maxsize=None)
-def stand_in_glibc_library(version: str) -> Optional[bytes]:
-    """A library whose close_range needs GLIBC_<version>, whatever this machine's glibc: linked against a
-    stand-in libc.so.6 that defines close_range at that version (read by the linker alone, never loaded)."""
+def stand_in_glibc_library(version: str, symbol: str = "close_range") -> Optional[bytes]:
+    """A library whose `symbol` needs GLIBC_<version>, whatever this machine's glibc: linked against a stand-in
+    libc.so.6 that defines it at that version (read by the linker alone, never loaded). A symbol no real glibc
+    has is what glibc 2.31 is to close_range: absent from the C library the loader would find."""
     if not compiler():
         return None
     with tempfile.TemporaryDirectory(prefix="ascend-setup-libc-") as tmp:
-        script = f"GLIBC_{version} {{ global: close_range; local: *; }};\n"
+        script = f"GLIBC_{version} {{ global: {symbol}; local: *; }};\n"
+        rename = [] if symbol == "close_range" else [f"-Dclose_range={symbol}"]
         Path(tmp, "libc.so.6").write_bytes(_compile(FUTURE_LIBC_SOURCE, "libc.so.6", [
-            "-nostdlib", "-Wl,-soname,libc.so.6", "-Wl,--version-script,libc.map"], [("libc.map", script)]))
+            *rename, "-nostdlib", "-Wl,-soname,libc.so.6", "-Wl,--version-script,libc.map"], [("libc.map", script)]))
         os.symlink("libc.so.6", Path(tmp, "libc.so"))
-        return _compile(POST_231_SOURCE, "libpost231.so", ["-nostdlib", f"-L{tmp}", "-lc"])
+        return _compile(POST_231_SOURCE, "libpost231.so", [*rename, "-nostdlib", f"-L{tmp}", "-lc"])
 
 
 def minimal_library() -> bytes:

@@ -203,6 +203,18 @@ def test_a_library_built_on_glibc_2_36_is_found_and_fails_verify(cli, tmp_path: 
     assert len(problems) == 1 and "needs GLIBC_2.34" in problems[0] and "stub-ext 1.0" in problems[0], problems
 
 
+def test_a_symbol_of_a_too_new_glibc_is_one_finding(cli, tmp_path: Path) -> None:
+    """The loader checks version needs before it binds a symbol: a library whose symbol comes with a glibc newer
+    than the target's is one glibc finding, not also an undefined symbol (what the glibc 2.31 root showed for
+    close_range@GLIBC_2.34, which 2.31's libc lacks). A symbol no glibc has, at GLIBC_2.99, is that case on any
+    host."""
+    venv = _venv_with(tmp_path, native_stubs.stand_in_glibc_library("2.99", "ascend_setup_future_call") or b"")
+    proc = cli("audit", "--venv", str(venv), "--json")
+    found = [f for f in json.loads(proc.stdout)["findings"] if f["id"].startswith("native")]
+    assert [f["id"] for f in found] == ["native-glibc"] and proc.returncode == 1, found
+    assert "needs GLIBC_2.99" in found[0]["message"], found
+
+
 def test_verify_fails_on_it_though_the_import_is_caught(tmp_path: Path) -> None:
     """A library needing a glibc newer than this machine's: the package imports (the try catches the loader's
     error, a warning is all), and verify's native check fails on it all the same."""
