@@ -16,10 +16,20 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 def clean_env(home: Path) -> Dict[str, str]:
     # PYTHONDONTWRITEBYTECODE off: an installed tool runs from bytecode (pip compiles it), not from source
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_", "UV_"))
-           and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"HOME": str(home), "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                "PYTHONPATH": str(REPO), "NO_COLOR": "1"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "ASCEND_", "UV_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    env.update(
+        {
+            "HOME": str(home),
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PYTHONPATH": str(REPO),
+            "NO_COLOR": "1",
+        }
+    )
     return env
 
 
@@ -46,9 +56,10 @@ def serve_stack(tmp: Path):
 
     matrix = load_matrix()
     # vllm-ascend as a wheel this machine takes: the benchmarks time the tool, not the stub's source build
-    host = start_simulated_host(tmp / "host", matrix.rows["9.1.0"], plugin_wheel_arches=("x86_64", "aarch64"),
-                                plugin_wheel_glibc=glibc_version() or "2.17")
+    host = start_simulated_host(
+        tmp / "host",
+        matrix.rows["9.1.0"],
+        plugin_wheel_arches=("x86_64", "aarch64"),
+        plugin_wheel_glibc=glibc_version() or "2.17",
+    )
     return matrix.with_indexes({"ascend": host.ascend.url, "pytorch-cpu": host.pytorch_cpu.url}), host
-
-
-

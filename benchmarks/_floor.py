@@ -37,8 +37,12 @@ CARRIER = "einops"
 
 
 def shape() -> Behaviour:
-    return Behaviour(bytes_per_second=PER_CONNECTION, line_bytes_per_second=LINE, page_delay=LATENCY / 2,
-                     first_byte_delay=LATENCY / 2)
+    return Behaviour(
+        bytes_per_second=PER_CONNECTION,
+        line_bytes_per_second=LINE,
+        page_delay=LATENCY / 2,
+        first_byte_delay=LATENCY / 2,
+    )
 
 
 def shape_indexes(indexes: List[LocalIndex]) -> None:
@@ -138,7 +142,7 @@ def lock_files(lock: Path) -> List[dict]:
     """The packages of an ascend-setup lock (its JSON header)."""
     for line in lock.read_text().splitlines():
         if line.startswith("# ascend-setup-lock: "):
-            return json.loads(line[len("# ascend-setup-lock: "):])["packages"]
+            return json.loads(line[len("# ascend-setup-lock: ") :])["packages"]
     raise SystemExit(f"{lock} is not an ascend-setup lock")
 
 

@@ -41,12 +41,17 @@ def main() -> None:
     env = clean_env(tmp)
     # An installed tool has its bytecode compiled (pip does it at install); so does ours here.
     run([sys.executable, "-m", "compileall", "-q", str(REPO / "ascend_setup")], env)
-    ours, proc = timed(lambda: run([sys.executable, "-m", "ascend_setup", "audit", "--venv", str(venv), "--json"],
-                                   env), repeat=5)
+    ours, proc = timed(
+        lambda: run([sys.executable, "-m", "ascend_setup", "audit", "--venv", str(venv), "--json"], env), repeat=5
+    )
     assert proc.returncode in (0, 1), proc.stderr
     pip_check, _ = timed(lambda: run([str(venv / "bin" / "python"), "-m", "pip", "check"], env), repeat=5)
-    deptree, _ = timed(lambda: run([sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"),
-                                     "--warn", "fail"], env), repeat=5)
+    deptree, _ = timed(
+        lambda: run(
+            [sys.executable, "-m", "pipdeptree", "--python", str(venv / "bin" / "python"), "--warn", "fail"], env
+        ),
+        repeat=5,
+    )
     print(f"distributions in the venv: {count}")
     print(f"ascend-setup audit --json (whole CLI, all rules): {ours:.3f} s")
     print(f"pip check:                                       {pip_check:.3f} s  ({pip_check / ours:.2f}x ours)")

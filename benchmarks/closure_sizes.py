@@ -49,10 +49,13 @@ def _stand_in(name: str, target: Target, index: str) -> dict:
     chosen = choose(name, [page], SpecifierSet(f"=={version}"), target)
     if chosen.file is None or not chosen.file.size:
         return {"size": None, "source": f"none: {name} {version} has no file for this target either; left out"}
-    return {"size": chosen.file.size, "file": chosen.file.filename,
-            "source": f"the size of {name} {version}'s wheel for the same target on pip's configured index "
-                      f"(the pinned release's own index was unreachable; {version} is the newest release the "
-                      "configured index serves)"}
+    return {
+        "size": chosen.file.size,
+        "file": chosen.file.filename,
+        "source": f"the size of {name} {version}'s wheel for the same target on pip's configured index "
+        f"(the pinned release's own index was unreachable; {version} is the newest release the "
+        "configured index serves)",
+    }
 
 
 def main() -> None:
@@ -65,8 +68,25 @@ def main() -> None:
     target = Target(args.glibc, args.arch, args.python)
     with tempfile.TemporaryDirectory(prefix="closure-sizes-") as tmp:
         lock = Path(tmp) / "lock.txt"
-        argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", args.glibc, "--arch",
-                args.arch, "--python", args.python, "--index-url", index, "--lock", str(lock), "--json"]
+        argv = [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "plan",
+            "--cann",
+            "9.1.0",
+            "--glibc",
+            args.glibc,
+            "--arch",
+            args.arch,
+            "--python",
+            args.python,
+            "--index-url",
+            index,
+            "--lock",
+            str(lock),
+            "--json",
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, env=clean_env(Path(tmp)))
         if not lock.exists():
             raise SystemExit(f"plan wrote no lock (exit {done.returncode}): {done.stderr[-2000:]}")
@@ -74,19 +94,29 @@ def main() -> None:
     packages, unreachable = [], []
     for p in plan["packages"]:
         if p["outcome"] in ("wheel", "sdist") and p["size"]:
-            packages.append({"name": p["name"], "version": p["version"], "kind": p["outcome"], "file": p["file"],
-                             "size": p["size"]})
+            packages.append(
+                {"name": p["name"], "version": p["version"], "kind": p["outcome"], "file": p["file"], "size": p["size"]}
+            )
         else:
-            unreachable.append({"name": p["name"], "version": p["version"], "index": p["index"],
-                                "why": "its index could not be reached from where the sizes were taken"
-                                       if "could not be reached" in (p["reason"] or "") else p["reason"],
-                                **_stand_in(p["name"], target, index)})
+            unreachable.append(
+                {
+                    "name": p["name"],
+                    "version": p["version"],
+                    "index": p["index"],
+                    "why": "its index could not be reached from where the sizes were taken"
+                    if "could not be reached" in (p["reason"] or "")
+                    else p["reason"],
+                    **_stand_in(p["name"], target, index),
+                }
+            )
     data = {
         "what": "the real closure of the 9.1.0 row: every file the install downloads, with its size",
         "taken": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-        "how": (f"benchmarks/closure_sizes.py: ascend-setup {__version__} (commit {_commit()}) plan --cann 9.1.0 "
-                f"--glibc {args.glibc} --arch {args.arch} --python {args.python} --index-url <pip's configured "
-                "index> --lock FILE; sizes as that index's PEP 691 pages give them"),
+        "how": (
+            f"benchmarks/closure_sizes.py: ascend-setup {__version__} (commit {_commit()}) plan --cann 9.1.0 "
+            f"--glibc {args.glibc} --arch {args.arch} --python {args.python} --index-url <pip's configured "
+            "index> --lock FILE; sizes as that index's PEP 691 pages give them"
+        ),
         "target": {"glibc": args.glibc, "arch": args.arch, "python": args.python},
         "summary": plan["summary"],
         "bytes": sum(p["size"] for p in packages),
@@ -95,8 +125,10 @@ def main() -> None:
     }
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"{OUT.relative_to(REPO)}: {len(packages)} files, {data['bytes'] / 1e6:.1f} MB; unreachable: "
-          f"{', '.join(u['name'] + ' (' + u['source'] + ')' for u in unreachable) or 'none'}")
+    print(
+        f"{OUT.relative_to(REPO)}: {len(packages)} files, {data['bytes'] / 1e6:.1f} MB; unreachable: "
+        f"{', '.join(u['name'] + ' (' + u['source'] + ')' for u in unreachable) or 'none'}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ def main() -> None:
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
         summary = json.loads(proc.stdout)
-        print(f"demo with {installer}: {took:.1f} s wall (target < 60 s); resumed {summary['resumed']['step']} "
-              f"from byte {summary['resumed']['kept_bytes']}; audit clean: {summary['audit']['ok']}")
+        print(
+            f"demo with {installer}: {took:.1f} s wall (target < 60 s); resumed {summary['resumed']['step']} "
+            f"from byte {summary['resumed']['kept_bytes']}; audit clean: {summary['audit']['ok']}"
+        )
 
 
 if __name__ == "__main__":

@@ -43,16 +43,50 @@ ORDER = ["venv", "cann-python-deps", "torch-stack", "vllm", "plugin-deps", "trit
 
 
 def install_argv(host, workdir: Path, installer: str, *extra: str) -> List[str]:
-    return [sys.executable, "-m", "ascend_setup", "install", "--cann", "9.1.0", "--cann-home", str(host.cann.root),
-            *host.index_args(), "--mirror", "none", "--yes", "--workdir", str(workdir), "--python", sys.executable,
-            "--installer", installer, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "install",
+        "--cann",
+        "9.1.0",
+        "--cann-home",
+        str(host.cann.root),
+        *host.index_args(),
+        "--mirror",
+        "none",
+        "--yes",
+        "--workdir",
+        str(workdir),
+        "--python",
+        sys.executable,
+        "--installer",
+        installer,
+        *extra,
+    ]
 
 
 def _plan_lock(host, lock: Path, env: Dict[str, str]) -> List[dict]:
     """The packages of the lock `plan` writes for this machine on the world's indexes."""
-    plan = subprocess.run([sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0",
-                           "--python", "%d.%d" % sys.version_info[:2], *host.index_args(), "--lock", str(lock),
-                           "--json"], capture_output=True, text=True, env=env)
+    plan = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "plan",
+            "--cann",
+            "9.1.0",
+            "--python",
+            "%d.%d" % sys.version_info[:2],
+            *host.index_args(),
+            "--lock",
+            str(lock),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if not lock.exists():
         raise SystemExit(f"plan failed: {plan.stderr[-2000:]}")
     return _floor.lock_files(lock)
@@ -61,8 +95,9 @@ def _plan_lock(host, lock: Path, env: Dict[str, str]) -> List[dict]:
 def _steps(workdir: Path) -> str:
     """Each step's seconds, from the run's state."""
     state = json.loads((workdir / "state.json").read_text())
-    return ", ".join(f"{name} {r['ended_at'] - r['started_at']:.1f}" for name, r in state["steps"].items()
-                     if r.get("ended_at"))
+    return ", ".join(
+        f"{name} {r['ended_at'] - r['started_at']:.1f}" for name, r in state["steps"].items() if r.get("ended_at")
+    )
 
 
 def _median(values: List[float]) -> float:
@@ -84,11 +119,13 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
     fitted = _floor.fit(directories, indexes, host.eco.main, scale, closure)
     _floor.shape_indexes(indexes)
     data = fitted.data
-    print(f"world: the simulated 9.1.0 stack with the real closure's sizes x {scale:g} "
-          f"({data['taken']}, {data['target']['arch']} / glibc {data['target']['glibc']} / Python "
-          f"{data['target']['python']}: {len(data['packages'])} files, {data['bytes'] / 1e6:.0f} MB); "
-          f"{len(fitted.padded)} stubs padded, {len(fitted.added)} packages added; built in "
-          f"{time.perf_counter() - started:.0f} s")
+    print(
+        f"world: the simulated 9.1.0 stack with the real closure's sizes x {scale:g} "
+        f"({data['taken']}, {data['target']['arch']} / glibc {data['target']['glibc']} / Python "
+        f"{data['target']['python']}: {len(data['packages'])} files, {data['bytes'] / 1e6:.0f} MB); "
+        f"{len(fitted.padded)} stubs padded, {len(fitted.added)} packages added; built in "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     for s in fitted.stand_ins:
         print(f"  stand-in: {s['name']} {s['version']} ({s['why']}): {s['size'] / 1e6:.1f} MB, {s['source']}")
     for s in fitted.left_out:
@@ -102,22 +139,44 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
     real_names = {p["name"] for p in data["packages"]} | {u["name"] for u in data["unreachable"]}
     covered = sum(1 for p in packages if p["name"] in real_names)
     absent = sorted(real_names - {p["name"] for p in packages})
-    print(f"the lock: {len(packages)} files, {lock_bytes / 1e6:.1f} MB ({covered} of the real closure's "
-          f"{len(real_names)} packages{'; not in it: ' + ', '.join(absent) if absent else ''}; "
-          f"{len(packages) - covered} stub-only, at their stub size)")
+    print(
+        f"the lock: {len(packages)} files, {lock_bytes / 1e6:.1f} MB ({covered} of the real closure's "
+        f"{len(real_names)} packages{'; not in it: ' + ', '.join(absent) if absent else ''}; "
+        f"{len(packages) - covered} stub-only, at their stub size)"
+    )
 
     # The mirror's bandwidth as the mirror step measures it (its parallel connections), median of `runs`.
     rates = []
     for i in range(runs):
-        out = subprocess.run([sys.executable, "-m", "ascend_setup", "mirrors", "--cann", "9.1.0", "--only", "--json",
-                              "--candidate", host.main.url, "--python", sys.executable,
-                              "--workdir", str(tmp / f"mirrors-{i}")], capture_output=True, text=True, env=env)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ascend_setup",
+                "mirrors",
+                "--cann",
+                "9.1.0",
+                "--only",
+                "--json",
+                "--candidate",
+                host.main.url,
+                "--python",
+                sys.executable,
+                "--workdir",
+                str(tmp / f"mirrors-{i}"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         ranking = json.loads(out.stdout)
         rates.append(ranking["mirrors"][0]["throughput_bps"] or 0.0)
     bandwidth = _median(rates)
-    print(f"mirror: {_floor.LATENCY * 1e3:.0f} ms round trip, {_floor.PER_CONNECTION / 1e6:.1f} MB/s a connection, "
-          f"{_floor.LINE / 1e6:.1f} MB/s line; `ascend-setup mirrors` measures {bandwidth / 1e6:.2f} MB/s "
-          f"({', '.join(f'{r / 1e6:.2f}' for r in rates)})")
+    print(
+        f"mirror: {_floor.LATENCY * 1e3:.0f} ms round trip, {_floor.PER_CONNECTION / 1e6:.1f} MB/s a connection, "
+        f"{_floor.LINE / 1e6:.1f} MB/s line; `ascend-setup mirrors` measures {bandwidth / 1e6:.2f} MB/s "
+        f"({', '.join(f'{r / 1e6:.2f}' for r in rates)})"
+    )
 
     files = [_floor.find(directories, p["file"]) for p in wheels]
     unpacks = []
@@ -128,8 +187,10 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
     unpack = _median(unpacks)
     download = lock_bytes / bandwidth
     floor_s = download + unpack
-    print(f"floor: {lock_bytes / 1e6:.1f} MB / {bandwidth / 1e6:.2f} MB/s = {download:.1f} s, + unpacking the "
-          f"{len(files)} wheels locally {unpack:.1f} s ({_spread(unpacks)}) = {floor_s:.1f} s")
+    print(
+        f"floor: {lock_bytes / 1e6:.1f} MB / {bandwidth / 1e6:.2f} MB/s = {download:.1f} s, + unpacking the "
+        f"{len(files)} wheels locally {unpack:.1f} s ({_spread(unpacks)}) = {floor_s:.1f} s"
+    )
 
     for installer in installers:
         walls: List[float] = []
@@ -147,10 +208,14 @@ def floor(tmp: Path, scale: float, runs: int, installers: List[str]) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(tmp / f"by-hand-{installer}-{i}", ignore_errors=True)
         wall, hand = _median(walls), _median(hands)
-        print(f"--installer {installer}: install {wall:.1f} s ({_spread(walls)}), floor {floor_s:.1f} s, "
-              f"ratio {wall / floor_s:.2f}x (goal for uv: <= 1.2x)")
-        print(f"  the same commands typed by hand on this mirror: {hand:.1f} s ({_spread(hands)}); "
-              f"ours/by-hand {wall / hand:.2f}x; by-hand/floor {hand / floor_s:.2f}x")
+        print(
+            f"--installer {installer}: install {wall:.1f} s ({_spread(walls)}), floor {floor_s:.1f} s, "
+            f"ratio {wall / floor_s:.2f}x (goal for uv: <= 1.2x)"
+        )
+        print(
+            f"  the same commands typed by hand on this mirror: {hand:.1f} s ({_spread(hands)}); "
+            f"ours/by-hand {wall / hand:.2f}x; by-hand/floor {hand / floor_s:.2f}x"
+        )
         print(f"  steps (s) of the median run: {steps[walls.index(wall)] if wall in walls else steps[-1]}")
     host.close()
 
@@ -166,14 +231,20 @@ def overhead(tmp: Path, runs: int, installers: List[str]) -> None:
             ours.append(o)
             hand.append(h)
             first.append(f)
-        print(f"--installer {installer}: commands the install ran: {commands} (the by-hand replay types them "
-              "against each slice's index)")
+        print(
+            f"--installer {installer}: commands the install ran: {commands} (the by-hand replay types them "
+            "against each slice's index)"
+        )
         print(f"  ascend-setup install (all steps, checks, state): {_median(ours):.1f} s ({_spread(ours)})")
         print(f"  the same commands typed by hand:                 {_median(hand):.1f} s ({_spread(hand)})")
-        print(f"  overhead ratio ours/by-hand: {_median(ours) / _median(hand):.2f}x (goal <= 1.10x); "
-              f"{_median(ours) - _median(hand):.1f} s more")
-        print(f"  rerun after a SIGKILL mid-install: first new work after {_median(first):.2f} s "
-              f"({', '.join(f'{v:.2f}' for v in first)}; {resumed_at}) (goal <= 1 s)")
+        print(
+            f"  overhead ratio ours/by-hand: {_median(ours) / _median(hand):.2f}x (goal <= 1.10x); "
+            f"{_median(ours) - _median(hand):.1f} s more"
+        )
+        print(
+            f"  rerun after a SIGKILL mid-install: first new work after {_median(first):.2f} s "
+            f"({', '.join(f'{v:.2f}' for v in first)}; {resumed_at}) (goal <= 1 s)"
+        )
     host.close()
 
 
@@ -186,12 +257,17 @@ def _typed_by_hand(command: str, host, cache: Path) -> List[str]:
     if "--no-index" not in argv:
         return argv
     requirements = argv[argv.index("-r") + 1]
-    index = (host.pytorch_cpu if requirements.endswith("-pytorch-cpu.txt") else
-             host.ascend if requirements.endswith(".whl.requirements.txt") else host.main)
+    index = (
+        host.pytorch_cpu
+        if requirements.endswith("-pytorch-cpu.txt")
+        else host.ascend
+        if requirements.endswith(".whl.requirements.txt")
+        else host.main
+    )
     at = argv.index("--no-index")
     links = argv.index("--find-links")
     assert links == at + 1, argv
-    return [*argv[:at], "--index-url", index.url, *argv[links + 2:]]
+    return [*argv[:at], "--index-url", index.url, *argv[links + 2 :]]
 
 
 def _replay_by_hand(workdir: Path, by_hand: Path, host, env: Dict[str, str]) -> Tuple[float, int]:
@@ -200,9 +276,12 @@ def _replay_by_hand(workdir: Path, by_hand: Path, host, env: Dict[str, str]) -> 
     installer the lock's files it fetched itself (--no-index --find-links), the replay names the slice's index,
     and the installer downloads them."""
     cache = by_hand / "uv-cache"
-    commands = [_typed_by_hand(line[2:].replace(str(workdir), str(by_hand)), host, cache)
-                for step in ORDER for line in (workdir / "logs" / f"{step}.log").read_text().splitlines()
-                if line.startswith("$ ")]
+    commands = [
+        _typed_by_hand(line[2:].replace(str(workdir), str(by_hand)), host, cache)
+        for step in ORDER
+        for line in (workdir / "logs" / f"{step}.log").read_text().splitlines()
+        if line.startswith("$ ")
+    ]
     by_hand.mkdir()
     shutil.copytree(workdir / "lock", by_hand / "lock")  # the hash-pinned files a person would write
     (by_hand / "downloads").mkdir()
@@ -228,15 +307,21 @@ def _overhead_once(tmp: Path, host, env: Dict[str, str], installer: str):
 
     # A kill in the middle, then the time from the rerun's start to its first new work.
     killed = tmp / "killed"
-    child = subprocess.Popen(install_argv(host, killed, installer), env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+    child = subprocess.Popen(
+        install_argv(host, killed, installer),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     while not (killed / "logs" / "plugin-deps.log").exists() and child.poll() is None:
         time.sleep(0.05)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     start = time.perf_counter()
-    rerun = subprocess.Popen(install_argv(host, killed, installer), env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    rerun = subprocess.Popen(
+        install_argv(host, killed, installer), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     first_new_work, resumed_at = float("nan"), "?"
     assert rerun.stderr is not None
     for line in rerun.stderr:

@@ -37,8 +37,11 @@ def curl_method(urls, sample: str) -> tuple:
     speeds = {}
     for url in urls:
         base = url[: -len("simple/")]
-        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-m", "8", "-w", "%{speed_download}",
-                              f"{base}files/{sample}"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["curl", "-s", "-o", "/dev/null", "-m", "8", "-w", "%{speed_download}", f"{base}files/{sample}"],
+            capture_output=True,
+            text=True,
+        )
         speeds[url] = float(out.stdout or 0)
     return max(speeds, key=speeds.get), time.monotonic() - start
 
@@ -66,10 +69,13 @@ def main() -> None:
                 return f"{shape}: not a usable mirror (0% of the best)"
             return f"{shape}: {measured.get(shape, 0) / best:.0%} of the best"
 
-        print(f"mirrors: {len(urls)} (fast, medium, 300 kB/s crawler, refused, stall, 404, stale, garbage, "
-              f"4 black holes)")
-        print(f"ours:      {ours:6.2f} s  chose {fraction(ranking.chosen)}  (budget {BUDGET:.1f} s, "
-              f"{ours - BUDGET:+.2f} s over)")
+        print(
+            f"mirrors: {len(urls)} (fast, medium, 300 kB/s crawler, refused, stall, 404, stale, garbage, 4 black holes)"
+        )
+        print(
+            f"ours:      {ours:6.2f} s  chose {fraction(ranking.chosen)}  (budget {BUDGET:.1f} s, "
+            f"{ours - BUDGET:+.2f} s over)"
+        )
         print(f"curl -m 8: {theirs:6.2f} s  chose {fraction(theirs_choice)}")
         print(f"wall-time ratio curl/ours: {theirs / ours:.1f}x")
         for m in ranking.mirrors:
@@ -90,10 +96,14 @@ def main() -> None:
                 assert proc.returncode == 0, proc.stdout + proc.stderr
         chosen = json.loads(proc.stdout)["chosen"]
         _, curl_shaped = curl_method(farm.urls(), ranking.sample)
-        print(f"ascend-setup mirrors --budget {BUDGET:g} on the {len(farm.urls())} shaped mirrors, whole command: "
-              f"{', '.join(f'{w:.2f}' for w in walls)} s (goal <= {BUDGET + 0.5:.1f} s), chose {fraction(chosen)}")
-        print(f"curl -m 8 on the same {len(farm.urls())}: {curl_shaped:.2f} s; ratio curl/ours "
-              f"{curl_shaped / max(walls):.1f}x-{curl_shaped / min(walls):.1f}x (goal >= 4x)")
+        print(
+            f"ascend-setup mirrors --budget {BUDGET:g} on the {len(farm.urls())} shaped mirrors, whole command: "
+            f"{', '.join(f'{w:.2f}' for w in walls)} s (goal <= {BUDGET + 0.5:.1f} s), chose {fraction(chosen)}"
+        )
+        print(
+            f"curl -m 8 on the same {len(farm.urls())}: {curl_shaped:.2f} s; ratio curl/ours "
+            f"{curl_shaped / max(walls):.1f}x-{curl_shaped / min(walls):.1f}x (goal >= 4x)"
+        )
     finally:
         farm.close()
         for hole in holes:

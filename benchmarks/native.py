@@ -26,8 +26,10 @@ from ascend_setup.native.venv_libs import check_venv, host_target, shared_object
 
 DISTRIBUTIONS = 180
 PER_DIST = 4
-SYSTEM = next((Path(d) for d in ("/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64")
-               if Path(d).is_dir()), Path("/usr/lib"))
+SYSTEM = next(
+    (Path(d) for d in ("/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64") if Path(d).is_dir()),
+    Path("/usr/lib"),
+)
 
 
 def system_libraries() -> List[Path]:
@@ -49,7 +51,7 @@ def big_venv(root: Path) -> Path:
     venv_module.create(root, with_pip=False)
     libraries = system_libraries()
     for i in range(DISTRIBUTIONS):
-        chosen = libraries[i * PER_DIST:(i + 1) * PER_DIST]
+        chosen = libraries[i * PER_DIST : (i + 1) * PER_DIST]
         info = fake_install(root, f"native-{i}", "1.0", files={f"native_{i}/__init__.py": ""})
         site = info.parent
         for lib in chosen:
@@ -65,8 +67,9 @@ def big_venv(root: Path) -> Path:
 
 def demo_venv(tmp: Path) -> Path:
     workdir = tmp / "demo"
-    done = run([sys.executable, "-m", "ascend_setup", "demo", "--workdir", str(workdir), "--installer", "uv"],
-               clean_env(tmp))
+    done = run(
+        [sys.executable, "-m", "ascend_setup", "demo", "--workdir", str(workdir), "--installer", "uv"], clean_env(tmp)
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return workdir / "install" / "venv"
 
@@ -81,8 +84,12 @@ def measure(label: str, venv: Path) -> None:
     files = [path for _, _, path in shared_objects(contents)[0]]
     target = host_target(os.environ)
     ours, report = timed(lambda: check_venv(read_venv(venv), target), repeat=3)
-    cli, proc = timed(lambda: run([sys.executable, "-m", "ascend_setup", "audit", "--venv", str(venv), "--json"],
-                                  clean_env(venv.parent)), repeat=3)
+    cli, proc = timed(
+        lambda: run(
+            [sys.executable, "-m", "ascend_setup", "audit", "--venv", str(venv), "--json"], clean_env(venv.parent)
+        ),
+        repeat=3,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     ldd, _ = timed(lambda: ldd_each(files), repeat=1)
     size = sum(p.stat().st_size for p in files)
@@ -90,8 +97,10 @@ def measure(label: str, venv: Path) -> None:
     for item in report.problems:
         kinds[item.problem.kind] = kinds.get(item.problem.kind, 0) + 1
     print(f"{label}: {len(contents.dists)} distributions, {len(files)} shared objects, {size / 1e6:.0f} MB")
-    print(f"  native check (read + resolve + versions + symbols): {ours:.3f} s "
-          f"({1000 * ours / max(len(files), 1):.2f} ms a file); problems {kinds or 'none'}")
+    print(
+        f"  native check (read + resolve + versions + symbols): {ours:.3f} s "
+        f"({1000 * ours / max(len(files), 1):.2f} ms a file); problems {kinds or 'none'}"
+    )
     print(f"  whole 'audit --json' (every rule, the CLI's start-up): {cli:.3f} s")
     print(f"  ldd on each file:                                    {ldd:.3f} s  ({ldd / ours:.1f}x the native check)")
 

@@ -46,10 +46,15 @@ def real_facts(work: Path, env: dict) -> dict:
     from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
 
     fake = build_fake_cann(work / "Ascend", version="9.1.0")
-    write_fake_hccn_tool(fake.root / "driver" / "tools", {"npus": {
-        str(i): {"link": "UP", "ip": f"29.0.0.{i + 1}", "health": "Success", "tls": 0} for i in range(2)}})
-    done = run([sys.executable, "-m", "ascend_setup", "doctor", "--node-facts", "--json"],
-               {**env, "ASCEND_SETUP_CANN_HOME": str(fake.root)}, timeout=120)
+    write_fake_hccn_tool(
+        fake.root / "driver" / "tools",
+        {"npus": {str(i): {"link": "UP", "ip": f"29.0.0.{i + 1}", "health": "Success", "tls": 0} for i in range(2)}},
+    )
+    done = run(
+        [sys.executable, "-m", "ascend_setup", "doctor", "--node-facts", "--json"],
+        {**env, "ASCEND_SETUP_CANN_HOME": str(fake.root)},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -68,10 +73,17 @@ def cluster(work: Path, count: int, facts: dict, silent: bool, timeout: float, p
     inventory = work / f"nodes-{count}-{'silent' if silent else 'answering'}.yml"
     # the facts are one recording, its clock read once: past the default 5 s of skew every node would be
     # "behind" (one more problem a node, by when the run came), so the skew allowed is the most there is
-    inventory.write_text(yaml.safe_dump({"nodes": [{"name": f"node{i}", "run": [str(script), f"node{i}"]}
-                                                   for i in range(count)],
-                                         "timeout": timeout, "ping_timeout": ping_timeout, "ray": False,
-                                         "clock_skew": 3600}))
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "nodes": [{"name": f"node{i}", "run": [str(script), f"node{i}"]} for i in range(count)],
+                "timeout": timeout,
+                "ping_timeout": ping_timeout,
+                "ray": False,
+                "clock_skew": 3600,
+            }
+        )
+    )
     return inventory
 
 
@@ -92,8 +104,12 @@ def main() -> None:
             for count in args.nodes:
                 inventory = cluster(work, count, facts, silent, args.timeout, args.ping_timeout)
                 start = time.monotonic()
-                done = run([sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json"],
-                           env, timeout=3600, cwd=REPO)
+                done = run(
+                    [sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json"],
+                    env,
+                    timeout=3600,
+                    cwd=REPO,
+                )
                 seconds = time.monotonic() - start
                 report = json.loads(done.stdout)
                 answered = sum(n["answered"] for n in report["nodes"])
@@ -102,13 +118,19 @@ def main() -> None:
                 text = ""
                 if not silent:  # the terminal's report too: its tables and problems are what a person reads
                     start = time.monotonic()
-                    run([sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory)], env,
-                        timeout=3600, cwd=REPO)
+                    run(
+                        [sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory)],
+                        env,
+                        timeout=3600,
+                        cwd=REPO,
+                    )
                     text = f", text report {time.monotonic() - start:.2f} s"
-                rows.append(f"{'silent' if silent else 'answering':9} {count:4} nodes: {seconds:6.2f} s "
-                            f"({seconds / count * 1000:5.1f} ms/node), {answered} answered, {ok}/{pings} pings ok, "
-                            f"{len(report['problems'])} problems, {len(done.stdout) / 1e6:.1f} MB of JSON{text}"
-                            f"{'' if seconds <= bound + 5 else '  PAST THE BOUND'}")
+                rows.append(
+                    f"{'silent' if silent else 'answering':9} {count:4} nodes: {seconds:6.2f} s "
+                    f"({seconds / count * 1000:5.1f} ms/node), {answered} answered, {ok}/{pings} pings ok, "
+                    f"{len(report['problems'])} problems, {len(done.stdout) / 1e6:.1f} MB of JSON{text}"
+                    f"{'' if seconds <= bound + 5 else '  PAST THE BOUND'}"
+                )
                 print(rows[-1], flush=True)
 
 

@@ -39,12 +39,31 @@ def live(runs: int = 5) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-plan-live-"))
     env = clean_env(tmp)
     index = pip_settings().index
-    plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch",
-                 "aarch64", "--python", "3.11", "--index-url", index, "--json"]
+    plan_argv = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        "2.31",
+        "--arch",
+        "aarch64",
+        "--python",
+        "3.11",
+        "--index-url",
+        index,
+        "--json",
+    ]
     matrix = load_matrix()
     row = select_row(matrix, "9.1.0", "aarch64")
-    prepared = prepare_closure(row, Target("2.31", "aarch64", "3.11"), IndexSources.for_row(matrix, row, index),
-                               build_python=build_interpreter("3.11"))
+    prepared = prepare_closure(
+        row,
+        Target("2.31", "aarch64", "3.11"),
+        IndexSources.for_row(matrix, row, index),
+        build_python=build_interpreter("3.11"),
+    )
     proc = run(plan_argv, env)  # warms both caches: neither timed run pays a cold one
     _uv_alone(prepared, tmp, env)
     ours, alone = [], []
@@ -52,10 +71,14 @@ def live(runs: int = 5) -> None:
         ours.append(timed(lambda: run(plan_argv, env), repeat=1)[0])
         alone.append(timed(lambda: _uv_alone(prepared, tmp, env), repeat=1)[0])
     print(f"real index ({index}): closure {json.loads(proc.stdout)['summary']}")
-    print(f"plan: {median(ours):.2f} s ({', '.join(f'{t:.2f}' for t in ours)})   uv pip compile alone (same "
-          f"request): {median(alone):.2f} s ({', '.join(f'{t:.2f}' for t in alone)})")
-    print(f"ratio of the medians {median(ours) / median(alone):.2f}x (target <= 1.3x); each turn's: "
-          f"{', '.join(f'{o / a:.2f}' for o, a in zip(ours, alone))}")
+    print(
+        f"plan: {median(ours):.2f} s ({', '.join(f'{t:.2f}' for t in ours)})   uv pip compile alone (same "
+        f"request): {median(alone):.2f} s ({', '.join(f'{t:.2f}' for t in alone)})"
+    )
+    print(
+        f"ratio of the medians {median(ours) / median(alone):.2f}x (target <= 1.3x); each turn's: "
+        f"{', '.join(f'{o / a:.2f}' for o, a in zip(ours, alone))}"
+    )
     # pip is not timed here: it evaluates markers for the machine it runs on (torch's CUDA requirements
     # come back for an aarch64 target), which is why plan resolves with uv.
 
@@ -65,8 +88,10 @@ def _uv_alone(prepared, tmp: Path, env):
     build interpreter), with its own warm cache."""
     workdir = tmp / "closure"
     workdir.mkdir(exist_ok=True)
-    done = run([*uv_command(), *compile_argv(prepared.request, workdir, tmp / "uv-cache")],
-               {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
+    done = run(
+        [*uv_command(), *compile_argv(prepared.request, workdir, tmp / "uv-cache")],
+        {**env, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"},
+    )
     if done.returncode != 0:
         raise SystemExit(f"uv failed: {done.stderr[-2000:]}")
     return done
@@ -80,8 +105,22 @@ def main() -> None:
     main_index, eco = host.main, host.eco
     env = clean_env(tmp)
     arch, glibc, python = platform.machine(), glibc_version() or "2.17", "%d.%d" % sys.version_info[:2]
-    plan_argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch,
-                 "--python", python, *host.index_args(), "--json"]
+    plan_argv = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        glibc,
+        "--arch",
+        arch,
+        "--python",
+        python,
+        *host.index_args(),
+        "--json",
+    ]
     ours, proc = timed(lambda: run(plan_argv, env))
     if proc.returncode != 0:
         raise SystemExit(f"plan failed: {proc.stderr[-2000:]}")
@@ -89,8 +128,12 @@ def main() -> None:
 
     # uv alone, on the exact request plan builds
     row = select_row(matrix, "9.1.0", arch)
-    prepared = prepare_closure(row, Target(glibc, arch, python), IndexSources.for_row(matrix, row, main_index.url),
-                               build_python=build_interpreter(python))
+    prepared = prepare_closure(
+        row,
+        Target(glibc, arch, python),
+        IndexSources.for_row(matrix, row, main_index.url),
+        build_python=build_interpreter(python),
+    )
     uv_alone, _ = timed(lambda: _uv_alone(prepared, tmp, env))
 
     # pip over the same roots; one flat index holding the same files (pip cannot pin packages to indexes)
@@ -104,8 +147,21 @@ def main() -> None:
     flat_index.add_dir(flat)
     roots = tmp / "roots.txt"
     roots.write_text("\n".join(prepared.request.roots) + "\n")
-    pip_argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--report", "-", "--ignore-installed", "-q",
-                "--index-url", flat_index.url, "-r", str(roots)]
+    pip_argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--report",
+        "-",
+        "--ignore-installed",
+        "-q",
+        "--index-url",
+        flat_index.url,
+        "-r",
+        str(roots),
+    ]
     theirs, pip_proc = timed(lambda: run(pip_argv, env))
     if pip_proc.returncode != 0:
         raise SystemExit(f"pip failed: {pip_proc.stderr[-2000:]}")
@@ -115,14 +171,20 @@ def main() -> None:
     print(f"pip install --dry-run --report (the same roots, flat index):     {theirs:.2f} s")
     print(f"plan / uv alone: {ours / uv_alone:.2f}x (target <= 1.3x);  pip / plan: {theirs / ours:.2f}x (target >= 5x)")
     started, _ = timed(lambda: run([sys.executable, "-c", "import ascend_setup.commands.plan"], env))
-    print(f"plan - uv alone: {ours - uv_alone:.2f} s, of which {started:.2f} s is starting Python and importing the "
-          "command (requests, pydantic, PyYAML, packaging) before anything is asked")
-    chosen = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
-              for i in json.loads(pip_proc.stdout)["install"]}
+    print(
+        f"plan - uv alone: {ours - uv_alone:.2f} s, of which {started:.2f} s is starting Python and importing the "
+        "command (requests, pydantic, PyYAML, packaging) before anything is asked"
+    )
+    chosen = {
+        canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+        for i in json.loads(pip_proc.stdout)["install"]
+    }
     compared = [p for p in data["packages"] if p["name"] in chosen]
     agree = sum(1 for p in compared if chosen[p["name"]] == p["version"])
-    print(f"versions agreeing with pip: {agree}/{len(compared)} (pip also resolved: "
-          f"{', '.join(sorted(set(chosen) - {p['name'] for p in data['packages']})) or 'nothing else'})")
+    print(
+        f"versions agreeing with pip: {agree}/{len(compared)} (pip also resolved: "
+        f"{', '.join(sorted(set(chosen) - {p['name'] for p in data['packages']})) or 'nothing else'})"
+    )
     host.close()
     flat_index.close()
 

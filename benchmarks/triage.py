@@ -42,10 +42,15 @@ SERVE_NOISE = "".join(
     f"{512 + s}.3 tokens/s, Avg generation throughput: 58.{s % 10} tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
     f"GPU KV cache usage: 0.{s % 10}%, Prefix cache hit rate: 0.0%\n"
     f'(APIServer pid=4050) INFO:     127.0.0.1:{51000 + s} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
-    + (f"(EngineCore_DP0 pid=4121) WARNING 12-01 09:{m:02d}:{s:02d} [scheduler.py:412] Sequence group "
-       f"chatcmpl-{m}{s} is preempted by PreemptionMode.RECOMPUTE because there is not enough KV cache space\n"
-       if s % 20 == 0 else "")
-    for m in range(60) for s in range(60)).encode()
+    + (
+        f"(EngineCore_DP0 pid=4121) WARNING 12-01 09:{m:02d}:{s:02d} [scheduler.py:412] Sequence group "
+        f"chatcmpl-{m}{s} is preempted by PreemptionMode.RECOMPUTE because there is not enough KV cache space\n"
+        if s % 20 == 0
+        else ""
+    )
+    for m in range(60)
+    for s in range(60)
+).encode()
 
 
 def _body(name: str) -> bytes:
@@ -77,12 +82,18 @@ def make_corpus_log(path: Path, size: int) -> Tuple[Optional[str], int]:
 def make_log(path: Path, size: int, kind: str) -> Tuple[Optional[str], int]:
     """Write about `size` bytes of `kind` ('build', 'serve' or 'none') to `path`; returns the cause's id and line
     number that triage must find (None, 0 for 'none')."""
-    noise = {"build": _body("clean-compile-custom-kernels-0.log"), "serve": SERVE_NOISE,
-             "none": _body("clean-compile-custom-kernels-0.log") + SERVE_NOISE}[kind]
+    noise = {
+        "build": _body("clean-compile-custom-kernels-0.log"),
+        "serve": SERVE_NOISE,
+        "none": _body("clean-compile-custom-kernels-0.log") + SERVE_NOISE,
+    }[kind]
     cause, failure, marker = {
         "build": ("dlog-missing", _body("dlog-missing.log"), b"Could NOT find dlog"),
-        "serve": ("qkv-rmsnorm-rope", _body("qkv-rmsnorm-rope.log").split(b"\n", 11)[11],
-                  b"AttributeError: '_OpNamespace'"),
+        "serve": (
+            "qkv-rmsnorm-rope",
+            _body("qkv-rmsnorm-rope.log").split(b"\n", 11)[11],
+            b"AttributeError: '_OpNamespace'",
+        ),
         "none": (None, b"", b""),
     }[kind]
     with path.open("wb") as out:
@@ -102,8 +113,12 @@ def triage_child(log: Path) -> Tuple[float, float, float, str]:
     output of `ascend-setup triage --json LOG`."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "triage", "--json", str(log)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ascend_setup", "triage", "--json", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (Popen has not reaped it)
@@ -137,11 +152,14 @@ def main() -> None:
             data = json.loads(out)
             found = f"{data['id']} at line {data['line_number']}" if data["id"] else "no cause"
             ok = (data["id"], data["line_number"]) == (cause, expected) if cause else data["id"] is None
-            print(f"{log.name}: {log.stat().st_size / 2**20:.0f} MiB, {found} ({'right' if ok else 'WRONG'}): "
-                  f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {rss:.0f} MB "
-                  f"({log.stat().st_size / 2**20 / wall:.0f} MiB/s); "
-                  f"targets < 15 s, < 200 MB; one read+find pass here takes {floor:.1f} s ({wall / floor:.1f}x); "
-                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+            print(
+                f"{log.name}: {log.stat().st_size / 2**20:.0f} MiB, {found} ({'right' if ok else 'WRONG'}): "
+                f"{wall:.1f} s ({cpu:.1f} s CPU), peak RSS {rss:.0f} MB "
+                f"({log.stat().st_size / 2**20 / wall:.0f} MiB/s); "
+                f"targets < 15 s, < 200 MB; one read+find pass here takes {floor:.1f} s ({wall / floor:.1f}x); "
+                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+                flush=True,
+            )
             log.unlink()
 
 

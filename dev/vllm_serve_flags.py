@@ -14,14 +14,30 @@ import importlib.metadata
 import json
 import sys
 
-ACTIONS = {"_StoreAction": "store", "_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false",
-           "_StoreConstAction": "store_const", "_AppendAction": "append", "_CountAction": "count",
-           "_HelpAction": "help", "_VersionAction": "version", "BooleanOptionalAction": "boolean_optional",
-           "LoRAParserAction": "store"}
+ACTIONS = {
+    "_StoreAction": "store",
+    "_StoreTrueAction": "store_true",
+    "_StoreFalseAction": "store_false",
+    "_StoreConstAction": "store_const",
+    "_AppendAction": "append",
+    "_CountAction": "count",
+    "_HelpAction": "help",
+    "_VersionAction": "version",
+    "BooleanOptionalAction": "boolean_optional",
+    "LoRAParserAction": "store",
+}
 #: A value's type by the name of vLLM's converter; a closure (optional_type, parse_type) is unwrapped.
-TYPES = {"str": "str", "int": "int", "float": "float", "loads": "json", "parse_dataclass": "json",
-         "union_dict_and_str": "json_or_str", "human_readable_int": "human_int",
-         "human_readable_int_or_auto": "human_int_or_auto", "<lambda>": "str"}
+TYPES = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "loads": "json",
+    "parse_dataclass": "json",
+    "union_dict_and_str": "json_or_str",
+    "human_readable_int": "human_int",
+    "human_readable_int_or_auto": "human_int_or_auto",
+    "<lambda>": "str",
+}
 
 
 def type_of(func):
@@ -48,11 +64,19 @@ def describe(parser):
     flags = []
     for action in parser._actions:
         kind, optional = type_of(getattr(action, "type", None))
-        flags.append({"options": list(action.option_strings), "dest": action.dest,
-                      "action": ACTIONS[type(action).__name__], "nargs": action.nargs, "const": plain(action.const),
-                      "type": kind, "optional": optional,
-                      "choices": [str(c) for c in action.choices] if action.choices is not None else None,
-                      "default": plain(action.default)})
+        flags.append(
+            {
+                "options": list(action.option_strings),
+                "dest": action.dest,
+                "action": ACTIONS[type(action).__name__],
+                "nargs": action.nargs,
+                "const": plain(action.const),
+                "type": kind,
+                "optional": optional,
+                "choices": [str(c) for c in action.choices] if action.choices is not None else None,
+                "default": plain(action.default),
+            }
+        )
     return flags
 
 
@@ -71,10 +95,14 @@ def serve_parser():
 def main():
     _, serve = serve_parser()
     version = importlib.metadata.version("vllm")
-    source = f"vllm {version}: the parser of 'vllm serve' (vllm.entrypoints.cli.serve.ServeSubcommand), read by " \
-             "dev/vllm_serve_flags.py"
-    text = json.dumps({"source": source, "vllm": version, "python": "%d.%d" % sys.version_info[:2],
-                       "flags": describe(serve)}, indent=1)
+    source = (
+        f"vllm {version}: the parser of 'vllm serve' (vllm.entrypoints.cli.serve.ServeSubcommand), read by "
+        "dev/vllm_serve_flags.py"
+    )
+    text = json.dumps(
+        {"source": source, "vllm": version, "python": "%d.%d" % sys.version_info[:2], "flags": describe(serve)},
+        indent=1,
+    )
     with open(sys.argv[1], "w", encoding="utf-8") as handle:
         handle.write(text + "\n")
 

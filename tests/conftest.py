@@ -43,9 +43,16 @@ def home(tmp_path: Path) -> Path:
 def cli(home: Path):
     """Run `python -m ascend_setup ARGS` as a user would; returns the CompletedProcess."""
 
-    def run(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 600,
-            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
-                              env=clean_env(home, env), timeout=timeout, cwd=cwd)
+    def run(
+        *args: str, env: Optional[Dict[str, str]] = None, timeout: float = 600, cwd: Optional[Path] = None
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "ascend_setup", *args],
+            capture_output=True,
+            text=True,
+            env=clean_env(home, env),
+            timeout=timeout,
+            cwd=cwd,
+        )
 
     return run

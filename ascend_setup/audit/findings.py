@@ -35,9 +35,20 @@ def summary(severities: List[str]) -> str:
     errors, warnings, notes = (sum(s == k for s in severities) for k in ("error", "warning", "info"))
     noted = f"{notes} expected note{'s' * (notes != 1)}" if notes else ""
     if errors:
-        return "NOT clean (" + ", ".join(filter(None, [f"{errors} error{'s' * (errors != 1)}",
-                                                         f"{warnings} warning{'s' * (warnings != 1)}" if warnings
-                                                         else "", noted])) + ")"
+        return (
+            "NOT clean ("
+            + ", ".join(
+                filter(
+                    None,
+                    [
+                        f"{errors} error{'s' * (errors != 1)}",
+                        f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
+                        noted,
+                    ],
+                )
+            )
+            + ")"
+        )
     if warnings:
         return f"clean, with {warnings} warning{'s' * (warnings != 1)}" + (f" ({noted})" if noted else "")
     return f"clean ({noted})" if noted else "clean"
@@ -58,9 +69,16 @@ class AuditReport:
         return any(f.severity == "error" for f in self.findings)
 
     def to_json(self) -> dict:
-        return {"venv": str(self.venv), "row": self.row.cann, "row_reason": self.row_reason, "lock": self.lock,
-                "findings": [f.to_json() for f in self.findings], "fix_plan": self.plan,
-                "ok": not self.failed, "summary": summary([f.severity for f in self.findings])}
+        return {
+            "venv": str(self.venv),
+            "row": self.row.cann,
+            "row_reason": self.row_reason,
+            "lock": self.lock,
+            "findings": [f.to_json() for f in self.findings],
+            "fix_plan": self.plan,
+            "ok": not self.failed,
+            "summary": summary([f.severity for f in self.findings]),
+        }
 
 
 def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
@@ -69,14 +87,21 @@ def infer_row(matrix: Matrix, venv: VenvContents) -> Tuple[Row, str]:
         have = venv.get(name)
         if have is None:
             continue
-        rows = [matrix.rows[v] for v in matrix.versions() if same_release(have.version, matrix.rows[v].packages[name])
-                or pin_verdict(name, have.version, matrix.rows[v].packages[name]).accepted]
+        rows = [
+            matrix.rows[v]
+            for v in matrix.versions()
+            if same_release(have.version, matrix.rows[v].packages[name])
+            or pin_verdict(name, have.version, matrix.rows[v].packages[name]).accepted
+        ]
         if rows:
             return rows[0], f"{name} {have.version} is installed, which row {rows[0].cann} pins"
-        return matrix.newest(), (f"{name} {have.version} matches no row; "
-                                 f"checking against the newest ({matrix.newest().cann})")
-    return matrix.newest(), f"neither vllm-ascend nor torch-npu is installed; checking against the newest row " \
-                            f"({matrix.newest().cann})"
+        return matrix.newest(), (
+            f"{name} {have.version} matches no row; checking against the newest ({matrix.newest().cann})"
+        )
+    return (
+        matrix.newest(),
+        f"neither vllm-ascend nor torch-npu is installed; checking against the newest row ({matrix.newest().cann})",
+    )
 
 
 def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
@@ -107,9 +132,17 @@ def fix_plan(findings: List[Finding], ctx: AuditContext) -> List[str]:
     return [step for step in plan if step]
 
 
-def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock: Optional[Lock] = None,
-              lock_source: Optional[str] = None, mirror_url: Optional[str] = None,
-              soc: Optional[str] = None, deep: bool = False, glibc: Optional[str] = None) -> AuditReport:
+def run_audit(
+    matrix: Matrix,
+    venv_path: Path,
+    cann: Optional[str] = None,
+    lock: Optional[Lock] = None,
+    lock_source: Optional[str] = None,
+    mirror_url: Optional[str] = None,
+    soc: Optional[str] = None,
+    deep: bool = False,
+    glibc: Optional[str] = None,
+) -> AuditReport:
     """`deep` also checks every distribution's files against its RECORD (reads every file's size); `glibc` is the
     target's where it is not this host's (wheel tags and the native libraries are held to it)."""
     venv = read_venv(venv_path)
@@ -121,5 +154,6 @@ def run_audit(matrix: Matrix, venv_path: Path, cann: Optional[str] = None, lock:
     ctx = AuditContext(venv, row, matrix, lock=lock, mirror_url=mirror_url, soc=soc, glibc=glibc)
     findings = [f for rule in (*RULES, rule_native, *((rule_damaged_files,) if deep else ())) for f in rule(ctx)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.package or ""))
-    return AuditReport(venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx),
-                       lock=lock_source)
+    return AuditReport(
+        venv=venv_path, row=row, row_reason=reason, findings=findings, plan=fix_plan(findings, ctx), lock=lock_source
+    )

@@ -22,11 +22,15 @@ def native_fix(item: NativeProblem, ctx: AuditContext, host: Optional[Host] = No
     if item.problem.kind != "glibc":
         return fix
     if item.distribution == "vllm-ascend":
-        build = (f"ascend-setup install --cann {ctx.row.cann} --venv {ctx.venv.root} (builds vllm-ascend "
-                 f"{item.version} from source on glibc {ctx.target.glibc})")
+        build = (
+            f"ascend-setup install --cann {ctx.row.cann} --venv {ctx.venv.root} (builds vllm-ascend "
+            f"{item.version} from source on glibc {ctx.target.glibc})"
+        )
     else:
-        build = (f"{ctx.pip} install --no-deps --force-reinstall --no-binary {item.distribution} "
-                 f"{item.distribution}=={item.version}")
+        build = (
+            f"{ctx.pip} install --no-deps --force-reinstall --no-binary {item.distribution} "
+            f"{item.distribution}=={item.version}"
+        )
     return f"{fix}: {build}"
 
 
@@ -45,7 +49,14 @@ def native_message(item: NativeProblem, root: str) -> str:
 def rule_native(ctx: AuditContext) -> List[Finding]:
     report = check_venv(ctx.venv, host_target(ctx.environ, ctx.glibc_target))
     host = Host.detect(soc=ctx.soc)
-    return [Finding(f"native-{item.problem.kind}", _SEVERITY.get(item.problem.kind, "error"), item.distribution,
-                    native_message(item, str(ctx.venv.root)), native_fix(item, ctx, host),
-                    evidence=str(item.problem.through or item.problem.library))
-            for item in report.problems]
+    return [
+        Finding(
+            f"native-{item.problem.kind}",
+            _SEVERITY.get(item.problem.kind, "error"),
+            item.distribution,
+            native_message(item, str(ctx.venv.root)),
+            native_fix(item, ctx, host),
+            evidence=str(item.problem.through or item.problem.library),
+        )
+        for item in report.problems
+    ]

@@ -60,9 +60,17 @@ class Finding:
 class AuditContext:
     """What every rule needs: the venv, the row (for this machine's architecture), the indexes, markers."""
 
-    def __init__(self, venv: VenvContents, row: Row, matrix: Matrix, lock: Optional[Lock] = None,
-                 mirror_url: Optional[str] = None, soc: Optional[str] = None, glibc: Optional[str] = None,
-                 environ: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        venv: VenvContents,
+        row: Row,
+        matrix: Matrix,
+        lock: Optional[Lock] = None,
+        mirror_url: Optional[str] = None,
+        soc: Optional[str] = None,
+        glibc: Optional[str] = None,
+        environ: Optional[Mapping[str, str]] = None,
+    ) -> None:
         """`glibc`: the target's C library where it is not this host's (`--glibc`); `environ`: the environment the
         venv's libraries will load in (its LD_LIBRARY_PATH; default this process's)."""
         self.venv = venv
@@ -115,8 +123,9 @@ def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
         return None
     nvidia = sorted(canonicalize_name(r.name) for r in ctx.requires(torch[0]) if r.name.lower().startswith("nvidia-"))
     reasons = [f"requires {', '.join(nvidia[:3])}{' ...' if len(nvidia) > 3 else ''}"] if nvidia else []
-    version_py = next((site / "torch" / "version.py" for site in ctx.venv.site
-                       if (site / "torch" / "version.py").is_file()), None)
+    version_py = next(
+        (site / "torch" / "version.py" for site in ctx.venv.site if (site / "torch" / "version.py").is_file()), None
+    )
     if version_py is not None:
         match = _CUDA_VERSION.search(version_py.read_text(errors="replace"))
         if match:
@@ -127,11 +136,13 @@ def cuda_torch_evidence(ctx: AuditContext) -> Optional[str]:
     return "; ".join(reasons) or None
 
 
-def _pin(ctx: AuditContext, name: str, pinned: str, fid: str, severity: str, message: str,
-         evidence: Optional[str] = None) -> Finding:
+def _pin(
+    ctx: AuditContext, name: str, pinned: str, fid: str, severity: str, message: str, evidence: Optional[str] = None
+) -> Finding:
     fix = f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(name)} {name}=={pinned}"
-    return Finding(fid, severity, name, message, fix, evidence=evidence, phase=PHASE_PINS,
-                   fix_args=(f"{name}=={pinned}",))
+    return Finding(
+        fid, severity, name, message, fix, evidence=evidence, phase=PHASE_PINS, fix_args=(f"{name}=={pinned}",)
+    )
 
 
 def rule_row_pins(ctx: AuditContext) -> List[Finding]:
@@ -144,33 +155,62 @@ def rule_row_pins(ctx: AuditContext) -> List[Finding]:
             continue  # the triton rule owns it
         have = ctx.installed.get(name)
         if not have:
-            findings.append(_pin(ctx, name, pinned, "pin-missing", "error",
-                                 f"{name} is not installed; the row pins {pinned}"))
+            findings.append(
+                _pin(ctx, name, pinned, "pin-missing", "error", f"{name} is not installed; the row pins {pinned}")
+            )
             continue
         installed = have[0].parsed_version
         if same_version(installed, pinned):
             continue
         verdict = pin_verdict(name, installed, pinned)
         if verdict.accepted:  # a newer post release or a source build of the pin: said, not fixed
-            findings.append(Finding("pin-accepted", "info", name, verdict.note, evidence=str(have[0].path),
-                                    phase=PHASE_PINS))
+            findings.append(
+                Finding("pin-accepted", "info", name, verdict.note, evidence=str(have[0].path), phase=PHASE_PINS)
+            )
             continue
         where = f" from the {ctx.index_of(name)} index" if ctx.index_of(name) != MIRROR else ""
         if installed is not None and installed.public == Version(pinned).public:
             if installed.local and installed.local.startswith("cu"):
-                findings.append(_pin(ctx, name, pinned, "cuda-build", "error",
-                                     f"{name} {installed} is a CUDA build where the row says {pinned}{where}: "
-                                     "useless on Ascend, and it drags nvidia-* in", str(have[0].path)))
+                findings.append(
+                    _pin(
+                        ctx,
+                        name,
+                        pinned,
+                        "cuda-build",
+                        "error",
+                        f"{name} {installed} is a CUDA build where the row says {pinned}{where}: "
+                        "useless on Ascend, and it drags nvidia-* in",
+                        str(have[0].path),
+                    )
+                )
             else:
-                findings.append(_pin(ctx, name, pinned, "pin-differs", "error",
-                                     f"{name} {installed} is not the row's build {pinned}{where}", str(have[0].path)))
+                findings.append(
+                    _pin(
+                        ctx,
+                        name,
+                        pinned,
+                        "pin-differs",
+                        "error",
+                        f"{name} {installed} is not the row's build {pinned}{where}",
+                        str(have[0].path),
+                    )
+                )
             continue
         why = ""
         vreq = vllm_wants.get(name)
         if vreq is not None and installed is not None and vreq.specifier.contains(installed, prereleases=True):
             why = f": displaced, most likely by vllm's CUDA metadata ({vreq})"
-        findings.append(_pin(ctx, name, pinned, "pin-differs", "error",
-                             f"{name} {have[0].version} where the row says {pinned}{where}{why}", str(have[0].path)))
+        findings.append(
+            _pin(
+                ctx,
+                name,
+                pinned,
+                "pin-differs",
+                "error",
+                f"{name} {have[0].version} where the row says {pinned}{where}{why}",
+                str(have[0].path),
+            )
+        )
     return findings
 
 
@@ -179,22 +219,37 @@ def rule_cuda_torch(ctx: AuditContext) -> List[Finding]:
     if not ctx.cuda_torch or "torch" not in ctx.row.packages:
         return []
     pinned = ctx.row.packages["torch"]
-    return [_pin(ctx, "torch", pinned, "cuda-torch", "error",
-                 f"torch {ctx.installed['torch'][0].version} is a CUDA build ({ctx.cuda_torch}): 3 GB of nvidia-* "
-                 f"wheels and upstream triton on a machine without a GPU; the row's torch is {pinned}"
-                 + (f" from the {ctx.index_of('torch')} index" if ctx.index_of("torch") != MIRROR else ""),
-                 str(ctx.installed["torch"][0].path))]
+    return [
+        _pin(
+            ctx,
+            "torch",
+            pinned,
+            "cuda-torch",
+            "error",
+            f"torch {ctx.installed['torch'][0].version} is a CUDA build ({ctx.cuda_torch}): 3 GB of nvidia-* "
+            f"wheels and upstream triton on a machine without a GPU; the row's torch is {pinned}"
+            + (f" from the {ctx.index_of('torch')} index" if ctx.index_of("torch") != MIRROR else ""),
+            str(ctx.installed["torch"][0].path),
+        )
+    ]
 
 
 def rule_row_requirements(ctx: AuditContext) -> List[Finding]:
     """The row packages' own requirements on each other (torch-npu's `torch==2.10.0+cpu`), local part included."""
     findings = []
-    for unmet in requirements_unmet(ctx.venv, [n for n in ctx.row.packages if n != "vllm"], ctx.row.packages,
-                                    ctx.env):
+    for unmet in requirements_unmet(ctx.venv, [n for n in ctx.row.packages if n != "vllm"], ctx.row.packages, ctx.env):
         dep, pinned = unmet.dependency, ctx.row.packages[unmet.dependency]
-        findings.append(Finding("row-requirement-unmet", "error", unmet.name, str(unmet),
-                                f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(dep)} {dep}=={pinned}",
-                                phase=PHASE_PINS, fix_args=(f"{dep}=={pinned}",)))
+        findings.append(
+            Finding(
+                "row-requirement-unmet",
+                "error",
+                unmet.name,
+                str(unmet),
+                f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(dep)} {dep}=={pinned}",
+                phase=PHASE_PINS,
+                fix_args=(f"{dep}=={pinned}",),
+            )
+        )
     return findings
 
 
@@ -204,30 +259,63 @@ def rule_triton(ctx: AuditContext) -> List[Finding]:
     upstream = ctx.installed.get("triton")
     ascend = ctx.installed.get("triton-ascend")
     remove = f"{ctx.pip} uninstall -y triton && " if upstream else ""
-    reinstall = f"{remove}{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag('triton-ascend')} " \
-                f"triton-ascend=={pinned}"
+    reinstall = (
+        f"{remove}{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag('triton-ascend')} "
+        f"triton-ascend=={pinned}"
+    )
     crash = "the first inference dies with \"'function' object is not subscriptable\""
     if upstream:
-        findings.append(Finding("triton-upstream", "error", "triton",
-                                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; "
-                                f"{crash}",
-                                reinstall, evidence=str(upstream[0].path), phase=PHASE_TRITON))
+        findings.append(
+            Finding(
+                "triton-upstream",
+                "error",
+                "triton",
+                f"upstream triton {upstream[0].version} is installed: it shadows triton-ascend; {crash}",
+                reinstall,
+                evidence=str(upstream[0].path),
+                phase=PHASE_TRITON,
+            )
+        )
     if not ascend:
-        findings.append(Finding("triton-ascend-missing", "error", "triton-ascend",
-                                f"triton-ascend is not installed; {crash}", reinstall, phase=PHASE_TRITON))
+        findings.append(
+            Finding(
+                "triton-ascend-missing",
+                "error",
+                "triton-ascend",
+                f"triton-ascend is not installed; {crash}",
+                reinstall,
+                phase=PHASE_TRITON,
+            )
+        )
     elif not same_version(ascend[0].parsed_version, pinned):
-        findings.append(Finding("pin-differs", "error", "triton-ascend",
-                                f"triton-ascend {ascend[0].version} where the row says {pinned}", reinstall,
-                                evidence=str(ascend[0].path), phase=PHASE_TRITON))
+        findings.append(
+            Finding(
+                "pin-differs",
+                "error",
+                "triton-ascend",
+                f"triton-ascend {ascend[0].version} where the row says {pinned}",
+                reinstall,
+                evidence=str(ascend[0].path),
+                phase=PHASE_TRITON,
+            )
+        )
     if upstream and ascend:
         mine = {p for p in ascend[0].record_paths() if p.startswith("triton/")}
         theirs = {p for p in upstream[0].record_paths() if p.startswith("triton/")}
         overlap = sorted(mine & theirs)
         if overlap:
-            findings.append(Finding("triton-overlap", "error", "triton-ascend",
-                                    f"triton and triton-ascend both claim {len(overlap)} files under triton/ "
-                                    f"(e.g. {overlap[0]}): whichever was installed last won, and removing triton "
-                                    "deletes them: reinstall triton-ascend after", reinstall, phase=PHASE_TRITON))
+            findings.append(
+                Finding(
+                    "triton-overlap",
+                    "error",
+                    "triton-ascend",
+                    f"triton and triton-ascend both claim {len(overlap)} files under triton/ "
+                    f"(e.g. {overlap[0]}): whichever was installed last won, and removing triton "
+                    "deletes them: reinstall triton-ascend after",
+                    reinstall,
+                    phase=PHASE_TRITON,
+                )
+            )
     return findings
 
 
@@ -241,18 +329,39 @@ def rule_cann_deps(ctx: AuditContext) -> List[Finding]:
         have = ctx.version_of(name)
         spec = f"{name}>={minimum}" if minimum else name
         if have is None and name not in ctx.installed:
-            findings.append(Finding("cann-dep-missing", "error", name, f"{name} is missing; CANN's operator compiler "
-                                    "imports it", _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
+            findings.append(
+                Finding(
+                    "cann-dep-missing",
+                    "error",
+                    name,
+                    f"{name} is missing; CANN's operator compiler imports it",
+                    _fill(ctx, spec),
+                    phase=PHASE_FILL,
+                    fix_args=(spec,),
+                )
+            )
         elif minimum and have is not None and have < Version(minimum):
-            findings.append(Finding("cann-dep-old", "error", name, f"{name} {have} is below CANN's minimum {minimum}",
-                                    _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
+            findings.append(
+                Finding(
+                    "cann-dep-old",
+                    "error",
+                    name,
+                    f"{name} {have} is below CANN's minimum {minimum}",
+                    _fill(ctx, spec),
+                    phase=PHASE_FILL,
+                    fix_args=(spec,),
+                )
+            )
     return findings
 
 
 def requirers(ctx: AuditContext, name: str, ignore: Set[str]) -> List[str]:
     """Installed packages (outside `ignore`) whose requirements name `name`."""
-    return sorted(other for other, dists in ctx.installed.items()
-                  if other not in ignore and any(canonicalize_name(r.name) == name for r in ctx.requires(dists[0])))
+    return sorted(
+        other
+        for other, dists in ctx.installed.items()
+        if other not in ignore and any(canonicalize_name(r.name) == name for r in ctx.requires(dists[0]))
+    )
 
 
 def chain_to(ctx: AuditContext, name: str, ignore: Set[str]) -> str:
@@ -280,14 +389,29 @@ def rule_cuda_only(ctx: AuditContext) -> List[Finding]:
         dist = ctx.installed[name][0]
         needed_by = requirers(ctx, name, ignore)
         if needed_by:
-            findings.append(Finding("cuda-only-required", "info", name,
-                                    f"{name} {dist.version} is on the row's CUDA-only list, but "
-                                    f"{chain_to(ctx, name, ignore)} requires it: it stays", evidence=str(dist.path)))
+            findings.append(
+                Finding(
+                    "cuda-only-required",
+                    "info",
+                    name,
+                    f"{name} {dist.version} is on the row's CUDA-only list, but "
+                    f"{chain_to(ctx, name, ignore)} requires it: it stays",
+                    evidence=str(dist.path),
+                )
+            )
             continue
-        findings.append(Finding("cuda-only", "warning", name,
-                                f"{name} {dist.version} is CUDA-only: dead weight on Ascend (the row strips it)",
-                                f"{ctx.pip} uninstall -y {name}", evidence=str(dist.path),
-                                phase=PHASE_UNINSTALL, fix_args=(name,)))
+        findings.append(
+            Finding(
+                "cuda-only",
+                "warning",
+                name,
+                f"{name} {dist.version} is CUDA-only: dead weight on Ascend (the row strips it)",
+                f"{ctx.pip} uninstall -y {name}",
+                evidence=str(dist.path),
+                phase=PHASE_UNINSTALL,
+                fix_args=(name,),
+            )
+        )
     return findings
 
 
@@ -305,42 +429,83 @@ def rule_closure(ctx: AuditContext) -> List[Finding]:
             state = f"{dep} {have[0].version} is installed" if have else f"{dep} is missing"
             stand_in = SUBSTITUTES.get(dep)
             if stand_in and stand_in in ctx.installed:
-                findings.append(Finding("expected-unmet", "info", dep, f"{name} requires {req} but {state}: "
-                                        f"expected, {stand_in} provides it (upstream {dep} would shadow it)"))
+                findings.append(
+                    Finding(
+                        "expected-unmet",
+                        "info",
+                        dep,
+                        f"{name} requires {req} but {state}: "
+                        f"expected, {stand_in} provides it (upstream {dep} would shadow it)",
+                    )
+                )
                 continue
             if name == "vllm" and (ctx.row.is_cuda_only(dep) or dep in ctx.row.packages):
-                findings.append(Finding("expected-unmet", "info", dep,
-                                        f"vllm requires {req} but {state}: expected, the row "
-                                        f"{'pins' if dep in ctx.row.packages else 'strips'} it on purpose"))
+                findings.append(
+                    Finding(
+                        "expected-unmet",
+                        "info",
+                        dep,
+                        f"vllm requires {req} but {state}: expected, the row "
+                        f"{'pins' if dep in ctx.row.packages else 'strips'} it on purpose",
+                    )
+                )
                 continue
             if dep in ctx.row.packages or (name == "torch" and ctx.cuda_torch):
                 continue  # the pin rules say it, with the right index; a CUDA torch's nvidia-* go with it
             spec = f"{dep}{req.specifier}"
-            findings.append(Finding("requirement-unmet", "error", dep, f"{name} {dists[0].version} requires {req} "
-                                    f"but {state}", _fill(ctx, spec), phase=PHASE_FILL, fix_args=(spec,)))
+            findings.append(
+                Finding(
+                    "requirement-unmet",
+                    "error",
+                    dep,
+                    f"{name} {dists[0].version} requires {req} but {state}",
+                    _fill(ctx, spec),
+                    phase=PHASE_FILL,
+                    fix_args=(spec,),
+                )
+            )
     return findings
 
 
 def rule_venv_shape(ctx: AuditContext) -> List[Finding]:
     findings = []
     if ctx.venv.system_site_packages:
-        findings.append(Finding("system-site-packages", "warning", None,
-                                "the venv includes system site-packages: stale torch builds from the image leak in",
-                                "sed -i "
-                                "'s/^include-system-site-packages = true/include-system-site-packages = false/' "
-                                f"{ctx.venv.root}/pyvenv.cfg", evidence=f"{ctx.venv.root}/pyvenv.cfg",
-                                phase=PHASE_SHAPE))
+        findings.append(
+            Finding(
+                "system-site-packages",
+                "warning",
+                None,
+                "the venv includes system site-packages: stale torch builds from the image leak in",
+                "sed -i "
+                "'s/^include-system-site-packages = true/include-system-site-packages = false/' "
+                f"{ctx.venv.root}/pyvenv.cfg",
+                evidence=f"{ctx.venv.root}/pyvenv.cfg",
+                phase=PHASE_SHAPE,
+            )
+        )
     if ctx.venv.python_version and not ctx.row.python_allows(ctx.python_full):
-        findings.append(Finding("python-range", "error", None, f"the venv's Python {ctx.python_full} is outside "
-                                f"the row's {ctx.row.python}", f"ascend-setup install --cann {ctx.row.cann} "
-                                "--python /path/to/python3.11 --venv NEW_DIR"))
+        findings.append(
+            Finding(
+                "python-range",
+                "error",
+                None,
+                f"the venv's Python {ctx.python_full} is outside the row's {ctx.row.python}",
+                f"ascend-setup install --cann {ctx.row.cann} --python /path/to/python3.11 --venv NEW_DIR",
+            )
+        )
     for name, dists in ctx.installed.items():
         if len(dists) > 1:
             paths = ", ".join(d.path.name for d in dists)
-            findings.append(Finding("duplicate-dist", "error", name, f"{len(dists)} dist-infos of {name} ({paths}): "
-                                    "imports and pip disagree about what is installed",
-                                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
-                                    f"{name}=={dists[0].version}", evidence=paths))
+            findings.append(
+                Finding(
+                    "duplicate-dist",
+                    "error",
+                    name,
+                    f"{len(dists)} dist-infos of {name} ({paths}): imports and pip disagree about what is installed",
+                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} {name}=={dists[0].version}",
+                    evidence=paths,
+                )
+            )
     return findings
 
 
@@ -359,11 +524,18 @@ def rule_wheel_tags(ctx: AuditContext) -> List[Finding]:
             except ValueError:
                 continue
         if parsed and not parsed & supported.keys():
-            findings.append(Finding("wheel-platform", "error", name, f"{name} {dists[0].version} was built for "
-                                    f"{tags[0]}, which this machine (glibc {ctx.target.glibc}, {ctx.target.arch}, "
-                                    f"Python {ctx.python_minor}) cannot run",
-                                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
-                                    f"{name}=={dists[0].version}", evidence=str(dists[0].path)))
+            findings.append(
+                Finding(
+                    "wheel-platform",
+                    "error",
+                    name,
+                    f"{name} {dists[0].version} was built for "
+                    f"{tags[0]}, which this machine (glibc {ctx.target.glibc}, {ctx.target.arch}, "
+                    f"Python {ctx.python_minor}) cannot run",
+                    f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} {name}=={dists[0].version}",
+                    evidence=str(dists[0].path),
+                )
+            )
     return findings
 
 
@@ -374,14 +546,27 @@ def rule_provenance(ctx: AuditContext) -> List[Finding]:
         for dist in ctx.installed.get(name, [])[:1]:
             direct = dist.direct_url()
             if direct:
-                findings.append(Finding("direct-url", "info", name, f"{name} {dist.version} was installed from "
-                                        f"{direct.url}, not from an index", evidence=str(dist.path)))
+                findings.append(
+                    Finding(
+                        "direct-url",
+                        "info",
+                        name,
+                        f"{name} {dist.version} was installed from {direct.url}, not from an index",
+                        evidence=str(dist.path),
+                    )
+                )
             installer = dist.installer()
             if installer and installer not in ("pip", "uv"):
-                findings.append(Finding("foreign-installer", "warning", name,
-                                        f"{name} was installed by {installer}: pip and uv cannot manage it safely",
-                                        f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} "
-                                        f"{name}=={dist.version}", evidence=f"{dist.path}/INSTALLER"))
+                findings.append(
+                    Finding(
+                        "foreign-installer",
+                        "warning",
+                        name,
+                        f"{name} was installed by {installer}: pip and uv cannot manage it safely",
+                        f"{ctx.pip} install --force-reinstall --no-deps{ctx.index_flag(name)} {name}=={dist.version}",
+                        evidence=f"{dist.path}/INSTALLER",
+                    )
+                )
     return findings
 
 
@@ -396,16 +581,37 @@ def rule_lock_drift(ctx: AuditContext) -> List[Finding]:
         if name == "triton-ascend" or (have and same_version(have[0].parsed_version, p.version or "")):
             continue  # the triton rule swaps triton-ascend in, in one step with triton's removal
         fix = f"{ctx.pip} install --no-deps --force-reinstall{ctx.index_flag(name)} {name}=={p.version}"
-        message = f"{name} {have[0].version} where the lock says {p.version}" if have else \
-            f"{name}=={p.version} is in the lock but not installed"
-        findings.append(Finding("lock-differs" if have else "lock-missing", "error", name, message, fix,
-                                evidence=str(have[0].path) if have else None, phase=PHASE_PINS,
-                                fix_args=(f"{name}=={p.version}",)))
+        message = (
+            f"{name} {have[0].version} where the lock says {p.version}"
+            if have
+            else f"{name}=={p.version} is in the lock but not installed"
+        )
+        findings.append(
+            Finding(
+                "lock-differs" if have else "lock-missing",
+                "error",
+                name,
+                message,
+                fix,
+                evidence=str(have[0].path) if have else None,
+                phase=PHASE_PINS,
+                fix_args=(f"{name}=={p.version}",),
+            )
+        )
     for name, dists in ctx.installed.items():
         if name not in locked and name not in SUBSTITUTES:
-            findings.append(Finding("lock-extra", "warning", name, f"{name} {dists[0].version} is installed but not "
-                                    "in the lock", f"{ctx.pip} uninstall -y {name}", evidence=str(dists[0].path),
-                                    phase=PHASE_UNINSTALL, fix_args=(name,)))
+            findings.append(
+                Finding(
+                    "lock-extra",
+                    "warning",
+                    name,
+                    f"{name} {dists[0].version} is installed but not in the lock",
+                    f"{ctx.pip} uninstall -y {name}",
+                    evidence=str(dists[0].path),
+                    phase=PHASE_UNINSTALL,
+                    fix_args=(name,),
+                )
+            )
     return findings
 
 
@@ -427,12 +633,18 @@ def rule_device_type(ctx: AuditContext) -> List[Finding]:
         return []
     built, path = found
     version = ctx.installed["vllm-ascend"][0].version
-    return [Finding("device-type", "error", "vllm-ascend",
-                    f"vllm-ascend {version} was built for {label(built)} NPUs and this host's are {label(ctx.device)} "
-                    f"(SOC {ctx.soc}): vLLM's worker refuses to start (check_ascend_device_type)",
-                    f"ascend-setup install --cann {ctx.row.cann} --venv {ctx.venv.root} --soc {ctx.soc} (builds "
-                    f"vllm-ascend {version} from source for {label(ctx.device)})",
-                    evidence=f"{path}: __device_type__ = {built!r}")]
+    return [
+        Finding(
+            "device-type",
+            "error",
+            "vllm-ascend",
+            f"vllm-ascend {version} was built for {label(built)} NPUs and this host's are {label(ctx.device)} "
+            f"(SOC {ctx.soc}): vLLM's worker refuses to start (check_ascend_device_type)",
+            f"ascend-setup install --cann {ctx.row.cann} --venv {ctx.venv.root} --soc {ctx.soc} (builds "
+            f"vllm-ascend {version} from source for {label(ctx.device)})",
+            evidence=f"{path}: __device_type__ = {built!r}",
+        )
+    ]
 
 
 def rule_damaged_files(ctx: AuditContext) -> List[Finding]:
@@ -444,19 +656,47 @@ def rule_damaged_files(ctx: AuditContext) -> List[Finding]:
         for dist in dists:
             damage = check_dist(name, dist.path)
             if damage is not None:
-                found.append(Finding("damaged-files", "error", name, f"{damage.summary()}: an interrupted install "
-                                     "left it half-written", evidence=str(dist.path), phase=PHASE_PINS,
-                                     fix_args=(f"{name}=={dist.version}",)))
+                found.append(
+                    Finding(
+                        "damaged-files",
+                        "error",
+                        name,
+                        f"{damage.summary()}: an interrupted install left it half-written",
+                        evidence=str(dist.path),
+                        phase=PHASE_PINS,
+                        fix_args=(f"{name}=={dist.version}",),
+                    )
+                )
     return found
 
 
 def rule_damaged_metadata(ctx: AuditContext) -> List[Finding]:
     """A dist-info file that is not readable text: whatever it describes cannot be trusted."""
-    return [Finding("damaged-metadata", "error", path.parent.name.split("-")[0], why,
-                    f"reinstall that distribution into {ctx.venv.root} (its files were damaged)", evidence=str(path))
-            for path, why in ctx.venv.damaged]
+    return [
+        Finding(
+            "damaged-metadata",
+            "error",
+            path.parent.name.split("-")[0],
+            why,
+            f"reinstall that distribution into {ctx.venv.root} (its files were damaged)",
+            evidence=str(path),
+        )
+        for path, why in ctx.venv.damaged
+    ]
 
 
-RULES = (rule_damaged_metadata, rule_row_pins, rule_cuda_torch, rule_row_requirements, rule_triton, rule_cann_deps,
-         rule_cuda_only, rule_closure, rule_venv_shape, rule_wheel_tags, rule_provenance, rule_lock_drift,
-         rule_device_type)
+RULES = (
+    rule_damaged_metadata,
+    rule_row_pins,
+    rule_cuda_torch,
+    rule_row_requirements,
+    rule_triton,
+    rule_cann_deps,
+    rule_cuda_only,
+    rule_closure,
+    rule_venv_shape,
+    rule_wheel_tags,
+    rule_provenance,
+    rule_lock_drift,
+    rule_device_type,
+)

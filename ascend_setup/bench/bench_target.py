@@ -31,12 +31,16 @@ def from_record(workdir: Path, name: str) -> tuple:
     """(base URL, served name, command words, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
-        raise BadInput(f"no server named {name!r} was started from {workdir}",
-                       hint="'ascend-setup serve status' lists them; or give --url")
+        raise BadInput(
+            f"no server named {name!r} was started from {workdir}",
+            hint="'ascend-setup serve status' lists them; or give --url",
+        )
     record = records.load(path)
     if not record.alive():
-        raise BadInput(f"server {name!r} (pid {record.pid}) is not running",
-                       hint=f"start it again with 'ascend-setup serve ... --detach', or see {record.log}")
+        raise BadInput(
+            f"server {name!r} (pid {record.pid}) is not running",
+            hint=f"start it again with 'ascend-setup serve ... --detach', or see {record.log}",
+        )
     argv = list(record.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv[:-1] else name
     return f"http://127.0.0.1:{record.port}", served, argv, Path(record.log)
@@ -69,8 +73,10 @@ def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:
         except (OSError, ValueError) as exc:
             cause = str(getattr(exc, "reason", exc))
         if time.monotonic() >= deadline:
-            raise AscendSetupError(f"{base} did not answer within {wait_s:g} s: {cause}",
-                                   hint="is the server running and ready? ('ascend-setup serve status')")
+            raise AscendSetupError(
+                f"{base} did not answer within {wait_s:g} s: {cause}",
+                hint="is the server running and ready? ('ascend-setup serve status')",
+            )
         time.sleep(0.5)
 
 
@@ -80,8 +86,9 @@ def resolve(base: str, model: Optional[str], argv: str = "", wait_s: float = ANS
     names = [str(e.get("id")) for e in entries]
     if model is None:
         if len(names) != 1:
-            raise BadInput(f"the server serves {len(names)} models ({', '.join(names) or 'none'})",
-                           hint="name one with --model")
+            raise BadInput(
+                f"the server serves {len(names)} models ({', '.join(names) or 'none'})", hint="name one with --model"
+            )
         model = names[0]
     elif model not in names:
         raise BadInput(f"--model {model!r} is not served there (it serves {', '.join(names) or 'none'})")
@@ -92,8 +99,11 @@ def resolve(base: str, model: Optional[str], argv: str = "", wait_s: float = ANS
 def check_lengths(target: Target, input_len: int, output_len: int) -> None:
     """Exit 2 naming the limit when a request would not fit the server's context (vLLM would refuse each)."""
     if target.max_model_len and input_len + output_len > target.max_model_len:
-        raise BadInput(f"--input-len {input_len} + --output-len {output_len} exceed the server's max_model_len "
-                       f"{target.max_model_len}", hint="shorter lengths, or a server started with a longer context")
+        raise BadInput(
+            f"--input-len {input_len} + --output-len {output_len} exceed the server's max_model_len "
+            f"{target.max_model_len}",
+            hint="shorter lengths, or a server started with a longer context",
+        )
 
 
 def log_size(log: Path) -> int:
@@ -117,8 +127,11 @@ def triaged(failure: AscendSetupError, name: str, log: Path, offset: int) -> Asc
     except BadInput:
         diagnosis = None
     if diagnosis is None or diagnosis.id is None:
-        return AscendSetupError(failure.message, hint=f"read the server's log: {log}",
-                                details=diagnosis.render() if diagnosis else None)
-    return AscendSetupError(f"{failure.message}; server {name}'s log: {diagnosis.cause}",
-                            hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
-                            details=diagnosis.render())
+        return AscendSetupError(
+            failure.message, hint=f"read the server's log: {log}", details=diagnosis.render() if diagnosis else None
+        )
+    return AscendSetupError(
+        f"{failure.message}; server {name}'s log: {diagnosis.cause}",
+        hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
+        details=diagnosis.render(),
+    )

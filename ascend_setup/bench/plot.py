@@ -20,8 +20,9 @@ def check(path: Path) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise BadInput("--plot needs matplotlib, which is not installed",
-                       hint="pip install 'ascend-setup[plot]'") from None
+        raise BadInput(
+            "--plot needs matplotlib, which is not installed", hint="pip install 'ascend-setup[plot]'"
+        ) from None
 
 
 def references(verdicts: List[Any]) -> Dict[str, List[Tuple[float, float]]]:

@@ -63,8 +63,9 @@ class Reason:
     def concerns(self, concurrency: int, verdict: str) -> bool:
         """Whether this reason can explain `verdict` at `concurrency`."""
         way = "slower" if verdict.startswith("slower") else "faster" if verdict.startswith("faster") else None
-        return (way is not None and self.effect in (way, "either")
-                and (self.levels is None or concurrency in self.levels))
+        return (
+            way is not None and self.effect in (way, "either") and (self.levels is None or concurrency in self.levels)
+        )
 
 
 @dataclass
@@ -114,6 +115,7 @@ class Evidence:
 
 # --- reading the evidence ---------------------------------------------------------------------------------------
 
+
 def metrics_text(base: str, timeout: float = 5.0) -> Optional[str]:
     try:
         with urllib.request.urlopen(f"{base}/metrics", timeout=timeout) as response:
@@ -159,8 +161,9 @@ class Watch:
     """/metrics during a level: `read` every `every` seconds on a thread, keeping the most of each gauge (of every
     one read when `names` is empty)."""
 
-    def __init__(self, read: Callable[[], Optional[Dict[str, float]]], names: Sequence[str] = (WAITING,),
-                 every: float = 0.25) -> None:
+    def __init__(
+        self, read: Callable[[], Optional[Dict[str, float]]], names: Sequence[str] = (WAITING,), every: float = 0.25
+    ) -> None:
         self.read, self.names, self.every = read, tuple(names), every
         self.most: Dict[str, float] = {}
         self._stop = threading.Event()
@@ -204,7 +207,7 @@ def settings(argv: Sequence[str]) -> Dict[str, Any]:
     if "serve" not in words[:2]:
         return {}
     try:
-        return given_dests(serve_flags(), words[words.index("serve") + 1:])
+        return given_dests(serve_flags(), words[words.index("serve") + 1 :])
     except (ServeArgsError, SystemExit):
         return {}
 
@@ -218,6 +221,7 @@ def engine_config(log: Optional[str]) -> Dict[str, str]:
 
 
 # --- the rules ---------------------------------------------------------------------------------------------------
+
 
 def _eager_flag(argv: Sequence[str]) -> bool:
     flags = [w.split("=", 1) for w in argv if w.replace("_", "-").split("=", 1)[0] == "--enforce-eager"]
@@ -235,24 +239,39 @@ def eager_mode(argv: str, log: Optional[str] = None, given: Optional[Dict[str, A
         said.append("its log's engine start-up line says enforce_eager=True")
     if not said:
         return None
-    return Reason("eager-mode", "; ".join(said),
-                  "start it without --enforce-eager: graph mode decoded 5.7x faster in the field report")
+    return Reason(
+        "eager-mode",
+        "; ".join(said),
+        "start it without --enforce-eager: graph mode decoded 5.7x faster in the field report",
+    )
 
 
 def eager_speed(levels: Sequence[LevelEvidence]) -> Optional[Reason]:
     """The measured TPOT within EAGER_NEAR of fit's eager figure and nearer it than fit's graph figure (at levels
     where the two differ by more than that): the server decodes as an eager one does."""
-    hit = [lv for lv in levels if lv.tpot_ms and lv.fit_tpot_ms and lv.fit_eager_tpot_ms
-           and lv.fit_eager_tpot_ms > lv.fit_tpot_ms * (1 + 2 * EAGER_NEAR)
-           and abs(lv.tpot_ms / lv.fit_eager_tpot_ms - 1) <= EAGER_NEAR
-           and lv.tpot_ms >= math.sqrt(lv.fit_tpot_ms * lv.fit_eager_tpot_ms)]
+    hit = [
+        lv
+        for lv in levels
+        if lv.tpot_ms
+        and lv.fit_tpot_ms
+        and lv.fit_eager_tpot_ms
+        and lv.fit_eager_tpot_ms > lv.fit_tpot_ms * (1 + 2 * EAGER_NEAR)
+        and abs(lv.tpot_ms / lv.fit_eager_tpot_ms - 1) <= EAGER_NEAR
+        and lv.tpot_ms >= math.sqrt(lv.fit_tpot_ms * lv.fit_eager_tpot_ms)
+    ]
     if not hit:
         return None
-    said = ", ".join(f"{lv.tpot_ms:g} ms at concurrency {lv.concurrency} (eager {lv.fit_eager_tpot_ms:g}, graph "
-                     f"{lv.fit_tpot_ms:g})" for lv in hit)
-    return Reason("eager-speed", f"TPOT near fit's eager figure, far from its graph one: {said}",
-                  "the server decodes as in eager mode: look in its log for enforce_eager=True and for graph capture "
-                  "at start-up, and start it without --enforce-eager", levels=[lv.concurrency for lv in hit])
+    said = ", ".join(
+        f"{lv.tpot_ms:g} ms at concurrency {lv.concurrency} (eager {lv.fit_eager_tpot_ms:g}, graph {lv.fit_tpot_ms:g})"
+        for lv in hit
+    )
+    return Reason(
+        "eager-speed",
+        f"TPOT near fit's eager figure, far from its graph one: {said}",
+        "the server decodes as in eager mode: look in its log for enforce_eager=True and for graph capture "
+        "at start-up, and start it without --enforce-eager",
+        levels=[lv.concurrency for lv in hit],
+    )
 
 
 def no_graph_capture(argv: str, log: Optional[str], given: Optional[Dict[str, Any]] = None) -> Optional[Reason]:
@@ -261,30 +280,46 @@ def no_graph_capture(argv: str, log: Optional[str], given: Optional[Dict[str, An
     reason says it), and for a log that stops before the engine started."""
     if log is None or eager_mode(argv, log, given) is not None or not STARTED.search(log) or CAPTURE.search(log):
         return None
-    return Reason("no-graph-capture", "the server's log shows its engine started without capturing graphs (no "
-                  "'Capturing CUDA graphs' or 'Graph capturing finished' line)",
-                  "graph mode did not engage: check --compilation-config (cudagraph_mode, not NONE), -O (not 0) and "
-                  "vllm-ascend's graph settings in --additional-config, then restart and look for the capture lines")
+    return Reason(
+        "no-graph-capture",
+        "the server's log shows its engine started without capturing graphs (no "
+        "'Capturing CUDA graphs' or 'Graph capturing finished' line)",
+        "graph mode did not engage: check --compilation-config (cudagraph_mode, not NONE), -O (not 0) and "
+        "vllm-ascend's graph settings in --additional-config, then restart and look for the capture lines",
+    )
 
 
 def prefix_cached(prefix_cache: bool, levels: Sequence[LevelEvidence]) -> Optional[Reason]:
     """The prefix cache served prompts: bench ran with --prefix-cache, or vllm:prefix_cache_hits_total grew by
     PREFIX_SHARE or more of the prompt tokens queried during a level. TTFT and throughput then leave out prefill."""
-    hit = [lv for lv in levels if lv.prefix_hits and lv.prefix_queries and lv.prefix_hits > 0
-           and lv.prefix_hits / lv.prefix_queries >= PREFIX_SHARE]
+    hit = [
+        lv
+        for lv in levels
+        if lv.prefix_hits
+        and lv.prefix_queries
+        and lv.prefix_hits > 0
+        and lv.prefix_hits / lv.prefix_queries >= PREFIX_SHARE
+    ]
     said = (["bench ran with --prefix-cache (one shared prefix)"] if prefix_cache else []) + [
         f"vllm:prefix_cache_hits_total grew {lv.prefix_hits:g} of {lv.prefix_queries:g} prompt tokens at "
-        f"concurrency {lv.concurrency}" for lv in hit]
+        f"concurrency {lv.concurrency}"
+        for lv in hit
+    ]
     if not said:
         return None
-    return Reason("prefix-cache", "; ".join(said),
-                  "prefix caching hid the prefill: TTFT and throughput are a cache's, not comparable with figures "
-                  "measured on fresh prompts; run bench without --prefix-cache (fresh random prefixes)",
-                  effect="faster", levels=None if prefix_cache else [lv.concurrency for lv in hit])
+    return Reason(
+        "prefix-cache",
+        "; ".join(said),
+        "prefix caching hid the prefill: TTFT and throughput are a cache's, not comparable with figures "
+        "measured on fresh prompts; run bench without --prefix-cache (fresh random prefixes)",
+        effect="faster",
+        levels=None if prefix_cache else [lv.concurrency for lv in hit],
+    )
 
 
-def max_num_seqs_capped(argv: str, levels: Sequence[LevelEvidence],
-                        given: Optional[Dict[str, Any]] = None) -> Optional[Reason]:
+def max_num_seqs_capped(
+    argv: str, levels: Sequence[LevelEvidence], given: Optional[Dict[str, Any]] = None
+) -> Optional[Reason]:
     """--max-num-seqs (any spelling vLLM reads) below a level's concurrency, or requests waiting
     (vllm:num_requests_waiting above 0) during a level: the batch was capped and the rest queued."""
     given = settings(argv.split()) if given is None else given
@@ -294,12 +329,17 @@ def max_num_seqs_capped(argv: str, levels: Sequence[LevelEvidence],
     queued = [lv for lv in levels if lv.waiting is not None and lv.waiting > 0 and lv.concurrency not in over]
     if not over and not queued:
         return None
-    said = ([f"the server's --max-num-seqs {cap} is below concurrency {', '.join(map(str, over))}"] if over else []) \
-        + [f"vllm:num_requests_waiting reached {lv.waiting:g} at concurrency {lv.concurrency}" for lv in queued]
-    return Reason("max-num-seqs", "; ".join(said),
-                  "the batch was capped and the rest waited (TTFT grows, TPOT does not fall): start the server with "
-                  "a --max-num-seqs at least the concurrency (and the KV cache for it), or bench at most "
-                  f"{cap if cap else 'that many'} at once", levels=sorted(over + [lv.concurrency for lv in queued]))
+    said = ([f"the server's --max-num-seqs {cap} is below concurrency {', '.join(map(str, over))}"] if over else []) + [
+        f"vllm:num_requests_waiting reached {lv.waiting:g} at concurrency {lv.concurrency}" for lv in queued
+    ]
+    return Reason(
+        "max-num-seqs",
+        "; ".join(said),
+        "the batch was capped and the rest waited (TTFT grows, TPOT does not fall): start the server with "
+        "a --max-num-seqs at least the concurrency (and the KV cache for it), or bench at most "
+        f"{cap if cap else 'that many'} at once",
+        levels=sorted(over + [lv.concurrency for lv in queued]),
+    )
 
 
 def speculative(argv: str, log: Optional[str] = None, given: Optional[Dict[str, Any]] = None) -> Optional[Reason]:
@@ -314,10 +354,13 @@ def speculative(argv: str, log: Optional[str] = None, given: Optional[Dict[str, 
         said.append(f"its log's engine start-up line says speculative_config={logged[:80]}")
     if not said:
         return None
-    return Reason("speculative-decoding", "; ".join(said),
-                  "TPOT counts accepted tokens, several a step: compare with figures measured with the same "
-                  "speculative method and acceptance, or start without --speculative-config to compare with fit",
-                  effect="either")
+    return Reason(
+        "speculative-decoding",
+        "; ".join(said),
+        "TPOT counts accepted tokens, several a step: compare with figures measured with the same "
+        "speculative method and acceptance, or start without --speculative-config to compare with fit",
+        effect="either",
+    )
 
 
 def preempted(grown: Sequence[Tuple[int, Optional[float]]]) -> Optional[Reason]:
@@ -327,23 +370,32 @@ def preempted(grown: Sequence[Tuple[int, Optional[float]]]) -> Optional[Reason]:
     if not hit:
         return None
     said = ", ".join(f"{n:g} at concurrency {c}" for c, n in hit)
-    return Reason("preemptions", f"vllm:num_preemptions_total grew: {said}",
-                  f"the KV cache is too small for concurrency {hit[0][0]}: run fewer at once, or give the cache "
-                  "more (a higher --gpu-memory-utilization, a shorter --max-model-len, a wider TP)",
-                  levels=[c for c, _ in hit])
+    return Reason(
+        "preemptions",
+        f"vllm:num_preemptions_total grew: {said}",
+        f"the KV cache is too small for concurrency {hit[0][0]}: run fewer at once, or give the cache "
+        "more (a higher --gpu-memory-utilization, a shorter --max-model-len, a wider TP)",
+        levels=[c for c, _ in hit],
+    )
 
 
-def other_process(cards: Sequence[int], busy: Optional[Dict[int, List[str]]],
-                  own: Sequence[int]) -> Optional[Reason]:
+def other_process(cards: Sequence[int], busy: Optional[Dict[int, List[str]]], own: Sequence[int]) -> Optional[Reason]:
     """npu-smi lists a process on one of the server's cards that is neither the server nor below it: it shares
     the card's HBM bandwidth and AI Cores with the server."""
-    others = [(card, row) for card in cards for row in (busy or {}).get(card, [])
-              if not row.split()[0].isdigit() or int(row.split()[0]) not in set(own)]
+    others = [
+        (card, row)
+        for card in cards
+        for row in (busy or {}).get(card, [])
+        if not row.split()[0].isdigit() or int(row.split()[0]) not in set(own)
+    ]
     if not others:
         return None
     said = ", ".join(f"{row} on card {card}" for card, row in others)
-    return Reason("another-process", f"npu-smi lists another process on the server's cards: {said}",
-                  "stop it, or serve from a card nothing else uses ('npu-smi info' lists each card's processes)")
+    return Reason(
+        "another-process",
+        f"npu-smi lists another process on the server's cards: {said}",
+        "stop it, or serve from a card nothing else uses ('npu-smi info' lists each card's processes)",
+    )
 
 
 #: The fixed cost above this share of fit's step: the step is launch-bound, so splitting the weights over more
@@ -362,14 +414,20 @@ def tp_wider(steps: Sequence[TpStep]) -> Optional[Reason]:
     if not hit:
         return None
     first, best = hit[0]
-    said = "; ".join(f"at concurrency {s.concurrency}, {s.fixed_ms:g} of {s.tpot_ms:g} ms a step is fixed at TP "
-                     f"{s.tp}, and TP {o.tp} steps in {o.tpot_ms:g} ms with {o.per_card_bytes / 2**30:.1f} of "
-                     f"{s.capacity_bytes / 2**30:.1f} GiB a card" for s, o in hit)
-    return Reason("tp-wider-than-needed",
-                  f"TP {first.tp} (from {first.tp_from}) for a launch-bound model, by fit: {said}",
-                  f"serve at the smaller TP: --tensor-parallel-size {best.tp} (fit's step {best.tpot_ms:g} ms "
-                  f"against {first.tpot_ms:g}); TP pays all-reduces on every card each step, which a model this "
-                  "small does not win back", levels=[s.concurrency for s, _ in hit])
+    said = "; ".join(
+        f"at concurrency {s.concurrency}, {s.fixed_ms:g} of {s.tpot_ms:g} ms a step is fixed at TP "
+        f"{s.tp}, and TP {o.tp} steps in {o.tpot_ms:g} ms with {o.per_card_bytes / 2**30:.1f} of "
+        f"{s.capacity_bytes / 2**30:.1f} GiB a card"
+        for s, o in hit
+    )
+    return Reason(
+        "tp-wider-than-needed",
+        f"TP {first.tp} (from {first.tp_from}) for a launch-bound model, by fit: {said}",
+        f"serve at the smaller TP: --tensor-parallel-size {best.tp} (fit's step {best.tpot_ms:g} ms "
+        f"against {first.tpot_ms:g}); TP pays all-reduces on every card each step, which a model this "
+        "small does not win back",
+        levels=[s.concurrency for s, _ in hit],
+    )
 
 
 #: A card whose highest AI Core clock during a level stays this share under its rated one runs below it.
@@ -385,9 +443,13 @@ def clock_reader(cards: Sequence[int], driver_root: Optional[str] = None) -> Cal
 
     def read() -> Optional[Dict[str, float]]:
         got = card_clocks(driver_root, list(cards))
-        return {f"{card} {name}": value for card, clock in got.items()
-                for name, value in zip(CLOCK_FIELDS, (clock.rated_mhz, clock.current_mhz, clock.usage_pct))
-                if value is not None} or None
+        return {
+            f"{card} {name}": value
+            for card, clock in got.items()
+            for name, value in zip(CLOCK_FIELDS, (clock.rated_mhz, clock.current_mhz, clock.usage_pct))
+            if value is not None
+        } or None
+
     return read
 
 
@@ -400,18 +462,29 @@ def clock_below(levels: Sequence[LevelEvidence]) -> Optional[Reason]:
         got = lv.clocks or {}
         for card in sorted({k.split()[0] for k in got}):
             rated, current, usage = (got.get(f"{card} {name}") for name in CLOCK_FIELDS)
-            if rated and current is not None and usage is not None and usage >= BUSY_PCT \
-                    and current < rated * (1 - CLOCK_SHORT):
+            if (
+                rated
+                and current is not None
+                and usage is not None
+                and usage >= BUSY_PCT
+                and current < rated * (1 - CLOCK_SHORT)
+            ):
                 hit.append((lv.concurrency, card, current, rated, usage))
     if not hit:
         return None
-    said = ", ".join(f"card {card} at most {current:g} of its rated {rated:g} MHz at concurrency {c} (AI Core usage "
-                     f"up to {usage:g}%)" for c, card, current, rated, usage in hit)
-    return Reason("clock-below-nominal", f"npu-smi's AI Core clock (Aicore curFreq against Aicore Freq) stayed "
-                  f"below the rated one while busy: {said}",
-                  "the card runs below its nominal clock (power capping, heat, or a power-saving setting): look at "
-                  "'npu-smi info -t common -i N' under load, the card's temperature and power, and its cooling; "
-                  "published figures were measured at the rated clock", levels=sorted({c for c, *_ in hit}))
+    said = ", ".join(
+        f"card {card} at most {current:g} of its rated {rated:g} MHz at concurrency {c} (AI Core usage "
+        f"up to {usage:g}%)"
+        for c, card, current, rated, usage in hit
+    )
+    return Reason(
+        "clock-below-nominal",
+        f"npu-smi's AI Core clock (Aicore curFreq against Aicore Freq) stayed below the rated one while busy: {said}",
+        "the card runs below its nominal clock (power capping, heat, or a power-saving setting): look at "
+        "'npu-smi info -t common -i N' under load, the card's temperature and power, and its cooling; "
+        "published figures were measured at the rated clock",
+        levels=sorted({c for c, *_ in hit}),
+    )
 
 
 def reasons(evidence: Evidence) -> List[Reason]:
@@ -419,10 +492,16 @@ def reasons(evidence: Evidence) -> List[Reason]:
     argv = " ".join(evidence.argv)
     given = settings(evidence.argv)
     eager = eager_mode(argv, evidence.log, given)
-    found = [eager, None if eager else eager_speed(evidence.levels), no_graph_capture(argv, evidence.log, given),
-             preempted([(lv.concurrency, lv.preemptions) for lv in evidence.levels]),
-             max_num_seqs_capped(argv, evidence.levels, given), speculative(argv, evidence.log, given),
-             prefix_cached(evidence.prefix_cache, evidence.levels),
-             other_process(evidence.cards, evidence.card_processes, evidence.own_pids),
-             tp_wider(evidence.tp_steps), clock_below(evidence.levels)]
+    found = [
+        eager,
+        None if eager else eager_speed(evidence.levels),
+        no_graph_capture(argv, evidence.log, given),
+        preempted([(lv.concurrency, lv.preemptions) for lv in evidence.levels]),
+        max_num_seqs_capped(argv, evidence.levels, given),
+        speculative(argv, evidence.log, given),
+        prefix_cached(evidence.prefix_cache, evidence.levels),
+        other_process(evidence.cards, evidence.card_processes, evidence.own_pids),
+        tp_wider(evidence.tp_steps),
+        clock_below(evidence.levels),
+    ]
     return [r for r in found if r is not None]

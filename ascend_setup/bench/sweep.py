@@ -41,10 +41,18 @@ class Level:
     def row(self) -> Dict[str, Any]:
         m = asdict(self.measurement)
         m.pop("runs")
-        return {"concurrency": self.concurrency, "requests": self.requests, "duration_s": self.duration_s,
-                "output_tok_s": self.output_tok_s, "request_s": self.request_s,
-                "preemptions": self.preemptions, "prefix_cache_hits": self.prefix_cache_hits,
-                "prefix_cache_queries": self.prefix_cache_queries, "waiting": self.waiting, **m}
+        return {
+            "concurrency": self.concurrency,
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "output_tok_s": self.output_tok_s,
+            "request_s": self.request_s,
+            "preemptions": self.preemptions,
+            "prefix_cache_hits": self.prefix_cache_hits,
+            "prefix_cache_queries": self.prefix_cache_queries,
+            "waiting": self.waiting,
+            **m,
+        }
 
 
 def prompt_of(input_len: int, prefix_cache: bool, shared: str) -> str:
@@ -54,8 +62,16 @@ def prompt_of(input_len: int, prefix_cache: bool, shared: str) -> str:
     return (shared + " " + filler) if prefix_cache else fresh_prompt(filler)
 
 
-def run_level(base: str, model: str, concurrency: int, requests: int, input_len: int, output_len: int,
-              prefix_cache: bool, budget_s: float) -> Level:
+def run_level(
+    base: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_cache: bool,
+    budget_s: float,
+) -> Level:
     """`requests` requests, `concurrency` at a time; none starts after `budget_s` (at least one round runs)."""
     shared = " ".join(secrets.token_hex(4) for _ in range(16))
     start = time.perf_counter()
@@ -71,8 +87,14 @@ def run_level(base: str, model: str, concurrency: int, requests: int, input_len:
     except RequestFailed as exc:
         raise AscendSetupError(f"a request at concurrency {concurrency} failed: {exc}") from None
     wall = time.perf_counter() - start
-    return Level(concurrency, len(done), round(wall, 3), round(sum(r.tokens for r in done) / wall, 2),
-                 round(len(done) / wall, 3), summarise(done))
+    return Level(
+        concurrency,
+        len(done),
+        round(wall, 3),
+        round(sum(r.tokens for r in done) / wall, 2),
+        round(len(done) / wall, 3),
+        summarise(done),
+    )
 
 
 def grown(before: Optional[Dict[str, float]], after: Optional[Dict[str, float]], name: str) -> Optional[float]:
@@ -86,12 +108,22 @@ def levels(given: Optional[List[int]]) -> List[int]:
     return given if given else [1 << i for i in range(11) if 1 << i <= MAX_LEVEL]
 
 
-def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: int, input_len: int,
-          output_len: int, prefix_cache: bool, budget_s: float, slo_tpot_ms: Optional[float],
-          progress: Callable[[str], None],
-          metrics: Optional[Callable[[], Optional[Dict[str, float]]]] = None,
-          runner: Optional[Callable[..., Level]] = None,
-          clocks: Optional[Callable[[], Optional[Dict[str, float]]]] = None) -> List[Level]:
+def sweep(
+    base: str,
+    model: str,
+    *,
+    concurrency: Optional[List[int]],
+    requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_cache: bool,
+    budget_s: float,
+    slo_tpot_ms: Optional[float],
+    progress: Callable[[str], None],
+    metrics: Optional[Callable[[], Optional[Dict[str, float]]]] = None,
+    runner: Optional[Callable[..., Level]] = None,
+    clocks: Optional[Callable[[], Optional[Dict[str, float]]]] = None,
+) -> List[Level]:
     """Each level of `concurrency`, or doubling from 1 until throughput stops growing or TPOT passes the SLO;
     `metrics` reads the server's /metrics (bench/reasons.py): its counters before and after each level, its
     waiting gauge during it; `runner` measures a level (run_level's arguments; default: the own client); `clocks`
@@ -101,16 +133,20 @@ def sweep(base: str, model: str, *, concurrency: Optional[List[int]], requests: 
     for c in levels(concurrency):
         progress(f"concurrency {c}: {max(requests, c)} requests ...")
         before = metrics() if metrics else None
-        with Watch(metrics or (lambda: None)) as watch, \
-                Watch(clocks or (lambda: None), names=(), every=CLOCK_EVERY) as clock_watch:
+        with Watch(metrics or (lambda: None)) as watch, Watch(
+            clocks or (lambda: None), names=(), every=CLOCK_EVERY
+        ) as clock_watch:
             level = measure(base, model, c, requests, input_len, output_len, prefix_cache, budget_s)
         after = metrics() if metrics else None
         level.preemptions, level.prefix_cache_hits, level.prefix_cache_queries = (
-            grown(before, after, name) for name in (PREEMPTIONS, PREFIX_HITS, PREFIX_QUERIES))
+            grown(before, after, name) for name in (PREEMPTIONS, PREFIX_HITS, PREFIX_QUERIES)
+        )
         level.waiting = watch.most.get(WAITING)
         level.clocks = dict(clock_watch.most) or None
-        progress(f"concurrency {c}: {level.output_tok_s:g} tok/s, TPOT {level.measurement.tpot_ms:g} ms "
-                 f"({level.requests} requests in {level.duration_s:g} s)")
+        progress(
+            f"concurrency {c}: {level.output_tok_s:g} tok/s, TPOT {level.measurement.tpot_ms:g} ms "
+            f"({level.requests} requests in {level.duration_s:g} s)"
+        )
         done.append(level)
         if concurrency:
             continue

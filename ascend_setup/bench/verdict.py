@@ -165,8 +165,10 @@ def url_context(served: str, url: str, model_dir: Optional[Path], card: Optional
         check_tp(load_config(model_dir), ctx.tp)  # before the sweep: a --tp the heads do not divide is bad input
     if model_dir is None or card is None:
         ctx.model_dir = None  # the card alone still matches published figures (with the TP)
-        ctx.why_no_fit = ("a bare URL: give --model-dir (the served model's directory, with its config.json) and "
-                          "--card (and --tp when it serves on more than one card) for fit's figure")
+        ctx.why_no_fit = (
+            "a bare URL: give --model-dir (the served model's directory, with its config.json) and "
+            "--card (and --tp when it serves on more than one card) for fit's figure"
+        )
     return ctx
 
 
@@ -181,8 +183,14 @@ class Reference:
     eager_tpot_ms: Optional[float] = None  # fit's: the same step under --enforce-eager (bench/reasons.py's evidence)
 
     def to_json(self) -> Dict[str, Any]:
-        out = {"reference": self.name, "what": self.what, "tpot_ms": self.tpot_ms, "output_tok_s": self.output_tok_s,
-               "verdict": self.verdict, "ratio": self.ratio}
+        out = {
+            "reference": self.name,
+            "what": self.what,
+            "tpot_ms": self.tpot_ms,
+            "output_tok_s": self.output_tok_s,
+            "verdict": self.verdict,
+            "ratio": self.ratio,
+        }
         return {**out, "eager_tpot_ms": self.eager_tpot_ms} if self.eager_tpot_ms is not None else out
 
 
@@ -195,8 +203,13 @@ class LevelVerdict:
     reasons: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
-        return {"concurrency": self.concurrency, "verdict": self.verdict, "against": self.against,
-                "references": [r.to_json() for r in self.references], "reasons": self.reasons}
+        return {
+            "concurrency": self.concurrency,
+            "verdict": self.verdict,
+            "against": self.against,
+            "references": [r.to_json() for r in self.references],
+            "reasons": self.reasons,
+        }
 
 
 def word(ratio: float) -> str:
@@ -214,8 +227,7 @@ def judged(ref: Reference, measured_tpot_ms: float) -> Reference:
     return ref
 
 
-def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: int,
-                  measured_ttft_s: float) -> Reference:
+def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: int, measured_ttft_s: float) -> Reference:
     """fit's batch model at this concurrency; its throughput with the level's measured TTFT (fit has no prefill
     model): c x output / (TTFT + (output - 1) x TPOT)."""
     if ctx.model_dir is None or ctx.card is None:
@@ -223,18 +235,37 @@ def fit_reference(ctx: Context, concurrency: int, input_len: int, output_len: in
     card = card_for(ctx.card)
     bandwidth = ctx.bandwidth_gbps or card.peak_gbps
     files = local_files(ctx.model_dir)
-    s = step(card.decode.terms(ctx.tp), files, concurrency=concurrency, context=mean_context(input_len, output_len),
-             bandwidth_gbps=bandwidth, tp=ctx.tp)
-    eager = step(card.decode.eager_terms(ctx.tp), files, concurrency=concurrency,
-                 context=mean_context(input_len, output_len), bandwidth_gbps=bandwidth, tp=ctx.tp)
+    s = step(
+        card.decode.terms(ctx.tp),
+        files,
+        concurrency=concurrency,
+        context=mean_context(input_len, output_len),
+        bandwidth_gbps=bandwidth,
+        tp=ctx.tp,
+    )
+    eager = step(
+        card.decode.eager_terms(ctx.tp),
+        files,
+        concurrency=concurrency,
+        context=mean_context(input_len, output_len),
+        bandwidth_gbps=bandwidth,
+        tp=ctx.tp,
+    )
     latency = measured_ttft_s + (output_len - 1) * s.seconds
-    what = (f"fit's batch decode model for {ctx.model_dir.name} on {'an' if ctx.tp == 1 else str(ctx.tp) + ' x'} "
-            f"{card.name} ({card.decode_name}: eta {card.decode.eta:g}, t_fixed "
-            f"{card.decode.terms(ctx.tp).t_fixed_s * 1000:g} ms; {bandwidth:g} GB/s"
-            f"{' probed' if ctx.bandwidth_gbps else ''}) at {mean_context(input_len, output_len)} tokens of context: "
-            f"{s.fixed_s * 1000:.2f} fixed + {s.weights_s * 1000:.2f} weights + {s.kv_s * 1000:.2f} KV ms a step")
-    return Reference("fit", what, round(s.tpot_ms, 3), round(concurrency * output_len / latency, 2),
-                     eager_tpot_ms=round(eager.tpot_ms, 3))
+    what = (
+        f"fit's batch decode model for {ctx.model_dir.name} on {'an' if ctx.tp == 1 else str(ctx.tp) + ' x'} "
+        f"{card.name} ({card.decode_name}: eta {card.decode.eta:g}, t_fixed "
+        f"{card.decode.terms(ctx.tp).t_fixed_s * 1000:g} ms; {bandwidth:g} GB/s"
+        f"{' probed' if ctx.bandwidth_gbps else ''}) at {mean_context(input_len, output_len)} tokens of context: "
+        f"{s.fixed_s * 1000:.2f} fixed + {s.weights_s * 1000:.2f} weights + {s.kv_s * 1000:.2f} KV ms a step"
+    )
+    return Reference(
+        "fit",
+        what,
+        round(s.tpot_ms, 3),
+        round(concurrency * output_len / latency, 2),
+        eager_tpot_ms=round(eager.tpot_ms, 3),
+    )
 
 
 #: vLLM's default --gpu-memory-utilization: the share of a card's memory a server takes when its command says none.
@@ -267,16 +298,37 @@ def tp_steps(ctx: Context, concurrencies: Sequence[int], input_len: int, output_
         smaller.append(t)
     out = []
     for c in concurrencies:
-        at = step(card.decode.terms(tp), files, concurrency=c, context=mean_context(input_len, output_len),
-                  bandwidth_gbps=bandwidth, tp=tp)
+        at = step(
+            card.decode.terms(tp),
+            files,
+            concurrency=c,
+            context=mean_context(input_len, output_len),
+            bandwidth_gbps=bandwidth,
+            tp=tp,
+        )
         options = []
         for t in smaller:
-            s = step(card.decode.terms(t), files, concurrency=c, context=mean_context(input_len, output_len),
-                     bandwidth_gbps=bandwidth, tp=t)
+            s = step(
+                card.decode.terms(t),
+                files,
+                concurrency=c,
+                context=mean_context(input_len, output_len),
+                bandwidth_gbps=bandwidth,
+                tp=t,
+            )
             kv = bytes_per_token(files, context=input_len + output_len, tp=t) - weights(files).per_token_bytes / t
             options.append(TpOption(t, round(s.tpot_ms, 3), total / t + c * kv))
-        out.append(TpStep(c, tp, round(at.fixed_s * 1000, 3), round(at.tpot_ms, 3), options, capacity,
-                          "the server's command" if tp == said else ctx.tp_from))
+        out.append(
+            TpStep(
+                c,
+                tp,
+                round(at.fixed_s * 1000, 3),
+                round(at.tpot_ms, 3),
+                options,
+                capacity,
+                "the server's command" if tp == said else ctx.tp_from,
+            )
+        )
     return out
 
 
@@ -288,15 +340,25 @@ def _near(stated: Optional[int], asked: int) -> bool:
     return stated is None or 1 / LENGTH_FACTOR <= asked / stated <= LENGTH_FACTOR
 
 
-def published_references(ctx: Context, concurrency: int, input_len: int, output_len: int,
-                         figures: Optional[Sequence[Figure]] = None) -> List[Reference]:
+def published_references(
+    ctx: Context, concurrency: int, input_len: int, output_len: int, figures: Optional[Sequence[Figure]] = None
+) -> List[Reference]:
     names = [ctx.model] + ([ctx.model_dir.name] if ctx.model_dir else [])
-    rows = [f for f in (published().figures if figures is None else figures)
-            if any(_same_model(f.model, n) for n in names) and ctx.card is not None
-            and f.card.upper() == ctx.card.upper() and f.tp == ctx.tp and f.concurrency == concurrency
-            and _near(f.input_len, input_len) and _near(f.output_len, output_len)]
-    return [Reference("published", f"{f.id}: {f.source}" + (f"; {f.note}" if f.note else ""), f.tpot_ms,
-                      f.output_tok_s) for f in rows]
+    rows = [
+        f
+        for f in (published().figures if figures is None else figures)
+        if any(_same_model(f.model, n) for n in names)
+        and ctx.card is not None
+        and f.card.upper() == ctx.card.upper()
+        and f.tp == ctx.tp
+        and f.concurrency == concurrency
+        and _near(f.input_len, input_len)
+        and _near(f.output_len, output_len)
+    ]
+    return [
+        Reference("published", f"{f.id}: {f.source}" + (f"; {f.note}" if f.note else ""), f.tpot_ms, f.output_tok_s)
+        for f in rows
+    ]
 
 
 def runs_dir(workdir: Path) -> Path:
@@ -311,28 +373,49 @@ def earlier_runs(workdir: Optional[Path]) -> List[Run]:
     return [load_model(p, "bench-run", Run, follow=False) for p in paths]
 
 
-def calibration_reference(runs: Sequence[Run], ctx: Context, concurrency: int, input_len: int,
-                          output_len: int) -> Reference:
-    tpots = [lv.tpot_ms for r in runs if r.model == ctx.model and r.command == ctx.command
-             and (ctx.command or r.url == ctx.url) and r.input_len == input_len and r.output_len == output_len
-             for lv in r.levels if lv.concurrency == concurrency]
+def calibration_reference(
+    runs: Sequence[Run], ctx: Context, concurrency: int, input_len: int, output_len: int
+) -> Reference:
+    tpots = [
+        lv.tpot_ms
+        for r in runs
+        if r.model == ctx.model
+        and r.command == ctx.command
+        and (ctx.command or r.url == ctx.url)
+        and r.input_len == input_len
+        and r.output_len == output_len
+        for lv in r.levels
+        if lv.concurrency == concurrency
+    ]
     if not tpots:
-        return Reference("calibration", "no earlier sweep of this server, model and lengths at this concurrency here",
-                         None)
-    return Reference("calibration", f"this host's earlier sweeps: the median of {len(tpots)} at this concurrency",
-                     round(statistics.median(tpots), 3))
+        return Reference(
+            "calibration", "no earlier sweep of this server, model and lengths at this concurrency here", None
+        )
+    return Reference(
+        "calibration",
+        f"this host's earlier sweeps: the median of {len(tpots)} at this concurrency",
+        round(statistics.median(tpots), 3),
+    )
 
 
-def verdicts(ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int, output_len: int,
-             runs: Sequence[Run], reasons: Sequence[Any]) -> List[LevelVerdict]:
+def verdicts(
+    ctx: Context,
+    levels: Sequence[Dict[str, Any]],
+    input_len: int,
+    output_len: int,
+    runs: Sequence[Run],
+    reasons: Sequence[Any],
+) -> List[LevelVerdict]:
     """Each level (bench's level rows) judged against each reference; `reasons` (bench/reasons.py) go with a
     level whose gap they can explain (their effect and levels)."""
     done = []
     for lv in levels:
         c, tpot = lv["concurrency"], lv["tpot_ms"]
-        refs = [fit_reference(ctx, c, input_len, output_len, lv["ttft_s"]),
-                *published_references(ctx, c, input_len, output_len),
-                calibration_reference(runs, ctx, c, input_len, output_len)]
+        refs = [
+            fit_reference(ctx, c, input_len, output_len, lv["ttft_s"]),
+            *published_references(ctx, c, input_len, output_len),
+            calibration_reference(runs, ctx, c, input_len, output_len),
+        ]
         refs = [judged(r, tpot) for r in refs]
         first = next((r for r in refs if r.verdict), None)
         verdict = first.verdict if first and first.verdict else "no reference"
@@ -348,10 +431,19 @@ def save_run(workdir: Path, ctx: Context, input_len: int, output_len: int, level
     make_dir(runs_dir(workdir))
     now = time.time()
     path = runs_dir(workdir) / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}-{int(now * 1e6) % 10**6:06d}.json"
-    data = {"model": ctx.model, "command": ctx.command, "url": ctx.url or None, "input_len": input_len,
-            "output_len": output_len, "measured_at": now,
-            "levels": [{"concurrency": lv["concurrency"], "tpot_ms": lv["tpot_ms"], "output_tok_s": lv["output_tok_s"]}
-                       for lv in levels if lv["tpot_ms"] > 0]}
+    data = {
+        "model": ctx.model,
+        "command": ctx.command,
+        "url": ctx.url or None,
+        "input_len": input_len,
+        "output_len": output_len,
+        "measured_at": now,
+        "levels": [
+            {"concurrency": lv["concurrency"], "tpot_ms": lv["tpot_ms"], "output_tok_s": lv["output_tok_s"]}
+            for lv in levels
+            if lv["tpot_ms"] > 0
+        ],
+    }
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
     return path
 
@@ -361,9 +453,12 @@ def lines(found: Sequence[LevelVerdict]) -> List[str]:
     out = []
     for v in found:
         parts = [f"{r.name} {r.tpot_ms:g} ms ({r.ratio:.2f}x)" for r in v.references if r.tpot_ms and r.ratio]
-        out.append(f"concurrency {v.concurrency}: {v.verdict}" + (f" against {v.against}" if v.against else "")
-                   + (f" (TPOT against {', '.join(parts)}, within {TOLERANCE:.0%} is as predicted)" if parts else "")
-                   + ("; " + "; ".join(v.reasons) if v.reasons else ""))
+        out.append(
+            f"concurrency {v.concurrency}: {v.verdict}"
+            + (f" against {v.against}" if v.against else "")
+            + (f" (TPOT against {', '.join(parts)}, within {TOLERANCE:.0%} is as predicted)" if parts else "")
+            + ("; " + "; ".join(v.reasons) if v.reasons else "")
+        )
     named: Dict[str, str] = {}
     for v in found:
         for r in v.references:
@@ -371,16 +466,26 @@ def lines(found: Sequence[LevelVerdict]) -> List[str]:
     return out + [f"reference {k}" for k in named]
 
 
-def fit_figures(ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int,
-                output_len: int) -> Dict[int, Reference]:
+def fit_figures(
+    ctx: Context, levels: Sequence[Dict[str, Any]], input_len: int, output_len: int
+) -> Dict[int, Reference]:
     """fit's reference at each level (concurrency -> it), graph and eager TPOT: evidence for bench/reasons.py."""
-    return {lv["concurrency"]: fit_reference(ctx, lv["concurrency"], input_len, output_len, lv["ttft_s"])
-            for lv in levels}
+    return {
+        lv["concurrency"]: fit_reference(ctx, lv["concurrency"], input_len, output_len, lv["ttft_s"]) for lv in levels
+    }
 
 
-def judge_sweep(workdir: Optional[Path], name: Optional[str], served: str, command: str, input_len: int,
-                output_len: int, levels: Sequence[Dict[str, Any]], reasons: Sequence[Any],
-                ctx: Optional[Context] = None) -> List[LevelVerdict]:
+def judge_sweep(
+    workdir: Optional[Path],
+    name: Optional[str],
+    served: str,
+    command: str,
+    input_len: int,
+    output_len: int,
+    levels: Sequence[Dict[str, Any]],
+    reasons: Sequence[Any],
+    ctx: Optional[Context] = None,
+) -> List[LevelVerdict]:
     """bench's hook: the verdicts, against the runs saved before this one; then this one saved (when bench knows
     the workdir: a NAME serve started)."""
     ctx = ctx or context_of(workdir, name, served, command)

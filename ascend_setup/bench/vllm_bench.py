@@ -78,28 +78,76 @@ def for_record(workdir: Path, name: str) -> Optional[VllmBench]:
     return find(list(record.argv), record.env)
 
 
-def command(bench: VllmBench, base: str, model: str, concurrency: int, requests: int, input_len: int,
-            output_len: int, prefix_cache: bool, result: Path, seed: int) -> List[str]:
+def command(
+    bench: VllmBench,
+    base: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_cache: bool,
+    result: Path,
+    seed: int,
+) -> List[str]:
     """One level's `vllm bench serve`: `requests` random prompts (a fresh seed a level, so no prompt repeats an
     earlier level's), `concurrency` at a time; under --prefix-cache all but 16 of the input tokens are one shared
     prefix."""
     shared = max(0, input_len - 16) if prefix_cache else 0
-    return [str(bench.vllm), "bench", "serve", "--backend", "vllm",
-            "--base-url", base, "--endpoint", "/v1/completions", "--model", str(bench.tokenizer),
-            "--served-model-name", model, "--tokenizer", str(bench.tokenizer), "--dataset-name", "random",
-            "--random-input-len", str(input_len - shared), "--random-prefix-len", str(shared),
-            "--random-output-len", str(output_len), "--num-prompts", str(max(requests, concurrency)),
-            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--seed", str(seed),
-            "--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", PERCENTILES,
-            "--ready-check-timeout-sec", "0", "--disable-tqdm", "--save-result", "--result-dir", str(result.parent),
-            "--result-filename", result.name]
+    return [
+        str(bench.vllm),
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        base,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        str(bench.tokenizer),
+        "--served-model-name",
+        model,
+        "--tokenizer",
+        str(bench.tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(input_len - shared),
+        "--random-prefix-len",
+        str(shared),
+        "--random-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(max(requests, concurrency)),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--seed",
+        str(seed),
+        "--percentile-metrics",
+        PERCENTILE_METRICS,
+        "--metric-percentiles",
+        PERCENTILES,
+        "--ready-check-timeout-sec",
+        "0",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(result.parent),
+        "--result-filename",
+        result.name,
+    ]
 
 
 def _number(data: Dict[str, Any], key: str) -> float:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise AscendSetupError(f"vllm bench serve's result has no number {key!r}",
-                               hint="a vLLM whose benchmark writes other keys: run with --client own")
+        raise AscendSetupError(
+            f"vllm bench serve's result has no number {key!r}",
+            hint="a vLLM whose benchmark writes other keys: run with --client own",
+        )
     return float(value)
 
 
@@ -107,38 +155,78 @@ def level_of(data: Dict[str, Any], concurrency: int) -> Level:
     """vllm bench serve's saved result (vllm/benchmarks/serve.py's result_json) as the sweep's Level."""
     completed, failed = int(_number(data, "completed")), int(data.get("failed") or 0)
     if failed or completed < 1:
-        raise AscendSetupError(f"vllm bench serve at concurrency {concurrency}: {failed} of "
-                               f"{completed + failed} requests failed")
+        raise AscendSetupError(
+            f"vllm bench serve at concurrency {concurrency}: {failed} of {completed + failed} requests failed"
+        )
     tpot = _number(data, "median_tpot_ms")
     measurement = Measurement(
-        ttft_s=round(_number(data, "median_ttft_ms") / 1000, 4), tok_s=round(1000 / tpot, 2) if tpot else 0.0,
-        tpot_ms=round(tpot, 3), tpot_p90_ms=round(_number(data, "p90_tpot_ms"), 3),
-        itl_ms=round(_number(data, "median_itl_ms"), 3), itl_p90_ms=round(_number(data, "p90_itl_ms"), 3),
-        e2el_s=round(_number(data, "median_e2el_ms") / 1000, 4))
-    return Level(concurrency, completed, round(_number(data, "duration"), 3),
-                 round(_number(data, "output_throughput"), 2), round(_number(data, "request_throughput"), 3),
-                 measurement)
+        ttft_s=round(_number(data, "median_ttft_ms") / 1000, 4),
+        tok_s=round(1000 / tpot, 2) if tpot else 0.0,
+        tpot_ms=round(tpot, 3),
+        tpot_p90_ms=round(_number(data, "p90_tpot_ms"), 3),
+        itl_ms=round(_number(data, "median_itl_ms"), 3),
+        itl_p90_ms=round(_number(data, "p90_itl_ms"), 3),
+        e2el_s=round(_number(data, "median_e2el_ms") / 1000, 4),
+    )
+    return Level(
+        concurrency,
+        completed,
+        round(_number(data, "duration"), 3),
+        round(_number(data, "output_throughput"), 2),
+        round(_number(data, "request_throughput"), 3),
+        measurement,
+    )
 
 
-def run_level(bench: VllmBench, base: str, model: str, concurrency: int, requests: int, input_len: int,
-              output_len: int, prefix_cache: bool, budget_s: float) -> Level:
+def run_level(
+    bench: VllmBench,
+    base: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    input_len: int,
+    output_len: int,
+    prefix_cache: bool,
+    budget_s: float,
+) -> Level:
     """One level by vLLM's benchmark; its output goes to a log that an error's hint names."""
     folder = Path(tempfile.mkdtemp(prefix="ascend-setup-bench-"))
     result, log = folder / f"c{concurrency}.json", folder / f"c{concurrency}.log"
-    argv = command(bench, base, model, concurrency, requests, input_len, output_len, prefix_cache, result,
-                   random.randrange(1 << 30))
+    argv = command(
+        bench,
+        base,
+        model,
+        concurrency,
+        requests,
+        input_len,
+        output_len,
+        prefix_cache,
+        result,
+        random.randrange(1 << 30),
+    )
     env = {**os.environ, **bench.env, "PYTHONUNBUFFERED": "1"}
     try:
         with log.open("w") as out:
-            code = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                  timeout=START_ALLOWANCE_S + 4 * budget_s).returncode
+            code = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                timeout=START_ALLOWANCE_S + 4 * budget_s,
+            ).returncode
     except subprocess.TimeoutExpired:
-        raise AscendSetupError(f"vllm bench serve at concurrency {concurrency} did not finish within "
-                               f"{START_ALLOWANCE_S + 4 * budget_s:g} s", hint=f"its output is in {log}") from None
+        raise AscendSetupError(
+            f"vllm bench serve at concurrency {concurrency} did not finish within "
+            f"{START_ALLOWANCE_S + 4 * budget_s:g} s",
+            hint=f"its output is in {log}",
+        ) from None
     if code != 0 or not result.is_file():
         tail = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise AscendSetupError(f"vllm bench serve at concurrency {concurrency} failed (exit {code}): {tail}",
-                               hint=f"its output is in {log}; --client own measures without it")
+        raise AscendSetupError(
+            f"vllm bench serve at concurrency {concurrency} failed (exit {code}): {tail}",
+            hint=f"its output is in {log}; --client own measures without it",
+        )
     try:
         data = json.loads(result.read_text())
     except ValueError as exc:

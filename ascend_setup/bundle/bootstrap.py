@@ -45,8 +45,9 @@ exec "$TOOL/bin/ascend-setup" install --cann {cann} --bundle "$HERE" --workdir "
 
 def bootstrap_text(manifest: Manifest) -> str:
     t = manifest.target
-    return SCRIPT.format(version=manifest.tool_version, cann=manifest.cann, arch=t.arch, glibc=t.glibc,
-                         python=t.python, sums=SUMS)
+    return SCRIPT.format(
+        version=manifest.tool_version, cann=manifest.cann, arch=t.arch, glibc=t.glibc, python=t.python, sums=SUMS
+    )
 
 
 def write_checksums(directory: Path, files: List[BundleFile], root: Path) -> Path:

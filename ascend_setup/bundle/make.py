@@ -90,16 +90,21 @@ def open_out_dir(out: Path, flag: str = "-o") -> Path:
         if not out.is_dir():
             raise BadInput(f"{flag} {out} exists and is not a directory")
         if not (out / MARK).exists() and any(out.iterdir()):
-            raise BadInput(f"{flag} {out} is a directory that is not empty and is not a bundle",
-                           hint="give a new or empty directory; ascend-setup never writes into one it did not make")
+            raise BadInput(
+                f"{flag} {out} is a directory that is not empty and is not a bundle",
+                hint="give a new or empty directory; ascend-setup never writes into one it did not make",
+            )
     make_dir(out)
     atomic_write_text(out / MARK, f"ascend-setup {__version__} bundle\n")
     return out
 
 
 def _lock_fits(lock: Lock, req: BundleRequest) -> bool:
-    return (lock.cann == req.row.cann and lock.target == LockTarget.of(req.target, req.device)
-            and lock.indexes == req.sources.as_dict())
+    return (
+        lock.cann == req.row.cann
+        and lock.target == LockTarget.of(req.target, req.device)
+        and lock.indexes == req.sources.as_dict()
+    )
 
 
 def take_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None]) -> Lock:
@@ -109,9 +114,11 @@ def take_lock(req: BundleRequest, index: IndexSession, say: Callable[[str], None
         lock = read_lock(req.lock_file)
         made = (lock.target.arch, lock.target.glibc, lock.target.python)
         if lock.cann != req.row.cann or made != (req.target.arch, req.target.glibc, req.target.python):
-            raise BadInput(f"--lock {req.lock_file} is for CANN {lock.cann} on {made[0]} / glibc {made[1]} / Python "
-                           f"{made[2]}, not the bundle's target {req.target.describe()} (CANN {req.row.cann})",
-                           hint="drop --lock, or give the --arch/--glibc/--python it was made for")
+            raise BadInput(
+                f"--lock {req.lock_file} is for CANN {lock.cann} on {made[0]} / glibc {made[1]} / Python "
+                f"{made[2]}, not the bundle's target {req.target.describe()} (CANN {req.row.cann})",
+                hint="drop --lock, or give the --arch/--glibc/--python it was made for",
+            )
         write_lock(lock, path)
         return lock
     if path.is_file():
@@ -133,8 +140,11 @@ def package_jobs(lock: Lock, out: Path) -> Tuple[List[Job], List[Missing]]:
     jobs, missing = [], []
     for p in lock.packages:
         if p.outcome == "unavailable" or not p.url or not p.file:
-            missing.append(Missing(package=p.name, version=p.version, index=p.index_url,
-                                   reason=p.reason or "no file for the target"))
+            missing.append(
+                Missing(
+                    package=p.name, version=p.version, index=p.index_url, reason=p.reason or "no file for the target"
+                )
+            )
             continue
         jobs.append(Job([p.url], out / FILES / p.file, p.sha256, p.size, p.name, p.version, p.index_url))
     return jobs, missing
@@ -159,8 +169,13 @@ def fetch_all(jobs: Sequence[Job], progress: Transfer) -> List[Missing]:
     def one(job: Job) -> Optional[Missing]:
         key = str(job.dest)
         try:
-            download(job.urls, job.dest, sha256=job.sha256, size=job.size,
-                     on_progress=lambda done, total: progress.update(key, done))
+            download(
+                job.urls,
+                job.dest,
+                sha256=job.sha256,
+                size=job.size,
+                on_progress=lambda done, total: progress.update(key, done),
+            )
         except BadInput:
             raise
         except AscendSetupError as exc:
@@ -182,12 +197,20 @@ def built_wheel(wheelhouse: Path, row: Row, target: Target, soc: Optional[str]) 
     """The built vllm-ascend wheel in `wheelhouse` whose key is the target's (an install's wheelhouse layout)."""
     if not soc:
         raise BadInput("--wheelhouse needs --soc SOC_VERSION (e.g. ascend910b3): a built wheel is for one SOC only")
-    key = wheelhouse_key(version=row.packages["vllm-ascend"], cann=row.cann, arch=target.arch, python=target.python,
-                         glibc=target.glibc, soc=soc)
+    key = wheelhouse_key(
+        version=row.packages["vllm-ascend"],
+        cann=row.cann,
+        arch=target.arch,
+        python=target.python,
+        glibc=target.glibc,
+        soc=soc,
+    )
     wheel = cached_wheel(wheelhouse, key)
     if wheel is None:
-        raise BadInput(f"--wheelhouse {wheelhouse} has no wheel for {key} (it looks in {wheelhouse}/{key}/)",
-                       hint="build one on a host of the target (install keeps it in <workdir>/wheelhouse)")
+        raise BadInput(
+            f"--wheelhouse {wheelhouse} has no wheel for {key} (it looks in {wheelhouse}/{key}/)",
+            hint="build one on a host of the target (install keeps it in <workdir>/wheelhouse)",
+        )
     return wheel
 
 
@@ -205,12 +228,16 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
     out = req.out
     lock = take_lock(req, index, say)
     plugin = lock.get("vllm-ascend")
-    built = built_wheel(req.wheelhouse, req.row, req.target, req.soc) \
-        if req.wheelhouse is not None and plugin is not None and plugin.outcome == "sdist" else None
+    built = (
+        built_wheel(req.wheelhouse, req.row, req.target, req.soc)
+        if req.wheelhouse is not None and plugin is not None and plugin.outcome == "sdist"
+        else None
+    )
     jobs, missing = package_jobs(lock, out)
     tool_lock = take_tool_lock(req, index, say)
-    tool_jobs = [Job([f.url], out / TOOL / f.file, f.sha256, f.size, f.name, f.version, tool_lock.index)
-                 for f in tool_lock.files]
+    tool_jobs = [
+        Job([f.url], out / TOOL / f.file, f.sha256, f.size, f.name, f.version, tool_lock.index) for f in tool_lock.files
+    ]
     missing += [Missing(package=k, reason=v) for k, v in tool_lock.missing.items()]
     everything = jobs + tool_jobs
     with view(len(everything), sum(j.size or 0 for j in everything)) as progress:
@@ -232,28 +259,51 @@ def make_bundle(req: BundleRequest, index: IndexSession, view: TransferView, say
                 for line in thirdparty.fetch([archive], cache, req.build_deps_url):
                     say(line)
             except AscendSetupError as exc:
-                missing.append(Missing(package=archive.name, index=thirdparty.source_url(archive, req.build_deps_url),
-                                       reason=exc.message))
+                missing.append(
+                    Missing(
+                        package=archive.name,
+                        index=thirdparty.source_url(archive, req.build_deps_url),
+                        reason=exc.message,
+                    )
+                )
     if built is not None:
         key = built.parent.name
         copy_into(built, out / WHEELHOUSE / key / built.name)
     python_files = carry_python(req, say, missing)
     say("the tool's own wheel (reproducible: from its tree with SOURCE_DATE_EPOCH, or its installed files)")
     tool_wheel = tool.tool_wheel(make_dir(out / TOOL), req.log)
-    manifest = Manifest(tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        cann=req.row.cann, row=req.row.to_json(), derived=req.derived,
-                        target=BundleTarget(arch=req.target.arch, glibc=req.target.glibc, python=req.target.python,
-                                            device=req.device, soc=req.soc),
-                        files=[], missing=missing)
+    manifest = Manifest(
+        tool_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        cann=req.row.cann,
+        row=req.row.to_json(),
+        derived=req.derived,
+        target=BundleTarget(
+            arch=req.target.arch, glibc=req.target.glibc, python=req.target.python, device=req.device, soc=req.soc
+        ),
+        files=[],
+        missing=missing,
+    )
     files: List[BundleFile] = [entry(out, out / LOCK, "lock")]
     files += [entry(out, j.dest, "package", j.package, j.version) for j in jobs if j.dest.is_file()]
-    files += [entry(out, out / THIRD_PARTY / a.name, "third-party", a.name) for a in archives
-              if (out / THIRD_PARTY / a.name).is_file()]
+    files += [
+        entry(out, out / THIRD_PARTY / a.name, "third-party", a.name)
+        for a in archives
+        if (out / THIRD_PARTY / a.name).is_file()
+    ]
     if built is not None:
-        files.append(entry(out, out / WHEELHOUSE / built.parent.name / built.name, "built-wheel", "vllm-ascend",
-                           plugin.version if plugin else None))
-    files += [entry(out, f, "python", "cpython", req.python_build.version if req.python_build else None)
-              for f in python_files]
+        files.append(
+            entry(
+                out,
+                out / WHEELHOUSE / built.parent.name / built.name,
+                "built-wheel",
+                "vllm-ascend",
+                plugin.version if plugin else None,
+            )
+        )
+    files += [
+        entry(out, f, "python", "cpython", req.python_build.version if req.python_build else None) for f in python_files
+    ]
     files.append(entry(out, tool_wheel, "tool", tool.DIST, __version__))
     files += [entry(out, j.dest, "tool-dependency", j.package, j.version) for j in tool_jobs if j.dest.is_file()]
     write_checksums(out / TOOL, [f for f in files if f.role in ("tool", "tool-dependency")], out)
@@ -295,10 +345,19 @@ def take_tool_lock(req: BundleRequest, index: IndexSession, say: Callable[[str],
             kept = None
         if kept is not None and (kept.arch, kept.glibc, kept.index) == (req.target.arch, req.target.glibc, mirror):
             return kept
-    say(f"resolving the tool's own dependencies for {req.target.arch} / glibc {req.target.glibc}, Python "
-        f"{tool.TOOL_PYTHONS[0]}-{tool.TOOL_PYTHONS[-1]}")
-    resolved = tool.resolve_tool(req.target.arch, req.target.glibc, mirror, settings=index.settings, uv=index.uv,
-                                 cache_dir=index.cache, pool=index.pool())
+    say(
+        f"resolving the tool's own dependencies for {req.target.arch} / glibc {req.target.glibc}, Python "
+        f"{tool.TOOL_PYTHONS[0]}-{tool.TOOL_PYTHONS[-1]}"
+    )
+    resolved = tool.resolve_tool(
+        req.target.arch,
+        req.target.glibc,
+        mirror,
+        settings=index.settings,
+        uv=index.uv,
+        cache_dir=index.cache,
+        pool=index.pool(),
+    )
     make_dir(path.parent)
     atomic_write_text(path, resolved.model_dump_json(indent=2) + "\n")
     return resolved

@@ -81,10 +81,17 @@ class Manifest(BaseModel):
         return sum(f.size for f in self.files)
 
 
-def entry(root: Path, path: Path, role: Role, package: Optional[str] = None,
-          version: Optional[str] = None) -> BundleFile:
-    return BundleFile(path=path.relative_to(root).as_posix(), size=path.stat().st_size, sha256=sha256_of(path),
-                      role=role, package=package, version=version)
+def entry(
+    root: Path, path: Path, role: Role, package: Optional[str] = None, version: Optional[str] = None
+) -> BundleFile:
+    return BundleFile(
+        path=path.relative_to(root).as_posix(),
+        size=path.stat().st_size,
+        sha256=sha256_of(path),
+        role=role,
+        package=package,
+        version=version,
+    )
 
 
 def write_manifest(root: Path, manifest: Manifest) -> Path:
@@ -99,9 +106,11 @@ def parse_manifest(text: str, where: str) -> Manifest:
         return Manifest.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BadInput(f"{where} is not an ascend-setup bundle manifest at "
-                       f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
-                       hint="make the bundle again with 'ascend-setup bundle'") from None
+        raise BadInput(
+            f"{where} is not an ascend-setup bundle manifest at "
+            f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
+            hint="make the bundle again with 'ascend-setup bundle'",
+        ) from None
 
 
 def is_tar(path: Path) -> bool:
@@ -115,8 +124,10 @@ def read_manifest(bundle: Path, flag: str = "PATH") -> Manifest:
     if bundle.is_dir():
         path = bundle / MANIFEST
         if not path.is_file():
-            raise BadInput(f"{flag} {bundle} is not a bundle: it has no {MANIFEST}",
-                           hint="make one with 'ascend-setup bundle ... -o PATH'")
+            raise BadInput(
+                f"{flag} {bundle} is not a bundle: it has no {MANIFEST}",
+                hint="make one with 'ascend-setup bundle ... -o PATH'",
+            )
         return parse_manifest(read_input_text(path, "bundle-manifest", follow=False), str(path))
     if not bundle.exists():
         raise BadInput(f"{flag} {bundle} does not exist")

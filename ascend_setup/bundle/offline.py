@@ -77,42 +77,59 @@ class Bundle:
         """A file of the lock, checked against its sha256 (a bundle damaged since it was made fails here)."""
         path = self.files / name
         if not path.is_file():
-            raise StepFailed(f"the bundle {self.root} has no {FILES}/{name}",
-                             hint=f"check it: ascend-setup bundle verify {self.root}")
+            raise StepFailed(
+                f"the bundle {self.root} has no {FILES}/{name}",
+                hint=f"check it: ascend-setup bundle verify {self.root}",
+            )
         if sha256 and sha256_of(path) != sha256:
-            raise StepFailed(f"{path} does not match the lock's sha256 {sha256[:12]}...",
-                             hint=f"check it: ascend-setup bundle verify {self.root}")
+            raise StepFailed(
+                f"{path} does not match the lock's sha256 {sha256[:12]}...",
+                hint=f"check it: ascend-setup bundle verify {self.root}",
+            )
         return path
 
 
-def check_bundle(manifest: Manifest, path: Path, *, cann: str, row: Row, arch: str, glibc: str,
-                 soc: Optional[str]) -> None:
+def check_bundle(
+    manifest: Manifest, path: Path, *, cann: str, row: Row, arch: str, glibc: str, soc: Optional[str]
+) -> None:
     """A bundle made for this host's target, this row and these NPUs, with nothing missing; else exit 2."""
     t = manifest.target
     if manifest.cann != cann.strip():
-        raise BadInput(f"{FLAG} {path} is for CANN {manifest.cann}, not --cann {cann}",
-                       hint=f"use --cann {manifest.cann}, or make a bundle for {cann}")
+        raise BadInput(
+            f"{FLAG} {path} is for CANN {manifest.cann}, not --cann {cann}",
+            hint=f"use --cann {manifest.cann}, or make a bundle for {cann}",
+        )
     if (t.arch, t.glibc) != (arch, glibc):
-        raise BadInput(f"{FLAG} {path} was made for {t.arch} / glibc {t.glibc}; this host is {arch} / glibc {glibc}",
-                       hint=f"make one for this host: ascend-setup bundle --cann {cann} --arch {arch} --glibc {glibc} "
-                            f"--python {t.python} -o PATH (on any connected machine)")
+        raise BadInput(
+            f"{FLAG} {path} was made for {t.arch} / glibc {t.glibc}; this host is {arch} / glibc {glibc}",
+            hint=f"make one for this host: ascend-setup bundle --cann {cann} --arch {arch} --glibc {glibc} "
+            f"--python {t.python} -o PATH (on any connected machine)",
+        )
     if dict(manifest.row.get("packages", {})) != dict(row.packages):
         theirs = manifest.row.get("packages", {})
         differ = sorted(n for n in set(theirs) | set(row.packages) if theirs.get(n) != row.packages.get(n))
-        raise BadInput(f"{FLAG} {path} was made for another row of CANN {cann}: it differs in "
-                       f"{', '.join(differ[:5])}", hint="make the bundle again with this matrix (--matrix FILE)")
+        raise BadInput(
+            f"{FLAG} {path} was made for another row of CANN {cann}: it differs in {', '.join(differ[:5])}",
+            hint="make the bundle again with this matrix (--matrix FILE)",
+        )
     if soc:
         if t.soc and t.soc != soc:
-            raise BadInput(f"{FLAG} {path} was made for SOC {t.soc}; this host's is {soc}",
-                           hint=f"make one for it: ascend-setup bundle ... --soc {soc}")
+            raise BadInput(
+                f"{FLAG} {path} was made for SOC {t.soc}; this host's is {soc}",
+                hint=f"make one for it: ascend-setup bundle ... --soc {soc}",
+            )
         device = device_of(soc)
         if t.device and device and t.device != device:
-            raise BadInput(f"{FLAG} {path} was made for {label(t.device)} NPUs; this host's {soc} is {label(device)}",
-                           hint=f"make one for it: ascend-setup bundle ... --soc {label(device)}")
+            raise BadInput(
+                f"{FLAG} {path} was made for {label(t.device)} NPUs; this host's {soc} is {label(device)}",
+                hint=f"make one for it: ascend-setup bundle ... --soc {label(device)}",
+            )
     if manifest.missing:
         names = ", ".join(m.package for m in manifest.missing)
-        raise BadInput(f"{FLAG} {path} is incomplete: {names} could not be fetched when it was made",
-                       hint="make it again where every index of the row can be reached (a rerun fetches only those)")
+        raise BadInput(
+            f"{FLAG} {path} is incomplete: {names} could not be fetched when it was made",
+            hint="make it again where every index of the row can be reached (a rerun fetches only those)",
+        )
 
 
 def check_contents(bundle: Path, manifest: Manifest) -> None:
@@ -149,12 +166,17 @@ def unpack(tar: Path, dest: Path) -> Path:
     manifest. An unpacked bundle of another manifest is ours, and replaced."""
     wanted = _tar_manifest_sha(tar)
     mark = dest / UNPACKED_MARK
-    if mark.is_file() and (dest / MANIFEST).is_file() and mark.read_text().strip() == wanted == \
-            sha256_of(dest / MANIFEST):
+    if (
+        mark.is_file()
+        and (dest / MANIFEST).is_file()
+        and mark.read_text().strip() == wanted == sha256_of(dest / MANIFEST)
+    ):
         return dest
     if dest.exists() and not mark.is_file():
-        raise BadInput(f"{dest} exists and was not unpacked by ascend-setup",
-                       hint="move it away; ascend-setup never deletes what it did not create")
+        raise BadInput(
+            f"{dest} exists and was not unpacked by ascend-setup",
+            hint="move it away; ascend-setup never deletes what it did not create",
+        )
     staging = dest.with_name(f".unpacking-{dest.name}")
     if staging.exists():
         shutil.rmtree(staging)  # ours: a kill stopped the last unpacking
@@ -183,8 +205,7 @@ class BundlePages:
         self._files: Dict[str, List[IndexFile]] = {}
         for p in lock.packages:
             if p.file and (bundle.files / p.file).is_file():
-                f = make_file(p.file, (bundle.files / p.file).as_uri(), str(bundle.files), sha256=p.sha256,
-                              size=p.size)
+                f = make_file(p.file, (bundle.files / p.file).as_uri(), str(bundle.files), sha256=p.sha256, size=p.size)
                 if f is not None:
                     self._files.setdefault(canonicalize_name(p.name), []).append(f)
 

@@ -50,18 +50,25 @@ def repack(dist: metadata.Distribution, out: Path, *, keep_requires_python: bool
     name, version = dist.metadata["Name"], dist.version
     files = list(dist.files or [])
     info_dirs = [str(f).split("/")[0] for f in files if str(f).split("/")[0].endswith(".dist-info")]
-    if not info_dirs or not any(not str(f).startswith(("..", info_dirs[0])) and not str(f).endswith(".pth")
-                                for f in files):
-        raise AscendSetupError(f"{name} {version} is installed without its files here (an editable install?), so "
-                               "it cannot be packed into a wheel", hint="install it with 'pip install .'")
+    if not info_dirs or not any(
+        not str(f).startswith(("..", info_dirs[0])) and not str(f).endswith(".pth") for f in files
+    ):
+        raise AscendSetupError(
+            f"{name} {version} is installed without its files here (an editable install?), so "
+            "it cannot be packed into a wheel",
+            hint="install it with 'pip install .'",
+        )
     info_dir = info_dirs[0]
     scripts = {e.name for e in dist.entry_points if e.group in ("console_scripts", "gui_scripts")}
     stem = canonicalize_name(name).replace("-", "_")
     members: Dict[str, bytes] = {}
     for f in files:
         text = str(f)
-        if "__pycache__" in text or text.endswith(".pyc") or (text.startswith(info_dir + "/")
-                                                              and text.split("/")[-1] in INSTALLER_FILES):
+        if (
+            "__pycache__" in text
+            or text.endswith(".pyc")
+            or (text.startswith(info_dir + "/") and text.split("/")[-1] in INSTALLER_FILES)
+        ):
             continue
         if text.startswith(".."):
             if Path(text).name in scripts:
@@ -71,9 +78,11 @@ def repack(dist: metadata.Distribution, out: Path, *, keep_requires_python: bool
             member = text
         data = Path(str(dist.locate_file(f))).read_bytes()
         if f.hash is not None and record_hash(data) != f"{f.hash.mode}={f.hash.value}":
-            raise AscendSetupError(f"{dist.locate_file(f)} differs from what {name} {version} installed (RECORD's "
-                                   "sha256), so the wheel would not be the one installed",
-                                   hint=f"reinstall {name}, then run this again")
+            raise AscendSetupError(
+                f"{dist.locate_file(f)} differs from what {name} {version} installed (RECORD's "
+                "sha256), so the wheel would not be the one installed",
+                hint=f"reinstall {name}, then run this again",
+            )
         if member == f"{info_dir}/METADATA" and not keep_requires_python:
             data = b"".join(line for line in data.splitlines(keepends=True) if not line.startswith(b"Requires-Python:"))
         members[member] = data

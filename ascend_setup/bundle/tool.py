@@ -62,8 +62,16 @@ def tool_requirements() -> List[str]:
     return [str(r) for r in reqs if not (r.marker and "extra" in str(r.marker))]
 
 
-def resolve_tool(arch: str, glibc: str, index: str, *, settings: PipSettings, uv: Sequence[str],
-                 cache_dir: Optional[Path], pool: IndexPool) -> ToolLock:
+def resolve_tool(
+    arch: str,
+    glibc: str,
+    index: str,
+    *,
+    settings: PipSettings,
+    uv: Sequence[str],
+    cache_dir: Optional[Path],
+    pool: IndexPool,
+) -> ToolLock:
     """Per Python of TOOL_PYTHONS: uv's closure of the tool's requirements for the target, then the wheel pip
     would take for each pin (uv's own wheel for the target's platform among them)."""
     lock = ToolLock(arch=arch, glibc=glibc, index=index)
@@ -73,16 +81,18 @@ def resolve_tool(arch: str, glibc: str, index: str, *, settings: PipSettings, uv
         target = Target(glibc=glibc, arch=arch, python=python)
         request = ClosureRequest(target=target, default_index=index, roots=tool_requirements())
         for r in compile_closure(request, uv=uv, network=settings, cache_dir=cache_dir):
-            choice = choose(r.name, tuple(indexes.pages(r.name)), SpecifierSet(f"=={r.version}"), target,
-                            binary_only=True)
+            choice = choose(
+                r.name, tuple(indexes.pages(r.name)), SpecifierSet(f"=={r.version}"), target, binary_only=True
+            )
             if choice.file is None:
                 lock.missing[f"{r.name}=={r.version} (Python {python})"] = choice.reason or "no wheel"
                 continue
             if choice.file.filename not in seen:
                 seen.add(choice.file.filename)
                 f = choice.file
-                lock.files.append(ToolFile(name=r.name, version=r.version, file=f.filename, url=f.url,
-                                           sha256=f.sha256, size=f.size))
+                lock.files.append(
+                    ToolFile(name=r.name, version=r.version, file=f.filename, url=f.url, sha256=f.sha256, size=f.size)
+                )
     return lock
 
 
@@ -95,8 +105,9 @@ def source_tree() -> Optional[Path]:
 def source_epoch(root: Path) -> str:
     """SOURCE_DATE_EPOCH for a reproducible wheel: the last commit's time, else pyproject.toml's mtime."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True, timeout=10
+        )
         if out.returncode == 0 and out.stdout.strip().isdigit():
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -121,8 +132,10 @@ def installed_tool() -> metadata.Distribution:
     for dist in metadata.distributions(path=[str(site)]):
         if canonicalize_name(dist.metadata["Name"] or "") == DIST:
             return dist
-    raise AscendSetupError(f"no {DIST} metadata beside {site / 'ascend_setup'}, so the tool's wheel cannot be made",
-                           hint="install the tool with 'pip install .', or run bundle from a checkout")
+    raise AscendSetupError(
+        f"no {DIST} metadata beside {site / 'ascend_setup'}, so the tool's wheel cannot be made",
+        hint="install the tool with 'pip install .', or run bundle from a checkout",
+    )
 
 
 def build_tool_wheel(root: Path, dest: Path, log: Path) -> Path:
@@ -131,15 +144,28 @@ def build_tool_wheel(root: Path, dest: Path, log: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update({"SOURCE_DATE_EPOCH": source_epoch(root), "PIP_CONFIG_FILE": os.devnull, "PYTHONHASHSEED": "0"})
     with tempfile.TemporaryDirectory(prefix="ascend-setup-wheel-") as tmp:
-        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                "--disable-pip-version-check", "--wheel-dir", tmp, str(root)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            tmp,
+            str(root),
+        ]
         with log.open("a") as handle:
-            proc = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=tmp,
-                                  timeout=600)
+            proc = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=tmp, timeout=600)
         wheels = sorted(Path(tmp).glob("ascend_setup-*.whl"))
         if proc.returncode != 0 or not wheels:
-            raise AscendSetupError("the tool's own wheel could not be built", hint=f"see {log} (the setuptools "
-                                   "pyproject.toml's build-system asks for must be installed beside ascend-setup)")
+            raise AscendSetupError(
+                "the tool's own wheel could not be built",
+                hint=f"see {log} (the setuptools "
+                "pyproject.toml's build-system asks for must be installed beside ascend-setup)",
+            )
         dest.mkdir(parents=True, exist_ok=True)
         final = dest / wheels[0].name
         shutil.copyfile(wheels[0], final.with_name(final.name + ".tmp"))

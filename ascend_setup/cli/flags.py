@@ -85,8 +85,9 @@ class Once(argparse.Action):
         negatives = ["--no-" + o[2:] for o in self.positive if o.startswith("--")]
         super().__init__([*self.positive, *negatives], dest, nargs=0, **kw)
 
-    def __call__(self, parser: Parser, namespace: argparse.Namespace, values: Any,
-                 option: Optional[str] = None) -> None:
+    def __call__(
+        self, parser: Parser, namespace: argparse.Namespace, values: Any, option: Optional[str] = None
+    ) -> None:
         value = option in self.positive
         given = getattr(namespace, f"_{self.dest}_given", None)
         if given is not None and given != option:
@@ -118,16 +119,20 @@ def cann_home(p: Parser, help: str) -> None:
     _path(p, CANN_HOME, help)
 
 
-def root(p: Parser, help: str = "read this directory as / for the container's devices, mounts and users "
-         "(default /)") -> None:
+def root(
+    p: Parser, help: str = "read this directory as / for the container's devices, mounts and users (default /)"
+) -> None:
     _path(p, ROOT, help)
 
 
 def run_root_tools(p: Parser) -> None:
     """The one way to let a --root other than / have its own binaries run (its npu-smi): --root is data."""
-    p.add_argument("--run-root-tools", action="store_true",
-                   help="run the --root's own tools (its npu-smi) to learn its card; without it a --root other "
-                   "than / is only read, never executed")
+    p.add_argument(
+        "--run-root-tools",
+        action="store_true",
+        help="run the --root's own tools (its npu-smi) to learn its card; without it a --root other "
+        "than / is only read, never executed",
+    )
 
 
 def cann(p: Parser, help: str = "CANN version: selects a whole matrix row", *, required: bool = False) -> None:
@@ -154,8 +159,12 @@ def index(p: Parser, help: str = "replace a named index (ascend, pytorch-cpu)") 
     p.add_argument("--index", metavar="NAME=URL", action="append", help=help)
 
 
-def vllm_ascend(p: Parser, help: str = "for a CANN without a row: derive the row from this vllm-ascend release's "
-                "metadata on the index", *, required: bool = False) -> None:
+def vllm_ascend(
+    p: Parser,
+    help: str = "for a CANN without a row: derive the row from this vllm-ascend release's metadata on the index",
+    *,
+    required: bool = False,
+) -> None:
     p.add_argument("--vllm-ascend", metavar="VERSION", required=required, help=help)
 
 
@@ -168,8 +177,12 @@ def lock(p: Parser, help: str) -> None:
 
 
 def build_deps_url(p: Parser) -> None:
-    p.add_argument("--build-deps-url", metavar="URL", help="fetch the source build's third-party archives (json, "
-                   "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name")
+    p.add_argument(
+        "--build-deps-url",
+        metavar="URL",
+        help="fetch the source build's third-party archives (json, "
+        "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name",
+    )
 
 
 def installer(p: Parser) -> None:
@@ -187,43 +200,87 @@ def resume_on_login(p: Parser, help: str) -> None:
 
 def managed_python(p: Parser, given: str = "") -> None:
     """Where a managed CPython comes from (install, bundle --with-python): `given` names the flag they need."""
-    p.add_argument("--python-mirror", metavar="URL", help=f"{given}a copy of the python-build-standalone releases "
-                   "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter")
-    p.add_argument("--python-builds", metavar="FILE", help=f"{given}pinned CPython builds (JSON, as the packaged "
-                   "python_builds.json) instead of the packaged ones (env ASCEND_SETUP_PYTHON_BUILDS)")
+    p.add_argument(
+        "--python-mirror",
+        metavar="URL",
+        help=f"{given}a copy of the python-build-standalone releases "
+        "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter",
+    )
+    p.add_argument(
+        "--python-builds",
+        metavar="FILE",
+        help=f"{given}pinned CPython builds (JSON, as the packaged "
+        "python_builds.json) instead of the packaged ones (env ASCEND_SETUP_PYTHON_BUILDS)",
+    )
 
 
 def calibration_flags(p: Parser) -> None:
     """This host's decode-speed measurements (recorded by serve): list, forget, or ignore them."""
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--calibration", action="store_true", help="list this host's speed measurements on the card "
-                       "(recorded by serve), each judged against the card's model, and the terms they give")
-    group.add_argument("--no-calibration", action="store_true", help="ignore this host's speed measurements: the "
-                       "card's decode model only")
-    p.add_argument("--forget", action="store_true", help="with --calibration: forget this host's measurements on "
-                   "the card")
+    group.add_argument(
+        "--calibration",
+        action="store_true",
+        help="list this host's speed measurements on the card "
+        "(recorded by serve), each judged against the card's model, and the terms they give",
+    )
+    group.add_argument(
+        "--no-calibration",
+        action="store_true",
+        help="ignore this host's speed measurements: the card's decode model only",
+    )
+    p.add_argument(
+        "--forget", action="store_true", help="with --calibration: forget this host's measurements on the card"
+    )
 
 
 def fit_flags(p: Parser) -> None:
     """The card and the serving settings a fit is made for (`fit`, and `model fetch`, which fits first)."""
-    p.add_argument("--card", default="910B3", help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "
-                   "other name (310P, 910C) with --hbm-gib and --bandwidth")
-    p.add_argument("--hbm-gib", type=ranged(float, 1, 4096, "an HBM size in GiB (a 910B3 has 64)"), metavar="N",
-                   help="the card's HBM in GiB (default: the card table's)")
-    p.add_argument("--bandwidth", type=ranged(float, 1, 100_000, "a bandwidth in GB/s (a 910B3 peaks near 1490)"),
-                   metavar="GBPS",
-                   help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)")
-    p.add_argument("--context", type=ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"), default=32768,
-                   help="tokens per sequence for the concurrency (default 32768)")
-    p.add_argument("--gpu-memory-utilization", type=ranged(float, 0.01, 1, "a share of HBM"), default=0.9,
-                   help="share of HBM vLLM may use (default 0.9)")
+    p.add_argument(
+        "--card",
+        default="910B3",
+        help="the card: 910B1, 910B2, 910B3 or 910B4 (default 910B3); any "
+        "other name (310P, 910C) with --hbm-gib and --bandwidth",
+    )
+    p.add_argument(
+        "--hbm-gib",
+        type=ranged(float, 1, 4096, "an HBM size in GiB (a 910B3 has 64)"),
+        metavar="N",
+        help="the card's HBM in GiB (default: the card table's)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=ranged(float, 1, 100_000, "a bandwidth in GB/s (a 910B3 peaks near 1490)"),
+        metavar="GBPS",
+        help="peak HBM bandwidth in GB/s (default: 'ascend-setup probe' when run here, else the card table)",
+    )
+    p.add_argument(
+        "--context",
+        type=ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"),
+        default=32768,
+        help="tokens per sequence for the concurrency (default 32768)",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=ranged(float, 0.01, 1, "a share of HBM"),
+        default=0.9,
+        help="share of HBM vLLM may use (default 0.9)",
+    )
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "int8"], default="bf16", help="KV cache dtype (default bf16)")
-    p.add_argument("--tp", type=ranged(int, 1, 64, "a number of cards"), default=1, metavar="N",
-                   help="tensor-parallel cards: weights and KV split over N")
+    p.add_argument(
+        "--tp",
+        type=ranged(int, 1, 64, "a number of cards"),
+        default=1,
+        metavar="N",
+        help="tensor-parallel cards: weights and KV split over N",
+    )
     profiling_flags(p)
-    p.add_argument("--vllm-ascend", type=release, metavar="VERSION",
-                   help="the vllm-ascend release whose start-up memory accounting to follow (default 0.23; up to 0.14 "
-                        "it also counted what the device held before vLLM started)")
+    p.add_argument(
+        "--vllm-ascend",
+        type=release,
+        metavar="VERSION",
+        help="the vllm-ascend release whose start-up memory accounting to follow (default 0.23; up to 0.14 "
+        "it also counted what the device held before vLLM started)",
+    )
     cann(p, "the row whose known issues apply (default: the installed CANN's, else the newest)")
     workdir(p, "where probe.json is")
 
@@ -238,29 +295,49 @@ def release(text: str) -> Tuple[int, int]:
 
 def profiling_flags(p: Parser) -> None:
     """vLLM's flags that change the memory its start-up profiling takes (fit, and serve passes them on)."""
-    p.add_argument("--max-num-batched-tokens", type=ranged(int, 1, 16 * 1024 * 1024, "a number of tokens"),
-                   default=2048, metavar="N",
-                   help="tokens in vLLM's profiling batch (default 2048, vllm serve's; the LLM class uses 8192)")
-    p.add_argument("--max-num-seqs", type=ranged(int, 1, 1 << 20, "a number of sequences"), default=256, metavar="N",
-                   help="rows of logits vLLM's sampler is profiled with (default 256, vLLM's)")
-    p.add_argument("--enforce-eager", action="store_true",
-                   help="as vLLM's flag: no graph pool, and the eager-mode decode speed")
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=ranged(int, 1, 16 * 1024 * 1024, "a number of tokens"),
+        default=2048,
+        metavar="N",
+        help="tokens in vLLM's profiling batch (default 2048, vllm serve's; the LLM class uses 8192)",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=ranged(int, 1, 1 << 20, "a number of sequences"),
+        default=256,
+        metavar="N",
+        help="rows of logits vLLM's sampler is profiled with (default 256, vLLM's)",
+    )
+    p.add_argument(
+        "--enforce-eager", action="store_true", help="as vLLM's flag: no graph pool, and the eager-mode decode speed"
+    )
 
 
 def index_overrides(p: Parser) -> None:
     """A named index replaced, and whether the user's whole pip configuration applies (plan, install, bundle,
     mirrors, doctor)."""
     index(p, "replace a named index of the row (ascend, pytorch-cpu), e.g. with a mirror of it; repeatable")
-    p.add_argument("--respect-pip-config", action="store_true",
-                   help="let your pip configuration (constraint, find-links, extra-index-url, ...) apply; by default "
-                        "only its index and network settings do")
+    p.add_argument(
+        "--respect-pip-config",
+        action="store_true",
+        help="let your pip configuration (constraint, find-links, extra-index-url, ...) apply; by default "
+        "only its index and network settings do",
+    )
 
 
 def hub(p: Parser) -> None:
     """Which model hub a model id is read from (fit, model fetch)."""
-    p.add_argument("--source", choices=["modelscope", "huggingface"],
-                   help="the hub for a model id (default: ModelScope, then Hugging Face)")
+    p.add_argument(
+        "--source",
+        choices=["modelscope", "huggingface"],
+        help="the hub for a model id (default: ModelScope, then Hugging Face)",
+    )
     p.add_argument("--revision", metavar="R", help="branch, tag or commit (default: master on ModelScope, main on HF)")
-    p.add_argument("--endpoint", metavar="URL", help="the hub's address, e.g. a mirror (default: MODELSCOPE_DOMAIN "
-                   "or HF_ENDPOINT, else the hub's own); needs --source")
+    p.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the hub's address, e.g. a mirror (default: MODELSCOPE_DOMAIN "
+        "or HF_ENDPOINT, else the hub's own); needs --source",
+    )
     p.add_argument("--refresh", action="store_true", help="ask the hub again even when this revision is cached")

@@ -30,37 +30,61 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "resume": ("install", "resume the last install with its options"),
     "status": ("install", "each step: done/running/interrupted/failed/pending, times, log"),
     "plan": ("plan", "forecast wheel / source build / unavailable for a target"),
-    "bundle": ("bundle", "every file an offline install of a target needs, in one directory or tar (made on any "
-               "connected machine); 'bundle verify PATH' checks one"),
+    "bundle": (
+        "bundle",
+        "every file an offline install of a target needs, in one directory or tar (made on any "
+        "connected machine); 'bundle verify PATH' checks one",
+    ),
     "audit": ("audit", "read-only check of a venv against a row"),
     "mirrors": ("mirrors", "rank package indexes: freshness, then throughput"),
     "doctor": ("doctor", "host checks with fixes"),
-    "container": ("container", "'container run-command': the docker run this host needs for vLLM-Ascend "
-                  "(its cards, its driver's files, its card's image), printed, not run"),
-    "demo": ("demo", "the whole main job on any machine, against a simulated Ascend host (loopback indexes, a "
-             "fake CANN); stopped partway and resumed, then audited"),
-    "fit": ("fit", "will MODEL fit a card, and how fast will it decode (reads config.json and safetensors "
-            "headers only)"),
+    "container": (
+        "container",
+        "'container run-command': the docker run this host needs for vLLM-Ascend "
+        "(its cards, its driver's files, its card's image), printed, not run",
+    ),
+    "demo": (
+        "demo",
+        "the whole main job on any machine, against a simulated Ascend host (loopback indexes, a "
+        "fake CANN); stopped partway and resumed, then audited",
+    ),
+    "fit": (
+        "fit",
+        "will MODEL fit a card, and how fast will it decode (reads config.json and safetensors headers only)",
+    ),
     "model": ("model", "models on a hub: fetch one to persistent disk, resumably"),
-    "probe": ("fit", "measure HBM copy bandwidth in the installed venv (2 GiB fp16, 3 warm-up + 20 timed "
-              "copies); fit uses the result"),
-    "serve": ("serve", "compose, validate, start, smoke-test and measure 'vllm serve' for MODEL; 'serve status', "
-              "'serve stop [NAME]'"),
-    "bench": ("bench", "sweep a running server (one serve started, or any OpenAI-compatible URL) over "
-              "concurrency: TTFT, TPOT, ITL, E2EL and throughput per level"),
+    "probe": (
+        "fit",
+        "measure HBM copy bandwidth in the installed venv (2 GiB fp16, 3 warm-up + 20 timed "
+        "copies); fit uses the result",
+    ),
+    "serve": (
+        "serve",
+        "compose, validate, start, smoke-test and measure 'vllm serve' for MODEL; 'serve status', 'serve stop [NAME]'",
+    ),
+    "bench": (
+        "bench",
+        "sweep a running server (one serve started, or any OpenAI-compatible URL) over "
+        "concurrency: TTFT, TPOT, ITL, E2EL and throughput per level",
+    ),
     "matrix": ("matrix", "the compatibility matrix"),
     "fleet": ("fleet", "many hosts: the report of the Ansible audit play (ansible/audit.yml)"),
-    "triage": ("triage", "the root cause of a log (a step log, a pip install, a vllm serve crash) and its fix; "
-               "exit 0 found, 1 none known, 2 bad input"),
+    "triage": (
+        "triage",
+        "the root cause of a log (a step log, a pip install, a vllm serve crash) and its fix; "
+        "exit 0 found, 1 none known, 2 bad input",
+    ),
 }
 
 #: Commands a stop interrupts in the middle of work that the next run picks up.
 RESUMABLE = ("install", "resume")
 
-EPILOG = (f"exit codes: 0 success; {EXIT_FINDINGS} findings or a failed step; {EXIT_BAD_INPUT} bad input (one "
-          f"line on stderr; JSON on stdout under --json); {EXIT_LOCKED} another run holds the workdir; 130, 143, "
-          "129 stopped by SIGINT, SIGTERM, SIGHUP. 'ascend-setup COMMAND --help' for a command's options. The "
-          "manual: docs/ in the source (README.md links into it; 'mkdocs serve' shows it as a site).")
+EPILOG = (
+    f"exit codes: 0 success; {EXIT_FINDINGS} findings or a failed step; {EXIT_BAD_INPUT} bad input (one "
+    f"line on stderr; JSON on stdout under --json); {EXIT_LOCKED} another run holds the workdir; 130, 143, "
+    "129 stopped by SIGINT, SIGTERM, SIGHUP. 'ascend-setup COMMAND --help' for a command's options. The "
+    "manual: docs/ in the source (README.md links into it; 'mkdocs serve' shows it as a site)."
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -78,8 +102,12 @@ def command_of(argv: List[str]) -> Optional[str]:
 def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> argparse.ArgumentParser:
     """The parser. Only the command `argv` names gets its options (its module imported); `full` gives every
     command its options, for the manual's reference and the tests that walk every flag."""
-    parser = OneLineParser(prog="ascend-setup", description="Take an Ascend host to a working vLLM-Ascend "
-                           "environment, resumably; audit one someone else built.", epilog=EPILOG)
+    parser = OneLineParser(
+        prog="ascend-setup",
+        description="Take an Ascend host to a working vLLM-Ascend "
+        "environment, resumably; audit one someone else built.",
+        epilog=EPILOG,
+    )
     parser.add_argument("--version", action="version", version=f"ascend-setup {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -126,7 +154,7 @@ def passed_through(argv: List[str]) -> Tuple[List[str], Optional[List[str]]]:
     if "--" not in argv:
         return argv, None
     cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
+    return argv[:cut], argv[cut + 1 :]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -141,8 +169,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.vllm_args = [*args.vllm_args, *theirs]
     except AscendSetupError as exc:
         return fail(out, exc)
-    install_handlers("run the same command again to resume" if args.command in RESUMABLE else None,
-                     on_interrupt=lambda message, code: out.error(message, None, code))
+    install_handlers(
+        "run the same command again to resume" if args.command in RESUMABLE else None,
+        on_interrupt=lambda message, code: out.error(message, None, code),
+    )
     at_interrupt(tempdirs.leave)
     try:
         tempdirs.enter()

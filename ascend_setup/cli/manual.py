@@ -24,8 +24,9 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
         return str(action.help)
 
 
-def commands(parser: argparse.ArgumentParser, words: Tuple[str, ...] = ()) -> Iterator[
-        Tuple[Tuple[str, ...], str, argparse.ArgumentParser]]:
+def commands(
+    parser: argparse.ArgumentParser, words: Tuple[str, ...] = ()
+) -> Iterator[Tuple[Tuple[str, ...], str, argparse.ArgumentParser]]:
     """(the words that name it, its one line, its parser) of every command and sub-command, depth first."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -36,16 +37,22 @@ def commands(parser: argparse.ArgumentParser, words: Tuple[str, ...] = ()) -> It
 
 
 def options(parser: argparse.ArgumentParser) -> List[argparse.Action]:
-    return [a for a in parser._actions
-            if a.option_strings and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
+    return [
+        a
+        for a in parser._actions
+        if a.option_strings and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
+    ]
 
 
 def _option_row(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     names = ", ".join(f"`{o}`" for o in action.option_strings)
     value = ""
     if action.nargs != 0:
-        value = f"`{action.metavar or action.dest.upper()}`" if not action.choices else \
-            " \\| ".join(f"`{c}`" for c in action.choices)
+        value = (
+            f"`{action.metavar or action.dest.upper()}`"
+            if not action.choices
+            else " \\| ".join(f"`{c}`" for c in action.choices)
+        )
     text = _help(parser, action) + (" (required)" if action.required else "")
     return f"| {names} | {value} | {_cell(text)} |"
 
@@ -53,13 +60,32 @@ def _option_row(parser: argparse.ArgumentParser, action: argparse.Action) -> str
 def cli_reference() -> str:
     """Every command of `ascend-setup`, its usage and its options, as Markdown."""
     top = build_parser(full=True)
-    lines = ["## `ascend-setup`", "", _cell(top.description or ""), "", "```text", top.format_usage().strip(), "```",
-             "", _cell(top.epilog or ""), ""]
+    lines = [
+        "## `ascend-setup`",
+        "",
+        _cell(top.description or ""),
+        "",
+        "```text",
+        top.format_usage().strip(),
+        "```",
+        "",
+        _cell(top.epilog or ""),
+        "",
+    ]
     for words, line, parser in commands(top):
-        lines += [f"## `ascend-setup {' '.join(words)}`", "", _cell(line), "", "```text",
-                  parser.format_usage().strip(), "```", ""]
-        positionals = [a for a in parser._actions if not a.option_strings
-                       and not isinstance(a, argparse._SubParsersAction)]
+        lines += [
+            f"## `ascend-setup {' '.join(words)}`",
+            "",
+            _cell(line),
+            "",
+            "```text",
+            parser.format_usage().strip(),
+            "```",
+            "",
+        ]
+        positionals = [
+            a for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+        ]
         rows = [f"| `{a.metavar or a.dest}` | | {_cell(_help(parser, a))} |" for a in positionals]
         rows += [_option_row(parser, a) for a in options(parser)]
         if rows:
@@ -96,8 +122,9 @@ def _model_table(name: str, schema: Dict[str, Any], defs: Dict[str, Any]) -> Lis
     lines += ["| field | type | required | default |", "|---|---|---|---|"]
     for field, spec in props.items():
         default = "" if "default" not in spec else ('`""`' if spec["default"] == "" else f"`{spec['default']}`")
-        lines.append(f"| `{field}` | {_cell(_type_of(spec, defs))} | {'yes' if field in required else ''} | "
-                     f"{_cell(default)} |")
+        lines.append(
+            f"| `{field}` | {_cell(_type_of(spec, defs))} | {'yes' if field in required else ''} | {_cell(default)} |"
+        )
     return lines + [""]
 
 

@@ -28,9 +28,11 @@ if TYPE_CHECKING:  # rich's live widgets are imported only when a terminal shows
 HEARTBEAT = 30.0
 
 #: Lines of pip, uv and the build that say what is happening now (group 1: the action, shortened).
-ACTION = re.compile(r"^\s*((?:Collecting|Downloading|Building wheel for|Installing collected packages|"
-                    r"Attempting uninstall|Successfully installed|Processing|Preparing metadata|Uninstalling|"
-                    r"Resolved|Prepared|Installed|Uninstalled|Downloaded|Building|Built)\b.*|\[\d+/\d+\].*)")
+ACTION = re.compile(
+    r"^\s*((?:Collecting|Downloading|Building wheel for|Installing collected packages|"
+    r"Attempting uninstall|Successfully installed|Processing|Preparing metadata|Uninstalling|"
+    r"Resolved|Prepared|Installed|Uninstalled|Downloaded|Building|Built)\b.*|\[\d+/\d+\].*)"
+)
 
 
 def action_of(line: str) -> Optional[str]:
@@ -87,9 +89,13 @@ class ConsoleReporter:
             if self.status is not None:
                 self.status.update(self._text())
             else:
-                self.console.print(f"… {self.step}: still running, {time.monotonic() - self.since:.0f} s; last "
-                                   f"output: {self.last or '(none yet)'}", soft_wrap=True, markup=False,
-                                   highlight=False)
+                self.console.print(
+                    f"… {self.step}: still running, {time.monotonic() - self.since:.0f} s; last "
+                    f"output: {self.last or '(none yet)'}",
+                    soft_wrap=True,
+                    markup=False,
+                    highlight=False,
+                )
 
     def _text(self) -> Text:
         """One line: the spinner takes two columns; the log path is on the step's own line already."""
@@ -97,7 +103,7 @@ class ConsoleReporter:
         room = max(self.console.width - 2 - len(clock), 10)
         text = f"{self.step}: {self.action}"
         if len(text) > room:
-            text = text[:room - 1] + "…"
+            text = text[: room - 1] + "…"
         return Text(text + clock, no_wrap=True, overflow="ellipsis")
 
     def _stop(self) -> None:
@@ -116,8 +122,9 @@ class ConsoleReporter:
 
     def failed(self, name: str, message: str) -> None:
         self._stop()
-        self.console.print(f"[red]✗ {name}[/red] failed" + (f" [dim](log: {escape(str(self.log))})[/dim]"
-                                                            if self.log else ""))
+        self.console.print(
+            f"[red]✗ {name}[/red] failed" + (f" [dim](log: {escape(str(self.log))})[/dim]" if self.log else "")
+        )
 
 
 def size_text(n: float) -> str:
@@ -132,8 +139,7 @@ class TransferProgress:
     """Bytes and files of a batch of downloads: in a terminal a rich bar (bytes, files, speed); off one a
     line every `heartbeat` seconds, so a long download in a CI log never looks hung."""
 
-    def __init__(self, console: Console, what: str, files: int, total_bytes: int,
-                 heartbeat: float = HEARTBEAT) -> None:
+    def __init__(self, console: Console, what: str, files: int, total_bytes: int, heartbeat: float = HEARTBEAT) -> None:
         self.console, self.what, self.files, self.total = console, what, files, total_bytes
         self.heartbeat = heartbeat
         self.done_files = 0
@@ -149,15 +155,23 @@ class TransferProgress:
         return sum(self._bytes.values())
 
     def line(self) -> str:
-        return (f"{self.what}: {self.done_files} of {self.files} files, {size_text(self.done_bytes)} of "
-                f"{size_text(self.total)}")
+        return (
+            f"{self.what}: {self.done_files} of {self.files} files, {size_text(self.done_bytes)} of "
+            f"{size_text(self.total)}"
+        )
 
     def __enter__(self) -> TransferProgress:
         if self.console.is_terminal:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                 TransferSpeedColumn(), console=self.console, transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task(self._files_text(), total=self.total or None)
         else:

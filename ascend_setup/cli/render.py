@@ -13,10 +13,25 @@ if TYPE_CHECKING:  # rich is imported when something is drawn: --json output sta
     from rich.console import Console
     from rich.table import Table
 
-STATUS_STYLE = {"pass": "green", "ok": "green", "done": "green", "wheel": "green",
-                "warn": "yellow", "warning": "yellow", "started": "yellow", "sdist": "yellow", "stale": "yellow",
-                "slow": "yellow", "info": "cyan", "pending": "dim",
-                "fail": "red", "error": "red", "failed": "red", "unavailable": "red", "timeout": "red"}
+STATUS_STYLE = {
+    "pass": "green",
+    "ok": "green",
+    "done": "green",
+    "wheel": "green",
+    "warn": "yellow",
+    "warning": "yellow",
+    "started": "yellow",
+    "sdist": "yellow",
+    "stale": "yellow",
+    "slow": "yellow",
+    "info": "cyan",
+    "pending": "dim",
+    "fail": "red",
+    "error": "red",
+    "failed": "red",
+    "unavailable": "red",
+    "timeout": "red",
+}
 
 
 #: Below this many columns no table reads: plain lines instead (COLUMNS=0 used to print nothing at all).
@@ -89,9 +104,12 @@ def terminal_safe(text: str) -> str:
 
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c == " " else
-                   (c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c)
-                   for c in text)
+    return "".join(
+        c
+        if c.isprintable() or c == " "
+        else (c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c)
+        for c in text
+    )
 
 
 def styled(value: Optional[str]) -> str:
@@ -101,16 +119,26 @@ def styled(value: Optional[str]) -> str:
     return f"[{style}]{value}[/{style}]" if style else value
 
 
-def table(title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
-          status_column: Optional[int] = None, compact: bool = False) -> Table:
+def table(
+    title: Optional[str],
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    status_column: Optional[int] = None,
+    compact: bool = False,
+) -> Table:
     """A plain table; the status column (if any) is coloured by its value. `compact`: no borders, and
     cells never break inside a word (for the short-celled tables that must read at 80 columns)."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, show_lines=False, header_style="bold", box=None if compact else box.HEAVY_HEAD,
-              pad_edge=not compact)
+    t = Table(
+        title=title,
+        show_lines=False,
+        header_style="bold",
+        box=None if compact else box.HEAVY_HEAD,
+        pad_edge=not compact,
+    )
     for col in columns:
         t.add_column(col, overflow="fold", no_wrap=compact)
     for row in rows:
@@ -138,10 +166,17 @@ def print_prose(console: Console, text: str, indent: str = "", first: Optional[s
     a URL) stays whole on a line of its own. `first` starts the first line instead of `indent`."""
     import textwrap
 
-    for i, part in enumerate(textwrap.wrap(terminal_safe(text), width=max(40, console.width - len(indent)),
-                                           break_long_words=False, break_on_hyphens=False)):
-        console.print((first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False,
-                      highlight=False)
+    for i, part in enumerate(
+        textwrap.wrap(
+            terminal_safe(text),
+            width=max(40, console.width - len(indent)),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    ):
+        console.print(
+            (first if i == 0 and first is not None else indent) + part, soft_wrap=True, markup=False, highlight=False
+        )
 
 
 def print_items(console: Console, items: Iterable[Sequence[Optional[str]]], texts: Iterable[Sequence[str]]) -> None:
@@ -151,14 +186,20 @@ def print_items(console: Console, items: Iterable[Sequence[Optional[str]]], text
 
     for head, lines in zip(items, texts):
         status, *names = [h or "" for h in head]
-        console.print(f"{styled(escape(status)):<8} " + "  ".join(escape(terminal_safe(n)) for n in names if n),
-                      soft_wrap=True)
+        console.print(
+            f"{styled(escape(status)):<8} " + "  ".join(escape(terminal_safe(n)) for n in names if n), soft_wrap=True
+        )
         for line in lines:
             print_prose(console, line, "    ")
 
 
-def print_table(console: Console, title: Optional[str], columns: Sequence[str], rows: Iterable[Sequence[Any]],
-                status_column: Optional[int] = None) -> None:
+def print_table(
+    console: Console,
+    title: Optional[str],
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    status_column: Optional[int] = None,
+) -> None:
     """A table whose every cell is printed whole. When it does not fit the console, its widest columns go
     on lines of their own below each row (as plan's reasons do); when even that does not fit, or off a
     terminal, one plain line per row: the first cell, then `column: value` for each non-empty cell."""
@@ -176,8 +217,9 @@ def print_table(console: Console, title: Optional[str], columns: Sequence[str], 
         short = list(range(len(columns)))
         for col in sorted(short[1:], key=lambda i: -max([len(columns[i])] + [len(r[i]) for r in body])):
             short.remove(col)
-            if _fits(console, table(None, [columns[i] for i in short], [[r[i] for i in short] for r in body],
-                                    compact=True)):
+            if _fits(
+                console, table(None, [columns[i] for i in short], [[r[i] for i in short] for r in body], compact=True)
+            ):
                 _print_split(console, columns, body, short, status_column)
                 return
     for row in body:
@@ -190,14 +232,20 @@ def _fits(console: Console, renderable: Any) -> bool:
     return console.measure(renderable, options=console.options.update_width(10_000)).maximum <= console.width
 
 
-def _print_split(console: Console, columns: Sequence[str], body: Sequence[Sequence[str]], short: Sequence[int],
-                 status_column: Optional[int]) -> None:
+def _print_split(
+    console: Console,
+    columns: Sequence[str],
+    body: Sequence[Sequence[str]],
+    short: Sequence[int],
+    status_column: Optional[int],
+) -> None:
     """The short columns aligned, each row followed by its long values, one `column: value` line each."""
     from rich.markup import escape
 
     widths = {i: max([len(columns[i])] + [len(r[i]) for r in body]) for i in short}
-    console.print("[bold]" + escape("  ".join(columns[i].ljust(widths[i]) for i in short).rstrip()) + "[/bold]",
-                  highlight=False)
+    console.print(
+        "[bold]" + escape("  ".join(columns[i].ljust(widths[i]) for i in short).rstrip()) + "[/bold]", highlight=False
+    )
     for row in body:
         cells = [escape(row[i].ljust(widths[i])) for i in short]
         if status_column is not None and status_column in short:

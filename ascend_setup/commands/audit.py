@@ -44,19 +44,32 @@ def run(args: argparse.Namespace, output: Output) -> int:
         indexes = dict(lock.indexes)
     named = {n: u for n, u in indexes.items() if n != MIRROR}
     matrix = load_matrix(args.matrix or recorded_matrix(venv))
-    matrix = matrix.with_indexes({**{n: u for n, u in named.items() if n in matrix.indexes},
-                                  **parse_index_overrides(args.index or [])})
+    matrix = matrix.with_indexes(
+        {**{n: u for n, u in named.items() if n in matrix.indexes}, **parse_index_overrides(args.index or [])}
+    )
     soc = check_soc(args.soc) or host_npu().soc_version
     with named_by("--glibc"):
         glibc = parse_glibc(args.glibc) if args.glibc else None
-    report = run_audit(matrix, venv, args.cann, lock=lock, lock_source=source, mirror_url=indexes.get(MIRROR), soc=soc,
-                       deep=args.deep, glibc=glibc)
+    report = run_audit(
+        matrix,
+        venv,
+        args.cann,
+        lock=lock,
+        lock_source=source,
+        mirror_url=indexes.get(MIRROR),
+        soc=soc,
+        deep=args.deep,
+        glibc=glibc,
+    )
     if args.json:
         output.print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
-    console.print(f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
-                  soft_wrap=True, markup=False)
+    console.print(
+        f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
+        soft_wrap=True,
+        markup=False,
+    )
     if report.findings:
         console.print(f"audit: {summary([f.severity for f in report.findings])}", markup=False)
         print_field(console, "venv", str(report.venv))
@@ -74,15 +87,24 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def audit_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.venv(p, "the venv to audit", env=False, required=True)
-    p.add_argument("--deep", action="store_true", help="also check every installed file against its "
-                   "distribution's RECORD (size; sha256 for small files): what an interrupted install left")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="also check every installed file against its "
+        "distribution's RECORD (size; sha256 for small files): what an interrupted install left",
+    )
     flags.cann(p, "row to check against (default: inferred from vllm-ascend / torch-npu)")
-    flags.lock(p, "also report drift against this lock (default: the lock ascend-setup installed this venv from, "
-               "when it built it)")
+    flags.lock(
+        p,
+        "also report drift against this lock (default: the lock ascend-setup installed this venv from, "
+        "when it built it)",
+    )
     flags.index(p, "the URL of a named index (ascend, pytorch-cpu) the fix plan installs from; repeatable")
     flags.soc(p, "this host's NPUs, checked against the device type vllm_ascend was built for (default: from npu-smi)")
-    p.add_argument("--glibc", help="hold the wheel tags and the native libraries to this glibc, e.g. 2.31 (default: "
-                   "this machine's)")
+    p.add_argument(
+        "--glibc",
+        help="hold the wheel tags and the native libraries to this glibc, e.g. 2.31 (default: this machine's)",
+    )
     p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
     p.set_defaults(func=run)
 

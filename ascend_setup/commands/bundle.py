@@ -51,10 +51,18 @@ def manifest_json(manifest: Manifest, path: Path, problems=None) -> dict:
         roles.setdefault(f.role, {"files": 0, "bytes": 0})
         roles[f.role]["files"] += 1
         roles[f.role]["bytes"] += f.size
-    data = {"bundle": str(path), "ok": not manifest.missing and not problems, "cann": manifest.cann,
-            "target": manifest.target.model_dump(), "tool_version": manifest.tool_version,
-            "created": manifest.created, "size": manifest.size, "files": len(manifest.files), "roles": roles,
-            "missing": [m.model_dump() for m in manifest.missing]}
+    data = {
+        "bundle": str(path),
+        "ok": not manifest.missing and not problems,
+        "cann": manifest.cann,
+        "target": manifest.target.model_dump(),
+        "tool_version": manifest.tool_version,
+        "created": manifest.created,
+        "size": manifest.size,
+        "files": len(manifest.files),
+        "roles": roles,
+        "missing": [m.model_dump() for m in manifest.missing],
+    }
     if problems is not None:
         data["problems"] = problems
     return data
@@ -69,18 +77,24 @@ def render_summary(manifest: Manifest, path: Path) -> None:
     out = stdout_console()
     t = manifest.target
     npus = t.soc or t.device
-    print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}"
-                     f"{' / ' + npus if npus else ''}, {len(manifest.files)} files, "
-                     f"{size_text(manifest.size)}")
+    print_prose(
+        out,
+        f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}"
+        f"{' / ' + npus if npus else ''}, {len(manifest.files)} files, "
+        f"{size_text(manifest.size)}",
+    )
     for role, info in manifest_json(manifest, path)["roles"].items():
         print_field(out, role, f"{info['files']} files, {size_text(info['bytes'])}")
     for m in manifest.missing:
         print_prose(out, missing_text(m), "    ", first="  not in the bundle: ")
     if not manifest.missing:
-        print_prose(out, f"install it offline: copy {path.name} to the host, then run sh "
-                         f"{path.name}/bootstrap.sh" if path.is_dir() else
-                         f"install it offline: copy {path.name} to the host, unpack it (tar xf), then run sh "
-                         "bootstrap.sh in it, or run 'ascend-setup install --bundle' on the tar")
+        print_prose(
+            out,
+            f"install it offline: copy {path.name} to the host, then run sh {path.name}/bootstrap.sh"
+            if path.is_dir()
+            else f"install it offline: copy {path.name} to the host, unpack it (tar xf), then run sh "
+            "bootstrap.sh in it, or run 'ascend-setup install --bundle' on the tar",
+        )
 
 
 def managed_build(builds: PythonBuilds, target: Target) -> PythonBuild:
@@ -88,8 +102,10 @@ def managed_build(builds: PythonBuilds, target: Target) -> PythonBuild:
     found = builds.find(target.python, target.arch)
     if found is None:
         have = ", ".join(builds.minors(target.arch)) or "none"
-        raise BadInput(f"--with-python: no pinned CPython {target.python} build for {target.arch} (pinned: {have})",
-                       hint="pass --python with a pinned version, or --python-builds FILE naming one")
+        raise BadInput(
+            f"--with-python: no pinned CPython {target.python} build for {target.arch} (pinned: {have})",
+            hint="pass --python with a pinned version, or --python-builds FILE naming one",
+        )
     return found
 
 
@@ -119,8 +135,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
     build_deps = check_build_deps_url(args.build_deps_url)
     python_mirror = check_python_mirror(args.python_mirror)
     if (args.python_mirror or args.python_builds) and not args.with_python:
-        raise BadInput("--python-mirror and --python-builds choose the interpreter --with-python carries: "
-                       "add --with-python")
+        raise BadInput(
+            "--python-mirror and --python-builds choose the interpreter --with-python carries: add --with-python"
+        )
     settings = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     mirror = check_index_url(args.index_url, "--index-url") if args.index_url else settings.index
     matrix, derived = with_derived_row(matrix, args.cann, args.vllm_ascend, lambda: mirror)
@@ -145,10 +162,24 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return finished_tar(out, row, target, output)
     directory = open_out_dir(staging_dir(out) if args.format == "tar" else out)
     log = directory / "bundle.log"
-    req = BundleRequest(out=directory, row=row, target=target, sources=sources, device=device, soc=soc,
-                        derived=derived_line, lock_file=lock_file, wheelhouse=wheelhouse, build_deps_url=build_deps,
-                        build_python=build_interpreter(python), tool_index=tool_index, log=log,
-                        python_build=python_build, python_builds=python_builds, python_mirror=python_mirror)
+    req = BundleRequest(
+        out=directory,
+        row=row,
+        target=target,
+        sources=sources,
+        device=device,
+        soc=soc,
+        derived=derived_line,
+        lock_file=lock_file,
+        wheelhouse=wheelhouse,
+        build_deps_url=build_deps,
+        build_python=build_interpreter(python),
+        tool_index=tool_index,
+        log=log,
+        python_build=python_build,
+        python_builds=python_builds,
+        python_mirror=python_mirror,
+    )
 
     def say(line: str) -> None:
         err.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -170,8 +201,10 @@ def finished_tar(out: Path, row, target: Target, output: Output) -> int:
     manifest, problems = verify_bundle(out, "-o")
     t = manifest.target
     if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
-        raise BadInput(f"-o {out} is a bundle of CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python "
-                       f"{t.python} already", hint="give another -o for this target")
+        raise BadInput(
+            f"-o {out} is a bundle of CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python} already",
+            hint="give another -o for this target",
+        )
     if output.json:
         output.print_json(manifest_json(manifest, out, problems))
     else:
@@ -189,9 +222,12 @@ def run_verify(args: argparse.Namespace, output: Output) -> int:
     else:
         out = stdout_console()
         t = manifest.target
-        print_prose(out, f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}, "
-                         f"{len(manifest.files)} files, {size_text(manifest.size)}: "
-                         + ("every file matches its sha256" if not problems else f"{len(problems)} problem(s)"))
+        print_prose(
+            out,
+            f"bundle {path}: CANN {manifest.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}, "
+            f"{len(manifest.files)} files, {size_text(manifest.size)}: "
+            + ("every file matches its sha256" if not problems else f"{len(problems)} problem(s)"),
+        )
         for line in problems:
             print_prose(out, line, "    ", first="  ")
         for m in manifest.missing:
@@ -204,28 +240,49 @@ def bundle_arguments(p: argparse.ArgumentParser) -> None:
     flags.cann(p)
     flags.target(p)
     p.add_argument("--python", metavar="X.Y", help="target Python, e.g. 3.11 (default: as plan picks it)")
-    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910b3 (default A2); install "
-              "refuses the bundle on other NPUs", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.soc(
+        p,
+        "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910b3 (default A2); install "
+        "refuses the bundle on other NPUs",
+        metavar="DEVICE|SOC_VERSION",
+        default="A2",
+    )
     flags.lock(p, "bundle this lock (from 'plan --lock') instead of resolving")
-    p.add_argument("--wheelhouse", metavar="DIR", help="take a built vllm-ascend wheel from DIR/<key>/ (an install's "
-                   "<workdir>/wheelhouse) whose key matches the target; needs --soc SOC_VERSION")
+    p.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        help="take a built vllm-ascend wheel from DIR/<key>/ (an install's "
+        "<workdir>/wheelhouse) whose key matches the target; needs --soc SOC_VERSION",
+    )
     flags.index_url(p, "primary index (default: pip's configuration)")
     flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
     flags.index_overrides(p)
     flags.vllm_ascend(p)
     flags.build_deps_url(p)
-    p.add_argument("--tool-index-url", metavar="URL", help="the index the tool's own dependencies come from "
-                   "(default: the primary index)")
-    p.add_argument("--with-python", action="store_true", help="carry a managed CPython (the target's Python, a "
-                   "pinned build) for a host with no interpreter in the row's range; its install takes it from here")
+    p.add_argument(
+        "--tool-index-url",
+        metavar="URL",
+        help="the index the tool's own dependencies come from (default: the primary index)",
+    )
+    p.add_argument(
+        "--with-python",
+        action="store_true",
+        help="carry a managed CPython (the target's Python, a "
+        "pinned build) for a host with no interpreter in the row's range; its install takes it from here",
+    )
     flags.managed_python(p, "with --with-python: ")
-    p.add_argument("-o", "--out", metavar="PATH", help="the bundle: a directory (a rerun continues it), or with "
-                   "--format tar the tar file")
+    p.add_argument(
+        "-o",
+        "--out",
+        metavar="PATH",
+        help="the bundle: a directory (a rerun continues it), or with --format tar the tar file",
+    )
     p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")
     p.set_defaults(func=run)
     sub = p.add_subparsers(dest="bundle_command", metavar="verify")
-    b = sub.add_parser("verify", help="check a bundle's manifest and every file's sha256; exit 1 names each "
-                       "missing or corrupt file")
+    b = sub.add_parser(
+        "verify", help="check a bundle's manifest and every file's sha256; exit 1 names each missing or corrupt file"
+    )
     flags.common(b)
     b.add_argument("path", metavar="PATH", help="the bundle directory or tar file")
     b.set_defaults(func=run_verify)

@@ -45,21 +45,43 @@ def print_preflight(result: Preflight) -> None:
             continue
         up = sum(n.link == "UP" for n in f.npus)
         rows.append([v.name, f.hostname, f.cann or "-", f.driver or "-", f.row or "-", f"{up}/{len(f.npus)} up"])
-    print_table(console, f"{len(result.views)} nodes ({result.seconds:.1f} s)",
-                ["node", "host", "CANN", "driver", "row", "NPUs"], rows)
+    print_table(
+        console,
+        f"{len(result.views)} nodes ({result.seconds:.1f} s)",
+        ["node", "host", "CANN", "driver", "row", "NPUs"],
+        rows,
+    )
     for v in result.views:
         if v.facts is not None and v.facts.npus:
-            print_table(console, f"{v.name}: NPUs", ["NPU", "link", "IP", "health", "TLS"],
-                        [[str(n.id), n.link or "?", n.ip or "-", n.health or "?", "-" if n.tls is None else str(n.tls)]
-                         for n in v.facts.npus])
+            print_table(
+                console,
+                f"{v.name}: NPUs",
+                ["NPU", "link", "IP", "health", "TLS"],
+                [
+                    [str(n.id), n.link or "?", n.ip or "-", n.health or "?", "-" if n.tls is None else str(n.tls)]
+                    for n in v.facts.npus
+                ],
+            )
     bad = [o for o in result.pings if not o.ok]
-    console.print(terminal_safe(f"NPU pings: {len(result.pings) - len(bad)} of {len(result.pings)} answered"
-                                + (f" ({result.note})" if result.note else "")), soft_wrap=True, markup=False)
-    print_items(console, [(p.severity, p.node or "all nodes", p.check) for p in result.problems],
-                [[p.message, f"fix: {p.fix}"] for p in result.problems])
+    console.print(
+        terminal_safe(
+            f"NPU pings: {len(result.pings) - len(bad)} of {len(result.pings)} answered"
+            + (f" ({result.note})" if result.note else "")
+        ),
+        soft_wrap=True,
+        markup=False,
+    )
+    print_items(
+        console,
+        [(p.severity, p.node or "all nodes", p.check) for p in result.problems],
+        [[p.message, f"fix: {p.fix}"] for p in result.problems],
+    )
     for name, lines in result.env.items():
-        console.print(terminal_safe(f"# {name}: the environment to serve across nodes (vllm-ascend 0.23)"),
-                      soft_wrap=True, markup=False)
+        console.print(
+            terminal_safe(f"# {name}: the environment to serve across nodes (vllm-ascend 0.23)"),
+            soft_wrap=True,
+            markup=False,
+        )
         for line in lines:
             console.print(terminal_safe(line), soft_wrap=True, markup=False)
     fails = sum(p.severity == "fail" for p in result.problems)
@@ -113,24 +135,48 @@ def run(args: argparse.Namespace, output: Output) -> int:
     row = row_for(matrix, args.cann, installs[0] if installs else None).for_arch(platform.machine())
     sources = IndexSources.for_row(matrix, row, index)
     interpreter, no_interpreter = install_interpreter(row, sources, python, interpreters)  # the install's, once
-    report = run_doctor(row, installs, interpreters, cann_home=cann_home, workdir=workdir, venv=venv,
-                        indexes=sources.as_dict(), settings=settings, install_python=interpreter, soc=soc)
+    report = run_doctor(
+        row,
+        installs,
+        interpreters,
+        cann_home=cann_home,
+        workdir=workdir,
+        venv=venv,
+        indexes=sources.as_dict(),
+        settings=settings,
+        install_python=interpreter,
+        soc=soc,
+    )
     add_container_checks(report, root, venv)  # only in a container: what its `docker run` left out
-    target = fleet_target(row, sources, workdir=workdir, interpreter=interpreter, no_interpreter=no_interpreter,
-                          soc=soc or report.facts["npu"]["soc_version"],
-                          cann_installed=installs[0].version if installs else None)
+    target = fleet_target(
+        row,
+        sources,
+        workdir=workdir,
+        interpreter=interpreter,
+        no_interpreter=no_interpreter,
+        soc=soc or report.facts["npu"]["soc_version"],
+        cann_installed=installs[0].version if installs else None,
+    )
     report.facts["target"] = target.to_json()
     if args.json:
         output.print_json(report.to_json())
         return 1 if report.failed else 0
     console = stdout_console()
-    print_items(console, [(c.status, c.id) for c in report.checks],
-                [[c.detail, f"fix: {c.fix}" if c.fix and c.status != "pass" else ""] for c in report.checks])
+    print_items(
+        console,
+        [(c.status, c.id) for c in report.checks],
+        [[c.detail, f"fix: {c.fix}" if c.fix and c.status != "pass" else ""] for c in report.checks],
+    )
     if report.bare:
-        console.print("This machine has no CANN toolkit and no NPU: it cannot run vLLM-Ascend. This forecasts an "
-                      "install for an Atlas A2 host (Ubuntu 20.04) from here:")
-        console.print(f"  ascend-setup plan --cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11",
-                      soft_wrap=True, markup=False)
+        console.print(
+            "This machine has no CANN toolkit and no NPU: it cannot run vLLM-Ascend. This forecasts an "
+            "install for an Atlas A2 host (Ubuntu 20.04) from here:"
+        )
+        console.print(
+            f"  ascend-setup plan --cann {report.facts['row']} --glibc 2.31 --arch aarch64 --python 3.11",
+            soft_wrap=True,
+            markup=False,
+        )
     console.print(target_line(target), markup=False)
     console.print("[red]some checks failed[/red]" if report.failed else "[green]no check failed[/green]")
     return 1 if report.failed else 0
@@ -146,18 +192,30 @@ def doctor_arguments(p: argparse.ArgumentParser) -> None:
     flags.soc(p, "the build target install would get (default: from npu-smi)")
     flags.vllm_ascend(p)
     flags.root(p)
-    flags.index_url(p, "primary index the install would use, asked which Pythons the row's wheels exist for "
-                    "(default: pip's configuration)")
+    flags.index_url(
+        p,
+        "primary index the install would use, asked which Pythons the row's wheels exist for "
+        "(default: pip's configuration)",
+    )
     flags.index_overrides(p)
     nodes = p.add_mutually_exclusive_group()
-    nodes.add_argument("--nodes", metavar="FILE", help="multi-node preflight of the nodes FILE lists (YAML: 'nodes:' "
-                       "with each node's name and the 'run' prefix that reaches it, default 'ssh NAME'; or an Ansible "
-                       "inventory): versions, NPU links and pings, NIC variables, ports, clocks; prints each node's "
-                       "serving environment")
-    nodes.add_argument("--node-facts", action="store_true", help="print this node's facts as JSON (what --nodes "
-                       "asks each node)")
-    p.add_argument("--node-timeout", metavar="SECONDS", type=flags.ranged(float, 1, 3600, "seconds a node has to "
-                   "answer"), help="with --nodes: seconds each node has to answer (default: the inventory's, 60)")
+    nodes.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="multi-node preflight of the nodes FILE lists (YAML: 'nodes:' "
+        "with each node's name and the 'run' prefix that reaches it, default 'ssh NAME'; or an Ansible "
+        "inventory): versions, NPU links and pings, NIC variables, ports, clocks; prints each node's "
+        "serving environment",
+    )
+    nodes.add_argument(
+        "--node-facts", action="store_true", help="print this node's facts as JSON (what --nodes asks each node)"
+    )
+    p.add_argument(
+        "--node-timeout",
+        metavar="SECONDS",
+        type=flags.ranged(float, 1, 3600, "seconds a node has to answer"),
+        help="with --nodes: seconds each node has to answer (default: the inventory's, 60)",
+    )
     p.set_defaults(func=run)
 
 

@@ -28,8 +28,9 @@ from ascend_setup.steps.verify import serving_hints, shell_lines
 from ascend_setup.utils.paths import resolve_workdir
 
 
-def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *,
-            dry_run: bool = False) -> Runner[InstallSession]:
+def _runner(
+    options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False
+) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
@@ -38,8 +39,9 @@ def _runner(options: InstallOptions, loaded: InstallRow, console: Console, *,
             options.matrix = str(record(loaded.matrix, loaded.derived, Path(options.workdir)))
             console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
     workdir = Workdir(Path(options.workdir))
-    session = InstallSession(workdir, console=console, options=options, matrix=loaded.matrix, row=loaded.row,
-                             pip_settings=settings)
+    session = InstallSession(
+        workdir, console=console, options=options, matrix=loaded.matrix, row=loaded.row, pip_settings=settings
+    )
     return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
 
 
@@ -51,21 +53,32 @@ def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError)
         state = None
     failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
     record = state.steps.get(failed) if state and failed else None
-    return {"ok": False, "workdir": options.workdir, "step": failed, "error": exc.message, "hint": exc.hint,
-            "root_cause": exc.details, "log": record.log if record else None, "exit_code": exc.exit_code,
-            "exit": exc.exit_code,
-            "steps": status_rows(runner.steps, state) if state else []}
+    return {
+        "ok": False,
+        "workdir": options.workdir,
+        "step": failed,
+        "error": exc.message,
+        "hint": exc.hint,
+        "root_cause": exc.details,
+        "log": record.log if record else None,
+        "exit_code": exc.exit_code,
+        "exit": exc.exit_code,
+        "steps": status_rows(runner.steps, state) if state else [],
+    }
 
 
 def closure_line(closure: dict) -> str:
     if closure.get("error"):
-        return (f"closure: cannot be resolved now: {closure['error']}"
-                + (f" ({closure['hint']})" if closure.get("hint") else ""))
+        return f"closure: cannot be resolved now: {closure['error']}" + (
+            f" ({closure['hint']})" if closure.get("hint") else ""
+        )
     t, c = closure["target"], closure["summary"]
     where = f" (lock {closure['lock']})" if closure.get("lock") else " (resolved now; the resolve step writes the lock)"
-    return (f"closure for glibc {t['glibc']} / {t['arch']} / Python {t['python']}: {c['packages']} packages, "
-            f"{c['wheels']} wheels, {c['sdists']} source builds, {c['unavailable']} unavailable, "
-            f"{closure['download_bytes'] / 1e6:.1f} MB{where}")
+    return (
+        f"closure for glibc {t['glibc']} / {t['arch']} / Python {t['python']}: {c['packages']} packages, "
+        f"{c['wheels']} wheels, {c['sdists']} source builds, {c['unavailable']} unavailable, "
+        f"{closure['download_bytes'] / 1e6:.1f} MB{where}"
+    )
 
 
 def _confirm(console: Console) -> bool:
@@ -88,22 +101,40 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
         refused = host_problems(runner.session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
         closure = preview_closure(runner.session)
         if output.json:
-            output.print_json({"workdir": options.workdir, "dry_run": True, "changed": any(d.run for d in decisions),
-                        "preflight": {"will_fail": bool(refused),
-                                      "problems": [{"what": p.detail, "fix": p.fix or ""} for p in refused]},
-                        "closure": closure, "steps": [
-                {"name": d.step.name, "action": "run" if d.run else "skip", "reason": d.reason,
-                 "description": d.step.describe(runner.session)} for d in decisions]})
+            output.print_json(
+                {
+                    "workdir": options.workdir,
+                    "dry_run": True,
+                    "changed": any(d.run for d in decisions),
+                    "preflight": {
+                        "will_fail": bool(refused),
+                        "problems": [{"what": p.detail, "fix": p.fix or ""} for p in refused],
+                    },
+                    "closure": closure,
+                    "steps": [
+                        {
+                            "name": d.step.name,
+                            "action": "run" if d.run else "skip",
+                            "reason": d.reason,
+                            "description": d.step.describe(runner.session),
+                        }
+                        for d in decisions
+                    ],
+                }
+            )
             return 0
         out = stdout_console()
-        print_table(out, f"install plan for CANN {options.cann} in {options.workdir}",
-                    ["step", "action", "why", "what"],
-                    [[d.step.name, "run" if d.run else "skip", d.reason,
-                      d.step.describe(runner.session)] for d in decisions])
+        print_table(
+            out,
+            f"install plan for CANN {options.cann} in {options.workdir}",
+            ["step", "action", "why", "what"],
+            [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.session)] for d in decisions],
+        )
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
-            out.print(f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True,
-                      markup=False)
+            out.print(
+                f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False
+            )
         for p in refused:
             out.print(f"preflight will fail: {p.detail} (fix: {p.fix or ''})", soft_wrap=True, markup=False)
         return 0
@@ -111,31 +142,53 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
         console.print("nothing done")
         return 1
     if options.resume_on_login:
-        console.print(f"resume-on-login: {install_block(Path(options.workdir))} resumes this install at the next "
-                      "login after a stop", soft_wrap=True, markup=False)
+        console.print(
+            f"resume-on-login: {install_block(Path(options.workdir))} resumes this install at the next "
+            "login after a stop",
+            soft_wrap=True,
+            markup=False,
+        )
     try:
         state = runner.run(ConsoleReporter(console), options=options.to_record())
     except AscendSetupError as exc:
         if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(Path(options.workdir)):
-            console.print("resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
-                          "run the install again", soft_wrap=True, markup=False)
+            console.print(
+                "resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
+                "run the install again",
+                soft_wrap=True,
+                markup=False,
+            )
         if output.json:
             output.print_json(failure_json(runner, options, exc))
         raise
     remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
     shell, hints = shell_lines(runner.session), serving_hints(runner.session)
     if output.json:
-        output.print_json({"ok": True, "workdir": options.workdir, "changed": bool(runner.ran), "ran": runner.ran,
-                    "steps": status_rows(runner.steps, state), "shell": shell, "hints": hints})
+        output.print_json(
+            {
+                "ok": True,
+                "workdir": options.workdir,
+                "changed": bool(runner.ran),
+                "ran": runner.ran,
+                "steps": status_rows(runner.steps, state),
+                "shell": shell,
+                "hints": hints,
+            }
+        )
         return 0
     out = stdout_console()
-    out.print(f"[green]vLLM-Ascend for CANN {options.cann} is ready in {escape(str(options.venv))}.[/green] In your "
-              "shell:", soft_wrap=True)
+    out.print(
+        f"[green]vLLM-Ascend for CANN {options.cann} is ready in {escape(str(options.venv))}.[/green] In your shell:",
+        soft_wrap=True,
+    )
     for line in shell:
         out.print(f"  {line}", soft_wrap=True, markup=False)
-    out.print("Before you download a model: 'ascend-setup probe' measures this card's HBM bandwidth, and "
-              "'ascend-setup fit MODEL_DIR' tells whether a model fits and how fast it will decode.", soft_wrap=True,
-              markup=False)
+    out.print(
+        "Before you download a model: 'ascend-setup probe' measures this card's HBM bandwidth, and "
+        "'ascend-setup fit MODEL_DIR' tells whether a model fits and how fast it will decode.",
+        soft_wrap=True,
+        markup=False,
+    )
     out.print("Serving hints for this row:")
     for hint in hints:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)
@@ -144,18 +197,37 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
 
 def run_install(args: argparse.Namespace, output: Output) -> int:
     options, loaded = build_install_options(
-        cann=args.cann, workdir=args.workdir, venv=args.venv, python=args.python, cann_home=args.cann_home,
-        index_url=args.index_url, extra_index_urls=args.extra_index_url or [], mirror=args.mirror,
-        installer=args.installer, soc=args.soc, force=args.force, matrix=args.matrix, indexes=args.index,
-        lock=args.lock, respect_pip_config=args.respect_pip_config, dry_run=args.dry_run,
-        resume_on_login=bool(args.resume_on_login), vllm_ascend=args.vllm_ascend, jobs=args.jobs,
-        build_deps_url=args.build_deps_url, adopt_venv=args.adopt_venv, bundle=args.bundle,
-        python_builds=args.python_builds, python_mirror=args.python_mirror)
+        cann=args.cann,
+        workdir=args.workdir,
+        venv=args.venv,
+        python=args.python,
+        cann_home=args.cann_home,
+        index_url=args.index_url,
+        extra_index_urls=args.extra_index_url or [],
+        mirror=args.mirror,
+        installer=args.installer,
+        soc=args.soc,
+        force=args.force,
+        matrix=args.matrix,
+        indexes=args.index,
+        lock=args.lock,
+        respect_pip_config=args.respect_pip_config,
+        dry_run=args.dry_run,
+        resume_on_login=bool(args.resume_on_login),
+        vllm_ascend=args.vllm_ascend,
+        jobs=args.jobs,
+        build_deps_url=args.build_deps_url,
+        adopt_venv=args.adopt_venv,
+        bundle=args.bundle,
+        python_builds=args.python_builds,
+        python_mirror=args.python_mirror,
+    )
     if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
     if args.resume_on_login is False and remove_block(Path(options.workdir)):
-        stderr_console().print(f"removed the resume-on-login block for {options.workdir} from {bashrc()}",
-                               soft_wrap=True)
+        stderr_console().print(
+            f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True
+        )
     return execute(options, loaded, output, dry_run=args.dry_run, assume_yes=args.yes)
 
 
@@ -172,9 +244,12 @@ def on_login(workdir: Path) -> int:
         return 0
     stopped = next(r for r in rows if r["state"] != "done")
     log = resume_in_background(workdir)
-    stderr_console().print(f"ascend-setup: the install in {workdir} stopped at step {stopped['name']} "
-                           f"({stopped['state']}); resuming it in the background (log {log})", soft_wrap=True,
-                           markup=False)
+    stderr_console().print(
+        f"ascend-setup: the install in {workdir} stopped at step {stopped['name']} "
+        f"({stopped['state']}); resuming it in the background (log {log})",
+        soft_wrap=True,
+        markup=False,
+    )
     return 0
 
 
@@ -184,8 +259,10 @@ def run_resume(args: argparse.Namespace, output: Output) -> int:
     workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
     state = install_store(Workdir(workdir)).load()
     if not state.options:
-        raise BadInput(f"nothing to resume in {workdir}: no install has recorded its options there",
-                       hint="start one with 'ascend-setup install --cann VERSION'")
+        raise BadInput(
+            f"nothing to resume in {workdir}: no install has recorded its options there",
+            hint="start one with 'ascend-setup install --cann VERSION'",
+        )
     options = InstallOptions.from_record(state.options).moved_to(workdir)
     return execute(options, options.load_row(), output, dry_run=args.dry_run, assume_yes=True)
 
@@ -198,9 +275,16 @@ def run_status(args: argparse.Namespace, output: Output) -> int:
         output.print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
         return 0
     title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
-    print_table(stdout_console(), title, ["step", "state", "seconds", "log", "error"],
-                [[r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
-                 for r in rows], status_column=1)
+    print_table(
+        stdout_console(),
+        title,
+        ["step", "state", "seconds", "log", "error"],
+        [
+            [r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
+            for r in rows
+        ],
+        status_column=1,
+    )
     return 0
 
 
@@ -209,31 +293,48 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
     flags.cann(p, required=True)
     flags.venv(p, "venv to build (default <workdir>/venv)")
     flags.workdir(p, "state, logs, downloads, build tree")
-    flags.python(p, "interpreter for the venv, or 'managed' for a pinned CPython the install fetches (the default "
-                    "where the host has none in the row's range)")
+    flags.python(
+        p,
+        "interpreter for the venv, or 'managed' for a pinned CPython the install fetches (the default "
+        "where the host has none in the row's range)",
+    )
     flags.managed_python(p)
     flags.cann_home(p, "CANN root, e.g. /usr/local/Ascend")
     flags.index_url(p)
     flags.extra_index_url(p, "another index beside the mirror, for anything the row does not assign (repeatable)")
     flags.index_overrides(p)
     flags.lock(p, "install this lock (from 'plan --lock') instead of resolving here")
-    p.add_argument("--bundle", metavar="PATH", help="install from this offline bundle (a directory or tar from "
-                   "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused")
+    p.add_argument(
+        "--bundle",
+        metavar="PATH",
+        help="install from this offline bundle (a directory or tar from "
+        "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused",
+    )
     flags.vllm_ascend(p)
     p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
     flags.installer(p)
     flags.soc(p, "build target, e.g. ascend910b3 (default: from npu-smi)")
-    p.add_argument("--jobs", type=flags.ranged(int, 1, 1024, "a number of parallel compile jobs"), metavar="N",
-                   help="MAX_JOBS for a vllm-ascend source build (default: from the memory the build can use, "
-                        "4 GiB a job)")
+    p.add_argument(
+        "--jobs",
+        type=flags.ranged(int, 1, 1024, "a number of parallel compile jobs"),
+        metavar="N",
+        help="MAX_JOBS for a vllm-ascend source build (default: from the memory the build can use, 4 GiB a job)",
+    )
     flags.build_deps_url(p)
     p.add_argument("--force", action="store_true", help="proceed although the installed CANN differs from the row")
-    p.add_argument("--adopt-venv", action="store_true", help="install into an existing venv that ascend-setup did not "
-                   "make (it says what it will change; it never deletes it)")
+    p.add_argument(
+        "--adopt-venv",
+        action="store_true",
+        help="install into an existing venv that ascend-setup did not "
+        "make (it says what it will change; it never deletes it)",
+    )
     flags.dry_run(p, "print the plan of steps; touch nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    flags.resume_on_login(p, "add a block to ~/.bashrc that resumes this install at the next login after a stop "
-                          "(removed when the install completes); --no-resume-on-login removes it")
+    flags.resume_on_login(
+        p,
+        "add a block to ~/.bashrc that resumes this install at the next login after a stop "
+        "(removed when the install completes); --no-resume-on-login removes it",
+    )
     p.set_defaults(func=run_install)
 
 
@@ -241,8 +342,12 @@ def resume_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.workdir(p, "the workdir whose install to resume; a copied one resumes in place")
     flags.dry_run(p, "print what the resumed run would do; touch nothing")
-    p.add_argument("--on-login", action="store_true", help="what the ~/.bashrc block runs: if the install is not "
-                   "done and not running, say so and resume it in the background")
+    p.add_argument(
+        "--on-login",
+        action="store_true",
+        help="what the ~/.bashrc block runs: if the install is not "
+        "done and not running, say so and resume it in the background",
+    )
     p.set_defaults(func=run_resume)
 
 

@@ -49,8 +49,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if args.global_ and not args.apply:
         raise BadInput("--global does nothing without --apply", hint="add --apply to write your user pip config")
     if args.global_ and args.venv:
-        raise BadInput("--global and --venv name two different pip configurations: give one of them",
-                       hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config")
+        raise BadInput(
+            "--global and --venv name two different pip configurations: give one of them",
+            hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config",
+        )
     if args.venv and not args.apply:
         raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
     venv = Path(args.venv).expanduser() if args.venv else None  # as every path flag: `--venv=~/v` too
@@ -68,16 +70,28 @@ def run(args: argparse.Namespace, output: Output) -> int:
     with named_by(given_as):
         python = sample_python(given, row)
     live = stderr_console()
-    shown = (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)) \
-        if live.is_terminal and not args.json else None
+    shown = (
+        (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True))
+        if live.is_terminal and not args.json
+        else None
+    )
     # --budget is the command's wall time: its start-up (imports, the interpreter search) comes off the ranking's
     # share, and a little is kept for writing the answer and exiting.
     target = this_machine(python)  # before the budget is reckoned: it reads this host's glibc
     # Half of it is the ranking's at least: a start-up slowed by a loaded host must not leave it too little
     # time to hear a good index (that overruns --budget, and is rarer than a dropped index is harmful).
     budget = max(args.budget * RANKING_SHARE_MIN, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
-    data, _ = ranked(matrix, row, workdir, target=target, urls=urls, budget=budget, use_cache=False,
-                     first=None if args.only else urls[0], on_result=shown)
+    data, _ = ranked(
+        matrix,
+        row,
+        workdir,
+        target=target,
+        urls=urls,
+        budget=budget,
+        use_cache=False,
+        first=None if args.only else urls[0],
+        on_result=shown,
+    )
     result = data["result"]
     if args.apply and result["chosen"]:
         if venv:
@@ -90,19 +104,39 @@ def run(args: argparse.Namespace, output: Output) -> int:
     # A mirror refused for its certificate is fixed by trusting its CA (a proxy's, or a site's), as in every command.
     untrusted = any(UNTRUSTED in (m["detail"] or "") for m in result["mirrors"])
     if args.json:
-        output.print_json({"mirrors": result["mirrors"], "chosen": result["chosen"], "row": row.cann,
-                    "sample": result["sample"], "seconds": result["seconds"],
-                    **({"hint": TLS_HINT} if untrusted else {})})
+        output.print_json(
+            {
+                "mirrors": result["mirrors"],
+                "chosen": result["chosen"],
+                "row": row.cann,
+                "sample": result["sample"],
+                "seconds": result["seconds"],
+                **({"hint": TLS_HINT} if untrusted else {}),
+            }
+        )
     else:
         console = stdout_console()
         sample = result['sample'] or "none: no fresh index answered"
-        print_table(console, f"mirrors for CANN {row.cann} (sample file {sample}, {result['seconds']:.1f} s)",
-                    ["status", "mirror", "TTFB", "throughput", "detail"],
-                    [[m["status"], m["url"], "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
-                      "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s", m["detail"]]
-                     for m in result["mirrors"]], status_column=0)
-        console.print(f"chosen: {result['chosen'] or 'none usable'}" +
-                      (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else ""))
+        print_table(
+            console,
+            f"mirrors for CANN {row.cann} (sample file {sample}, {result['seconds']:.1f} s)",
+            ["status", "mirror", "TTFB", "throughput", "detail"],
+            [
+                [
+                    m["status"],
+                    m["url"],
+                    "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
+                    "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s",
+                    m["detail"],
+                ]
+                for m in result["mirrors"]
+            ],
+            status_column=0,
+        )
+        console.print(
+            f"chosen: {result['chosen'] or 'none usable'}"
+            + (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else "")
+        )
         if untrusted:
             stderr_console().print(f"hint: {TLS_HINT}", markup=False, soft_wrap=True)
     return 0 if result["chosen"] else 1
@@ -113,14 +147,23 @@ def mirrors_arguments(p: argparse.ArgumentParser) -> None:
     flags.cann(p, "row whose pins gate freshness (default: the installed CANN's, else the newest)")
     p.add_argument("--candidate", metavar="URL", action="append", help="another index to rank (repeatable)")
     p.add_argument("--only", action="store_true", help="rank just the --candidate URLs")
-    p.add_argument("--budget", type=flags.ranged(float, 0.5, 120, "a time budget in seconds"), default=5.0,
-                   metavar="SECONDS", help="overall time budget (default 5)")
+    p.add_argument(
+        "--budget",
+        type=flags.ranged(float, 0.5, 120, "a time budget in seconds"),
+        default=5.0,
+        metavar="SECONDS",
+        help="overall time budget (default 5)",
+    )
     p.add_argument("--apply", action="store_true", help="write the choice into --venv (or --global)")
     flags.venv(p, "the venv whose pip.conf/uv.toml --apply writes", env=False)
     p.add_argument("--global", dest="global_", action="store_true", help="with --apply: your user pip config")
     flags.workdir(p, "where the ranking is cached for install")
-    flags.python(p, "the Python the install will use: the sample is the row's largest wheel for it (default: this "
-                 "interpreter when the row takes it, else 3.11)", metavar="X.Y|EXE")
+    flags.python(
+        p,
+        "the Python the install will use: the sample is the row's largest wheel for it (default: this "
+        "interpreter when the row takes it, else 3.11)",
+        metavar="X.Y|EXE",
+    )
     flags.index_overrides(p)
     p.set_defaults(func=run)
 

@@ -46,11 +46,19 @@ def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
     log = dest / ".ascend-setup-fetch.log"
     dest.mkdir(parents=True, exist_ok=True)
     with open_append(log) as handle:
-        subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", *_argv(args, dest)], stdin=subprocess.DEVNULL,
-                         stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                         env={**os.environ, login.GUARD: "1"})
-    stderr_console().print(f"model fetch of {args.model} was interrupted; continuing in the background (log: {log})",
-                           markup=False, soft_wrap=True)
+        subprocess.Popen(
+            ["nohup", sys.executable, "-m", "ascend_setup", *_argv(args, dest)],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, login.GUARD: "1"},
+        )
+    stderr_console().print(
+        f"model fetch of {args.model} was interrupted; continuing in the background (log: {log})",
+        markup=False,
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -71,12 +79,20 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
     if args.endpoint and not args.source:
         raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
     trust_for_this_run()
-    files, listing = remote_files(args.model, source=args.source, revision=args.revision, endpoint_url=args.endpoint,
-                                  cache=cache_dir(), refresh=args.refresh)
+    files, listing = remote_files(
+        args.model,
+        source=args.source,
+        revision=args.revision,
+        endpoint_url=args.endpoint,
+        cache=cache_dir(),
+        refresh=args.refresh,
+    )
     fit = fit_model(args, files, card)
     if fit.blockers and not args.force:
-        raise AscendSetupError(f"{args.model} refused before downloading: {fit.blockers[0]}",
-                               hint="'ascend-setup fit' shows the figures; --force downloads it anyway")
+        raise AscendSetupError(
+            f"{args.model} refused before downloading: {fit.blockers[0]}",
+            hint="'ascend-setup fit' shows the figures; --force downloads it anyway",
+        )
     wanted = selected(listing, args.include)
     if not wanted:
         raise BadInput(f"--include {' '.join(args.include or [])} matches no file of {args.model}")
@@ -86,22 +102,39 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
     hub = client(listing.source, args.endpoint)
     err = stderr_console()
     total = sum(f.size for f in wanted)
-    err.print(f"{args.model} ({listing.source}, commit {listing.commit[:12]}): {len(wanted)} files, "
-              f"{total / 1024 ** 3:.2f} GiB, {need / 1024 ** 3:.2f} GiB still to fetch -> {dest}", markup=False,
-              soft_wrap=True)
+    err.print(
+        f"{args.model} ({listing.source}, commit {listing.commit[:12]}): {len(wanted)} files, "
+        f"{total / 1024**3:.2f} GiB, {need / 1024**3:.2f} GiB still to fetch -> {dest}",
+        markup=False,
+        soft_wrap=True,
+    )
     with _progress(err, total, dest, wanted) as on_progress:
-        fetch_files(wanted, dest, lambda path: hub.url(listing, path), on_progress=on_progress,
-                    on_retry=lambda path, why: err.print(f"{path}: {why}; fetching it again", markup=False,
-                                                         soft_wrap=True))
+        fetch_files(
+            wanted,
+            dest,
+            lambda path: hub.url(listing, path),
+            on_progress=on_progress,
+            on_retry=lambda path, why: err.print(f"{path}: {why}; fetching it again", markup=False, soft_wrap=True),
+        )
     if args.resume_on_login is not None:
         login.remove_block(dest)
-    result = {"model": args.model, "source": listing.source, "commit": listing.commit, "dir": str(dest),
-              "files": len(wanted), "bytes": total, "fit": fit.headline}
+    result = {
+        "model": args.model,
+        "source": listing.source,
+        "commit": listing.commit,
+        "dir": str(dest),
+        "files": len(wanted),
+        "bytes": total,
+        "fit": fit.headline,
+    }
     if args.json:
         output.print_json(result)
     else:
-        err.print(f"fetched {args.model} to {dest}: {len(wanted)} files, sha256 checked where the hub publishes it",
-                  markup=False, soft_wrap=True)
+        err.print(
+            f"fetched {args.model} to {dest}: {len(wanted)} files, sha256 checked where the hub publishes it",
+            markup=False,
+            soft_wrap=True,
+        )
     return 0
 
 
@@ -125,8 +158,14 @@ class _progress:
         )
 
         if self.console.is_terminal:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                TimeRemainingColumn(), console=self.console)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
             self.bar.start()
             self.task = self.bar.add_task("fetch", total=self.total)
 
@@ -136,9 +175,12 @@ class _progress:
                 self.bar.update(self.task, completed=sum(self.base.values()), description=Path(f.path).name[:30])
             elif done >= f.size or time.monotonic() - self.last > 10:
                 self.last = time.monotonic()
-                self.console.print(f"{f.path}: {done / 2 ** 20:.1f} of {f.size / 2 ** 20:.1f} MiB; all files "
-                                   f"{sum(self.base.values()) / 2 ** 30:.2f} of {self.total / 2 ** 30:.2f} GiB",
-                                   markup=False, soft_wrap=True)
+                self.console.print(
+                    f"{f.path}: {done / 2**20:.1f} of {f.size / 2**20:.1f} MiB; all files "
+                    f"{sum(self.base.values()) / 2**30:.2f} of {self.total / 2**30:.2f} GiB",
+                    markup=False,
+                    soft_wrap=True,
+                )
 
         return on_progress
 
@@ -150,18 +192,25 @@ class _progress:
 def model_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="model_command", metavar="fetch")
     sub.required = True
-    f = sub.add_parser("fetch", help="download MODEL_ID (after fit says it fits), resumable after a stop, each file "
-                       "checked against the hub's sha256")
+    f = sub.add_parser(
+        "fetch",
+        help="download MODEL_ID (after fit says it fits), resumable after a stop, each file "
+        "checked against the hub's sha256",
+    )
     flags.common(f)
     f.add_argument("model", metavar="MODEL_ID", help="a hub id, e.g. Qwen/Qwen3-8B")
-    f.add_argument("--to", metavar="DIR", help="where (default /mnt/workspace/models/<id>, else models/<id> beside "
-                   "the workdir)")
-    f.add_argument("--include", metavar="GLOB", action="append", help="only files matching GLOB (repeatable; the "
-                   "fit's small files are always fetched)")
+    f.add_argument(
+        "--to", metavar="DIR", help="where (default /mnt/workspace/models/<id>, else models/<id> beside the workdir)"
+    )
+    f.add_argument(
+        "--include",
+        metavar="GLOB",
+        action="append",
+        help="only files matching GLOB (repeatable; the fit's small files are always fetched)",
+    )
     f.add_argument("--force", action="store_true", help="download even when fit refuses (does not fit, or a blocker)")
     flags.fit_flags(f)
-    flags.resume_on_login(f, "if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when "
-                          "done)")
+    flags.resume_on_login(f, "if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when done)")
     f.add_argument("--on-login", action="store_true", help=argparse.SUPPRESS)
     flags.hub(f)
     f.set_defaults(func=run_fetch)

@@ -32,8 +32,15 @@ from ascend_setup.steps.options import check_device, check_index_url, parse_inde
 from ascend_setup.utils.paths import PYTHON, check_output_file
 
 
-def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: str, glibc: str,
-                  index: Optional[IndexSession] = None, source: str = "--python") -> Tuple[str, str]:
+def target_python(
+    value: Optional[str],
+    row: Row,
+    sources: IndexSources,
+    arch: str,
+    glibc: str,
+    index: Optional[IndexSession] = None,
+    source: str = "--python",
+) -> Tuple[str, str]:
     """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
     wins; else the interpreter the install would pick here; else, for another machine or when none here is
     in the row's range, the newest version the row's wheels support, said plainly. `source`: where `value`
@@ -50,8 +57,11 @@ def target_python(value: Optional[str], row: Row, sources: IndexSources, arch: s
         except AscendSetupError:
             pass
     minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor
-    where = "the target machine's interpreters are unknown here" if not local else \
-        f"no interpreter in the row's range {row.python} was found on this machine"
+    where = (
+        "the target machine's interpreters are unknown here"
+        if not local
+        else f"no interpreter in the row's range {row.python} was found on this machine"
+    )
     return minor, f"{where}: forecasting for Python {minor}, the newest the row's wheels support (--python to choose)"
 
 
@@ -61,10 +71,18 @@ def size_text(n: int) -> str:
 
 def plan_json(lock: Lock, lock_path: str = "") -> dict:
     data = lock.to_json()
-    return {"scope": "closure", "cann": lock.cann, "target": data["target"], "indexes": data["indexes"],
-            "extra_index_urls": data["extra_index_urls"], "summary": lock.summary(),
-            "download_bytes": lock.download_bytes, "packages": data["packages"], "warnings": data["warnings"],
-            "lock": lock_path or None}
+    return {
+        "scope": "closure",
+        "cann": lock.cann,
+        "target": data["target"],
+        "indexes": data["indexes"],
+        "extra_index_urls": data["extra_index_urls"],
+        "summary": lock.summary(),
+        "download_bytes": lock.download_bytes,
+        "packages": data["packages"],
+        "warnings": data["warnings"],
+        "lock": lock_path or None,
+    }
 
 
 def render_plan(lock: Lock, lock_path: str = "") -> None:
@@ -74,16 +92,21 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
     console = stdout_console()
     t, counts = lock.target, lock.summary()
     npus = f" / {label(t.device)} NPUs" if t.device else ""
-    console.print(f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}{npus}[/bold]: "
-                  f"{counts['packages']} packages, {counts['wheels']} wheels, {counts['sdists']} source builds, "
-                  f"{counts['unavailable']} unavailable; {size_text(lock.download_bytes)} to download", soft_wrap=True)
+    console.print(
+        f"[bold]CANN {lock.cann} on glibc {t.glibc} / {t.arch} / Python {t.python}{npus}[/bold]: "
+        f"{counts['packages']} packages, {counts['wheels']} wheels, {counts['sdists']} source builds, "
+        f"{counts['unavailable']} unavailable; {size_text(lock.download_bytes)} to download",
+        soft_wrap=True,
+    )
     used = {p.index for p in lock.packages}
     for name, url in lock.indexes.items():
         if name in used:
             console.print(f"  index {name}: {url}", soft_wrap=True, markup=False)
     header = ["package", "outcome", "MB", "index"]
-    rows = [[p.requirement() if p.version else p.name, p.outcome, f"{p.size / 1e6:.1f}" if p.size else "-", p.index]
-            for p in lock.packages]
+    rows = [
+        [p.requirement() if p.version else p.name, p.outcome, f"{p.size / 1e6:.1f}" if p.size else "-", p.index]
+        for p in lock.packages
+    ]
     packages = table(None, header, rows, status_column=1, compact=True)
     if console.measure(packages, options=console.options.update_width(10_000)).maximum <= console.width:
         console.print(packages)
@@ -141,15 +164,24 @@ def plan_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.cann(p, required=True)
     flags.target(p)
-    flags.python(p, "target Python, e.g. 3.11, or an interpreter (default: the one install would pick, by the wheels "
-                 "the row publishes)", metavar="X.Y|EXE")
+    flags.python(
+        p,
+        "target Python, e.g. 3.11, or an interpreter (default: the one install would pick, by the wheels "
+        "the row publishes)",
+        metavar="X.Y|EXE",
+    )
     flags.index_url(p, "primary index (default: pip's configuration)")
     flags.extra_index_url(p, "another index beside the primary one, for anything the row does not assign (repeatable)")
     flags.index_overrides(p)
     flags.lock(p, "write the resolved lock for this target to FILE")
-    flags.soc(p, "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
-              "vllm-ascend wheel is taken only for the device type it was built for (default A2, the public wheels' "
-              "type)", metavar="DEVICE|SOC_VERSION", default="A2")
+    flags.soc(
+        p,
+        "the target's NPUs: A2, A3, 310P, A5 or a SOC_VERSION such as ascend910_9391; a published "
+        "vllm-ascend wheel is taken only for the device type it was built for (default A2, the public wheels' "
+        "type)",
+        metavar="DEVICE|SOC_VERSION",
+        default="A2",
+    )
     flags.vllm_ascend(p)
     p.set_defaults(func=run)
 

@@ -65,8 +65,10 @@ def model_dir(model: str) -> Path:
 
         path = default_dest(model)
         if not path.exists():
-            raise BadInput(f"MODEL {model} has not been fetched (not in {path})",
-                           hint=f"'ascend-setup model fetch {model}' first, or give the model's directory")
+            raise BadInput(
+                f"MODEL {model} has not been fetched (not in {path})",
+                hint=f"'ascend-setup model fetch {model}' first, or give the model's directory",
+            )
     if not path.is_dir():
         raise BadInput(f"MODEL {path.absolute()} is not a model directory", hint="give the directory of config.json")
     if not (path / "config.json").is_file():
@@ -92,8 +94,10 @@ def choose_cards(args: argparse.Namespace, present: Optional[int]) -> List[int]:
     else:
         cards = list(range(args.tp or 1))
     if present is not None and (len(cards) > present or max(cards) >= present):
-        raise BadInput(f"{'--tp ' + str(len(cards)) if not args.card else '--card ' + args.card} asks for more cards "
-                       f"than npu-smi shows here ({present})")
+        raise BadInput(
+            f"{'--tp ' + str(len(cards)) if not args.card else '--card ' + args.card} asks for more cards "
+            f"than npu-smi shows here ({present})"
+        )
     return cards
 
 
@@ -120,8 +124,9 @@ class Context:
         self.venv = VENV.path(args.venv)[0] or Workdir(self.workdir).venv
         cann_home = CANN_HOME.value(args.cann_home)[0]
         self.cann = primary_cann(cann_home)
-        self.env = capture_env(self.cann.set_env_scripts()).apply() if self.cann and self.cann.set_env else \
-            dict(os.environ)
+        self.env = (
+            capture_env(self.cann.set_env_scripts()).apply() if self.cann and self.cann.set_env else dict(os.environ)
+        )
         self.npu = host_npu(cann_home)
         self.cards = choose_cards(args, len(self.npu.chips) if self.npu.npu_smi and not self.npu.error else None)
         self.card, self.card_source = card_of(self.npu.chips)
@@ -130,33 +135,58 @@ class Context:
         if read_pyvenv_cfg(self.venv) is not None and venv_python(self.venv).exists():
             self.facts = venv_facts(venv_python(self.venv), self.env)
         elif not args.dry_run:
-            raise BadInput(f"--venv {self.venv} is not a working venv",
-                           hint="run 'ascend-setup install' first, or pass the venv it made with --venv")
-        self.plugin = (self.facts.versions.get("vllm-ascend") if self.facts else None) or \
-            self.row.packages["vllm-ascend"]
+            raise BadInput(
+                f"--venv {self.venv} is not a working venv",
+                hint="run 'ascend-setup install' first, or pass the venv it made with --venv",
+            )
+        self.plugin = (self.facts.versions.get("vllm-ascend") if self.facts else None) or self.row.packages[
+            "vllm-ascend"
+        ]
 
     def fit(self, context: int, user: UserArgs) -> Fit:
         bandwidth = probed_bandwidth(self.workdir)
-        return estimate(self.files, self.card, self.row, context=context,
-                        utilisation=self.args.gpu_memory_utilization, kv_dtype="bf16", bandwidth=bandwidth,
-                        bandwidth_source="probe" if bandwidth else "card-table", tp=len(self.cards),
-                        serving=user.serving())
+        return estimate(
+            self.files,
+            self.card,
+            self.row,
+            context=context,
+            utilisation=self.args.gpu_memory_utilization,
+            kv_dtype="bf16",
+            bandwidth=bandwidth,
+            bandwidth_source="probe" if bandwidth else "card-table",
+            tp=len(self.cards),
+            serving=user.serving(),
+        )
 
     def plan(self) -> Tuple[ServePlan, Fit]:
         config = self.files.config
         user = UserArgs.read(self.args.vllm_args)
         fit = self.fit(int(config.get("max_position_embeddings") or 32768), user)
         if fit.blockers:
-            raise AscendSetupError(f"serve {self.name} refused: {fit.blockers[0]}",
-                                   hint="'ascend-setup fit' shows the figures")
+            raise AscendSetupError(
+                f"serve {self.name} refused: {fit.blockers[0]}", hint="'ascend-setup fit' shows the figures"
+            )
         given = user.given.get("max_model_len") or self.args.max_model_len
         length, why = choose_max_model_len(fit, config, self.args.concurrency, None if given == AUTO else given)
         found = traits(config, self.files.quant_description)
-        plan = compose(name=self.name, model=self.model, vllm=self.venv / "bin" / "vllm", fit=fit, config=config,
-                       found=found, families=families_for(found, self.plugin, len(self.cards)), plugin=self.plugin,
-                       port=self.args.port, cards=self.cards, max_model_len=length, why_len=why,
-                       concurrency=self.args.concurrency, utilisation=self.args.gpu_memory_utilization,
-                       user=user, unneeded=self.unneeded_hints())
+        plan = compose(
+            name=self.name,
+            model=self.model,
+            vllm=self.venv / "bin" / "vllm",
+            fit=fit,
+            config=config,
+            found=found,
+            families=families_for(found, self.plugin, len(self.cards)),
+            plugin=self.plugin,
+            port=self.args.port,
+            cards=self.cards,
+            max_model_len=length,
+            why_len=why,
+            concurrency=self.args.concurrency,
+            utilisation=self.args.gpu_memory_utilization,
+            user=user,
+            unneeded=self.unneeded_hints(),
+        )
         plan.set_env = [str(s) for s in self.cann.set_env_scripts()] if self.cann and self.cann.set_env else []
         return plan, fit
 
@@ -193,27 +223,55 @@ def run(args: argparse.Namespace, output: Output) -> int:
     assert ctx.facts is not None
     for note in [v.note for v in versions if v.note] + warnings:
         stderr_console().print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
-    preflight(row=ctx.row, facts=ctx.facts, device=ctx.npu.device_type, env=ctx.env, cards=ctx.cards,
-              busy=card_processes(ctx.cann.driver.root if ctx.cann and ctx.cann.driver else None),
-              model=ctx.model, files=ctx.files)
+    preflight(
+        row=ctx.row,
+        facts=ctx.facts,
+        device=ctx.npu.device_type,
+        env=ctx.env,
+        cards=ctx.cards,
+        busy=card_processes(ctx.cann.driver.root if ctx.cann and ctx.cann.driver else None),
+        model=ctx.model,
+        files=ctx.files,
+    )
     return _serve(args, output, ctx, plan, fit)
 
 
-def _dry_run(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, validated: bool,
-             versions: List[PinVerdict], warnings: List[str]) -> int:
+def _dry_run(
+    args: argparse.Namespace,
+    output: Output,
+    ctx: Context,
+    plan: ServePlan,
+    validated: bool,
+    versions: List[PinVerdict],
+    warnings: List[str],
+) -> int:
     """The script, and what preflight's version check finds in the venv (a refusal is said, not raised: nothing
     starts)."""
     note = None if validated else f"not validated: no vllm-ascend installed in {ctx.venv} to read its keys from"
     said = [("" if v.accepted else "preflight would refuse: ") + v.said() for v in versions]
     if args.json:
-        output.print_json({**plan.to_json(), "validated": validated, "note": note, "card": ctx.card.name,
-                           "card_source": ctx.card_source, "warnings": warnings,
-                           "versions": [{"name": v.name, "found": v.found, "pin": v.pin, "accepted": v.accepted,
-                                         "note": v.said()} for v in versions]})
+        output.print_json(
+            {
+                **plan.to_json(),
+                "validated": validated,
+                "note": note,
+                "card": ctx.card.name,
+                "card_source": ctx.card_source,
+                "warnings": warnings,
+                "versions": [
+                    {"name": v.name, "found": v.found, "pin": v.pin, "accepted": v.accepted, "note": v.said()}
+                    for v in versions
+                ],
+            }
+        )
         return 0
     out = stdout_console()
-    for line in [f"# version: {s}" for s in said] + [f"# warning: {w}" for w in warnings] + plan.script() + \
-            ([f"# {note}"] if note else []):
+    for line in (
+        [f"# version: {s}" for s in said]
+        + [f"# warning: {w}" for w in warnings]
+        + plan.script()
+        + ([f"# {note}"] if note else [])
+    ):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
 
@@ -224,9 +282,19 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     records.serve_dir(ctx.workdir).mkdir(parents=True, exist_ok=True)
     offset = log.stat().st_size if log.exists() else 0  # this attempt's part of the log starts here
     proc, server = start(plan.argv, {**ctx.env, **plan.environment}, log, detach=args.detach)
-    record = records.ServerRecord(name=ctx.name, pid=proc.pid, start_ticks=server.start_ticks, port=args.port,
-                                  cards=ctx.cards, log=str(log), argv=plan.argv, detached=args.detach,
-                                  started_at=time.time(), env=plan.environment, token=server.token)
+    record = records.ServerRecord(
+        name=ctx.name,
+        pid=proc.pid,
+        start_ticks=server.start_ticks,
+        port=args.port,
+        cards=ctx.cards,
+        log=str(log),
+        argv=plan.argv,
+        detached=args.detach,
+        started_at=time.time(),
+        env=plan.environment,
+        token=server.token,
+    )
     records.save(ctx.workdir, record)
 
     def stop_it() -> None:
@@ -238,11 +306,23 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
     base = f"http://127.0.0.1:{args.port}"
     deadline = args.ready_timeout or deadline_seconds(fit.weights_per_card_bytes, plan.graph_mode)  # weights' size
     reporter = PhaseReporter(err)
-    reporter.starting(f"serve {ctx.name}", FIRST_RUN, f"vllm serve on card {','.join(map(str, ctx.cards))}, port "
-                      f"{args.port}, ready within {deadline:.0f} s", log)
+    reporter.starting(
+        f"serve {ctx.name}",
+        FIRST_RUN,
+        f"vllm serve on card {','.join(map(str, ctx.cards))}, port {args.port}, ready within {deadline:.0f} s",
+        log,
+    )
     try:
-        seconds = wait_ready(proc, server, base=base, name=plan.served_name, log=log, offset=offset, deadline=deadline,
-                             on_line=reporter.activity)
+        seconds = wait_ready(
+            proc,
+            server,
+            base=base,
+            name=plan.served_name,
+            log=log,
+            offset=offset,
+            deadline=deadline,
+            on_line=reporter.activity,
+        )
     except AscendSetupError:
         reporter.failed(f"serve {ctx.name}", "")
         records.remove(ctx.workdir, ctx.name)
@@ -259,47 +339,85 @@ def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePl
             time.sleep(0.2)
         stop_it()
         raise triaged_failure(f"the first requests failed ({exc})", log, ctx.name, offset) from None
-    point = SpeedPoint(card=ctx.card.name, cann=ctx.row.cann, tp=len(ctx.cards), graph_mode=plan.graph_mode,
-                       model=ctx.name, tok_s=measurement.tok_s, measured_at=now_utc(),
-                       bytes_per_token=bytes_per_token(ctx.files, context=args.measure_tokens, tp=len(ctx.cards)))
+    point = SpeedPoint(
+        card=ctx.card.name,
+        cann=ctx.row.cann,
+        tp=len(ctx.cards),
+        graph_mode=plan.graph_mode,
+        model=ctx.name,
+        tok_s=measurement.tok_s,
+        measured_at=now_utc(),
+        bytes_per_token=bytes_per_token(ctx.files, context=args.measure_tokens, tp=len(ctx.cards)),
+    )
     judged = judge(point, ctx.card.decode, probed_bandwidth(ctx.workdir) or ctx.card.peak_gbps)
     assert ctx.facts is not None  # run() refused a venv without them before anything started
     if not simulated:  # this host's speed, for fit's calibration; a simulated card teaches nothing about a real one
         record_point(point)
-    result = write_result(records.serve_dir(ctx.workdir) / f"{ctx.name}.json", card=ctx.card.name,
-                          cann=ctx.row.cann, tp=len(ctx.cards), graph_mode=plan.graph_mode, model=ctx.name,
-                          bytes_per_token=round(point.bytes_per_token), measurement=measurement,
-                          predicted=fit.decode_tok_s, plan=plan.to_json(), versions=dict(ctx.facts.versions),
-                          simulated=simulated)
+    result = write_result(
+        records.serve_dir(ctx.workdir) / f"{ctx.name}.json",
+        card=ctx.card.name,
+        cann=ctx.row.cann,
+        tp=len(ctx.cards),
+        graph_mode=plan.graph_mode,
+        model=ctx.name,
+        bytes_per_token=round(point.bytes_per_token),
+        measurement=measurement,
+        predicted=fit.decode_tok_s,
+        plan=plan.to_json(),
+        versions=dict(ctx.facts.versions),
+        simulated=simulated,
+    )
     label = f"{SIMULATED} " if simulated else ""
     ratio = f" = {result['ratio']:.2f} x fit's {fit.decode_tok_s:.1f} tok/s" if result["ratio"] else ""
     m = measurement
-    figures = (f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT {m.ttft_s * 1000:.0f} ms "
-               f"(a fresh prefix: a real prefill), TPOT {m.tpot_ms:.1f} ms (p90 {m.tpot_p90_ms:.1f}), ITL "
-               f"{m.itl_ms:.1f} ms (p90 {m.itl_p90_ms:.1f}), E2EL {m.e2el_s:.2f} s, decode {m.tok_s:.1f} tok/s "
-               f"(medians of {len(m.runs)}, as vllm bench serve defines them){ratio}"
-               + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
-               + (f"; launch-bound, not bandwidth-bound: {judged.why}" if judged.bound == "launch" else ""))
+    figures = (
+        f"{label}{ctx.name} ready in {seconds:.1f} s; smoke answer: {answer!r}; TTFT {m.ttft_s * 1000:.0f} ms "
+        f"(a fresh prefix: a real prefill), TPOT {m.tpot_ms:.1f} ms (p90 {m.tpot_p90_ms:.1f}), ITL "
+        f"{m.itl_ms:.1f} ms (p90 {m.itl_p90_ms:.1f}), E2EL {m.e2el_s:.2f} s, decode {m.tok_s:.1f} tok/s "
+        f"(medians of {len(m.runs)}, as vllm bench serve defines them){ratio}"
+        + ("" if plan.graph_mode else "; eager mode: not a speed to judge")
+        + (f"; launch-bound, not bandwidth-bound: {judged.why}" if judged.bound == "launch" else "")
+    )
     record.figures = figures
     records.save(ctx.workdir, record)
-    summary = {**result, "bound": judged.bound, "recorded": not simulated, "name": ctx.name, "url": base,
-               "pid": proc.pid, "log": str(log), "answer": answer,
-               "ready_seconds": round(seconds, 1), "detached": args.detach, "served_name": plan.served_name,
-               "host": plan.host, "exposed": exposed(plan.host)}
+    summary = {
+        **result,
+        "bound": judged.bound,
+        "recorded": not simulated,
+        "name": ctx.name,
+        "url": base,
+        "pid": proc.pid,
+        "log": str(log),
+        "answer": answer,
+        "ready_seconds": round(seconds, 1),
+        "detached": args.detach,
+        "served_name": plan.served_name,
+        "host": plan.host,
+        "exposed": exposed(plan.host),
+    }
     if args.json:
         output.print_json(summary)
     else:
         stdout_console().print(figures, soft_wrap=True, markup=False, highlight=False)
     if args.detach:
-        err.print(f"serving {ctx.name} at {base} (pid {proc.pid}, log {log}); 'ascend-setup serve stop {ctx.name}' "
-                  "stops it", soft_wrap=True, markup=False, highlight=False)
+        err.print(
+            f"serving {ctx.name} at {base} (pid {proc.pid}, log {log}); 'ascend-setup serve stop {ctx.name}' stops it",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         if exposed(plan.host):
-            err.print(f"note: it listens on {plan.host or 'every interface'} (your --host), not only on loopback: "
-                      "its API asks for no key, and it stays up after this command", soft_wrap=True, markup=False,
-                      highlight=False)
+            err.print(
+                f"note: it listens on {plan.host or 'every interface'} (your --host), not only on loopback: "
+                "its API asks for no key, and it stays up after this command",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
         return 0
-    err.print(f"serving {ctx.name} at {base} (log {log}); Ctrl-C stops it", soft_wrap=True, markup=False,
-              highlight=False)
+    err.print(
+        f"serving {ctx.name} at {base} (log {log}); Ctrl-C stops it", soft_wrap=True, markup=False, highlight=False
+    )
     code = proc.wait()
     stop_it()
     if code in (0, -signal.SIGTERM):  # stopped from outside ('serve stop', a SIGTERM to it): a clean end
@@ -337,8 +455,11 @@ def _gone_cause(log: str) -> Optional[dict]:
             diagnosis = triage_stream(handle)
     except BadInput:
         return None
-    return None if diagnosis is None else {"id": diagnosis.id, "cause": diagnosis.cause, "fix": diagnosis.fix,
-                                           "line_number": diagnosis.line_number}
+    return (
+        None
+        if diagnosis is None
+        else {"id": diagnosis.id, "cause": diagnosis.cause, "fix": diagnosis.fix, "line_number": diagnosis.line_number}
+    )
 
 
 def _status(args: argparse.Namespace, output: Output) -> int:
@@ -352,13 +473,22 @@ def _status(args: argparse.Namespace, output: Output) -> int:
         out.print(f"no server was started from {workdir}", soft_wrap=True, markup=False)
     for row in rows:
         state = "running" if row["running"] else "gone"
-        out.print(terminal_safe(f"{row['name']}: {state}, pid {row['pid']}, port {row['port']}, card "
-                                f"{','.join(map(str, row['cards']))}, log {row['log']}") +  # a record's text
-                  (f"\n  {terminal_safe(row['figures'])}" if row["figures"] else "") +
-                  (f"\n  cause (log line {row['cause']['line_number']}): {terminal_safe(row['cause']['cause'])}"
-                   + (f"\n  fix: {terminal_safe(row['cause']['fix'])}" if row["cause"]["fix"] else "")
-                   if row["cause"] else ""),
-                  soft_wrap=True, markup=False, highlight=False)
+        out.print(
+            terminal_safe(
+                f"{row['name']}: {state}, pid {row['pid']}, port {row['port']}, card "
+                f"{','.join(map(str, row['cards']))}, log {row['log']}"
+            )  # a record's text
+            + (f"\n  {terminal_safe(row['figures'])}" if row["figures"] else "")
+            + (
+                f"\n  cause (log line {row['cause']['line_number']}): {terminal_safe(row['cause']['cause'])}"
+                + (f"\n  fix: {terminal_safe(row['cause']['fix'])}" if row["cause"]["fix"] else "")
+                if row["cause"]
+                else ""
+            ),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
@@ -371,42 +501,80 @@ def _stop(args: argparse.Namespace, output: Output) -> int:
     if args.json:
         output.print_json({"stopped": stopped.name, "pid": stopped.pid, "was_running": running})
     else:
-        stdout_console().print(f"stopped {stopped.name} (pid {stopped.pid}, and its process group)" if running else
-                               f"{stopped.name} (pid {stopped.pid}) was no longer running; its record is removed",
-                               markup=False)
+        stdout_console().print(
+            f"stopped {stopped.name} (pid {stopped.pid}, and its process group)"
+            if running
+            else f"{stopped.name} (pid {stopped.pid}) was no longer running; its record is removed",
+            markup=False,
+        )
     return 0
 
 
 def serve_arguments(p: argparse.ArgumentParser) -> None:
     """`serve MODEL [-- ARGS]`; MODEL `status` or `stop [NAME]` reports on or stops a recorded server."""
     flags.common(p)
-    p.add_argument("model", metavar="MODEL|status|stop", help="a model directory, or a hub id that 'model fetch' "
-                   "fetched; 'status' lists the servers started from the workdir; 'stop [NAME]' stops one")
-    p.add_argument("vllm_args", nargs="*", metavar="-- ARGS", help="after --: arguments for 'vllm serve' (validated; "
-                   "yours win; --additional-config merged into one)")
+    p.add_argument(
+        "model",
+        metavar="MODEL|status|stop",
+        help="a model directory, or a hub id that 'model fetch' "
+        "fetched; 'status' lists the servers started from the workdir; 'stop [NAME]' stops one",
+    )
+    p.add_argument(
+        "vllm_args",
+        nargs="*",
+        metavar="-- ARGS",
+        help="after --: arguments for 'vllm serve' (validated; yours win; --additional-config merged into one)",
+    )
     flags.venv(p, "the installed venv (default <workdir>/venv)")
     flags.workdir(p, "where serve/<name>.log, .json and the server records go")
     flags.cann_home(p, "CANN root whose set_env.sh the server runs with")
-    p.add_argument("--port", type=flags.ranged(int, 1, 65535, "a TCP port"), default=8000,
-                   help="the server's port (default 8000)")
-    p.add_argument("--tp", type=flags.ranged(int, 1, 64, "a number of cards"), metavar="N",
-                   help="tensor-parallel cards (default: one, or as many as --card)")
+    p.add_argument(
+        "--port", type=flags.ranged(int, 1, 65535, "a TCP port"), default=8000, help="the server's port (default 8000)"
+    )
+    p.add_argument(
+        "--tp",
+        type=flags.ranged(int, 1, 64, "a number of cards"),
+        metavar="N",
+        help="tensor-parallel cards (default: one, or as many as --card)",
+    )
     p.add_argument("--card", metavar="N[,M...]", help="NPU index(es) to serve on (default: the first --tp cards)")
-    p.add_argument("--max-model-len", type=flags.ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"),
-                   metavar="N", help="context length (default: the largest the KV budget holds at --concurrency, "
-                   "capped at the model's own maximum)")
-    p.add_argument("--concurrency", type=flags.ranged(int, 1, 4096, "a number of sequences"), default=1, metavar="N",
-                   help="sequences the KV budget must hold at --max-model-len (default 1)")
-    p.add_argument("--gpu-memory-utilization", type=flags.ranged(float, 0.01, 1, "a share of HBM"), default=0.9,
-                   help="share of HBM vLLM may use (default 0.9)")
-    p.add_argument("--ready-timeout", type=flags.ranged(float, 1, 24 * 3600, "a deadline in seconds"),
-                   metavar="SECONDS", help="start-up deadline (default: from the weights' size, plus compile and "
-                   "graph capture)")
-    p.add_argument("--measure-tokens", type=flags.ranged(int, 2, 65536, "a number of tokens"), default=256,
-                   metavar="N", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--max-model-len",
+        type=flags.ranged(int, 1, 16 * 1024 * 1024, "a context length in tokens"),
+        metavar="N",
+        help="context length (default: the largest the KV budget holds at --concurrency, "
+        "capped at the model's own maximum)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=flags.ranged(int, 1, 4096, "a number of sequences"),
+        default=1,
+        metavar="N",
+        help="sequences the KV budget must hold at --max-model-len (default 1)",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=flags.ranged(float, 0.01, 1, "a share of HBM"),
+        default=0.9,
+        help="share of HBM vLLM may use (default 0.9)",
+    )
+    p.add_argument(
+        "--ready-timeout",
+        type=flags.ranged(float, 1, 24 * 3600, "a deadline in seconds"),
+        metavar="SECONDS",
+        help="start-up deadline (default: from the weights' size, plus compile and graph capture)",
+    )
+    p.add_argument(
+        "--measure-tokens",
+        type=flags.ranged(int, 2, 65536, "a number of tokens"),
+        default=256,
+        metavar="N",
+        help=argparse.SUPPRESS,
+    )
     flags.dry_run(p, "print the environment and the command, one item a line with why; start nothing")
-    p.add_argument("--detach", action="store_true", help="leave the server running after the measurement "
-                   "('serve stop' ends it)")
+    p.add_argument(
+        "--detach", action="store_true", help="leave the server running after the measurement ('serve stop' ends it)"
+    )
     p.set_defaults(func=run)
 
 

@@ -20,21 +20,37 @@ def read_diagnosis(source: str) -> Optional[Diagnosis]:
     if source == "-":
         return triage_stream(sys.stdin.buffer)
     try:
-        with open_input(Path(source).expanduser(), "log", what=f"FILE {source}",
-                        hint="give a log file, or - for standard input") as stream:
+        with open_input(
+            Path(source).expanduser(), "log", what=f"FILE {source}", hint="give a log file, or - for standard input"
+        ) as stream:
             return triage_stream(stream)
     except BadInput as exc:
-        raise BadInput(exc.message if exc.message.startswith("FILE ") else f"FILE {source}: {exc.message}",
-                       hint=exc.hint) from None
+        raise BadInput(
+            exc.message if exc.message.startswith("FILE ") else f"FILE {source}: {exc.message}", hint=exc.hint
+        ) from None
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
     diagnosis = read_diagnosis(args.file)
     found = diagnosis is not None and diagnosis.id is not None
     if args.json:
-        output.print_json(diagnosis.to_json() if diagnosis else
-                          {"id": None, "line_number": None, "line": None, "cause": None, "fix": None, "context": [],
-                           "evidence": [], "processes": 0, "reported_by": [], "codes": [], "unknown_codes": []})
+        output.print_json(
+            diagnosis.to_json()
+            if diagnosis
+            else {
+                "id": None,
+                "line_number": None,
+                "line": None,
+                "cause": None,
+                "fix": None,
+                "context": [],
+                "evidence": [],
+                "processes": 0,
+                "reported_by": [],
+                "codes": [],
+                "unknown_codes": [],
+            }
+        )
         return EXIT_OK if found else EXIT_FINDINGS
     console = stdout_console()
     if diagnosis is None:

@@ -143,8 +143,13 @@ class Mount:
 #: The driver's files every vllm-ascend container mounts (docs' `docker run`), in the docs' order.
 VERSION_INFO = Mount("version.info", f"{DEFAULT_INSTALL_PATH}/driver/version.info")
 DRIVER_LIB64 = Mount("driver lib64", f"{DEFAULT_INSTALL_PATH}/driver/lib64/")
-MOUNTS = (Mount("dcmi", "/usr/local/dcmi"), Mount("npu-smi", "/usr/local/bin/npu-smi"), DRIVER_LIB64, VERSION_INFO,
-          Mount("ascend_install.info", "/etc/ascend_install.info"))
+MOUNTS = (
+    Mount("dcmi", "/usr/local/dcmi"),
+    Mount("npu-smi", "/usr/local/bin/npu-smi"),
+    DRIVER_LIB64,
+    VERSION_INFO,
+    Mount("ascend_install.info", "/etc/ascend_install.info"),
+)
 
 
 def host_driver_dir(root: Path) -> str:
@@ -158,9 +163,11 @@ def host_source(root: Path, mount: Mount) -> Optional[str]:
     """Where `mount` is on this host, found rather than assumed: the driver's files in host_driver_dir,
     npu-smi in /usr/local/bin, /usr/local/sbin (some SKUs) or the driver's tools."""
     driver = host_driver_dir(root)
-    candidates = {"npu-smi": ["/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi", f"{driver}/tools/npu-smi"],
-                  "driver lib64": [f"{driver}/lib64/"],
-                  "version.info": [f"{driver}/version.info"]}.get(mount.name, [mount.target])
+    candidates = {
+        "npu-smi": ["/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi", f"{driver}/tools/npu-smi"],
+        "driver lib64": [f"{driver}/lib64/"],
+        "version.info": [f"{driver}/version.info"],
+    }.get(mount.name, [mount.target])
     return next((c for c in candidates if Mount(mount.name, c).present(root)), None)
 
 

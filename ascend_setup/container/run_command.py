@@ -49,8 +49,12 @@ class RunCommand:
         return " \\\n  ".join(self.lines)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "device_type": label(self.device_type) if self.device_type else None,
-                "command": self.text(), "argv": [a for line in self.lines for a in shlex.split(line)]}
+        return {
+            **asdict(self),
+            "device_type": label(self.device_type) if self.device_type else None,
+            "command": self.text(),
+            "argv": [a for line in self.lines for a in shlex.split(line)],
+        }
 
 
 def choose_cards(root: Path, given: Optional[str]) -> List[int]:
@@ -58,8 +62,10 @@ def choose_cards(root: Path, given: Optional[str]) -> List[int]:
     present = davinci_nodes(root)
     if given is None:
         if not present:
-            raise AscendSetupError("this host has no /dev/davinciN: there is no NPU to give a container",
-                                   hint="install the NPU driver, then check 'npu-smi info'")
+            raise AscendSetupError(
+                "this host has no /dev/davinciN: there is no NPU to give a container",
+                hint="install the NPU driver, then check 'npu-smi info'",
+            )
         return present
     cards = parse_cards(given, "--cards")
     absent = [c for c in cards if c not in present]
@@ -73,21 +79,32 @@ def image_for(row: Row, device_type: Optional[str]) -> str:
     """The vllm-ascend image of the row's release for the card: quay.io/ascend/vllm-ascend:vX[-a3|-310p]."""
     data = container_data().image
     if device_type not in data.variants:
-        raise AscendSetupError(f"no vllm-ascend image is known for this card (device type {label(device_type)})",
-                               hint="pass --image IMAGE")
+        raise AscendSetupError(
+            f"no vllm-ascend image is known for this card (device type {label(device_type)})", hint="pass --image IMAGE"
+        )
     return f"{data.repository}:v{row.packages['vllm-ascend']}{data.variants[device_type]}"
 
 
-def compose(root: Path, row: Row, *, cards: Optional[str], runtime: str, image: Optional[str],
-            cache: Path, run_tools: bool = False) -> RunCommand:
+def compose(
+    root: Path,
+    row: Row,
+    *,
+    cards: Optional[str],
+    runtime: str,
+    image: Optional[str],
+    cache: Path,
+    run_tools: bool = False,
+) -> RunCommand:
     """The command for the host under `root` (/ on a real host): its cards, its driver's files, its card's image."""
     chosen = choose_cards(root, cards)
     # a root given to read is never executed: its npu-smi runs only when it is / or the user said so
     may_run = run_tools or is_this_host(root)
     device_type = npu_facts(str(under(root, host_driver_dir(root)))).device_type if may_run else None
     if image is None and not may_run:
-        raise BadInput(f"--root {root} is read, not run: its card (and so its image) is known only from its npu-smi",
-                       hint="pass --image IMAGE, or --run-root-tools to let ascend-setup run that root's npu-smi")
+        raise BadInput(
+            f"--root {root} is read, not run: its card (and so its image) is known only from its npu-smi",
+            hint="pass --image IMAGE, or --run-root-tools to let ascend-setup run that root's npu-smi",
+        )
     image = image or image_for(row, device_type)
     shm = container_data().shm.serve_gib
     lines = [f"{'nerdctl' if runtime == 'nerdctl' else 'docker'} run --rm --name vllm-ascend"]
@@ -113,5 +130,13 @@ def compose(root: Path, row: Row, *, cards: Optional[str], runtime: str, image: 
     driver, lowest = driver_version(root, f"{host_driver_dir(root)}/version.info"), minimum_driver(row.cann)
     if driver and lowest and driver_at_least(driver, lowest) is False:
         notes.append(f"the host's driver {driver} is older than CANN {row.cann} (the image's) needs: {lowest}")
-    return RunCommand(runtime=runtime, cards=chosen, device_type=device_type, image=image, row=row.cann,
-                      lines=lines, missing=missing, notes=notes)
+    return RunCommand(
+        runtime=runtime,
+        cards=chosen,
+        device_type=device_type,
+        image=image,
+        row=row.cann,
+        lines=lines,
+        missing=missing,
+        notes=notes,
+    )

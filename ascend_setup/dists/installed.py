@@ -140,8 +140,10 @@ def _read_venv(root: Path) -> VenvContents:
         what = "does not exist" if not root.exists() else "is not a venv (no readable pyvenv.cfg)"
         raise BadInput(f"--venv {root} {what}")
     if "home" not in config or not venv_python(root).exists():
-        raise BadInput(f"--venv {root} is not a working venv (pyvenv.cfg names no 'home', or bin/python is missing)",
-                       hint="audit a venv made by 'python -m venv' (or ascend-setup install)")
+        raise BadInput(
+            f"--venv {root} is not a working venv (pyvenv.cfg names no 'home', or bin/python is missing)",
+            hint="audit a venv made by 'python -m venv' (or ascend-setup install)",
+        )
     sites = site_packages(root)
     dists: List[Installed] = []
     damaged: List[Tuple[Path, str]] = []
@@ -161,8 +163,16 @@ def _read_venv(root: Path) -> VenvContents:
             if not name:
                 nameless.append(meta)
                 continue
-            dists.append(Installed(canonicalize_name(name), headers["Version"] or "", meta, dist,
-                                   headers.get_all("Requires-Dist") or [], texts))
+            dists.append(
+                Installed(
+                    canonicalize_name(name),
+                    headers["Version"] or "",
+                    meta,
+                    dist,
+                    headers.get_all("Requires-Dist") or [],
+                    texts,
+                )
+            )
     return VenvContents(root=root, config=config, site=sites, dists=dists, damaged=damaged, nameless=nameless)
 
 
@@ -216,9 +226,14 @@ def _fingerprint(root: Path) -> Optional[_Fingerprint]:
 
 def _copy(contents: VenvContents) -> VenvContents:
     """The caller's own lists and Installed (the kept reading must stay as read); texts are read-only."""
-    return replace(contents, config=dict(contents.config), site=list(contents.site),
-                   dists=[replace(d, requires=list(d.requires)) for d in contents.dists],
-                   damaged=list(contents.damaged), nameless=list(contents.nameless))
+    return replace(
+        contents,
+        config=dict(contents.config),
+        site=list(contents.site),
+        dists=[replace(d, requires=list(d.requires)) for d in contents.dists],
+        damaged=list(contents.damaged),
+        nameless=list(contents.nameless),
+    )
 
 
 #: The dist-info files the audit reads; each is checked before importlib.metadata parses it.
@@ -271,8 +286,9 @@ class Unmet:
         return f"{self.name} requires {self.requirement} (installed: {self.installed or 'none'})"
 
 
-def requirements_unmet(contents: Optional[VenvContents], names: Iterable[str], within: Iterable[str],
-                       env: Mapping[str, str]) -> List[Unmet]:
+def requirements_unmet(
+    contents: Optional[VenvContents], names: Iterable[str], within: Iterable[str], env: Mapping[str, str]
+) -> List[Unmet]:
     """The requirements of the installed `names` on packages in `within` that the venv does not meet
     (torch-npu's `torch==2.10.0+cpu` against a plain torch 2.10.0, say). Local versions count."""
     if contents is None:

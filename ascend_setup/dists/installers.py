@@ -64,8 +64,15 @@ class Installer(ABC):
         self.settings = settings
         self.cache_dir = cache_dir
 
-    def install(self, python: Path, request: InstallRequest, *, log: Path, env: Optional[Mapping[str, str]] = None,
-                on_line: Optional[LineHook] = None) -> None:
+    def install(
+        self,
+        python: Path,
+        request: InstallRequest,
+        *,
+        log: Path,
+        env: Optional[Mapping[str, str]] = None,
+        on_line: Optional[LineHook] = None,
+    ) -> None:
         """Install into the venv whose interpreter is `python`; the step log names the installer first, so a
         failure is read against the right tool's output."""
         with open_append(log) as handle:
@@ -73,8 +80,15 @@ class Installer(ABC):
         self._install(python, request, log=log, env=env, on_line=on_line)
 
     @abstractmethod
-    def _install(self, python: Path, request: InstallRequest, *, log: Path, env: Optional[Mapping[str, str]],
-                 on_line: Optional[LineHook]) -> None:
+    def _install(
+        self,
+        python: Path,
+        request: InstallRequest,
+        *,
+        log: Path,
+        env: Optional[Mapping[str, str]],
+        on_line: Optional[LineHook],
+    ) -> None:
         """Run this installer's own install command."""
 
     @abstractmethod
@@ -87,12 +101,24 @@ class PipInstaller(Installer):
 
     def _install(self, python, request, *, log, env, on_line) -> None:
         argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
-        run_logged(argv, log, env=self.settings.pip_env(env), on_line=on_line, what="pip install", explain=triage,
-                   writes=Path(python).parent.parent)
+        run_logged(
+            argv,
+            log,
+            env=self.settings.pip_env(env),
+            on_line=on_line,
+            what="pip install",
+            explain=triage,
+            writes=Path(python).parent.parent,
+        )
 
     def uninstall(self, python, names, *, log) -> None:
-        run_logged([str(python), "-m", "pip", "uninstall", "-y", *names], log, env=self.settings.pip_env(),
-                   what="pip uninstall", explain=triage)
+        run_logged(
+            [str(python), "-m", "pip", "uninstall", "-y", *names],
+            log,
+            env=self.settings.pip_env(),
+            what="pip uninstall",
+            explain=triage,
+        )
 
 
 def uv_command() -> List[str]:
@@ -120,12 +146,24 @@ class UvInstaller(Installer):
     def _install(self, python, request, *, log, env, on_line) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
         env = self.settings.uv_env(uv_command(), env)
-        run_logged(argv, log, env=env, on_line=on_line, what="uv pip install", explain=triage,
-                   writes=Path(python).parent.parent)
+        run_logged(
+            argv,
+            log,
+            env=env,
+            on_line=on_line,
+            what="uv pip install",
+            explain=triage,
+            writes=Path(python).parent.parent,
+        )
 
     def uninstall(self, python, names, *, log) -> None:
-        run_logged(self._base(python, "uninstall") + list(names), log, env=self.settings.uv_env(uv_command()),
-                   what="uv pip uninstall", explain=triage)
+        run_logged(
+            self._base(python, "uninstall") + list(names),
+            log,
+            env=self.settings.uv_env(uv_command()),
+            what="uv pip uninstall",
+            explain=triage,
+        )
 
 
 def get_installer(name: str, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:

@@ -64,7 +64,7 @@ def _problem(site: Path, entry: str, hashed: str, size: str) -> Optional[str]:
         return f"{entry} has {st.st_size} bytes, RECORD says {size}"
     if hashed.startswith("sha256=") and st.st_size <= HASH_LIMIT:
         try:
-            if _digest(path) != hashed[len("sha256="):]:
+            if _digest(path) != hashed[len("sha256=") :]:
                 return f"{entry} differs from its RECORD sha256"
         except OSError as exc:
             return f"{entry}: {exc.strerror}"
@@ -103,8 +103,9 @@ def folder_project(dist_info: Path) -> str:
 
 def nameless_damage(dist_info: Path) -> Damage:
     """A dist-info whose METADATA a stop left missing or unreadable: to be removed before a reinstall."""
-    return Damage(folder_project(dist_info), dist_info, ["its METADATA is missing or unreadable"],
-                  record_readable=False)
+    return Damage(
+        folder_project(dist_info), dist_info, ["its METADATA is missing or unreadable"], record_readable=False
+    )
 
 
 def damage_in(contents: VenvContents, wanted: Collection[str]) -> List[Damage]:

@@ -73,8 +73,12 @@ def read_venv_record(venv: Path) -> Optional[VenvRecord]:
     path = venv / RECORD_NAME
     if not os.path.lexists(path):
         return None
-    return load_model(path, "venv-record", VenvRecord,
-                      hint=f"move it aside (mv {path} {path}.bad); {venv} is then a venv ascend-setup did not make")
+    return load_model(
+        path,
+        "venv-record",
+        VenvRecord,
+        hint=f"move it aside (mv {path} {path}.bad); {venv} is then a venv ascend-setup did not make",
+    )
 
 
 def refused_venv_reason(venv: Path) -> Optional[str]:
@@ -84,10 +88,14 @@ def refused_venv_reason(venv: Path) -> Optional[str]:
     import sys
 
     here = venv.resolve()
-    named = {Path(sys.prefix): "ascend-setup's own environment (sys.prefix)",
-             Path(sys.base_prefix): "the system Python's prefix", Path(sys.exec_prefix): "the system Python's prefix",
-             Path.home() / ".local": "~/.local (the user's own installs)", Path("/usr"): "/usr",
-             Path("/usr/local"): "/usr/local"}
+    named = {
+        Path(sys.prefix): "ascend-setup's own environment (sys.prefix)",
+        Path(sys.base_prefix): "the system Python's prefix",
+        Path(sys.exec_prefix): "the system Python's prefix",
+        Path.home() / ".local": "~/.local (the user's own installs)",
+        Path("/usr"): "/usr",
+        Path("/usr/local"): "/usr/local",
+    }
     for path, what in named.items():
         try:
             if path.resolve() == here:
@@ -124,20 +132,28 @@ def check_venv_target(venv: Path, source: str, *, adopt: bool) -> str:
     Anything else is bad input now, before a file is touched. Returns the kind (venv_target_kind)."""
     refused = refused_venv_reason(venv)
     if refused:
-        raise BadInput(f"{source} {venv} is {refused}: ascend-setup never installs into it",
-                       hint="pass a new directory, e.g. --venv ~/vllm-ascend-venv")
+        raise BadInput(
+            f"{source} {venv} is {refused}: ascend-setup never installs into it",
+            hint="pass a new directory, e.g. --venv ~/vllm-ascend-venv",
+        )
     kind = venv_target_kind(venv)
     if kind == "not-venv":
-        raise BadInput(f"{source} {venv} is not empty and not a venv (no pyvenv.cfg): ascend-setup will not write "
-                       "into it", hint="pass an absent or empty directory, or a venv")
+        raise BadInput(
+            f"{source} {venv} is not empty and not a venv (no pyvenv.cfg): ascend-setup will not write into it",
+            hint="pass an absent or empty directory, or a venv",
+        )
     if kind == "foreign" and not adopt:
-        raise BadInput(f"{source} {venv} is a venv ascend-setup did not make",
-                       hint="pass --adopt-venv to install the lock into it anyway, or a new --venv")
+        raise BadInput(
+            f"{source} {venv} is a venv ascend-setup did not make",
+            hint="pass --adopt-venv to install the lock into it anyway, or a new --venv",
+        )
     return kind
 
 
 def adoption_notice(venv: Path) -> str:
     """What --adopt-venv changes in a venv ascend-setup did not make (printed before it does)."""
-    return (f"adopting {venv}: ascend-setup will install, replace or upgrade its packages to match the lock "
-            "(its pip too; nothing else is uninstalled except upstream triton, which shadows triton-ascend), "
-            f"write its pip.conf and uv.toml (the chosen index) and {RECORD_NAME}; it never deletes the venv")
+    return (
+        f"adopting {venv}: ascend-setup will install, replace or upgrade its packages to match the lock "
+        "(its pip too; nothing else is uninstalled except upstream triton, which shadows triton-ascend), "
+        f"write its pip.conf and uv.toml (the chosen index) and {RECORD_NAME}; it never deletes the venv"
+    )

@@ -81,16 +81,18 @@ def pin_verdict(name: str, found: VersionLike, pin: str) -> PinVerdict:
         return PinVerdict(name, text, pin, True, "")
     have, want = _parsed(text), _parsed(pin)
     refused = PinVerdict(name, text, pin, False, f"{name} {text} where the row pins {pin}")
-    if have is None or want is None or (have.epoch, have.release, have.pre, have.dev) != \
-            (want.epoch, want.release, want.pre, want.dev):
+    if (
+        have is None
+        or want is None
+        or (have.epoch, have.release, have.pre, have.dev) != (want.epoch, want.release, want.pre, want.dev)
+    ):
         return refused
     source_build = have.local != want.local and want.local is None and have.local in SOURCE_BUILD_LOCALS
     if have.local != want.local and not source_build:
         return refused
     have_post, want_post = have.post or 0, want.post or 0
     if have_post < want_post:
-        return PinVerdict(name, text, pin, False, f"{name} {text} where the row pins {pin}: an older post "
-                                                  "release")
+        return PinVerdict(name, text, pin, False, f"{name} {text} where the row pins {pin}: an older post release")
     why = []
     if have_post > want_post:
         why.append(f"a newer post release of the row's {pin} (bug fixes of the same release)")

@@ -34,8 +34,10 @@ def _what(given: Path, path: Path) -> str:
 
 
 def _markers(workdir: Path) -> tuple:
-    return (f"# >>> ascend-setup resume-on-login ({workdir}) >>>",
-            f"# <<< ascend-setup resume-on-login ({workdir}) <<<")
+    return (
+        f"# >>> ascend-setup resume-on-login ({workdir}) >>>",
+        f"# <<< ascend-setup resume-on-login ({workdir}) <<<",
+    )
 
 
 def block(workdir: Path, python: str = sys.executable, argv: Optional[List[str]] = None) -> str:
@@ -43,15 +45,21 @@ def block(workdir: Path, python: str = sys.executable, argv: Optional[List[str]]
     start, end = _markers(workdir)
     argv = argv or ["resume", "--workdir", str(workdir), "--on-login"]
     command = " ".join(shlex.quote(a) for a in [python, "-m", "ascend_setup", *argv])
-    return "\n".join([
-        start,
-        "# Added by 'ascend-setup ... --resume-on-login' (install or model fetch); removed when that run completes.",
-        f'if [ -z "${{{GUARD}:-}}" ] && [ -x {shlex.quote(python)} ]; then',
-        f"  export {GUARD}=1",
-        f"  {command}",
-        "fi",
-        end,
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                start,
+                "# Added by 'ascend-setup ... --resume-on-login' (install or model fetch); "
+                "removed when that run completes.",
+                f'if [ -z "${{{GUARD}:-}}" ] && [ -x {shlex.quote(python)} ]; then',
+                f"  export {GUARD}=1",
+                f"  {command}",
+                "fi",
+                end,
+            ]
+        )
+        + "\n"
+    )
 
 
 def _without(text: str, workdir: Path) -> str:
@@ -97,7 +105,12 @@ def resume_in_background(workdir: Path) -> Path:
     log = workdir / "logs" / LOG_NAME
     log.parent.mkdir(parents=True, exist_ok=True)
     with open_append(log) as handle:
-        subprocess.Popen(["nohup", sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir)],
-                         stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                         env={**os.environ, GUARD: "1"})
+        subprocess.Popen(
+            ["nohup", sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(workdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, GUARD: "1"},
+        )
     return log

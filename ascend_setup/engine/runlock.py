@@ -51,8 +51,10 @@ class RunLock:
             pid = self._pid_in(fd)
             os.close(fd)
             who = f"pid {pid}" if pid else "another process"
-            raise LockHeld(f"another {self.holder} ({who}) holds {self.path}",
-                           hint="wait for it to finish; the lock disappears with that process") from None
+            raise LockHeld(
+                f"another {self.holder} ({who}) holds {self.path}",
+                hint="wait for it to finish; the lock disappears with that process",
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

@@ -69,8 +69,9 @@ class Runner(Generic[S]):
     """Runs steps in order; any step can be killed at any second and the next run resumes. `S`: the session's
     class, which the command that made the runner reads back (an install's InstallSession)."""
 
-    def __init__(self, steps: Sequence[Step], session: S, store: Optional[StateStore] = None,
-                 run_lock: Optional[RunLock] = None) -> None:
+    def __init__(
+        self, steps: Sequence[Step], session: S, store: Optional[StateStore] = None, run_lock: Optional[RunLock] = None
+    ) -> None:
         names: List[str] = []
         for step in steps:
             if step.name in names:
@@ -106,8 +107,9 @@ class Runner(Generic[S]):
 
     def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
         def decision(run: bool, reason: str) -> Decision:
-            return Decision(step, run, reason, fp, inputs, interrupted=record is not None and
-                            record.state in ("started", "failed"))
+            return Decision(
+                step, run, reason, fp, inputs, interrupted=record is not None and record.state in ("started", "failed")
+            )
 
         if record is None:
             if step.is_done(self.session):
@@ -130,8 +132,7 @@ class Runner(Generic[S]):
         state = self.store.load()
         self._load_outputs(state)
         known: Dict[str, str] = {}
-        return [self._decide(step, state.steps.get(step.name), *self._fingerprint(step, known))
-                for step in self.steps]
+        return [self._decide(step, state.steps.get(step.name), *self._fingerprint(step, known)) for step in self.steps]
 
     # -- running -------------------------------------------------------------------------------
     def run(self, reporter: Optional[Reporter] = None, options: Optional[Dict[str, Any]] = None) -> RunState:
@@ -162,9 +163,18 @@ class Runner(Generic[S]):
                 if not d.run:
                     if record is None:  # satisfied by the world already: remember that
                         t = now()
-                        self.store.mark(state, step.name, StepRecord(
-                            state="done", fingerprint=fp, inputs=inputs, started_at=t, ended_at=t,
-                            log=str(self.session.files.log(step.name))))
+                        self.store.mark(
+                            state,
+                            step.name,
+                            StepRecord(
+                                state="done",
+                                fingerprint=fp,
+                                inputs=inputs,
+                                started_at=t,
+                                ended_at=t,
+                                log=str(self.session.files.log(step.name)),
+                            ),
+                        )
                     reporter.skipped(step.name, d.reason)
                     continue
                 self._run_one(state, d, reporter)
@@ -174,8 +184,11 @@ class Runner(Generic[S]):
         step = d.step
         log = self.session.files.log(step.name)
         started = now()
-        self.store.mark(state, step.name, StepRecord(
-            state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)))
+        self.store.mark(
+            state,
+            step.name,
+            StepRecord(state="started", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, log=str(log)),
+        )
         reporter.starting(step.name, d.reason, step.describe(self.session), log)
         self.ran.append(step.name)
         try:
@@ -200,16 +213,36 @@ class Runner(Generic[S]):
             raise StepFailed(f"step {step.name} failed: {message}", hint=f"see the log {log}") from None
         self.session.outputs[step.name] = outputs
         ended = now()
-        self.store.mark(state, step.name, StepRecord(
-            state="done", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=ended,
-            log=str(log), outputs=outputs.model_dump(mode="json", exclude_unset=True)))
+        self.store.mark(
+            state,
+            step.name,
+            StepRecord(
+                state="done",
+                fingerprint=d.fingerprint,
+                inputs=d.inputs,
+                started_at=started,
+                ended_at=ended,
+                log=str(log),
+                outputs=outputs.model_dump(mode="json", exclude_unset=True),
+            ),
+        )
         reporter.finished(step.name, ended - started)
 
     def _fail(self, state: RunState, d: Decision, started: float, log, message: str, reporter: Reporter) -> None:
         try:
-            self.store.mark(state, d.step.name, StepRecord(
-                state="failed", fingerprint=d.fingerprint, inputs=d.inputs, started_at=started, ended_at=now(),
-                log=str(log), error=redact(message)))  # state.json keeps the options' URLs, never a message's
+            self.store.mark(
+                state,
+                d.step.name,
+                StepRecord(
+                    state="failed",
+                    fingerprint=d.fingerprint,
+                    inputs=d.inputs,
+                    started_at=started,
+                    ended_at=now(),
+                    log=str(log),
+                    error=redact(message),
+                ),
+            )  # state.json keeps the options' URLs, never a message's
         except OSError as exc:  # a full disk: the step stays recorded `started`, which the next run repairs
             if not is_enospc(exc):
                 raise
@@ -225,12 +258,14 @@ def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] =
         shown: str = rec.state if rec else "pending"
         if shown == "started":
             shown = f"running (pid {running})" if running else "interrupted"
-        rows.append({
-            "name": step.name,
-            "state": shown,
-            "seconds": rec.seconds if rec else None,
-            "started_at": rec.started_at if rec else None,
-            "log": rec.log if rec else None,
-            "error": rec.error if rec else None,
-        })
+        rows.append(
+            {
+                "name": step.name,
+                "state": shown,
+                "seconds": rec.seconds if rec else None,
+                "started_at": rec.started_at if rec else None,
+                "log": rec.log if rec else None,
+                "error": rec.error if rec else None,
+            }
+        )
     return rows

@@ -50,9 +50,15 @@ class StateStore:
     `format` names the tool that writes it; `check_options` checks the recorded options a resume replays (a
     hand-edited value must fail at load, not deep inside a step); `elsewhere` is the hint's other way out."""
 
-    def __init__(self, path: Path, *, format: str = "engine-state", writer: str = "this tool",
-                 check_options: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
-                 elsewhere: str = "use another directory") -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        format: str = "engine-state",
+        writer: str = "this tool",
+        check_options: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+        elsewhere: str = "use another directory",
+    ) -> None:
         self.path = path
         self.format = format
         self.writer = writer

@@ -47,14 +47,20 @@ class Step:
         return self.concurrency / self.seconds
 
     def to_json(self) -> Dict[str, Any]:
-        return {"concurrency": self.concurrency, "tpot_ms": round(self.tpot_ms, 3),
-                "fixed_ms": round(self.fixed_s * 1000, 3), "weights_ms": round(self.weights_s * 1000, 3),
-                "kv_ms": round(self.kv_s * 1000, 3), "per_user_tok_s": round(self.per_user_tok_s, 2),
-                "throughput_tok_s": round(self.throughput_tok_s, 2)}
+        return {
+            "concurrency": self.concurrency,
+            "tpot_ms": round(self.tpot_ms, 3),
+            "fixed_ms": round(self.fixed_s * 1000, 3),
+            "weights_ms": round(self.weights_s * 1000, 3),
+            "kv_ms": round(self.kv_s * 1000, 3),
+            "per_user_tok_s": round(self.per_user_tok_s, 2),
+            "throughput_tok_s": round(self.throughput_tok_s, 2),
+        }
 
 
-def step_of(terms: Terms, shared_bytes: float, per_sequence_bytes: float, bandwidth_gbps: float,
-            concurrency: int) -> Step:
+def step_of(
+    terms: Terms, shared_bytes: float, per_sequence_bytes: float, bandwidth_gbps: float, concurrency: int
+) -> Step:
     """The step from its bytes: `shared_bytes` read once a step (the weights), `per_sequence_bytes` per sequence."""
     if concurrency < 1:
         raise ValueError("a batch has at least one sequence")
@@ -62,8 +68,16 @@ def step_of(terms: Terms, shared_bytes: float, per_sequence_bytes: float, bandwi
     return Step(concurrency, terms.t_fixed_s, shared_bytes / rate, concurrency * per_sequence_bytes / rate)
 
 
-def step(terms: Terms, files: ModelFiles, *, concurrency: int, context: int, bandwidth_gbps: float,
-         kv_dtype: str = "bf16", tp: int = 1) -> Step:
+def step(
+    terms: Terms,
+    files: ModelFiles,
+    *,
+    concurrency: int,
+    context: int,
+    bandwidth_gbps: float,
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+) -> Step:
     """One decode step of `concurrency` sequences, each at `context` tokens (its KV read whole), per card under
     `tp` (fit/decode.py's bytes_per_token split into what the batch shares and what each sequence adds)."""
     shared = weights(files).per_token_bytes / tp

@@ -94,8 +94,9 @@ def _load(path: Path) -> List[SpeedPoint]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "?"
-        raise BadInput(f"speed measurements file {path} is corrupt: {where}: {first['msg'].lower()}",
-                       hint=HINT) from None
+        raise BadInput(
+            f"speed measurements file {path} is corrupt: {where}: {first['msg'].lower()}", hint=HINT
+        ) from None
 
 
 @contextmanager
@@ -152,12 +153,23 @@ class Judged:
     bound: str  # 'launch' or 'bandwidth': what limits the measured speed
 
     def to_json(self) -> dict:
-        return {**self.point.model_dump(), "predicted_tok_s": round(self.predicted.tok_s, 2), "used": self.used,
-                "why": self.why, "bound": self.bound}
+        return {
+            **self.point.model_dump(),
+            "predicted_tok_s": round(self.predicted.tok_s, 2),
+            "used": self.used,
+            "why": self.why,
+            "bound": self.bound,
+        }
 
 
-def judge(point: SpeedPoint, model: DecodeModel, bandwidth_gbps: float, *, tp: Optional[int] = None,
-          cann: Optional[str] = None) -> Judged:
+def judge(
+    point: SpeedPoint,
+    model: DecodeModel,
+    bandwidth_gbps: float,
+    *,
+    tp: Optional[int] = None,
+    cann: Optional[str] = None,
+) -> Judged:
     """What the card's model predicts for a measurement, whether the measurement is launch-bound, and whether a
     fit for `tp` and row `cann` (None: any) may use it."""
     predicted = predict(model.terms(point.tp), point.bytes_per_token, bandwidth_gbps)
@@ -170,14 +182,21 @@ def judge(point: SpeedPoint, model: DecodeModel, bandwidth_gbps: float, *, tp: O
     elif tp is not None and point.tp != tp:
         why = f"measured at TP {point.tp}; this fit is for TP {tp} (the per-token fixed cost differs)"
     elif not point.graph_mode:
-        why = (f"measured with --enforce-eager (the model says {predicted.tok_s:.1f} tok/s in graph mode)"
-               + (": launch-bound, not bandwidth-bound" if far_below else "") + "; fit predicts graph mode")
+        why = (
+            f"measured with --enforce-eager (the model says {predicted.tok_s:.1f} tok/s in graph mode)"
+            + (": launch-bound, not bandwidth-bound" if far_below else "")
+            + "; fit predicts graph mode"
+        )
     elif far_below:
-        why = (f"{slower:.1f}x below the model's {predicted.tok_s:.1f} tok/s: bound elsewhere than bandwidth (host or "
-               "launch overhead: low AICore use in npu-smi, or an eager run recorded as graph mode)")
+        why = (
+            f"{slower:.1f}x below the model's {predicted.tok_s:.1f} tok/s: bound elsewhere than bandwidth (host or "
+            "launch overhead: low AICore use in npu-smi, or an eager run recorded as graph mode)"
+        )
     elif slower < 1 / FAR:
-        why = (f"{1 / slower:.1f}x above the model's {predicted.tok_s:.1f} tok/s: were its bytes per token counted "
-               "as fit counts them?")
+        why = (
+            f"{1 / slower:.1f}x above the model's {predicted.tok_s:.1f} tok/s: were its bytes per token counted "
+            "as fit counts them?"
+        )
     return Judged(point, predicted, not why, why, "launch" if launch else "bandwidth")
 
 
@@ -189,8 +208,9 @@ class Calibration:
     points: List[Judged]
 
 
-def calibrate(points: List[SpeedPoint], model: DecodeModel, bandwidth_gbps: float, *, tp: int,
-              cann: Optional[str]) -> Calibration:
+def calibrate(
+    points: List[SpeedPoint], model: DecodeModel, bandwidth_gbps: float, *, tp: int, cann: Optional[str]
+) -> Calibration:
     """The decode terms for this host: both refitted from usable points of two sizes or more, else eta
     adjusted from one size, else the card's. Each point is returned judged."""
     judged = [judge(p, model, bandwidth_gbps, tp=tp, cann=cann) for p in points]
@@ -201,8 +221,13 @@ def calibrate(points: List[SpeedPoint], model: DecodeModel, bandwidth_gbps: floa
     if len(usable) >= 2 and max(sizes) >= DISTINCT_SIZES * min(sizes):
         terms = solve([(j.point.bytes_per_token, j.point.tok_s) for j in usable], bandwidth_gbps)
         if terms.t_fixed_s >= 0 and math.isfinite(terms.eta) and terms.eta > 0:
-            return Calibration(terms, "both", f"calibrated on this host from {len(usable)} measurements (eta and "
-                               "t_fixed by least squares)" + _set_aside(judged), judged)
+            return Calibration(
+                terms,
+                "both",
+                f"calibrated on this host from {len(usable)} measurements (eta and "
+                "t_fixed by least squares)" + _set_aside(judged),
+                judged,
+            )
         fallback = "; the least-squares line gave a negative fixed cost, so only eta moved"
     for j in usable:
         if 1 / j.point.tok_s <= base.t_fixed_s:
@@ -211,13 +236,20 @@ def calibrate(points: List[SpeedPoint], model: DecodeModel, bandwidth_gbps: floa
     if usable:
         terms = adjust_eta(base, [(j.point.bytes_per_token, j.point.tok_s) for j in usable], bandwidth_gbps)
         n = len(usable)
-        return Calibration(terms, "eta", f"calibrated on this host from {n} measurement{'s' if n > 1 else ''} (eta "
-                           f"adjusted, t_fixed kept from the card{'' if fallback else ': one model size'})"
-                           + fallback + _set_aside(judged), judged)
+        return Calibration(
+            terms,
+            "eta",
+            f"calibrated on this host from {n} measurement{'s' if n > 1 else ''} (eta "
+            f"adjusted, t_fixed kept from the card{'' if fallback else ': one model size'})"
+            + fallback
+            + _set_aside(judged),
+            judged,
+        )
     return Calibration(base, "card", f"the card's decode model ({model.source})" + _set_aside(judged), judged)
 
 
 def _set_aside(judged: List[Judged]) -> str:
     unused = sum(not j.used for j in judged)
-    return f"; {unused} host measurement{'s' if unused > 1 else ''} kept but not used (see calibration)" \
-        if unused else ""
+    return (
+        f"; {unused} host measurement{'s' if unused > 1 else ''} kept but not used (see calibration)" if unused else ""
+    )

@@ -14,7 +14,7 @@ from typing_extensions import Annotated
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.decode import Terms
 
-GIB = 1024 ** 3
+GIB = 1024**3
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -95,15 +95,26 @@ def load_table(path: Path = CARDS) -> CardTable:
         return CardTable.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BadInput(f"card table {path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
-                       hint="the card table ships with ascend-setup: reinstall it") from None
+        raise BadInput(
+            f"card table {path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
+            hint="the card table ships with ascend-setup: reinstall it",
+        ) from None
 
 
 def cards() -> Dict[str, Card]:
     table = load_table()
-    return {name: Card(name, c.hbm_gib, c.peak_gbps, c.source, table.decode_models[c.decode], c.decode,
-                       *visible(c.hbm_gib, c.visible_bytes, c.visible_source))
-            for name, c in table.cards.items()}
+    return {
+        name: Card(
+            name,
+            c.hbm_gib,
+            c.peak_gbps,
+            c.source,
+            table.decode_models[c.decode],
+            c.decode,
+            *visible(c.hbm_gib, c.visible_bytes, c.visible_source),
+        )
+        for name, c in table.cards.items()
+    }
 
 
 def visible(hbm_gib: float, published: Optional[int], source: Optional[str]) -> tuple:
@@ -122,7 +133,7 @@ def with_visible(card: Card, total_bytes: int, source: str) -> Card:
 def card_key(name: str) -> str:
     """A card's name as the table spells it: 'Ascend910B3', 'ascend910b3' and '910b3' are the 910B3."""
     upper = name.upper()
-    return upper[len("ASCEND"):] if upper.startswith("ASCEND") else upper
+    return upper[len("ASCEND") :] if upper.startswith("ASCEND") else upper
 
 
 def card_for(name: str, hbm_gib: Optional[float] = None, bandwidth: Optional[float] = None) -> Card:
@@ -138,11 +149,20 @@ def card_for(name: str, hbm_gib: Optional[float] = None, bandwidth: Optional[flo
         return card
     if hbm_gib and bandwidth:
         a2 = known["910B3"]
-        return Card(name, hbm_gib, bandwidth, f"given: --hbm-gib {hbm_gib:g} --bandwidth {bandwidth:g}; decode "
-                    f"model of the 910B3 ({a2.decode_name}) assumed", a2.decode, a2.decode_name,
-                    *visible(hbm_gib, None, None))
-    raise BadInput(f"--card {name!r} is not a known card ({', '.join(known)})",
-                   hint="or give --hbm-gib and --bandwidth for another one (310P, 910C, ...)")
+        return Card(
+            name,
+            hbm_gib,
+            bandwidth,
+            f"given: --hbm-gib {hbm_gib:g} --bandwidth {bandwidth:g}; decode "
+            f"model of the 910B3 ({a2.decode_name}) assumed",
+            a2.decode,
+            a2.decode_name,
+            *visible(hbm_gib, None, None),
+        )
+    raise BadInput(
+        f"--card {name!r} is not a known card ({', '.join(known)})",
+        hint="or give --hbm-gib and --bandwidth for another one (310P, 910C, ...)",
+    )
 
 
 def card_named(name: str) -> Card:

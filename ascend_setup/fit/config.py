@@ -142,7 +142,8 @@ def _missing_state_size(cfg: Dict[str, Any]) -> List[str]:
     lists = [cfg.get(key) for key in ("layer_types", "layers_block_type")]
     types = [str(t).lower() for given in lists if isinstance(given, list) for t in given]
     hybrid = bool(cfg.get("full_attention_interval")) or any(
-        w in t for t in types for w in ("linear", "mamba", "deltanet", "ssm"))
+        w in t for t in types for w in ("linear", "mamba", "deltanet", "ssm")
+    )
     if hybrid and not any(cfg.get(k) for k in ("linear_num_value_heads", "mamba_d_state", "state_size")):
         return ["linear_num_value_heads (or mamba_d_state)"]
     return []
@@ -158,12 +159,15 @@ def check_config(config: Any, what: str) -> Dict[str, Any]:
         missing = [".".join(str(p) for p in e["loc"]) for e in exc.errors() if e["type"] == "missing"]
         if missing:
             missing += _missing_state_size(text_config(config))
-            raise BadInput(f"{what}: no estimate: the config lacks {', '.join(missing)}",
-                           hint="fit needs the language model's layer count, hidden size and attention heads "
-                                "(give the model's full config.json)") from None
+            raise BadInput(
+                f"{what}: no estimate: the config lacks {', '.join(missing)}",
+                hint="fit needs the language model's layer count, hidden size and attention heads "
+                "(give the model's full config.json)",
+            ) from None
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "?"
-        raise BadInput(f"{what}: {field}: {first['msg'].lower()}",
-                       hint="not a transformer config fit can read (layer and head counts are positive integers)"
-                       ) from None
+        raise BadInput(
+            f"{what}: {field}: {first['msg'].lower()}",
+            hint="not a transformer config fit can read (layer and head counts are positive integers)",
+        ) from None
     return config

@@ -83,5 +83,8 @@ def bytes_per_token(files: ModelFiles, *, context: int, kv_dtype: str = "bf16", 
     scales), the KV of every earlier token in the attention layers, and the fixed recurrent state of linear
     attention / Mamba layers (read and written every token)."""
     kv = kv_layout(files.config, context, KV_DTYPE_BYTES[kv_dtype])
-    return (weights(files).per_token_bytes / tp + kv.per_token_bytes * kv_share(files.config, tp) * context
-            + kv.state_bytes_per_sequence / tp)
+    return (
+        weights(files).per_token_bytes / tp
+        + kv.per_token_bytes * kv_share(files.config, tp) * context
+        + kv.state_bytes_per_sequence / tp
+    )

@@ -28,7 +28,7 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.serve_hints import merged_serve_args
 from ascend_setup.utils.inputs import load_json
 
-GIB = 1024 ** 3
+GIB = 1024**3
 #: The KV figure's safety margin, derived from the spread of fit's error over every published KV and concurrency
 #: line of ../shared/fit-referee: the largest over-estimate, rounded up to a whole percent, so the lower bound
 #: (the estimate / (1 + KV_MARGIN)) is under every one of them. Measured by tests/functional/test_fit_referee.py
@@ -37,9 +37,11 @@ GIB = 1024 ** 3
 #: (#6250: 0.13), +0.8%, +0.6%, +0.5%, +0.1%.
 KV_MARGIN = 0.18
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
-TP_ASSUMPTION = ("--tp {tp}: weights and KV split over {tp} cards, HCCL buffers on each; the "
-                 "all-reduces (2 per layer over HCCS) are counted only in the multi-card fixed cost ({fixed:g} ms: "
-                 "{source}), so the decode figure is an upper bound")
+TP_ASSUMPTION = (
+    "--tp {tp}: weights and KV split over {tp} cards, HCCL buffers on each; the "
+    "all-reduces (2 per layer over HCCS) are counted only in the multi-card fixed cost ({fixed:g} ms: "
+    "{source}), so the decode figure is an upper bound"
+)
 
 
 @dataclass
@@ -107,10 +109,12 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
     quant = given if isinstance(given, dict) else {}
     missing = [f for f in FP8_CONFIG_FIELDS if f not in cfg and f not in config]
     if str(quant.get("quant_method", "")).lower() == "fp8" and missing:
-        blockers.append(f"FP8 checkpoint of a {model_type or 'model'} whose config lacks {', '.join(missing)}: "
-                        f"vllm-ascend {row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's "
-                        "ds_linear, which reads them ('...Config' object has no attribute 'o_groups'); use a "
-                        "ModelSlim W8A8 checkpoint instead")
+        blockers.append(
+            f"FP8 checkpoint of a {model_type or 'model'} whose config lacks {', '.join(missing)}: "
+            f"vllm-ascend {row.packages['vllm-ascend']}'s FP8 path maps every linear layer to DeepSeek's "
+            "ds_linear, which reads them ('...Config' object has no attribute 'o_groups'); use a "
+            "ModelSlim W8A8 checkpoint instead"
+        )
     if files.quant_description:
         notes.append("a ModelSlim quantised checkpoint (quant_model_description.json): the safe quantised route")
     if "qkv-rmsnorm-rope" in hints:
@@ -127,24 +131,44 @@ def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
 def check_tp(config: Dict[str, Any], tp: int) -> None:
     heads = int(text_config(config)["num_attention_heads"])
     if tp < 1 or heads % tp:
-        raise BadInput(f"--tp {tp} does not divide the model's {heads} attention heads",
-                       hint="vLLM needs num_attention_heads divisible by the tensor-parallel size")
+        raise BadInput(
+            f"--tp {tp} does not divide the model's {heads} attention heads",
+            hint="vLLM needs num_attention_heads divisible by the tensor-parallel size",
+        )
 
 
 def _decode_line(at: int, per: str, p: Prediction, terms_eta: float, bw: float) -> str:
-    return (f"decode at {at:,} tokens{per}: {p.fixed_s * 1000:.2f} ms fixed + {p.bytes_per_token / 1e9:.2f} GB / "
-            f"({terms_eta:.3f} x {bw:g} GB/s) = {p.fixed_s * 1000:.2f} + {p.bandwidth_s * 1000:.2f} = "
-            f"{p.seconds * 1000:.2f} ms per token -> {p.tok_s:.1f} tok/s ({p.bound}-bound)")
+    return (
+        f"decode at {at:,} tokens{per}: {p.fixed_s * 1000:.2f} ms fixed + {p.bytes_per_token / 1e9:.2f} GB / "
+        f"({terms_eta:.3f} x {bw:g} GB/s) = {p.fixed_s * 1000:.2f} + {p.bandwidth_s * 1000:.2f} = "
+        f"{p.seconds * 1000:.2f} ms per token -> {p.tok_s:.1f} tok/s ({p.bound}-bound)"
+    )
 
 
 def _decode_json(p: Prediction) -> Dict[str, Any]:
-    return {"bytes_per_token": round(p.bytes_per_token), "fixed_ms": round(p.fixed_s * 1000, 3),
-            "bandwidth_ms": round(p.bandwidth_s * 1000, 3), "tok_s": round(p.tok_s, 1), "bound": p.bound}
+    return {
+        "bytes_per_token": round(p.bytes_per_token),
+        "fixed_ms": round(p.fixed_s * 1000, 3),
+        "bandwidth_ms": round(p.bandwidth_s * 1000, 3),
+        "tok_s": round(p.tok_s, 1),
+        "bound": p.bound,
+    }
 
 
-def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisation: float, kv_dtype: str,
-             bandwidth: Optional[float] = None, bandwidth_source: str = "card-table", tp: int = 1,
-             calibration: Optional[Calibration] = None, serving: Optional[Serving] = None) -> Fit:
+def estimate(
+    files: ModelFiles,
+    card: Card,
+    row: Row,
+    *,
+    context: int,
+    utilisation: float,
+    kv_dtype: str,
+    bandwidth: Optional[float] = None,
+    bandwidth_source: str = "card-table",
+    tp: int = 1,
+    calibration: Optional[Calibration] = None,
+    serving: Optional[Serving] = None,
+) -> Fit:
     """The fit; `calibration` (this host's terms) replaces the card's decode terms when given."""
     config = files.config
     check_tp(config, tp)
@@ -159,14 +183,24 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     try:
         pool = plan_pool(config, kinds, tp, KV_DTYPE_BYTES[kv_dtype], dtype_bytes(cfg))
     except ValueError as exc:
-        raise BadInput(f"{files.name}: no estimate: {exc} (linear_num_value_heads, linear_key_head_dim, ... or "
-                       "mamba_d_state)", hint="give the model's full config.json") from None
+        raise BadInput(
+            f"{files.name}: no estimate: {exc} (linear_num_value_heads, linear_key_head_dim, ... or mamba_d_state)",
+            hint="give the model's full config.json",
+        ) from None
     bw = bandwidth if bandwidth is not None else card.peak_gbps
     weights_card = math.ceil(w.total_bytes / tp)
     experts, _ = experts_of(cfg)
-    memory = non_kv_terms(config, tp=tp, weights_card=weights_card, weights_source=w.source,
-                          dtype=dtype_bytes(cfg), max_model_len=context, serving=serving, moe=bool(experts),
-                          linear_bytes={"W8": 1, "W4": 0.5}.get(files.quant_type.upper()[:2], 0))
+    memory = non_kv_terms(
+        config,
+        tp=tp,
+        weights_card=weights_card,
+        weights_source=w.source,
+        dtype=dtype_bytes(cfg),
+        max_model_len=context,
+        serving=serving,
+        moe=bool(experts),
+        linear_bytes={"W8": 1, "W4": 0.5}.get(files.quant_type.upper()[:2], 0),
+    )
     requested = math.ceil(card.visible_bytes * utilisation)
     available = requested - budgeted(memory)
     low = int(available / (1 + KV_MARGIN))
@@ -178,39 +212,61 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
     if serving.enforce_eager:
         calibration = None
     terms = eager_terms if serving.enforce_eager else calibration.terms if calibration else card.decode.terms(tp)
-    speed_source = calibration.source if calibration else (
-        f"the card's decode model ({card.decode_name}: {card.decode.source})"
-        + (f"; eager: {card.decode.eager_source}" if serving.enforce_eager else ""))
+    speed_source = (
+        calibration.source
+        if calibration
+        else (
+            f"the card's decode model ({card.decode_name}: {card.decode.source})"
+            + (f"; eager: {card.decode.eager_source}" if serving.enforce_eager else "")
+        )
+    )
     short_context = min(context, card.decode.context)
-    short, at_context = (predict(terms, bytes_per_token(files, context=c, kv_dtype=kv_dtype, tp=tp), bw)
-                         for c in (short_context, context))
+    short, at_context = (
+        predict(terms, bytes_per_token(files, context=c, kv_dtype=kv_dtype, tp=tp), bw)
+        for c in (short_context, context)
+    )
     eager = predict(eager_terms, short.bytes_per_token, bw)
     blockers, args, env, notes = blockers_and_hints(files, row)
     warnings = []
     if not fits:
-        blockers.insert(0, f"the weights ({weights_card / GIB:.1f} GiB per card) and the memory vLLM profiles "
-                           f"({(budgeted(memory) - weights_card) / GIB:.2f} GiB) do not fit "
-                           f"{card.visible_bytes / GIB:.2f} GiB x {utilisation:g}"
-                           + ("" if tp > 1 else "; try --tp N over several cards, or a quantised checkpoint"))
+        blockers.insert(
+            0,
+            f"the weights ({weights_card / GIB:.1f} GiB per card) and the memory vLLM profiles "
+            f"({(budgeted(memory) - weights_card) / GIB:.2f} GiB) do not fit "
+            f"{card.visible_bytes / GIB:.2f} GiB x {utilisation:g}"
+            + ("" if tp > 1 else "; try --tp N over several cards, or a quantised checkpoint"),
+        )
     max_pos = text_config(config).get("max_position_embeddings")
     if max_pos and context > max_pos:
-        warnings.append(f"--context {context:,} is above the model's max_position_embeddings {max_pos:,}: vLLM "
-                        "refuses a longer --max-model-len unless the rope is scaled; concurrency is counted as given")
+        warnings.append(
+            f"--context {context:,} is above the model's max_position_embeddings {max_pos:,}: vLLM "
+            "refuses a longer --max-model-len unless the rope is scaled; concurrency is counted as given"
+        )
     if w.note:
         notes.insert(0, w.note.lstrip("; "))
     if tp > 1:
-        notes.insert(0, TP_ASSUMPTION.format(tp=tp, fixed=terms.t_fixed_s * 1000,
-                                             source="this host's measurements" if calibration
-                                             else card.decode.multi_card_source))
+        notes.insert(
+            0,
+            TP_ASSUMPTION.format(
+                tp=tp,
+                fixed=terms.t_fixed_s * 1000,
+                source="this host's measurements" if calibration else card.decode.multi_card_source,
+            ),
+        )
     if fits and short.bound == "launch":
-        notes.insert(0, f"launch-bound, not bandwidth-bound: the fixed {short.fixed_s * 1000:.2f} ms per token is "
-                        f"most of its {short.seconds * 1000:.2f} ms" + (f" at TP {tp}: more cards do not make it faster"
-                                                                         if tp > 1 else "")
-                        + "; more bandwidth barely helps")
-    for judged in (calibration.points if calibration else []):
+        notes.insert(
+            0,
+            f"launch-bound, not bandwidth-bound: the fixed {short.fixed_s * 1000:.2f} ms per token is "
+            f"most of its {short.seconds * 1000:.2f} ms"
+            + (f" at TP {tp}: more cards do not make it faster" if tp > 1 else "")
+            + "; more bandwidth barely helps",
+        )
+    for judged in calibration.points if calibration else []:
         if not judged.used:
-            notes.append(f"host measurement not used: {judged.point.model} at {judged.point.tok_s:.1f} tok/s "
-                         f"({judged.point.measured_at}): {judged.why}")
+            notes.append(
+                f"host measurement not used: {judged.point.model} at {judged.point.tok_s:.1f} tok/s "
+                f"({judged.point.measured_at}): {judged.why}"
+            )
     per = " per card" if tp > 1 else ""
     arithmetic = [
         f"weights: {w.total_bytes / GIB:.2f} GiB ({w.source}, {w.dtype}"
@@ -233,36 +289,70 @@ def estimate(files: ModelFiles, card: Card, row: Row, *, context: int, utilisati
         f"{pool.concurrency(low, context) if fits else 0.0:.2f}",
     ]
     if fits:
-        arithmetic += [f"decode: time per token = t_fixed + bytes per token / (eta x bandwidth); eta {terms.eta:.3f}, "
-                       f"t_fixed {terms.t_fixed_s * 1000:.2f} ms",
-                       _decode_line(short_context, per, short, terms.eta, bw)]
+        arithmetic += [
+            f"decode: time per token = t_fixed + bytes per token / (eta x bandwidth); eta {terms.eta:.3f}, "
+            f"t_fixed {terms.t_fixed_s * 1000:.2f} ms",
+            _decode_line(short_context, per, short, terms.eta, bw),
+        ]
         if context != short_context:
             arithmetic.append(_decode_line(context, per, at_context, terms.eta, bw))
-        arithmetic.append(f"eager (--enforce-eager): t_fixed {eager_terms.t_fixed_s * 1000:.2f} ms -> "
-                          f"{eager.tok_s:.1f} tok/s at {short_context:,} tokens ({card.decode.eager_source}); "
-                          "a measured speed near it points to eager mode")
+        arithmetic.append(
+            f"eager (--enforce-eager): t_fixed {eager_terms.t_fixed_s * 1000:.2f} ms -> "
+            f"{eager.tok_s:.1f} tok/s at {short_context:,} tokens ({card.decode.eager_source}); "
+            "a measured speed near it points to eager mode"
+        )
     else:
         arithmetic.append("decode: not estimated, the model does not fit")
-    decode = {"eta": round(terms.eta, 4), "t_fixed_ms": round(terms.t_fixed_s * 1000, 3),
-              "method": calibration.method if calibration else "card", "context": short_context,
-              **_decode_json(short), "at_context": {"context": context, **_decode_json(at_context)}}
-    fit = Fit(model=files.name, origin=files.origin, card=card.name, card_source=card.source, tp=tp, fits=fits,
-              headline="", weights_bytes=w.total_bytes, weights_per_card_bytes=weights_card,
-              weights_read_per_token=w.per_token_bytes, weights_source=w.source, vision_bytes=w.vision_bytes,
-              kv_bytes_per_token=round(kv_card, 1), kv_layers=kv.kinds, state_bytes_per_sequence=state_card,
-              kv_tokens=kv_tokens, concurrency=round(concurrency, 2),
-              kv_tokens_low=pool.printed_tokens(low, context) if fits else 0,
-              concurrency_low=round(pool.concurrency(low, context), 2) if fits else 0.0,
-              kv_block_tokens=pool.block_tokens(available) if fits else 0, kv_available_bytes=max(0, available),
-              kv_available_low_bytes=max(0, low), kv_pool=pool, memory_terms=memory,
-              device_memory_bytes=card.visible_bytes, device_memory_source=card.visible_source,
-              decode_tok_s=round(short.tok_s, 1) if fits else None,
-              decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None,
-              decode_tok_s_eager=round(eager.tok_s, 1) if fits else None, decode=decode,
-              speed_source=speed_source, bandwidth_gbps=bw, bandwidth_source=bandwidth_source, blockers=blockers,
-              warnings=warnings,
-              serve_args=args, env=env, notes=notes, arithmetic=arithmetic,
-              calibration=[j.to_json() for j in calibration.points] if calibration else [])
+    decode = {
+        "eta": round(terms.eta, 4),
+        "t_fixed_ms": round(terms.t_fixed_s * 1000, 3),
+        "method": calibration.method if calibration else "card",
+        "context": short_context,
+        **_decode_json(short),
+        "at_context": {"context": context, **_decode_json(at_context)},
+    }
+    fit = Fit(
+        model=files.name,
+        origin=files.origin,
+        card=card.name,
+        card_source=card.source,
+        tp=tp,
+        fits=fits,
+        headline="",
+        weights_bytes=w.total_bytes,
+        weights_per_card_bytes=weights_card,
+        weights_read_per_token=w.per_token_bytes,
+        weights_source=w.source,
+        vision_bytes=w.vision_bytes,
+        kv_bytes_per_token=round(kv_card, 1),
+        kv_layers=kv.kinds,
+        state_bytes_per_sequence=state_card,
+        kv_tokens=kv_tokens,
+        concurrency=round(concurrency, 2),
+        kv_tokens_low=pool.printed_tokens(low, context) if fits else 0,
+        concurrency_low=round(pool.concurrency(low, context), 2) if fits else 0.0,
+        kv_block_tokens=pool.block_tokens(available) if fits else 0,
+        kv_available_bytes=max(0, available),
+        kv_available_low_bytes=max(0, low),
+        kv_pool=pool,
+        memory_terms=memory,
+        device_memory_bytes=card.visible_bytes,
+        device_memory_source=card.visible_source,
+        decode_tok_s=round(short.tok_s, 1) if fits else None,
+        decode_tok_s_at_context=round(at_context.tok_s, 1) if fits else None,
+        decode_tok_s_eager=round(eager.tok_s, 1) if fits else None,
+        decode=decode,
+        speed_source=speed_source,
+        bandwidth_gbps=bw,
+        bandwidth_source=bandwidth_source,
+        blockers=blockers,
+        warnings=warnings,
+        serve_args=args,
+        env=env,
+        notes=notes,
+        arithmetic=arithmetic,
+        calibration=[j.to_json() for j in calibration.points] if calibration else [],
+    )
     fit.headline = headline(fit, context)
     return fit
 
@@ -272,9 +362,11 @@ def headline(fit: Fit, context: int) -> str:
     where = f"{fit.model} on " + (f"{fit.tp} x " if fit.tp > 1 else "an ") + f"Ascend {fit.card}"
     if not fit.fits:
         return f"{where}: does not fit ({fit.blockers[0]})"
-    figures = (f"{fit.kv_tokens:,} KV tokens (at least {fit.kv_tokens_low:,}), {fit.concurrency:.2f} sequences of "
-               f"{context:,} (at least {fit.concurrency_low:.2f}), about "
-               f"{fit.decode_tok_s:.0f} tok/s single-stream")
+    figures = (
+        f"{fit.kv_tokens:,} KV tokens (at least {fit.kv_tokens_low:,}), {fit.concurrency:.2f} sequences of "
+        f"{context:,} (at least {fit.concurrency_low:.2f}), about "
+        f"{fit.decode_tok_s:.0f} tok/s single-stream"
+    )
     if fit.blockers:
         return f"{where}: fits but will not load ({fit.blockers[0].split(':')[0]}); if it did: {figures}"
     return f"{where}: {figures}"
@@ -296,8 +388,10 @@ def _positive(data: Dict[str, Any], key: str, what: str, path: Path) -> Optional
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise BadInput(f"probe result {path}: {key} {str(value)[:20]} is not {what}",
-                       hint="run 'ascend-setup probe' again, or pass --bandwidth")
+        raise BadInput(
+            f"probe result {path}: {key} {str(value)[:20]} is not {what}",
+            hint="run 'ascend-setup probe' again, or pass --bandwidth",
+        )
     return float(value)
 
 
@@ -309,8 +403,10 @@ def probed_bandwidth(workdir: Path) -> Optional[float]:
         return None
     gbps = _positive(data, "gbps", "a bandwidth", workdir / "probe.json")
     if gbps is None:
-        raise BadInput(f"probe result {workdir / 'probe.json'}: gbps None is not a bandwidth",
-                       hint="run 'ascend-setup probe' again, or pass --bandwidth")
+        raise BadInput(
+            f"probe result {workdir / 'probe.json'}: gbps None is not a bandwidth",
+            hint="run 'ascend-setup probe' again, or pass --bandwidth",
+        )
     return gbps
 
 

@@ -58,10 +58,12 @@ class KvPool:
         return self.page_bytes * self.layers_per_group
 
     def blocks_per_request(self, max_model_len: int) -> int:
-        sliding = min(cdiv(max_model_len, self.block_size), cdiv(self.window, self.block_size) + 1) \
-            if self.window else 0
-        return self.full_groups * cdiv(max_model_len, self.block_size) + self.sliding_groups * sliding \
-            + self.state_groups
+        sliding = (
+            min(cdiv(max_model_len, self.block_size), cdiv(self.window, self.block_size) + 1) if self.window else 0
+        )
+        return (
+            self.full_groups * cdiv(max_model_len, self.block_size) + self.sliding_groups * sliding + self.state_groups
+        )
 
     def num_blocks(self, available_bytes: float) -> int:
         return max(0, int(available_bytes // self.page_bytes // self.layers_per_group))
@@ -104,8 +106,10 @@ def state_pages(cfg: Dict[str, Any], tp: int, model_bytes: int) -> tuple:
     ssm_bytes = STATE_DTYPE_BYTES.get(str(cfg.get("mamba_ssm_dtype") or ""), model_bytes)
     conv_kernel = int(cfg.get("linear_conv_kernel_dim") or cfg.get("conv_kernel") or cfg.get("mamba_d_conv") or 4)
     if cfg.get("linear_num_value_heads"):  # gated_delta_net_state_shape
-        v_heads, k_heads = int(cfg["linear_num_value_heads"]), int(cfg.get("linear_num_key_heads") or
-                                                                  cfg["linear_num_value_heads"])
+        v_heads, k_heads = (
+            int(cfg["linear_num_value_heads"]),
+            int(cfg.get("linear_num_key_heads") or cfg["linear_num_value_heads"]),
+        )
         k_dim, v_dim = int(cfg.get("linear_key_head_dim") or 128), int(cfg.get("linear_value_head_dim") or 128)
         conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
         return (v_heads // tp * v_dim * k_dim * ssm_bytes, conv_dim // tp * (conv_kernel - 1) * model_bytes)
@@ -132,21 +136,39 @@ def plan_pool(config: Dict[str, Any], kinds: List[str], tp: int, kv_bytes: int, 
     if not state:
         kinds_present = [n for n in (full, sliding) if n]
         size = _group_size(kinds_present)
-        return KvPool(ASCEND_BLOCK, ASCEND_BLOCK * token, size, cdiv(full, size) if full else 0,
-                      cdiv(sliding, size) if sliding else 0, 0, window, token, 0,
-                      f"{ASCEND_BLOCK}-token blocks of {ASCEND_BLOCK * token / 1024:.0f} KiB per layer")
+        return KvPool(
+            ASCEND_BLOCK,
+            ASCEND_BLOCK * token,
+            size,
+            cdiv(full, size) if full else 0,
+            cdiv(sliding, size) if sliding else 0,
+            0,
+            window,
+            token,
+            0,
+            f"{ASCEND_BLOCK}-token blocks of {ASCEND_BLOCK * token / 1024:.0f} KiB per layer",
+        )
     ssm, conv = state_pages(cfg, tp, model_bytes)
     if not ssm:
         raise ValueError("linear-attention layers without their state sizes")
     block = max(ASCEND_BLOCK, ASCEND_BLOCK * cdiv(ssm, ASCEND_BLOCK * token_k))
     page = block * token + conv
     size = _group_size([n for n in (full + sliding, state) if n])
-    return KvPool(block, page, size, cdiv(full, size) if full else 0, cdiv(sliding, size) if sliding else 0,
-                  cdiv(state, size), window, token, ssm + conv,
-                  f"hybrid: attention blocks of {block} tokens so one K half holds a {ssm / 2**20:.2f} MiB state; "
-                  f"pages padded to {page / 2**20:.3f} MiB (attention page + {conv / 1024:.0f} KiB conv state); "
-                  f"{cdiv(full + sliding, size) if full + sliding else 0} attention + {cdiv(state, size)} state "
-                  f"groups of {size} layers")
+    return KvPool(
+        block,
+        page,
+        size,
+        cdiv(full, size) if full else 0,
+        cdiv(sliding, size) if sliding else 0,
+        cdiv(state, size),
+        window,
+        token,
+        ssm + conv,
+        f"hybrid: attention blocks of {block} tokens so one K half holds a {ssm / 2**20:.2f} MiB state; "
+        f"pages padded to {page / 2**20:.3f} MiB (attention page + {conv / 1024:.0f} KiB conv state); "
+        f"{cdiv(full + sliding, size) if full + sliding else 0} attention + {cdiv(state, size)} state "
+        f"groups of {size} layers",
+    )
 
 
 def _group_size(counts: List[int]) -> int:
@@ -155,4 +177,3 @@ def _group_size(counts: List[int]) -> int:
         return 1
     low, high = min(counts), max(counts)
     return high if high < low * 1.5 else low
-

@@ -137,17 +137,26 @@ def local_files(model: Path) -> ModelFiles:
         names = shard_names(read_small_json(index, "index", kind="index"), f"index {index}")
         missing = [n for n in names if not (model / n).exists()]
         if missing:
-            raise BadInput(f"MODEL {model}: partial download: {len(names) - len(missing)} of {len(names)} shards "
-                           f"(missing {missing[0]}{' and more' if len(missing) > 1 else ''})",
-                           hint="finish the download (ascend-setup model fetch resumes it), or fit the model by id")
+            raise BadInput(
+                f"MODEL {model}: partial download: {len(names) - len(missing)} of {len(names)} shards "
+                f"(missing {missing[0]}{' and more' if len(missing) > 1 else ''})",
+                hint="finish the download (ascend-setup model fetch resumes it), or fit the model by id",
+            )
         paths = [model / n for n in names]
     else:
         paths = sorted(p for p in model.glob("*.safetensors"))
     shards = [read_local_header(p) for p in paths]
     origin = f"local directory {model}: config.json" + (f", {len(shards)} safetensors headers" if shards else "")
     described = (model / QUANT).is_file()
-    return ModelFiles(str(model), config, shards, described, origin, has_index=index.exists(),
-                      quant_type=quant_type(model / QUANT) if described else "")
+    return ModelFiles(
+        str(model),
+        config,
+        shards,
+        described,
+        origin,
+        has_index=index.exists(),
+        quant_type=quant_type(model / QUANT) if described else "",
+    )
 
 
 def quant_type(path: Path) -> str:
@@ -156,8 +165,10 @@ def quant_type(path: Path) -> str:
     try:
         return QuantDescription.model_validate(data).model_quant_type or ""
     except ValidationError:
-        raise BadInput(f"quant description {path}: not a JSON object with a string model_quant_type",
-                       hint="ModelSlim writes it beside the weights; fetch it again") from None
+        raise BadInput(
+            f"quant description {path}: not a JSON object with a string model_quant_type",
+            hint="ModelSlim writes it beside the weights; fetch it again",
+        ) from None
 
 
 def dtype_bytes(config: Dict[str, Any]) -> int:
@@ -205,10 +216,14 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
     window = int(cfg.get("sliding_window") or 0)
     sliding_share = min(1.0, window / context) if window and context else 1.0
     full, sliding, state = kinds.count("full"), kinds.count("sliding"), kinds.count("state")
-    return KvLayout(per_token_bytes=layer_bytes * (full + sliding * sliding_share), full_layers=full,
-                    sliding_layers=sliding, state_layers=state,
-                    state_bytes_per_sequence=state * state_bytes_per_layer(cfg),
-                    kinds={"full": full, "sliding": sliding, "state": state})
+    return KvLayout(
+        per_token_bytes=layer_bytes * (full + sliding * sliding_share),
+        full_layers=full,
+        sliding_layers=sliding,
+        state_layers=state,
+        state_bytes_per_sequence=state * state_bytes_per_layer(cfg),
+        kinds={"full": full, "sliding": sliding, "state": state},
+    )
 
 
 def experts_of(cfg: Dict[str, Any]) -> tuple:
@@ -276,8 +291,13 @@ def linear_width(cfg: Dict[str, Any], quant: str) -> tuple:
     found = QUANT_TYPE.match(quant)
     given = cfg.get("quantization_config")
     q: Dict[str, Any] = given if isinstance(given, dict) else {}
-    bits = int(found.group(1)) if found else 8 if str(q.get("quant_method", "")).lower() == "fp8" else \
-        q.get("bits") or q.get("weight_bits")
+    bits = (
+        int(found.group(1))
+        if found
+        else 8
+        if str(q.get("quant_method", "")).lower() == "fp8"
+        else q.get("bits") or q.get("weight_bits")
+    )
     if not isinstance(bits, int) or not 1 <= bits <= 16:
         return dtype_bytes(cfg), 0, ""
     group = int(q.get("group_size") or DEFAULT_GROUP) if bits < 8 else 0
@@ -300,8 +320,11 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int, quant: 
         shared_mlps = per_layer(cfg, "num_shared_expert", layers)  # Hunyuan: MLPs of intermediate_size
         for i in range(dense_layers, layers):
             expert = 3 * h * inter[i]
-            shared = (int(cfg.get("n_shared_experts") or 0) * expert + shared_mlps[i] * dense_mlp
-                      + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0))
+            shared = (
+                int(cfg.get("n_shared_experts") or 0) * expert
+                + shared_mlps[i] * dense_mlp
+                + 3 * h * int(cfg.get("shared_expert_intermediate_size") or 0)
+            )
             body += attention + experts * expert + shared
             body_read += attention + topk[i] * expert + shared
     else:
@@ -317,12 +340,17 @@ def _weights_from_config(cfg: Dict[str, Any], experts: int, active: int, quant: 
 
     note = "estimated from config.json (no safetensors here): attention + MLP per layer + embeddings"
     if quantised:
-        note += (f"; {quantised}: linear layers at {width:g} byte per weight plus scales ({ROW_SCALE_BYTES} bytes per "
-                 "row" + (f", {GROUP_SCALE_BYTES} per group of {group}" if group else "")
-                 + "), embeddings at the dtype")
-    return Weights(total_bytes=linear(body) + vocab * (1 if tied else 2) * bytes_,
-                   per_token_bytes=linear(body_read) + (vocab + h) * bytes_,  # the LM head whole, one embedding row
-                   source="config", dtype=quantised or str(cfg.get("torch_dtype") or "bfloat16"), note=note)
+        note += (
+            f"; {quantised}: linear layers at {width:g} byte per weight plus scales ({ROW_SCALE_BYTES} bytes per "
+            "row" + (f", {GROUP_SCALE_BYTES} per group of {group}" if group else "") + "), embeddings at the dtype"
+        )
+    return Weights(
+        total_bytes=linear(body) + vocab * (1 if tied else 2) * bytes_,
+        per_token_bytes=linear(body_read) + (vocab + h) * bytes_,  # the LM head whole, one embedding row
+        source="config",
+        dtype=quantised or str(cfg.get("torch_dtype") or "bfloat16"),
+        note=note,
+    )
 
 
 def vision_params(config: Dict[str, Any]) -> int:
@@ -334,8 +362,12 @@ def vision_params(config: Dict[str, Any]) -> int:
     h, depth = int(vc["hidden_size"]), int(vc["depth"])
     inter = int(vc.get("intermediate_size") or 4 * h)
     blocks = depth * (4 * h * h + 2 * h * inter)
-    patch = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
-             * int(vc.get("patch_size") or 14) ** 2 * h)
+    patch = (
+        int(vc.get("in_channels") or 3)
+        * int(vc.get("temporal_patch_size") or 1)
+        * int(vc.get("patch_size") or 14) ** 2
+        * h
+    )
     merged = h * int(vc.get("spatial_merge_size") or 2) ** 2
     out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
     mergers = (1 + len(vc.get("deepstack_visual_indexes") or [])) * (merged * merged + merged * out)

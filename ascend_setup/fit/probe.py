@@ -70,9 +70,10 @@ def run_probe(python: Path, device: str, size_bytes: int, env: Optional[Mapping[
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-        raise AscendSetupError(f"the copy measurement on {device} failed: {tail[0]}",
-                               hint="an NPU device needs the installed venv (torch, torch_npu) and CANN's driver"
-                               ) from None
+        raise AscendSetupError(
+            f"the copy measurement on {device} failed: {tail[0]}",
+            hint="an NPU device needs the installed venv (torch, torch_npu) and CANN's driver",
+        ) from None
 
 
 def save_probe(workdir: Path, result: Dict[str, object]) -> Path:

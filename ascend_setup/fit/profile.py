@@ -18,8 +18,8 @@ from ascend_setup.fit.config import text_config
 from ascend_setup.fit.kv_cache import head_dim
 from ascend_setup.fit.model_files import experts_of, layer_kinds
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 #: vLLM's defaults for `vllm serve` on a card under 70 GiB (vllm/engine/arg_utils.py
 #: _set_default_max_num_seqs_and_batched_tokens_args, OPENAI_API_SERVER); the LLM class uses 8192 tokens.
 SERVE_BATCHED_TOKENS, SERVE_MAX_SEQS = 2048, 256
@@ -146,8 +146,9 @@ def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int, tp: int 
     heads = int(vc.get("num_heads") or vc.get("num_attention_heads") or 16)
     inter = int(vc.get("intermediate_size") or 4 * h)
     depth = int(vc.get("depth") or vc.get("num_hidden_layers") or 0)
-    pixels = (int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1)
-              * int(vc.get("patch_size") or 14) ** 2)
+    pixels = (
+        int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 1) * int(vc.get("patch_size") or 14) ** 2
+    )
     out = int(vc.get("out_hidden_size") or text_config(config)["hidden_size"])
     deepstack = vc.get("deepstack_visual_indexes") or []
     stacked = sum(1 for i in deepstack if i < depth - 1) * out // merge  # made before the last block runs
@@ -202,8 +203,11 @@ def weight_tensors(cfg: Dict[str, Any], tp: int, dtype: int, linear_bytes: float
         elif kind != "state":
             out += [linear(q + 2 * kv_card), linear(heads * hd // tp)]
         if experts and i >= dense_first and i not in mlp_only and (i + 1) % step == 0:
-            out += [int(experts * 2 * moe_inter // tp * h * linear_bytes),
-                    int(experts * moe_inter // tp * h * linear_bytes), experts * h * dtype]
+            out += [
+                int(experts * 2 * moe_inter // tp * h * linear_bytes),
+                int(experts * moe_inter // tp * h * linear_bytes),
+                experts * h * dtype,
+            ]
             if shared:
                 out += [linear(2 * shared // tp), linear(shared // tp)]
         else:
@@ -211,8 +215,18 @@ def weight_tensors(cfg: Dict[str, Any], tp: int, dtype: int, linear_bytes: float
     return out
 
 
-def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_source: str, dtype: int,
-                 max_model_len: int, serving: Serving, moe: bool, linear_bytes: float = 0) -> List[Term]:
+def non_kv_terms(
+    config: Dict[str, Any],
+    *,
+    tp: int,
+    weights_card: int,
+    weights_source: str,
+    dtype: int,
+    max_model_len: int,
+    serving: Serving,
+    moe: bool,
+    linear_bytes: float = 0,
+) -> List[Term]:
     """Every term vLLM subtracts before sizing the KV cache on one card, and the graph pool it does not."""
     cfg = text_config(config)
     tokens = serving.max_num_batched_tokens  # profile_run's dummy batch: max_num_tokens
@@ -222,8 +236,10 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
     rows = min(serving.max_num_seqs, tokens)
     logits = (tokens + rows) * hidden * dtype + rows * vocab * dtype * (1 + (1 / tp if tp > 1 else 0))
     encoder, kept, patches = vision_peak(config, max_model_len, dtype, tp)
-    phases = {f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
-              f"the logits of {rows} rows over {vocab:,} tokens": kept + int(logits)}
+    phases = {
+        f"the forward pass at {tokens:,} tokens ({phase})": kept + forward,
+        f"the logits of {rows} rows over {vocab:,} tokens": kept + int(logits),
+    }
     held = {}
     if encoder:
         vision = f"the vision encoder on its largest image ({patches:,} patches)"
@@ -238,30 +254,52 @@ def non_kv_terms(config: Dict[str, Any], *, tp: int, weights_card: int, weights_
     ]
     if serving.absolute_accounting:
         version = ".".join(map(str, serving.vllm_ascend))
-        terms.append(Term("in use at start-up", IN_USE_AT_STARTUP,
-                          f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
-                          "determine_available_memory up to 0.14: non_torch_allocations), what the device held "
-                          "before vLLM started included: 61.27 - 60.89 GiB in vllm-ascend #9606's start-up line"))
+        terms.append(
+            Term(
+                "in use at start-up",
+                IN_USE_AT_STARTUP,
+                f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
+                "determine_available_memory up to 0.14: non_torch_allocations), what the device held "
+                "before vLLM started included: 61.27 - 60.89 GiB in vllm-ascend #9606's start-up line",
+            )
+        )
     if serving.absolute_accounting and serving.vllm_ascend <= FIXED_SEGMENTS_UNTIL:
         tensors = weight_tensors(cfg, tp, dtype, linear_bytes or dtype)
         slack = sum(segment_slack(n) for n in tensors)
         split = sum(1 for n in tensors if segment_slack(n))
-        terms.append(Term("allocator slack", slack,
-                          f"torch_npu's caching allocator pads each request by 32 B and gives one of 10 MiB or more a "
-                          f"segment rounded to 2 MiB (NPUCachingAllocator.cpp round_size, get_allocation_size): "
-                          f"{split} of the {len(tensors)} large weights per card keep their segment's split-off rest "
-                          "reserved; vllm-ascend up to 0.13 counts reserved-but-unallocated memory as non-torch "
-                          "(non_torch_allocations = used - torch allocated) and leaves segments fixed "
-                          "(expandable_segments from 0.14.0rc1)"))
+        terms.append(
+            Term(
+                "allocator slack",
+                slack,
+                f"torch_npu's caching allocator pads each request by 32 B and gives one of 10 MiB or more a "
+                f"segment rounded to 2 MiB (NPUCachingAllocator.cpp round_size, get_allocation_size): "
+                f"{split} of the {len(tensors)} large weights per card keep their segment's split-off rest "
+                "reserved; vllm-ascend up to 0.13 counts reserved-but-unallocated memory as non-torch "
+                "(non_torch_allocations = used - torch allocated) and leaves segments fixed "
+                "(expandable_segments from 0.14.0rc1)",
+            )
+        )
     if tp > 1:
         communicators = 2 if moe else 1
-        terms.append(Term("TP buffers", communicators * HCCL_BUFFER,
-                          f"HCCL: 2 x HCCL_BUFFSIZE (200 MB default) per communicator, {communicators} "
-                          + ("(the TP group and the MoE dispatch group)" if moe else "(the TP group)")))
-    terms.append(Term("graph pool", 0, "none: --enforce-eager" if serving.enforce_eager else
-                      "captured after the KV cache is sized (not in its budget): 0.09-0.46 GiB published "
-                      "(vllm-ascend #9606, #4594, the field report); it must fit in the (1 - utilisation) left over",
-                      in_budget=False))
+        terms.append(
+            Term(
+                "TP buffers",
+                communicators * HCCL_BUFFER,
+                f"HCCL: 2 x HCCL_BUFFSIZE (200 MB default) per communicator, {communicators} "
+                + ("(the TP group and the MoE dispatch group)" if moe else "(the TP group)"),
+            )
+        )
+    terms.append(
+        Term(
+            "graph pool",
+            0,
+            "none: --enforce-eager"
+            if serving.enforce_eager
+            else "captured after the KV cache is sized (not in its budget): 0.09-0.46 GiB published "
+            "(vllm-ascend #9606, #4594, the field report); it must fit in the (1 - utilisation) left over",
+            in_budget=False,
+        )
+    )
     return terms
 
 

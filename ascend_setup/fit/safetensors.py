@@ -18,8 +18,24 @@ from ascend_setup.errors import BadInput
 #: The safetensors spec's limit on a header (and so on what we read before the data).
 MAX_HEADER = 100 * 1024 * 1024
 #: Bytes per element of every dtype the format defines (sub-byte dtypes are refused: unknown here).
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
-               "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8}
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+}
 
 
 def header_length(name: str, first8: bytes, file_size: int) -> int:
@@ -53,13 +69,18 @@ def parse_header(name: str, blob: bytes, file_size: int) -> Dict[str, Any]:
 def _check_disjoint(name: str, header: Dict[str, Any]) -> None:
     """No two tensors share a byte: a header whose tensors overlap describes no file (a tensor counted twice
     would make fit's figure wrong, not merely large)."""
-    spans = sorted((entry["data_offsets"][0], entry["data_offsets"][1], tensor) for tensor, entry in header.items()
-                   if tensor != "__metadata__")
+    spans = sorted(
+        (entry["data_offsets"][0], entry["data_offsets"][1], tensor)
+        for tensor, entry in header.items()
+        if tensor != "__metadata__"
+    )
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
         if start < end:
-            raise BadInput(f"{name}: tensors {first[:80]!r} and {second[:80]!r} overlap (bytes {start}-{end} of the "
-                           "data are claimed by both)",
-                           hint="the header does not describe a safetensors file; fetch the shard again")
+            raise BadInput(
+                f"{name}: tensors {first[:80]!r} and {second[:80]!r} overlap (bytes {start}-{end} of the "
+                "data are claimed by both)",
+                hint="the header does not describe a safetensors file; fetch the shard again",
+            )
 
 
 def _check_tensor(name: str, tensor: str, entry: Any, data_size: int) -> None:
@@ -75,7 +96,9 @@ def _check_tensor(name: str, tensor: str, entry: Any, data_size: int) -> None:
         raise BadInput(f"{where} has no [start, end] data_offsets")
     start, end = offsets
     if not 0 <= start <= end <= data_size:
-        raise BadInput(f"{where}: offsets {start}-{end} do not lie in the file's {data_size} data bytes",
-                       hint="the header does not describe this file (a truncated or partial download?)")
+        raise BadInput(
+            f"{where}: offsets {start}-{end} do not lie in the file's {data_size} data bytes",
+            hint="the header does not describe this file (a truncated or partial download?)",
+        )
     if end - start != math.prod(shape) * DTYPE_BYTES[dtype]:
         raise BadInput(f"{where}: {end - start} bytes do not hold shape {shape[:8]} of {dtype}")

@@ -93,8 +93,15 @@ class HostAudit:
         return f"clean ({said})" if said else "clean"
 
     def to_json(self) -> dict:
-        return {"host": self.host, "ok": self.ok, "result": self.result(), "venv": self.venv, "lock": self.lock,
-                "error": self.error, "findings": [f.model_dump() for f in self.findings]}
+        return {
+            "host": self.host,
+            "ok": self.ok,
+            "result": self.result(),
+            "venv": self.venv,
+            "lock": self.lock,
+            "error": self.error,
+            "findings": [f.model_dump() for f in self.findings],
+        }
 
 
 def _one_line(text: str) -> str:
@@ -112,8 +119,10 @@ def read_host_audit(path: Path) -> HostAudit:
         plain = validate(AuditOutput, data, source, hint=HINT)
         return HostAudit(stem, findings=plain.findings, venv=plain.venv, lock=plain.lock)
     if not isinstance(data, dict) or "audit" not in data:
-        raise BadInput(f"{path} is not a host audit result (neither audit --json output nor the play's wrapper)",
-                       hint="the audit play writes these files; run it again")
+        raise BadInput(
+            f"{path} is not a host audit result (neither audit --json output nor the play's wrapper)",
+            hint="the audit play writes these files; run it again",
+        )
     audit = data["audit"]
     if not (isinstance(audit, dict) and "findings" in audit):  # no report: why is in rc and stderr
         data = {**data, "audit": None}
@@ -149,9 +158,12 @@ def finding_ids(hosts: List[HostAudit], severities: Sequence[str] = ("error", "w
 
 def fleet_json(hosts: List[HostAudit]) -> dict:
     ids = finding_ids(hosts)
-    return {"ok": all(h.ok for h in hosts), "hosts": [h.to_json() for h in hosts],
-            "findings": {i: sorted({h.host for h in hosts for f in h.findings if f.id == i}) for i in ids},
-            "did_not_run": [h.host for h in hosts if h.error]}
+    return {
+        "ok": all(h.ok for h in hosts),
+        "hosts": [h.to_json() for h in hosts],
+        "findings": {i: sorted({h.host for h in hosts for f in h.findings if f.id == i}) for i in ids},
+        "did_not_run": [h.host for h in hosts if h.error],
+    }
 
 
 #: The grid's columns: what needs a look. Infos (expected, by design) are counted in the result column.

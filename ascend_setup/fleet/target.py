@@ -43,8 +43,9 @@ class FleetTarget:
         return asdict(self)
 
 
-def install_interpreter(row: Row, sources: IndexSources, python: Optional[str],
-                        found: Optional[List[Interpreter]] = None) -> Tuple[Optional[Interpreter], str]:
+def install_interpreter(
+    row: Row, sources: IndexSources, python: Optional[str], found: Optional[List[Interpreter]] = None
+) -> Tuple[Optional[Interpreter], str]:
     """(the interpreter the install takes here, by decide_python; or None and why there is none). `python`: the
     one --python names; `found`: this machine's interpreters, when searched already."""
     try:
@@ -53,8 +54,16 @@ def install_interpreter(row: Row, sources: IndexSources, python: Optional[str],
         return None, exc.message
 
 
-def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, interpreter: Optional[Interpreter],
-                 no_interpreter: str = "", soc: Optional[str], cann_installed: Optional[str]) -> FleetTarget:
+def fleet_target(
+    row: Row,
+    sources: IndexSources,
+    *,
+    workdir: Path,
+    interpreter: Optional[Interpreter],
+    no_interpreter: str = "",
+    soc: Optional[str],
+    cann_installed: Optional[str],
+) -> FleetTarget:
     """The same choices the install's preflight makes (interpreter, SOC, CANN), made now without writing:
     `interpreter` from install_interpreter (`no_interpreter` says why there is none)."""
     unknown: List[str] = []
@@ -67,13 +76,32 @@ def fleet_target(row: Row, sources: IndexSources, *, workdir: Path, interpreter:
         unknown.append("cann: no CANN toolkit found (pass --cann-home)")
     minor = interpreter.minor if interpreter else None
     target = this_machine(minor) if minor else None
-    key = wheelhouse_key(version=row.packages["vllm-ascend"], cann=cann_installed, arch=arch, python=minor,
-                         glibc=glibc or "unknown", soc=soc) if minor and soc and cann_installed else None
+    key = (
+        wheelhouse_key(
+            version=row.packages["vllm-ascend"],
+            cann=cann_installed,
+            arch=arch,
+            python=minor,
+            glibc=glibc or "unknown",
+            soc=soc,
+        )
+        if minor and soc and cann_installed
+        else None
+    )
     return FleetTarget(
-        cann=row.cann, arch=arch, glibc=glibc, python=minor,
-        python_executable=interpreter.path if interpreter else None, soc=soc, cann_installed=cann_installed,
-        lock_name=lock_file_name(row.cann, target) if target else None, indexes=sources.as_dict(),
-        lock_key=lock_file_name(row.cann, target,
-                                inputs_digest(row, target, sources, device_of(soc))[:8]) if target else None,
+        cann=row.cann,
+        arch=arch,
+        glibc=glibc,
+        python=minor,
+        python_executable=interpreter.path if interpreter else None,
+        soc=soc,
+        cann_installed=cann_installed,
+        lock_name=lock_file_name(row.cann, target) if target else None,
+        indexes=sources.as_dict(),
+        lock_key=lock_file_name(row.cann, target, inputs_digest(row, target, sources, device_of(soc))[:8])
+        if target
+        else None,
         wheelhouse_key=key,
-        wheelhouse=str(workdir / "wheelhouse" / key) if key else None, unknown=unknown)
+        wheelhouse=str(workdir / "wheelhouse" / key) if key else None,
+        unknown=unknown,
+    )

@@ -100,8 +100,7 @@ def _toolkit_version(toolkit: Path, arch: str) -> tuple:
 def _find_root(start: Path) -> Path:
     """Walk up from a toolkit dir (ASCEND_HOME_PATH style) to the Ascend root that holds it."""
     for candidate in [start, *start.parents]:
-        if (candidate / "ascend-toolkit").exists() or (candidate / "cann").exists() or \
-                any(candidate.glob("cann-*")):
+        if (candidate / "ascend-toolkit").exists() or (candidate / "cann").exists() or any(candidate.glob("cann-*")):
             return candidate
         if candidate.parent == candidate:
             break
@@ -195,10 +194,19 @@ def detect_cann(cann_home: Optional[str] = None, arch: Optional[str] = None) -> 
         root = _find_root(start)
         for layout, toolkit, script in _toolkits(root):
             version, source = _toolkit_version(toolkit, arch)
-            installs.append(CannInstall(
-                root=str(root), toolkit=str(toolkit), layout=layout, version=version, version_source=source,
-                set_env=str(script) if script else None, nnal=_nnal(root), driver=find_driver(root),
-                kernels=_kernels(toolkit)))
+            installs.append(
+                CannInstall(
+                    root=str(root),
+                    toolkit=str(toolkit),
+                    layout=layout,
+                    version=version,
+                    version_source=source,
+                    set_env=str(script) if script else None,
+                    nnal=_nnal(root),
+                    driver=find_driver(root),
+                    kernels=_kernels(toolkit),
+                )
+            )
         if installs:
             break
     return installs

@@ -12,7 +12,7 @@ from typing import Optional, Union
 from ascend_setup.host.cann import CannInstall, candidate_roots, same_cann
 from ascend_setup.matrix.models import Row
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @dataclass
@@ -38,15 +38,23 @@ def check_cann(row: Row, found: Optional[CannInstall], cann_home: Optional[str])
     """The CANN toolkit found first (`found`, looked for under `cann_home` or the usual roots) against the row's."""
     if found is None:
         looked = ", ".join(str(p) for p in candidate_roots(cann_home))
-        return Check("cann", "fail", f"no CANN toolkit found (looked in {looked})",
-                     f"install CANN {row.cann} (Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run), "
-                     "or pass --cann-home DIR if it lives elsewhere")
+        return Check(
+            "cann",
+            "fail",
+            f"no CANN toolkit found (looked in {looked})",
+            f"install CANN {row.cann} (Ascend-cann-toolkit_{row.cann}_linux-{platform.machine()}.run), "
+            "or pass --cann-home DIR if it lives elsewhere",
+        )
     where = f"{found.toolkit} ({found.layout}, version from {found.version_source})"
     if found.version is None:
         return Check("cann", "warn", f"CANN at {where} has no readable version", "reinstall the toolkit")
     if not same_cann(found.version, row.cann):
-        return Check("cann", "fail", f"CANN {found.version} is installed at {where}, but the row needs CANN {row.cann}",
-                     f"install CANN {row.cann}, or use the row of the installed CANN: --cann {found.version}")
+        return Check(
+            "cann",
+            "fail",
+            f"CANN {found.version} is installed at {where}, but the row needs CANN {row.cann}",
+            f"install CANN {row.cann}, or use the row of the installed CANN: --cann {found.version}",
+        )
     return Check("cann", "pass", f"CANN {found.version} at {where}")
 
 

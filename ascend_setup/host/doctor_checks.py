@@ -32,16 +32,26 @@ from ascend_setup.utils.inputs import load_model, open_input
 def check_glibc(row: Row, facts: MachineFacts) -> Check:
     needs = [(name, per_arch[facts.arch]) for name, per_arch in row.wheel_glibc.items() if facts.arch in per_arch]
     if facts.glibc is None:
-        return Check("glibc", "warn", "no glibc found (musl or unknown C library): no manylinux wheel installs",
-                     "use a glibc distribution such as Ubuntu 22.04+")
+        return Check(
+            "glibc",
+            "warn",
+            "no glibc found (musl or unknown C library): no manylinux wheel installs",
+            "use a glibc distribution such as Ubuntu 22.04+",
+        )
     host = tuple(int(p) for p in facts.glibc.split("."))
     late = [(n, g) for n, g in needs if tuple(int(p) for p in g.split(".")) > host]
     if late:
-        text = "; ".join(f"glibc {facts.glibc} < {g}: {n} will be built from source, ~{row.build_minutes} min"
-                         for n, g in late)
-        return Check("glibc", "warn", text, "expected on Ubuntu 20.04; ascend-setup builds it once and keeps "
-                     "the wheel in <workdir>/wheelhouse (or use a host with glibc >= "
-                     f"{max(g for _, g in late)})")
+        text = "; ".join(
+            f"glibc {facts.glibc} < {g}: {n} will be built from source, ~{row.build_minutes} min" for n, g in late
+        )
+        return Check(
+            "glibc",
+            "warn",
+            text,
+            "expected on Ubuntu 20.04; ascend-setup builds it once and keeps "
+            "the wheel in <workdir>/wheelhouse (or use a host with glibc >= "
+            f"{max(g for _, g in late)})",
+        )
     return Check("glibc", "pass", f"glibc {facts.glibc} takes the row's wheels")
 
 
@@ -57,21 +67,36 @@ def check_python(row: Row, interpreters: List[Interpreter], install: Optional[In
     fitting = [i for i in interpreters if row.python_allows(i.version)]
     best = newest_usable(row, interpreters)
     if best is not None:
-        takes = (f"; the install takes Python {install.minor} at {install.path}, the newest the row's wheels exist "
-                 "for") if install is not None and install.minor != best.minor else ""
+        takes = (
+            (f"; the install takes Python {install.minor} at {install.path}, the newest the row's wheels exist for")
+            if install is not None and install.minor != best.minor
+            else ""
+        )
         return Check("python", "pass", f"Python {best.version} at {best.path} fits {row.python}{takes}")
     if fitting:
         i = fitting[0]
-        return Check("python", "fail", f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
-                     python_install_hint(i.minor))
+        return Check(
+            "python",
+            "fail",
+            f"Python {i.version} at {i.path} fits {row.python} but cannot make venvs",
+            python_install_hint(i.minor),
+        )
     seen = ", ".join(sorted({i.version for i in interpreters})) or "none"
     if install is not None and not install.path:  # decide_python's managed choice: the install fetches it
-        return Check("python", "warn", f"no interpreter in {row.python} (found: {seen}); the install fetches a "
-                     f"managed CPython {install.version} into <workdir>/python",
-                     "the install needs the python-build-standalone release or a mirror of it (--python-mirror "
-                     f"URL), or a bundle; or {python_install_hint(PREFERRED)}")
-    return Check("python", "fail", f"no interpreter in {row.python} (found: {seen})",
-                 f"{python_install_hint(PREFERRED)}; then --python /path/to/python{PREFERRED}")
+        return Check(
+            "python",
+            "warn",
+            f"no interpreter in {row.python} (found: {seen}); the install fetches a "
+            f"managed CPython {install.version} into <workdir>/python",
+            "the install needs the python-build-standalone release or a mirror of it (--python-mirror "
+            f"URL), or a bundle; or {python_install_hint(PREFERRED)}",
+        )
+    return Check(
+        "python",
+        "fail",
+        f"no interpreter in {row.python} (found: {seen})",
+        f"{python_install_hint(PREFERRED)}; then --python /path/to/python{PREFERRED}",
+    )
 
 
 #: A managed interpreter under a workdir's python/ (uv's folder per build), by its versioned name.
@@ -97,32 +122,62 @@ def interpreters_to_check(python: Optional[str], pythons: Optional[Path] = None)
 def check_driver_and_npu(driver: Optional[Driver], npu: NpuFacts) -> List[Check]:
     checks = []
     if driver is None:
-        checks.append(Check("driver", "fail", "no NPU driver (driver/version.info not found)",
-                            "install the Ascend driver and firmware (Ascend-hdk-910b-npu-driver_*.run)"))
+        checks.append(
+            Check(
+                "driver",
+                "fail",
+                "no NPU driver (driver/version.info not found)",
+                "install the Ascend driver and firmware (Ascend-hdk-910b-npu-driver_*.run)",
+            )
+        )
     else:
-        checks.append(Check("driver", "pass",
-                            f"driver {driver.package_version or driver.version or 'unknown version'} at {driver.root}"))
+        checks.append(
+            Check(
+                "driver",
+                "pass",
+                f"driver {driver.package_version or driver.version or 'unknown version'} at {driver.root}",
+            )
+        )
     if npu.error:
-        fix = "add <driver>/lib64, lib64/common and lib64/driver to LD_LIBRARY_PATH" if "libc_sec" in npu.error \
+        fix = (
+            "add <driver>/lib64, lib64/common and lib64/driver to LD_LIBRARY_PATH"
+            if "libc_sec" in npu.error
             else "install the driver; on a machine without NPUs pass --soc to build anyway"
+        )
         checks.append(Check("npu", "fail", npu.error, fix))
     elif not npu.chips:
         checks.append(Check("npu", "fail", f"{npu.npu_smi} lists no NPUs", "check the driver with 'npu-smi info'"))
     else:
         names = ", ".join(sorted({c["name"] for c in npu.chips}))
-        checks.append(Check("npu", "pass", f"{len(npu.chips)} NPU(s): {names}; SOC_VERSION={npu.soc_version} "
-                                           f"(device type {label(npu.device_type)})"))
+        checks.append(
+            Check(
+                "npu",
+                "pass",
+                f"{len(npu.chips)} NPU(s): {names}; SOC_VERSION={npu.soc_version} "
+                f"(device type {label(npu.device_type)})",
+            )
+        )
     if missing_hwhiaiuser_group():
-        checks.append(Check("group", "fail", "this user is not in the HwHiAiUser group",
-                            "sudo usermod -aG HwHiAiUser $USER, then log in again"))
+        checks.append(
+            Check(
+                "group",
+                "fail",
+                "this user is not in the HwHiAiUser group",
+                "sudo usermod -aG HwHiAiUser $USER, then log in again",
+            )
+        )
     return checks
 
 
 def check_nnal(installs: List[CannInstall]) -> Check:
     nnal = installs[0].nnal if installs else None
     if nnal is None or not nnal.set_env:
-        return Check("nnal", "warn", "NNAL (ATB) not found: libatb.so missing at runtime",
-                     "install Ascend-cann-nnal for the same CANN version")
+        return Check(
+            "nnal",
+            "warn",
+            "NNAL (ATB) not found: libatb.so missing at runtime",
+            "install Ascend-cann-nnal for the same CANN version",
+        )
     return Check("nnal", "pass", f"NNAL at {nnal.set_env} (libatb: {nnal.libatb or 'not found'})")
 
 
@@ -141,9 +196,13 @@ def check_set_env(captured: Union[CapturedEnv, Check]) -> Check:
         return captured
     problems = captured.problems()
     note = f" ({'; '.join(problems)}: a 'set -e' caller would die; captured safely)" if problems else ""
-    return Check("set_env", "pass", f"captured {len(captured.changes)} variables from "
-                 f"{', '.join(captured.scripts)}{note}; "
-                 f"ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}")
+    return Check(
+        "set_env",
+        "pass",
+        f"captured {len(captured.changes)} variables from "
+        f"{', '.join(captured.scripts)}{note}; "
+        f"ASCEND_HOME_PATH={captured.changes.get('ASCEND_HOME_PATH', '-')}",
+    )
 
 
 def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
@@ -151,8 +210,14 @@ def check_workdir(row: Row, facts: MachineFacts) -> List[Check]:
     if facts.workdir_persistent:
         checks.append(Check("workdir", "pass", f"{facts.workdir} is on a persistent path"))
     else:
-        checks.append(Check("workdir", "warn", f"{facts.workdir} is not under /mnt/workspace or /home: "
-                            "a preemptible instance loses it on stop", "--workdir /mnt/workspace/ascend-setup"))
+        checks.append(
+            Check(
+                "workdir",
+                "warn",
+                f"{facts.workdir} is not under /mnt/workspace or /home: a preemptible instance loses it on stop",
+                "--workdir /mnt/workspace/ascend-setup",
+            )
+        )
     checks.append(check_disk(row, facts.workdir, facts.workdir_free))
     return checks
 
@@ -161,8 +226,12 @@ def check_locks(workdir: Path) -> Check:
     stale = [lock for lock in find_kernel_meta_locks(workdir) if lock.stale]
     if stale:
         paths = " ".join(str(lock.path) for lock in stale)
-        return Check("locks", "warn", f"{len(stale)} stale kernel_meta.lock file(s) (recorded pid dead): {paths}",
-                     f"rm {paths}  (ascend-setup install removes them before building)")
+        return Check(
+            "locks",
+            "warn",
+            f"{len(stale)} stale kernel_meta.lock file(s) (recorded pid dead): {paths}",
+            f"rm {paths}  (ascend-setup install removes them before building)",
+        )
     return Check("locks", "pass", f"no stale compile locks under {workdir}")
 
 
@@ -182,13 +251,22 @@ def check_last_failure(workdir: Path) -> Check:
         with open_input(log, "log", follow=False) as stream:
             diagnosis = triage_stream(stream)
     except (BadInput, AttributeError) as exc:
-        return Check("last-failure", "warn",
-                     f"the last install's record cannot be read: {getattr(exc, 'message', exc)}")
+        return Check(
+            "last-failure", "warn", f"the last install's record cannot be read: {getattr(exc, 'message', exc)}"
+        )
     if diagnosis is None or diagnosis.id is None:
-        return Check("last-failure", "warn", f"step {name} failed: {record.error or 'no known cause'} ({log})",
-                     f"ascend-setup triage {log}")
-    return Check("last-failure", "fail", f"step {name} failed: {diagnosis.cause} ({log}, line {diagnosis.line_number})",
-                 diagnosis.fix)
+        return Check(
+            "last-failure",
+            "warn",
+            f"step {name} failed: {record.error or 'no known cause'} ({log})",
+            f"ascend-setup triage {log}",
+        )
+    return Check(
+        "last-failure",
+        "fail",
+        f"step {name} failed: {diagnosis.cause} ({log}, line {diagnosis.line_number})",
+        diagnosis.fix,
+    )
 
 
 def check_venv(venv: Path) -> Check:
@@ -196,8 +274,12 @@ def check_venv(venv: Path) -> Check:
     if cfg is None:
         return Check("venv", "pass", f"no venv at {venv} yet (install creates a clean one)")
     if cfg.get("include-system-site-packages", "false").lower() == "true":
-        return Check("venv", "warn", f"{venv} includes system site-packages: stale torch builds leak in",
-                     f"set include-system-site-packages = false in {venv}/pyvenv.cfg, or recreate the venv")
+        return Check(
+            "venv",
+            "warn",
+            f"{venv} includes system site-packages: stale torch builds leak in",
+            f"set include-system-site-packages = false in {venv}/pyvenv.cfg, or recreate the venv",
+        )
     return Check("venv", "pass", f"{venv} is isolated from system site-packages")
 
 
@@ -210,21 +292,36 @@ def check_pip_config(settings: Optional[PipSettings]) -> Check:
     if settings.respect:
         return Check("pip-config", "pass", f"{source}; --respect-pip-config: all of it applies")
     if settings.ignored:
-        return Check("pip-config", "warn", f"{source}; ignored by ascend-setup's pip and uv runs: "
-                     f"{'; '.join(settings.describe_ignored())}",
-                     "nothing to do, unless your site needs them: then pass --respect-pip-config")
+        return Check(
+            "pip-config",
+            "warn",
+            f"{source}; ignored by ascend-setup's pip and uv runs: {'; '.join(settings.describe_ignored())}",
+            "nothing to do, unless your site needs them: then pass --respect-pip-config",
+        )
     return Check("pip-config", "pass", f"{source}; nothing else set")
 
 
 def check_indexes(row: Row, urls: Mapping[str, str]) -> Tuple[Check, List[IndexAnswer]]:
     """Each index the install would use (`urls` by name: the mirror, pip's or --index-url, and the row's named
     ones), asked for one pin it serves."""
-    answers = ask_indexes([IndexNeed(n, [url], dict([next(iter(row.packages_from(n).items()))]))
-                           for n, url in urls.items() if url and row.packages_from(n)])
-    worst = "fail" if any(a.status == "unreachable" for a in answers) else \
-        "warn" if any(a.status != "reachable" for a in answers) else "pass"
-    fix = {"fail": "check the network, or pass --index NAME=URL / --index-url URL for an index this host can reach",
-           "warn": "a nearer mirror answers faster: ascend-setup mirrors"}.get(worst)
+    answers = ask_indexes(
+        [
+            IndexNeed(n, [url], dict([next(iter(row.packages_from(n).items()))]))
+            for n, url in urls.items()
+            if url and row.packages_from(n)
+        ]
+    )
+    worst = (
+        "fail"
+        if any(a.status == "unreachable" for a in answers)
+        else "warn"
+        if any(a.status != "reachable" for a in answers)
+        else "pass"
+    )
+    fix = {
+        "fail": "check the network, or pass --index NAME=URL / --index-url URL for an index this host can reach",
+        "warn": "a nearer mirror answers faster: ascend-setup mirrors",
+    }.get(worst)
     return Check("indexes", worst, "; ".join(a.line() for a in answers) or "no index to ask", fix), answers
 
 
@@ -251,13 +348,25 @@ def check_toolchain(row: Row, installs: List[CannInstall], facts: MachineFacts, 
     vllm-ascend from source (by the row), and only warn otherwise."""
     why = builds_from_source(row, facts.arch, facts.glibc, device_of(soc))
     needed = f"vllm-ascend will be built from source: {why}" if why else "needed only for a source build"
-    return [c if c.ok else replace(c, status="fail" if why else "warn", detail=f"{c.detail} ({needed})")
-            for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch)]
+    return [
+        c if c.ok else replace(c, status="fail" if why else "warn", detail=f"{c.detail} ({needed})")
+        for c in toolchain_checks(row, toolkit=Path(installs[0].toolkit) if installs else None, arch=facts.arch)
+    ]
 
 
-def run_doctor(row: Row, installs: List[CannInstall], interpreters: List[Interpreter], *, cann_home: Optional[str],
-               workdir: Path, venv: Path, indexes: Mapping[str, str], settings: Optional[PipSettings] = None,
-               install_python: Optional[Interpreter] = None, soc: Optional[str] = None) -> DoctorReport:
+def run_doctor(
+    row: Row,
+    installs: List[CannInstall],
+    interpreters: List[Interpreter],
+    *,
+    cann_home: Optional[str],
+    workdir: Path,
+    venv: Path,
+    indexes: Mapping[str, str],
+    settings: Optional[PipSettings] = None,
+    install_python: Optional[Interpreter] = None,
+    soc: Optional[str] = None,
+) -> DoctorReport:
     """`row` as this host takes it; `installs` the CANN toolkits found (the first is the one used);
     `interpreters` those to check (interpreters_to_check); `indexes` the install's, by name (IndexSources);
     `install_python` the interpreter the install takes here (decide_python, asked by the command)."""
@@ -281,7 +390,15 @@ def run_doctor(row: Row, installs: List[CannInstall], interpreters: List[Interpr
     checks.append(check_pip_config(settings))
     index_check, answers = check_indexes(row, indexes)
     checks.append(index_check)
-    return DoctorReport(checks=checks, facts={"indexes": [a.to_json() for a in answers],
-        "row": row.cann, "machine": facts.to_json(), "cann": installs[0].to_json() if installs else None,
-        "npu": npu.to_json(), "env": captured.changes if isinstance(captured, CapturedEnv) else {},
-        "python": newest.to_json() if newest else None})
+    return DoctorReport(
+        checks=checks,
+        facts={
+            "indexes": [a.to_json() for a in answers],
+            "row": row.cann,
+            "machine": facts.to_json(),
+            "cann": installs[0].to_json() if installs else None,
+            "npu": npu.to_json(),
+            "env": captured.changes if isinstance(captured, CapturedEnv) else {},
+            "python": newest.to_json() if newest else None,
+        },
+    )

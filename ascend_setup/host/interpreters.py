@@ -45,22 +45,39 @@ class Interpreter:
 
 _NAME = re.compile(r"^python3(\.\d{1,2})?$")
 #: Where interpreters live on the hosts we serve, below the filesystem root.
-ROOT_PATTERNS: Tuple[str, ...] = ("usr/local/bin/python3*", "usr/bin/python3*", "usr/local/python3*/bin/python3*",
-                                  "opt/*/bin/python3*", "opt/*/*/bin/python3*", "opt/conda/envs/*/bin/python3*")
+ROOT_PATTERNS: Tuple[str, ...] = (
+    "usr/local/bin/python3*",
+    "usr/bin/python3*",
+    "usr/local/python3*/bin/python3*",
+    "opt/*/bin/python3*",
+    "opt/*/*/bin/python3*",
+    "opt/conda/envs/*/bin/python3*",
+)
 #: ... and below the user's home (pyenv, conda flavours, uv-managed interpreters).
 HOME_PATTERNS: Tuple[str, ...] = (
-    ".pyenv/versions/*/bin/python3*", "miniconda3/bin/python3*", "anaconda3/bin/python3*",
-    "miniforge3/bin/python3*", "miniconda3/envs/*/bin/python3*", "anaconda3/envs/*/bin/python3*",
-    "miniforge3/envs/*/bin/python3*", ".conda/envs/*/bin/python3*", ".local/share/uv/python/*/bin/python3*")
+    ".pyenv/versions/*/bin/python3*",
+    "miniconda3/bin/python3*",
+    "anaconda3/bin/python3*",
+    "miniforge3/bin/python3*",
+    "miniconda3/envs/*/bin/python3*",
+    "anaconda3/envs/*/bin/python3*",
+    "miniforge3/envs/*/bin/python3*",
+    ".conda/envs/*/bin/python3*",
+    ".local/share/uv/python/*/bin/python3*",
+)
 
 
 #: ... and below the prefixes these variables name.
-ENV_PATTERNS = {"PYENV_ROOT": ("versions/*/bin/python3*",), "CONDA_PREFIX": ("bin/python3*", "envs/*/bin/python3*"),
-                "UV_PYTHON_INSTALL_DIR": ("*/bin/python3*",)}
+ENV_PATTERNS = {
+    "PYENV_ROOT": ("versions/*/bin/python3*",),
+    "CONDA_PREFIX": ("bin/python3*", "envs/*/bin/python3*"),
+    "UV_PYTHON_INSTALL_DIR": ("*/bin/python3*",),
+}
 
 
-def candidate_paths(extra: Iterable[str] = (), *, root: str = "/", home: Optional[str] = None,
-                    path_env: Optional[str] = None) -> List[str]:
+def candidate_paths(
+    extra: Iterable[str] = (), *, root: str = "/", home: Optional[str] = None, path_env: Optional[str] = None
+) -> List[str]:
     """Every python3 / python3.X on PATH and in the usual prefixes (one per real file). `root`, `home`
     and `path_env` exist so that fake interpreter trees can stand in for a host in tests."""
     home = os.path.expanduser("~") if home is None else home
@@ -131,8 +148,9 @@ def _legacy_version(path: str) -> Optional[str]:
     return match.group(1) if match else None
 
 
-def choose_interpreter(spec: str, explicit: Optional[str] = None,
-                       found: Optional[List[Interpreter]] = None) -> Interpreter:
+def choose_interpreter(
+    spec: str, explicit: Optional[str] = None, found: Optional[List[Interpreter]] = None
+) -> Interpreter:
     """The interpreter the venv will use: `explicit` (--python) if given, else the newest one inside `spec`.
     An error about `explicit` names the value only; the caller adds where it was given (BadInput.given_as)."""
     allowed = SpecifierSet(spec)
@@ -141,15 +159,17 @@ def choose_interpreter(spec: str, explicit: Optional[str] = None,
         if interp is None:
             old = _legacy_version(explicit)
             if old:
-                raise BadInput(f"{explicit} is Python {old}, too old: the row needs {spec}",
-                               hint=python_install_hint(PREFERRED))
+                raise BadInput(
+                    f"{explicit} is Python {old}, too old: the row needs {spec}", hint=python_install_hint(PREFERRED)
+                )
             raise BadInput(f"{explicit} is not a working Python interpreter")
         if not allowed.contains(interp.version):
-            raise BadInput(f"{explicit} is Python {interp.version}, outside the row's range {spec}",
-                           hint=python_install_hint(PREFERRED))
+            raise BadInput(
+                f"{explicit} is Python {interp.version}, outside the row's range {spec}",
+                hint=python_install_hint(PREFERRED),
+            )
         if not interp.has_venv:
-            raise BadInput(f"{explicit} cannot create venvs (no ensurepip)",
-                           hint=python_install_hint(interp.minor))
+            raise BadInput(f"{explicit} cannot create venvs (no ensurepip)", hint=python_install_hint(interp.minor))
         return interp
     found = find_interpreters() if found is None else found
     fitting = [i for i in found if allowed.contains(i.version) and i.has_venv]
@@ -157,5 +177,6 @@ def choose_interpreter(spec: str, explicit: Optional[str] = None,
         seen = ", ".join(sorted({i.version for i in found})) or "none"
         raise AscendSetupError(
             f"no Python interpreter in {spec} with venv support was found (seen: {seen})",
-            hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}")
+            hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}",
+        )
     return max(fitting, key=lambda i: Version(i.version))

@@ -161,8 +161,13 @@ def card_clocks(driver_root: Optional[str], cards: List[int], timeout: float = 5
     found: Dict[int, Clock] = {}
     for card in cards:
         try:
-            out = subprocess.run([exe, "info", "-t", "common", "-i", str(card)], env=npu_smi_env(driver_root),
-                                 capture_output=True, text=True, timeout=timeout)
+            out = subprocess.run(
+                [exe, "info", "-t", "common", "-i", str(card)],
+                env=npu_smi_env(driver_root),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if out.returncode == 0:

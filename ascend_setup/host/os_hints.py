@@ -7,9 +7,11 @@ from typing import Mapping, Optional
 
 from ascend_setup.utils.osrelease import os_release
 
-PORTABLE = ("pyenv install {v} (then --python ~/.pyenv/versions/{v}.*/bin/python{v}), or uv python install {v} "
-            "(where its download source cannot be reached, set UV_PYTHON_INSTALL_MIRROR to a mirror of "
-            "python-build-standalone)")
+PORTABLE = (
+    "pyenv install {v} (then --python ~/.pyenv/versions/{v}.*/bin/python{v}), or uv python install {v} "
+    "(where its download source cannot be reached, set UV_PYTHON_INSTALL_MIRROR to a mirror of "
+    "python-build-standalone)"
+)
 
 
 def python_install_hint(minor: str = "3.11", release: Optional[Mapping[str, str]] = None) -> str:
@@ -23,8 +25,10 @@ def python_install_hint(minor: str = "3.11", release: Optional[Mapping[str, str]
         native = {"22.04": "3.10", "24.04": "3.12"}.get(version)
         if native == minor:
             return f"sudo apt-get install python{minor} python{minor}-venv"
-        return (f"sudo add-apt-repository ppa:deadsnakes/ppa && sudo apt-get update && "
-                f"sudo apt-get install python{minor} python{minor}-venv (Ubuntu {version}); or {portable}")
+        return (
+            f"sudo add-apt-repository ppa:deadsnakes/ppa && sudo apt-get update && "
+            f"sudo apt-get install python{minor} python{minor}-venv (Ubuntu {version}); or {portable}"
+        )
     if os_id == "debian" or "debian" in like:
         native = {"11": "3.9", "12": "3.11", "13": "3.13"}.get(version)
         if native == minor:

@@ -66,16 +66,21 @@ def _parse_env0(data: bytes) -> Dict[str, str]:
     return result
 
 
-def capture_env(scripts: Sequence[Path], *, timeout: float = 60.0,
-                base: Optional[Mapping[str, str]] = None) -> CapturedEnv:
+def capture_env(
+    scripts: Sequence[Path], *, timeout: float = 60.0, base: Optional[Mapping[str, str]] = None
+) -> CapturedEnv:
     """Source `scripts` in order in a child bash and return what they changed."""
     for script in scripts:
         if not Path(script).is_file():
-            raise AscendSetupError(f"CANN environment script {script} does not exist",
-                                   hint="check --cann-home, or reinstall the CANN toolkit")
+            raise AscendSetupError(
+                f"CANN environment script {script} does not exist",
+                hint="check --cann-home, or reinstall the CANN toolkit",
+            )
         if not os.access(script, os.R_OK):
-            raise AscendSetupError(f"CANN environment script {script} is not readable",
-                                   hint=f"fix its permissions (chmod a+r {script}) or run as its owner")
+            raise AscendSetupError(
+                f"CANN environment script {script} is not readable",
+                hint=f"fix its permissions (chmod a+r {script}) or run as its owner",
+            )
     env = dict(os.environ if base is None else base)
     with tempfile.TemporaryDirectory(prefix="ascend-setup-env-") as tmp:
         out = Path(tmp) / "env0"
@@ -85,7 +90,8 @@ def capture_env(scripts: Sequence[Path], *, timeout: float = 60.0,
         except subprocess.TimeoutExpired:
             raise AscendSetupError(
                 f"sourcing {', '.join(map(str, scripts))} did not finish within {timeout:.0f} s",
-                hint="the script waits for something (input, a lock, a network share); run it by hand to see") from None
+                hint="the script waits for something (input, a lock, a network share); run it by hand to see",
+            ) from None
         except FileNotFoundError:
             raise AscendSetupError("bash is not installed; it is needed to read CANN's set_env.sh") from None
         try:
@@ -94,8 +100,10 @@ def capture_env(scripts: Sequence[Path], *, timeout: float = 60.0,
         except FileNotFoundError:
             after, status_lines = {}, []
     if not after:
-        raise AscendSetupError(f"sourcing {', '.join(map(str, scripts))} left no environment to read",
-                               hint="run the script by hand in bash to see what it does")
+        raise AscendSetupError(
+            f"sourcing {', '.join(map(str, scripts))} left no environment to read",
+            hint="run the script by hand in bash to see what it does",
+        )
     changes = {k: v for k, v in after.items() if k not in _NOISE and env.get(k) != v}
     text = (proc.stdout + proc.stderr).decode(errors="replace")
     statuses = [int(x) for x in status_lines if x.lstrip("-").isdigit()]
@@ -104,5 +112,6 @@ def capture_env(scripts: Sequence[Path], *, timeout: float = 60.0,
         exited = str(scripts[len(statuses)])
         final = next((x for x in status_lines if x.startswith("exit:")), "exit:1")
         statuses.append(int(final.split(":")[1]))
-    return CapturedEnv(changes=changes, scripts=[str(s) for s in scripts], statuses=statuses, output=text,
-                       exited=exited)
+    return CapturedEnv(
+        changes=changes, scripts=[str(s) for s in scripts], statuses=statuses, output=text, exited=exited
+    )

@@ -31,8 +31,10 @@ CMAKE_MIN = Version("3.26")
 #: Where CANN toolkits keep the AscendC compiler (the first is on set_env.sh's PATH).
 BISHENG_DIRS = ("bin", "compiler/ccec_compiler/bin", "tools/ccec_compiler/bin")
 #: A C++17 program gcc 7 rejects (std::optional with a structured binding and `if constexpr`).
-CXX17_PROBE = "#include <optional>\n#include <utility>\nint main(){auto [a,b]=std::pair<int,int>{1,2};" \
-              "if constexpr (sizeof(int)>0){std::optional<int> o=a+b;return *o-3;}return 0;}\n"
+CXX17_PROBE = (
+    "#include <optional>\n#include <utility>\nint main(){auto [a,b]=std::pair<int,int>{1,2};"
+    "if constexpr (sizeof(int)>0){std::optional<int> o=a+b;return *o-3;}return 0;}\n"
+)
 
 
 def _tool(check_id: str, ok: bool, detail: str, fix: Optional[str] = None) -> Check:
@@ -53,13 +55,17 @@ def package_manager(release: Optional[Mapping[str, str]] = None) -> Optional[str
 
 
 def _compiler_fix(manager: Optional[str]) -> str:
-    newer = (f"install a GCC >= {GCC_MIN_MAJOR} and point the build at it with C_COMPILER=/path/gcc "
-             "CXX_COMPILER=/path/g++ (vllm-ascend's setup.py reads both)")
+    newer = (
+        f"install a GCC >= {GCC_MIN_MAJOR} and point the build at it with C_COMPILER=/path/gcc "
+        "CXX_COMPILER=/path/g++ (vllm-ascend's setup.py reads both)"
+    )
     if manager == "apt":
         return f"sudo apt-get install -y gcc g++ (Ubuntu 20.04 and later ship GCC 9+); or {newer}"
     if manager == "yum":
-        return (f"sudo yum install -y gcc gcc-c++; openEuler 20.03 and Kylin V10 ship GCC 7.3: "
-                f"sudo yum install -y gcc-toolset-10-gcc gcc-toolset-10-gcc-c++ where offered, or {newer}")
+        return (
+            f"sudo yum install -y gcc gcc-c++; openEuler 20.03 and Kylin V10 ship GCC 7.3: "
+            f"sudo yum install -y gcc-toolset-10-gcc gcc-toolset-10-gcc-c++ where offered, or {newer}"
+        )
     return newer
 
 
@@ -81,22 +87,45 @@ def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[Check]:
         name = env.get(var) or default
         exe = shutil.which(name, path=env.get("PATH"))
         if exe is None:
-            checks.append(_tool(check_id, False, f"no {name} on PATH" + (f" ({var})" if env.get(var) else ""),
-                                    _compiler_fix(manager)))
+            checks.append(
+                _tool(
+                    check_id,
+                    False,
+                    f"no {name} on PATH" + (f" ({var})" if env.get(var) else ""),
+                    _compiler_fix(manager),
+                )
+            )
             continue
         version, text = _version_of(exe)
         if version is None or version.major < GCC_MIN_MAJOR:
-            checks.append(_tool(check_id, False, f"{exe} is {text or 'of unknown version'}; the operator build "
-                                    f"needs GCC >= {GCC_MIN_MAJOR}", _compiler_fix(manager)))
+            checks.append(
+                _tool(
+                    check_id,
+                    False,
+                    f"{exe} is {text or 'of unknown version'}; the operator build needs GCC >= {GCC_MIN_MAJOR}",
+                    _compiler_fix(manager),
+                )
+            )
             continue
         detail = f"{exe} {version}"
         if check_id == "g++":
-            proc = subprocess.run([exe, "-std=c++17", "-fsyntax-only", "-x", "c++", "-"], input=CXX17_PROBE,
-                                  capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                [exe, "-std=c++17", "-fsyntax-only", "-x", "c++", "-"],
+                input=CXX17_PROBE,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if proc.returncode != 0:
-                checks.append(_tool("c++17", False, f"{exe} {version} does not compile C++17: "
-                                        f"{(proc.stderr.strip().splitlines() or ['?'])[0][:160]}",
-                                        _compiler_fix(manager)))
+                checks.append(
+                    _tool(
+                        "c++17",
+                        False,
+                        f"{exe} {version} does not compile C++17: "
+                        f"{(proc.stderr.strip().splitlines() or ['?'])[0][:160]}",
+                        _compiler_fix(manager),
+                    )
+                )
                 continue
             detail += ", C++17"
         checks.append(_tool(check_id, True, detail))
@@ -104,19 +133,38 @@ def _compilers(env: Mapping[str, str], manager: Optional[str]) -> List[Check]:
 
 
 def _cann_tools(toolkit: Optional[Path], row: Row, arch: str) -> List[Check]:
-    reinstall = (f"install (or reinstall) the CANN {row.cann} toolkit "
-                 f"(Ascend-cann-toolkit_{row.cann}_linux-{arch}.run --install)")
+    reinstall = (
+        f"install (or reinstall) the CANN {row.cann} toolkit "
+        f"(Ascend-cann-toolkit_{row.cann}_linux-{arch}.run --install)"
+    )
     if toolkit is None:
-        return [_tool("bisheng", False, "no CANN toolkit, so no bisheng", reinstall),
-                _tool("setenv.bash", False, "no CANN toolkit, so no bin/setenv.bash", reinstall)]
-    bisheng = next((toolkit / d / "bisheng" for d in BISHENG_DIRS
-                    if (toolkit / d / "bisheng").is_file() and os.access(toolkit / d / "bisheng", os.X_OK)), None)
+        return [
+            _tool("bisheng", False, "no CANN toolkit, so no bisheng", reinstall),
+            _tool("setenv.bash", False, "no CANN toolkit, so no bin/setenv.bash", reinstall),
+        ]
+    bisheng = next(
+        (
+            toolkit / d / "bisheng"
+            for d in BISHENG_DIRS
+            if (toolkit / d / "bisheng").is_file() and os.access(toolkit / d / "bisheng", os.X_OK)
+        ),
+        None,
+    )
     setenv = toolkit / "bin" / "setenv.bash"
-    return [_tool("bisheng", bisheng is not None, str(bisheng) if bisheng else
-                      f"no bisheng (AscendC compiler) under {toolkit} ({', '.join(BISHENG_DIRS)})", None if bisheng else
-                      f"{reinstall}: csrc/build.sh stops without bisheng"),
-            _tool("setenv.bash", setenv.is_file(), str(setenv) if setenv.is_file() else f"no {setenv}",
-                      None if setenv.is_file() else f"{reinstall}: csrc/build.sh sources it")]
+    return [
+        _tool(
+            "bisheng",
+            bisheng is not None,
+            str(bisheng) if bisheng else f"no bisheng (AscendC compiler) under {toolkit} ({', '.join(BISHENG_DIRS)})",
+            None if bisheng else f"{reinstall}: csrc/build.sh stops without bisheng",
+        ),
+        _tool(
+            "setenv.bash",
+            setenv.is_file(),
+            str(setenv) if setenv.is_file() else f"no {setenv}",
+            None if setenv.is_file() else f"{reinstall}: csrc/build.sh sources it",
+        ),
+    ]
 
 
 def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) -> List[Check]:
@@ -124,8 +172,9 @@ def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) 
     cmake always, setuptools when it is the sdist's build backend (the real 0.23.0 sdist's is)."""
     wanted = [("cmake", CMAKE_MIN, "vllm-ascend's build requires cmake>=3.26 from the venv")]
     if backend and backend.startswith("setuptools"):
-        wanted.append(("setuptools", SETUPTOOLS_MIN, "older ones leave setup.py's ROOT_DIR empty and build_aclnn.sh "
-                                                     "aborts"))
+        wanted.append(
+            ("setuptools", SETUPTOOLS_MIN, "older ones leave setup.py's ROOT_DIR empty and build_aclnn.sh aborts")
+        )
     checks = []
     for name, minimum, why in wanted:
         have = pins.get(name)
@@ -134,16 +183,30 @@ def lock_tool_checks(pins: Mapping[str, Optional[str]], backend: Optional[str]) 
         except InvalidVersion:
             ok = False
         detail = f"{name} {have} in the lock" if have else f"no {name} in the lock"
-        checks.append(_tool(name, ok, detail if ok else f"{detail}; the build needs {name} >= {minimum} ({why})",
-                                None if ok else f"let the lock take {name}>={minimum}: drop the pip constraint or "
-                                                f"--lock that holds it back, and run again"))
+        checks.append(
+            _tool(
+                name,
+                ok,
+                detail if ok else f"{detail}; the build needs {name} >= {minimum} ({why})",
+                None
+                if ok
+                else f"let the lock take {name}>={minimum}: drop the pip constraint or "
+                f"--lock that holds it back, and run again",
+            )
+        )
     return checks
 
 
-def toolchain_checks(row: Row, *, toolkit: Optional[Path], arch: str,
-                     pins: Optional[Mapping[str, Optional[str]]] = None,
-                     backend: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                     release: Optional[Mapping[str, str]] = None) -> List[Check]:
+def toolchain_checks(
+    row: Row,
+    *,
+    toolkit: Optional[Path],
+    arch: str,
+    pins: Optional[Mapping[str, Optional[str]]] = None,
+    backend: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    release: Optional[Mapping[str, str]] = None,
+) -> List[Check]:
     """Every piece at once: gcc and g++ (version, C++17), CANN's bisheng and bin/setenv.bash, and, given the
     lock's pins and the sdist's build backend, its cmake and setuptools. Preflight and doctor show this list."""
     manager = package_manager(release)

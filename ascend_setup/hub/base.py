@@ -52,8 +52,10 @@ class Listing:
 
 def check_model_id(model_id: str) -> str:
     if not MODEL_ID.match(model_id) or ".." in model_id:
-        raise BadInput(f"MODEL {model_id!r} is neither a local path nor a hub id (owner/name)",
-                       hint="e.g. Qwen/Qwen3-8B, or a model directory")
+        raise BadInput(
+            f"MODEL {model_id!r} is neither a local path nor a hub id (owner/name)",
+            hint="e.g. Qwen/Qwen3-8B, or a model directory",
+        )
     return model_id
 
 

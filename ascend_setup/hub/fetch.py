@@ -21,7 +21,7 @@ from ascend_setup.utils.inputs import path_inside
 
 Progress = Callable[[RemoteFile, int], None]
 #: Kept free beyond the model's bytes (logs, the venv's caches).
-DISK_MARGIN = 1024 ** 3
+DISK_MARGIN = 1024**3
 
 
 def selected(listing: Listing, include: Optional[Sequence[str]]) -> List[RemoteFile]:
@@ -36,8 +36,12 @@ def remaining_bytes(files: Sequence[RemoteFile], dest: Path) -> int:
     """What is still to download: a complete file counts nothing, a .part only its missing tail."""
     total = 0
     for f in files:
-        target = path_inside(dest, f.path, "the hub's listing of the model's files",
-                             hint="the hub (or the endpoint answering for it) lists a path outside the model")
+        target = path_inside(
+            dest,
+            f.path,
+            "the hub's listing of the model's files",
+            hint="the hub (or the endpoint answering for it) lists a path outside the model",
+        )
         part = target.with_name(target.name + ".part")
         if target.is_file() and target.stat().st_size == f.size:
             continue
@@ -53,11 +57,12 @@ def check_disk(files: Sequence[RemoteFile], dest: Path) -> int:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if need + DISK_MARGIN > free:
-        raise AscendSetupError(f"{dest}: {need / 1024 ** 3:.2f} GiB still to download (+ {DISK_MARGIN / 1024 ** 3:g} "
-                               f"GiB margin), {free / 1024 ** 3:.2f} GiB free on that disk",
-                               hint="free space, or choose another disk with --to DIR")
+        raise AscendSetupError(
+            f"{dest}: {need / 1024**3:.2f} GiB still to download (+ {DISK_MARGIN / 1024**3:g} "
+            f"GiB margin), {free / 1024**3:.2f} GiB free on that disk",
+            hint="free space, or choose another disk with --to DIR",
+        )
     return need
-
 
 
 def _bytes_of(f: RemoteFile, on_progress: Progress) -> _download.Progress:
@@ -65,17 +70,32 @@ def _bytes_of(f: RemoteFile, on_progress: Progress) -> _download.Progress:
     return lambda done, _total: on_progress(f, done)
 
 
-def fetch_files(files: Sequence[RemoteFile], dest: Path, url_of: Callable[[str], str], *,
-                on_progress: Optional[Progress] = None, on_retry: Optional[Callable[[str, str], None]] = None) -> None:
+def fetch_files(
+    files: Sequence[RemoteFile],
+    dest: Path,
+    url_of: Callable[[str], str],
+    *,
+    on_progress: Optional[Progress] = None,
+    on_retry: Optional[Callable[[str, str], None]] = None,
+) -> None:
     for f in files:
-        target = path_inside(dest, f.path, "the hub's listing of the model's files",
-                             hint="the hub (or the endpoint answering for it) lists a path outside the model")
+        target = path_inside(
+            dest,
+            f.path,
+            "the hub's listing of the model's files",
+            hint="the hub (or the endpoint answering for it) lists a path outside the model",
+        )
         if target.is_file() and target.stat().st_size != f.size:
             target.unlink()  # ours, from an earlier fetch into this directory, and not the hub's file
         for attempt in (1, 2):
             try:
-                download([url_of(f.path)], target, sha256=f.sha256, size=f.size,
-                         on_progress=_bytes_of(f, on_progress) if on_progress else None)
+                download(
+                    [url_of(f.path)],
+                    target,
+                    sha256=f.sha256,
+                    size=f.size,
+                    on_progress=_bytes_of(f, on_progress) if on_progress else None,
+                )
                 break
             except AscendSetupError as exc:
                 if attempt == 2 or "sha256" not in exc.message:

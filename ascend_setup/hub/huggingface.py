@@ -60,8 +60,14 @@ def _httpx_factory():
     def factory():
         base = default()
         try:
-            return type(base)(verify=context, event_hooks=base.event_hooks, follow_redirects=base.follow_redirects,
-                              timeout=base.timeout, headers=base.headers, trust_env=base.trust_env)
+            return type(base)(
+                verify=context,
+                event_hooks=base.event_hooks,
+                follow_redirects=base.follow_redirects,
+                timeout=base.timeout,
+                headers=base.headers,
+                trust_env=base.trust_env,
+            )
         finally:
             base.close()
 
@@ -100,17 +106,27 @@ class HuggingFace:
         try:
             info = HfApi(endpoint=self.endpoint).model_info(repo, revision=revision, files_metadata=True, timeout=30)
         except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
-            raise HubNotFound(f"Hugging Face {self.endpoint} has no model {repo} at {revision} "
-                              f"({exc.__class__.__name__})") from None
+            raise HubNotFound(
+                f"Hugging Face {self.endpoint} has no model {repo} at {revision} ({exc.__class__.__name__})"
+            ) from None
         except Exception as exc:  # the library's HTTP stack (requests or httpx, by version) or a malformed answer
             why = http.untrusted_certificate(exc)
             if why:
-                raise HubUnreachable(f"Hugging Face {self.endpoint}: {http.UNTRUSTED} ({why})",
-                                     hint=http.TLS_HINT) from None
-            raise HubUnreachable(f"Hugging Face {self.endpoint}: {exc.__class__.__name__}: {str(exc)[:120]}",
-                                 hint="set HF_ENDPOINT to a reachable mirror, or use --source modelscope") from None
-        files = [RemoteFile(s.rfilename, int(s.size or (s.lfs.size if s.lfs else 0) or 0),
-                            s.lfs.sha256.lower() if s.lfs and s.lfs.sha256 else None) for s in info.siblings or []]
+                raise HubUnreachable(
+                    f"Hugging Face {self.endpoint}: {http.UNTRUSTED} ({why})", hint=http.TLS_HINT
+                ) from None
+            raise HubUnreachable(
+                f"Hugging Face {self.endpoint}: {exc.__class__.__name__}: {str(exc)[:120]}",
+                hint="set HF_ENDPOINT to a reachable mirror, or use --source modelscope",
+            ) from None
+        files = [
+            RemoteFile(
+                s.rfilename,
+                int(s.size or (s.lfs.size if s.lfs else 0) or 0),
+                s.lfs.sha256.lower() if s.lfs and s.lfs.sha256 else None,
+            )
+            for s in info.siblings or []
+        ]
         return Listing("huggingface", self.endpoint, repo, revision, info.sha or revision, files)
 
     def url(self, listing: Listing, path: str) -> str:

@@ -55,15 +55,17 @@ class ModelScope:
 
     def listing(self, repo: str, revision: Optional[str]) -> Listing:
         revision = revision or self.default_revision
-        url = (f"{self.endpoint}/api/v1/models/{quote(repo)}/repo/files?"
-               + urlencode({"Revision": revision, "Recursive": "true"}))
+        url = f"{self.endpoint}/api/v1/models/{quote(repo)}/repo/files?" + urlencode(
+            {"Revision": revision, "Recursive": "true"}
+        )
         try:
             response = get(url, timeout=30)
         except IndexUnreachable as exc:
             raise HubUnreachable(f"ModelScope: {exc.message}", hint=exc.hint) from None
         if response.status_code in (401, 403, 404):
-            raise HubNotFound(f"ModelScope {self.endpoint} has no model {repo} at {revision} "
-                              f"(HTTP {response.status_code})")
+            raise HubNotFound(
+                f"ModelScope {self.endpoint} has no model {repo} at {revision} (HTTP {response.status_code})"
+            )
         if response.status_code != 200:
             raise HubUnreachable(f"ModelScope {url}: HTTP {response.status_code}")
         try:
@@ -71,13 +73,22 @@ class ModelScope:
         except (ValueError, RecursionError, ValidationError):
             raise HubUnreachable(f"ModelScope {url} did not answer with a file listing") from None
         if answer.Code != 200 or answer.Data is None:
-            raise HubNotFound(f"ModelScope {self.endpoint} has no model {repo} at {revision} "
-                              f"({(answer.Message or str(answer.Code))[:80]})")
+            raise HubNotFound(
+                f"ModelScope {self.endpoint} has no model {repo} at {revision} "
+                f"({(answer.Message or str(answer.Code))[:80]})"
+            )
         blobs = [f for f in answer.Data.Files if f.Type == "blob"]
         commit = next((f.Revision for f in blobs if f.Revision), None) or revision
-        return Listing("modelscope", self.endpoint, repo, revision, commit,
-                       [RemoteFile(f.Path, f.Size, (f.Sha256 or "").lower() or None) for f in blobs])
+        return Listing(
+            "modelscope",
+            self.endpoint,
+            repo,
+            revision,
+            commit,
+            [RemoteFile(f.Path, f.Size, (f.Sha256 or "").lower() or None) for f in blobs],
+        )
 
     def url(self, listing: Listing, path: str) -> str:
-        return (f"{self.endpoint}/api/v1/models/{quote(listing.repo)}/repo?"
-                + urlencode({"Revision": listing.commit, "FilePath": path}))
+        return f"{self.endpoint}/api/v1/models/{quote(listing.repo)}/repo?" + urlencode(
+            {"Revision": listing.commit, "FilePath": path}
+        )

@@ -80,13 +80,14 @@ def _cached(cache: Path, source: str, repo: str, revision: Optional[str]) -> Opt
     return commit_dir if (commit_dir / HEADERS).is_file() else None
 
 
-def locate(repo: str, *, source: Optional[str], revision: Optional[str], endpoint_url: Optional[str],
-           cache: Path) -> Tuple[object, Listing]:
+def locate(
+    repo: str, *, source: Optional[str], revision: Optional[str], endpoint_url: Optional[str], cache: Path
+) -> Tuple[object, Listing]:
     """The hub that has the model (ModelScope first, then Hugging Face, unless --source) and its listing."""
     reasons: List[str] = []
     not_found = True
     untrusted = False
-    for name in ([source] if source else list(SOURCES)):
+    for name in [source] if source else list(SOURCES):
         hub = client(name, endpoint_url)
         try:
             return hub, hub.listing(repo, revision)
@@ -98,17 +99,28 @@ def locate(repo: str, *, source: Optional[str], revision: Optional[str], endpoin
             untrusted = untrusted or exc.hint == TLS_HINT
     error = HubNotFound if not_found else AscendSetupError
     # A certificate the CA set does not trust is fixed by trusting its CA, not by another id or mirror.
-    raise error(f"{repo}: " + "; ".join(reasons),
-                hint=TLS_HINT if untrusted else "check the id and --revision, set MODELSCOPE_DOMAIN / HF_ENDPOINT to "
-                     "a reachable mirror, or give a local model directory")
+    raise error(
+        f"{repo}: " + "; ".join(reasons),
+        hint=TLS_HINT
+        if untrusted
+        else "check the id and --revision, set MODELSCOPE_DOMAIN / HF_ENDPOINT to "
+        "a reachable mirror, or give a local model directory",
+    )
 
 
-def remote_files(repo: str, *, source: Optional[str], revision: Optional[str], endpoint_url: Optional[str],
-                 cache: Path, refresh: bool = False) -> Tuple[ModelFiles, Listing]:
+def remote_files(
+    repo: str,
+    *,
+    source: Optional[str],
+    revision: Optional[str],
+    endpoint_url: Optional[str],
+    cache: Path,
+    refresh: bool = False,
+) -> Tuple[ModelFiles, Listing]:
     """The model's files and listing: from the cache when this revision was read before, else from the hub
     (a cache entry that cannot be read is read again from the hub)."""
     if not refresh:
-        for name in ([source] if source else list(SOURCES)):
+        for name in [source] if source else list(SOURCES):
             found = _cached(cache, name, repo, revision)
             if found:
                 try:
@@ -141,8 +153,9 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
     names = safetensors_shards(listing, index)
     missing = [n for n in names if listing.get(n) is None]
     if missing:
-        raise HubNotFound(f"{what}: its index names {len(names)} shards, {len(missing)} are not in the repository "
-                          f"({missing[0]})")
+        raise HubNotFound(
+            f"{what}: its index names {len(names)} shards, {len(missing)} are not in the repository ({missing[0]})"
+        )
     headers: Dict[str, Dict[str, Any]] = {}
     for name in names:
         listed = listing.get(name)
@@ -162,14 +175,19 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
 
 
 def _from_cache(directory: Path, repo: str, *, cached: bool) -> Tuple[ModelFiles, Listing]:
-    data = load_model(directory / HEADERS, "hub-cache", CachedHeaders,
-                      hint=f"remove {directory}: fit reads the hub again")
+    data = load_model(
+        directory / HEADERS, "hub-cache", CachedHeaders, hint=f"remove {directory}: fit reads the hub again"
+    )
     listing = Listing.from_json(data.listing.model_dump())
     config = check_config(read_small_json(directory / CONFIG, "hub cache"), f"cached {CONFIG}")
     shards = [Shard(n, s.size, s.header) for n, s in data.shards.items()]
-    origin = (f"{listing.source} {listing.endpoint} {repo}@{listing.revision} (commit {listing.commit[:12]}): "
-              f"config.json" + (f", {len(shards)} safetensors headers by range requests" if shards else "")
-              + (f"; cached in {directory}" if cached else "; now cached"))
-    files = ModelFiles(repo, config, shards, (directory / QUANT).is_file(), origin,
-                       has_index=(directory / INDEX).is_file())
+    origin = (
+        f"{listing.source} {listing.endpoint} {repo}@{listing.revision} (commit {listing.commit[:12]}): "
+        f"config.json"
+        + (f", {len(shards)} safetensors headers by range requests" if shards else "")
+        + (f"; cached in {directory}" if cached else "; now cached")
+    )
+    files = ModelFiles(
+        repo, config, shards, (directory / QUANT).is_file(), origin, has_index=(directory / INDEX).is_file()
+    )
     return files, listing

@@ -38,13 +38,14 @@ class IndexAnswer:
         return f"{label} ({self.url}) is {self.status} ({took}): {self.detail}"
 
 
-def ask_indexes(needs: Sequence[IndexNeed], *, within: float = DOCTOR_INDEX_SECONDS,
-                slow: float = SLOW_SECONDS) -> List[IndexAnswer]:
+def ask_indexes(
+    needs: Sequence[IndexNeed], *, within: float = DOCTOR_INDEX_SECONDS, slow: float = SLOW_SECONDS
+) -> List[IndexAnswer]:
     """One answer per need (one index URL and one pin each): the whole look ends by `within` seconds,
     whatever the indexes do (a hanging DNS lookup is left behind, see deadline.py)."""
     answers = []
     for check in check_indexes(needs, deadline=within):
-        (package, version), = check.need.pins.items()
+        ((package, version),) = check.need.pins.items()
         pin = f"{package}=={version}"
         if check.error or check.unanswered:
             status, detail = "unreachable", check.error or next(iter(check.unanswered.values()))

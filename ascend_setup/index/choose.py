@@ -27,9 +27,16 @@ class Choice:
 
     def to_json(self) -> dict:
         f = self.file
-        return {"name": self.name, "version": self.version, "outcome": self.outcome,
-                "file": f.filename if f else None, "size": f.size if f else None,
-                "index": f.index if f else None, "sha256": f.sha256 if f else None, "reason": self.reason}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "outcome": self.outcome,
+            "file": f.filename if f else None,
+            "size": f.size if f else None,
+            "index": f.index if f else None,
+            "sha256": f.sha256 if f else None,
+            "reason": self.reason,
+        }
 
 
 @lru_cache(maxsize=4096)
@@ -65,8 +72,11 @@ def _why_not_wheel(files: List[IndexFile], version: Version, target: Target) -> 
     if not arch_wheels:
         arches = sorted({platform_arch(t.platform) for f in wheels for t in f.tags})
         return f"no {target.arch} wheel (wheels for: {', '.join(arches)})"
-    py_wheels = [f for f in arch_wheels if any(t.interpreter in (cp, "py3", f"py{target.python.replace('.', '')}")
-                                                or t.abi == "abi3" for t in f.tags)]
+    py_wheels = [
+        f
+        for f in arch_wheels
+        if any(t.interpreter in (cp, "py3", f"py{target.python.replace('.', '')}") or t.abi == "abi3" for t in f.tags)
+    ]
     if not py_wheels:
         return f"no wheel for {cp}"
     needs = [manylinux_glibc(t.platform) for f in py_wheels for t in f.tags if manylinux_glibc(t.platform)]
@@ -76,8 +86,9 @@ def _why_not_wheel(files: List[IndexFile], version: Version, target: Target) -> 
     return "no wheel matches the target's tags"
 
 
-def choose(name: str, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target,
-           binary_only: bool = False) -> Choice:
+def choose(
+    name: str, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target, binary_only: bool = False
+) -> Choice:
     """Pick like pip: installable files, the specifier (prereleases only if asked or nothing else
     matches), yanked only if nothing else, the newest version, then the best tag; an sdist ranks
     below any compatible wheel of its version. Tags are looked at newest version first, and only
@@ -119,8 +130,9 @@ def choose(name: str, pages: Sequence[ProjectPage], spec: SpecifierSet, target: 
     note = _newer_skipped([f for p in pages for f in p.files], spec, best.version, target)
     if best.kind == "wheel":
         if any(t.platform.startswith("linux_") for t in best.tags):
-            note = "; ".join(filter(None, ["a linux_* wheel: built for one machine, it may not run on the target",
-                                           note]))
+            note = "; ".join(
+                filter(None, ["a linux_* wheel: built for one machine, it may not run on the target", note])
+            )
         return Choice(name, "wheel", str(best.version), best, note)
     reason = _why_not_wheel([f for p in pages for f in p.files], best.version, target)
     return Choice(name, "sdist", str(best.version), best, reason + (f"; {note}" if note else ""))
@@ -144,8 +156,9 @@ def _newer_skipped(files: List[IndexFile], spec: SpecifierSet, chosen: Version, 
     return f"newer {top} has no file for this target ({_why_not_wheel(files, top, target)})"
 
 
-def _why_unavailable(name: str, pages: Sequence[ProjectPage], files: List[IndexFile], spec: SpecifierSet,
-                     target: Target) -> str:
+def _why_unavailable(
+    name: str, pages: Sequence[ProjectPage], files: List[IndexFile], spec: SpecifierSet, target: Target
+) -> str:
     parts = []
     for page in pages:
         if page.error:
@@ -156,8 +169,10 @@ def _why_unavailable(name: str, pages: Sequence[ProjectPage], files: List[IndexF
             versions = sorted({f.version for f in page.files}, reverse=True)
             matching = _filter_versions(spec, versions)
             if matching:
-                parts.append(f"{page.index} has {name} {max(matching)} "
-                             f"but not for this target ({_why_not_wheel(page.files, max(matching), target)})")
+                parts.append(
+                    f"{page.index} has {name} {max(matching)} "
+                    f"but not for this target ({_why_not_wheel(page.files, max(matching), target)})"
+                )
             else:
                 shown = ", ".join(str(v) for v in versions[:5])
                 parts.append(f"{page.index} has only {shown}")

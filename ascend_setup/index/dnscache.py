@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Tuple
 #: Long enough for a ranking and the install step that follows it, short against any record's change.
 KEEP_SECONDS = 300.0
 
+
 def _keeping(lookup: Callable[..., Any]) -> Callable[..., Any]:
     """`lookup` (socket.getaddrinfo as it stands) with its successful answers kept."""
     answers: Dict[Tuple[Any, ...], Tuple[float, Any]] = {}

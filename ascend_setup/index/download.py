@@ -78,9 +78,10 @@ def _verify(got: Path, name: str, sha256: Optional[str], parts: Sequence[Path] =
     if actual != sha256:
         for p in [got, *parts]:
             p.unlink(missing_ok=True)
-        raise AscendSetupError(f"{name}: the file served has sha256 {actual}, which does not match the expected "
-                               f"{sha256}",
-                               hint="the mirror serves a different file; try another")
+        raise AscendSetupError(
+            f"{name}: the file served has sha256 {actual}, which does not match the expected {sha256}",
+            hint="the mirror serves a different file; try another",
+        )
 
 
 class TooBig(Stalled):
@@ -88,15 +89,34 @@ class TooBig(Stalled):
     and a day filled with it)."""
 
 
-def _fetch(url: str, part: Path, *, total: Optional[int], most: Optional[int], on_progress: Optional[Progress],
-           stall_seconds: float, min_rate: float, window: float) -> None:
+def _fetch(
+    url: str,
+    part: Path,
+    *,
+    total: Optional[int],
+    most: Optional[int],
+    on_progress: Optional[Progress],
+    stall_seconds: float,
+    min_rate: float,
+    window: float,
+) -> None:
     offset = part.stat().st_size if part.exists() else 0
     if total is not None and offset >= total:
         return
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     with _host_slot(url):
-        _transfer(url, part, offset, headers, total=total, most=most, on_progress=on_progress,
-                  stall_seconds=stall_seconds, min_rate=min_rate, window=window)
+        _transfer(
+            url,
+            part,
+            offset,
+            headers,
+            total=total,
+            most=most,
+            on_progress=on_progress,
+            stall_seconds=stall_seconds,
+            min_rate=min_rate,
+            window=window,
+        )
 
 
 def _bound(url: str, part: Path, done: int, most: Optional[int]) -> None:
@@ -106,9 +126,20 @@ def _bound(url: str, part: Path, done: int, most: Optional[int]) -> None:
         raise TooBig(f"{url} sent more than the file's {most} bytes")
 
 
-def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, total: Optional[int],
-              most: Optional[int], on_progress: Optional[Progress], stall_seconds: float, min_rate: float,
-              window: float, ranged: bool = False) -> None:
+def _transfer(
+    url: str,
+    part: Path,
+    offset: int,
+    headers: Dict[str, str],
+    *,
+    total: Optional[int],
+    most: Optional[int],
+    on_progress: Optional[Progress],
+    stall_seconds: float,
+    min_rate: float,
+    window: float,
+    ranged: bool = False,
+) -> None:
     """`url` into `part` from `offset`; `most` bounds what `part` may reach (the size the pin or the answer
     gave), so a server that sends on is cut at the first chunk past it."""
     try:
@@ -137,22 +168,35 @@ def _transfer(url: str, part: Path, offset: int, headers: Dict[str, str], *, tot
                     elapsed = time.monotonic() - window_start
                     if elapsed >= window:
                         if window_bytes / elapsed < min_rate:
-                            raise Stalled(f"{url} sends {window_bytes / elapsed / 1e3:.0f} kB/s, below "
-                                          f"{min_rate / 1e3:.0f} kB/s")
+                            raise Stalled(
+                                f"{url} sends {window_bytes / elapsed / 1e3:.0f} kB/s, below {min_rate / 1e3:.0f} kB/s"
+                            )
                         handle.flush()
                         os.fsync(handle.fileno())
                         window_start, window_bytes = time.monotonic(), 0
-            except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
-                    requests.exceptions.Timeout) as exc:
+            except (
+                requests.exceptions.ConnectionError,
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.Timeout,
+            ) as exc:
                 raise Stalled(f"{url}: transfer stopped ({exc.__class__.__name__})") from None
             handle.flush()
             os.fsync(handle.fileno())
 
 
-def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, size: Optional[int] = None,
-             on_progress: Optional[Progress] = None, on_failover: Optional[Callable[[str, str], None]] = None,
-             stall_seconds: float = 30.0, min_rate: float = 50_000.0, window: float = 5.0,
-             most: Optional[int] = None) -> Path:
+def download(
+    urls: Sequence[str],
+    dest: Path,
+    *,
+    sha256: Optional[str] = None,
+    size: Optional[int] = None,
+    on_progress: Optional[Progress] = None,
+    on_failover: Optional[Callable[[str, str], None]] = None,
+    stall_seconds: float = 30.0,
+    min_rate: float = 50_000.0,
+    window: float = 5.0,
+    most: Optional[int] = None,
+) -> Path:
     """Fetch `dest` from the first URL that works, resuming `dest.part`; verify; rename. Idempotent. A server
     that sends more than `size` (else `most`, a bound for a file whose size nobody gave) fails over to the
     next URL."""
@@ -165,8 +209,16 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
     errors: List[str] = []
     for url in urls:
         try:
-            _fetch(url, part, total=size, most=size if size is not None else most, on_progress=on_progress,
-                   stall_seconds=stall_seconds, min_rate=min_rate, window=window)
+            _fetch(
+                url,
+                part,
+                total=size,
+                most=size if size is not None else most,
+                on_progress=on_progress,
+                stall_seconds=stall_seconds,
+                min_rate=min_rate,
+                window=window,
+            )
             break
         except Stalled as exc:
             errors.append(exc.message)
@@ -177,8 +229,10 @@ def download(urls: Sequence[str], dest: Path, *, sha256: Optional[str] = None, s
                 raise disk_full(part, f"downloading {dest.name}") from None
             raise
     else:
-        raise AscendSetupError(f"could not download {dest.name}: " + "; ".join(errors),
-                               hint=f"run again to continue from byte {part.stat().st_size if part.exists() else 0}")
+        raise AscendSetupError(
+            f"could not download {dest.name}: " + "; ".join(errors),
+            hint=f"run again to continue from byte {part.stat().st_size if part.exists() else 0}",
+        )
     _verify(part, dest.name, sha256)
     os.replace(part, dest)
     fsync_dir(dest.parent)
@@ -194,8 +248,9 @@ class NoRanges(Stalled):
 SPLIT_ABOVE = 16 * 1024 * 1024
 
 
-def _fetch_part(urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seconds: float, min_rate: float,
-                window: float) -> Optional[str]:
+def _fetch_part(
+    urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seconds: float, min_rate: float, window: float
+) -> Optional[str]:
     """Bytes lo..hi of the file into `path`, resuming from what it holds; None when whole, else why not."""
     refuse_link(path)
     errors: List[str] = []
@@ -205,9 +260,19 @@ def _fetch_part(urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seco
             return None
         with _host_slot(url):
             try:
-                _transfer(url, path, have, {"Range": f"bytes={lo + have}-{hi}"}, total=None, most=hi - lo + 1,
-                          on_progress=None, stall_seconds=stall_seconds, min_rate=min_rate, window=window,
-                          ranged=True)
+                _transfer(
+                    url,
+                    path,
+                    have,
+                    {"Range": f"bytes={lo + have}-{hi}"},
+                    total=None,
+                    most=hi - lo + 1,
+                    on_progress=None,
+                    stall_seconds=stall_seconds,
+                    min_rate=min_rate,
+                    window=window,
+                    ranged=True,
+                )
             except Stalled as exc:
                 if isinstance(exc, NoRanges):
                     raise
@@ -219,15 +284,23 @@ def _fetch_part(urls: Sequence[str], path: Path, lo: int, hi: int, *, stall_seco
     return "; ".join(errors) or "no URL"
 
 
-def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], size: Optional[int],
-                   stall_seconds: float = 30.0,
-                   min_rate: float = 50_000.0, window: float = 5.0) -> Path:
+def download_split(
+    urls: Sequence[str],
+    dest: Path,
+    *,
+    sha256: Optional[str],
+    size: Optional[int],
+    stall_seconds: float = 30.0,
+    min_rate: float = 50_000.0,
+    window: float = 5.0,
+) -> Path:
     """`download` of a file of known `size` over PER_HOST connections at once, each its own range into its own
     `.partN` (resumed from its own byte after a stop), joined, verified and renamed; a server that does not
     serve ranges gets the plain `download`. Idempotent."""
     if not size or size < SPLIT_ABOVE:  # `download` checks a file already there itself
-        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
-                        window=window)
+        return download(
+            urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate, window=window
+        )
     refuse_link(dest)
     if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
         return dest
@@ -237,13 +310,18 @@ def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], si
     ranges = [(i * step, min(size, (i + 1) * step) - 1) for i in range(count)]
     parts = [dest.with_name(f"{dest.name}.part{i}") for i in range(count)]
     try:
-        missing = each(lambda i: _fetch_part(urls, parts[i], *ranges[i], stall_seconds=stall_seconds,
-                                             min_rate=min_rate, window=window), list(range(count)))
+        missing = each(
+            lambda i: _fetch_part(
+                urls, parts[i], *ranges[i], stall_seconds=stall_seconds, min_rate=min_rate, window=window
+            ),
+            list(range(count)),
+        )
     except NoRanges:
         for p in parts:
             p.unlink(missing_ok=True)
-        return download(urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate,
-                        window=window)
+        return download(
+            urls, dest, sha256=sha256, size=size, stall_seconds=stall_seconds, min_rate=min_rate, window=window
+        )
     except OSError as exc:
         if is_enospc(exc):
             raise disk_full(dest.parent, f"downloading {dest.name}") from None
@@ -251,8 +329,10 @@ def download_split(urls: Sequence[str], dest: Path, *, sha256: Optional[str], si
     failed = [(i, why) for i, why in enumerate(missing) if why is not None]
     if failed:
         done = sum(p.stat().st_size for p in parts if p.exists())
-        raise AscendSetupError(f"could not download {dest.name} (part {failed[0][0] + 1} of {count}): {failed[0][1]}",
-                               hint=f"run again to continue each part from its own byte ({done} of {size} bytes kept)")
+        raise AscendSetupError(
+            f"could not download {dest.name} (part {failed[0][0] + 1} of {count}): {failed[0][1]}",
+            hint=f"run again to continue each part from its own byte ({done} of {size} bytes kept)",
+        )
     whole = dest.with_name(dest.name + ".part")
     refuse_link(whole)
     try:

@@ -25,9 +25,11 @@ class _Trust(TypedDict):
 
 _trust: _Trust = {"injected": False, "ca_bundle": None}
 _trust_lock = threading.Lock()
-TLS_HINT = ("ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
-            "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
-            "'pip config set global.cert /path/to/site-ca.pem'")
+TLS_HINT = (
+    "ascend-setup trusts this system's CA store (and SSL_CERT_FILE) like pip does, plus pip's configured "
+    "cert: where a proxy re-signs TLS, add its CA to the system store (update-ca-certificates) or set "
+    "'pip config set global.cert /path/to/site-ca.pem'"
+)
 
 #: How a certificate the run's CA set does not trust is named, by every client: a caller that reports a failure
 #: in its own words (the gate, mirrors, the hubs) recognises it by this and gives TLS_HINT.
@@ -120,8 +122,13 @@ def _transient(exc: BaseException) -> bool:
 
 def _tls_reason(exc: BaseException) -> str:
     text = str(exc)
-    for marker in ("self-signed certificate in certificate chain", "unable to get local issuer certificate",
-                   "certificate has expired", "Hostname mismatch", "self signed certificate"):
+    for marker in (
+        "self-signed certificate in certificate chain",
+        "unable to get local issuer certificate",
+        "certificate has expired",
+        "Hostname mismatch",
+        "self signed certificate",
+    ):
         if marker.lower() in text.lower():
             return marker
     return "CERTIFICATE_VERIFY_FAILED" if "CERTIFICATE_VERIFY_FAILED" in text else exc.__class__.__name__
@@ -143,8 +150,12 @@ def untrusted_certificate(exc: BaseException) -> Optional[str]:
 def network_cause(exc: BaseException, timeout: float) -> str:
     """What went wrong on the wire, in words: DNS, refused, timed out, reset."""
     text = repr(exc)
-    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text \
-            or "Temporary failure in name resolution" in text:
+    if (
+        "NameResolution" in text
+        or "Name or service not known" in text
+        or "getaddrinfo" in text
+        or "Temporary failure in name resolution" in text
+    ):
         return "DNS lookup failed"
     if isinstance(exc, requests.ConnectTimeout) or "ConnectTimeout" in text:
         return f"no connection within {timeout:g} s"
@@ -157,12 +168,22 @@ def network_cause(exc: BaseException, timeout: float) -> str:
     return exc.__class__.__name__
 
 
-def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 30.0, stream: bool = False,
-        attempts: int = 3) -> requests.Response:
+def get(
+    url: str,
+    *,
+    headers: Optional[Dict[str, str]] = None,
+    timeout: float = 30.0,
+    stream: bool = False,
+    attempts: int = 3,
+) -> requests.Response:
     """GET with retries on connection errors and 5xx; 4xx comes back to the caller to interpret."""
 
-    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(attempts),
-           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    @retry(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        reraise=True,
+    )
     def attempt() -> requests.Response:
         response = session().get(url, headers=headers, timeout=timeout, stream=stream)
         if response.status_code >= 500:
@@ -178,7 +199,9 @@ def get(url: str, *, headers: Optional[Dict[str, str]] = None, timeout: float = 
     except ServerError as exc:
         raise IndexUnreachable(f"{url} answered {exc}") from None
     except (requests.ConnectionError, requests.Timeout) as exc:
-        raise IndexUnreachable(f"{url} could not be reached ({network_cause(exc, timeout)})",
-                               hint="check the URL and the network, or pick another mirror") from None
+        raise IndexUnreachable(
+            f"{url} could not be reached ({network_cause(exc, timeout)})",
+            hint="check the URL and the network, or pick another mirror",
+        ) from None
     except requests.RequestException as exc:
         raise IndexUnreachable(f"{url}: {exc}") from None

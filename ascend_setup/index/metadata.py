@@ -51,7 +51,7 @@ class RangeReader(io.RawIOBase):
         if response.status_code != 206:
             raise IndexUnreachable(f"{self.url} does not serve byte ranges (HTTP {response.status_code})")
         data = response.content[:want]
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.pos += len(data)
         self.fetched += len(data)
         self.requests += 1
@@ -160,8 +160,10 @@ def build_system(f: IndexFile, cache: Optional[FileTextCache] = None) -> BuildSy
         table = tomllib.loads(text).get("build-system") or {}
     except tomllib.TOMLDecodeError:
         return legacy
-    return {"build-backend": table.get("build-backend", legacy["build-backend"]),
-            "requires": [str(r) for r in table.get("requires", [])]}
+    return {
+        "build-backend": table.get("build-backend", legacy["build-backend"]),
+        "requires": [str(r) for r in table.get("requires", [])],
+    }
 
 
 class MetadataReader:

@@ -71,8 +71,12 @@ def memo_key() -> Optional[Dict[str, str]]:
     if pip_stat is None:
         return None
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _ENV}
-    return {"python": sys.executable, "prefix": sys.prefix, "pip": f"{spec.origin} {pip_stat}",
-            **{f"env {k}": v for k, v in sorted(env.items())}}
+    return {
+        "python": sys.executable,
+        "prefix": sys.prefix,
+        "pip": f"{spec.origin} {pip_stat}",
+        **{f"env {k}": v for k, v in sorted(env.items())},
+    }
 
 
 def _path() -> Path:

@@ -26,9 +26,24 @@ from ascend_setup.index.urls import is_index_url
 #: pip option -> the variable that carries it to pip (and, for uv, its own equivalent).
 NETWORK_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout")
 #: Options that change nothing about what gets installed or from where.
-HARMLESS_KEYS = {"disable-pip-version-check", "no-input", "progress-bar", "no-color", "quiet", "verbose",
-                 "root-user-action", "cache-dir", "no-cache-dir", "log", "user-agent", "retries",
-                 "default-timeout", "keyring-provider", "break-system-packages", "config-file"}
+HARMLESS_KEYS = {
+    "disable-pip-version-check",
+    "no-input",
+    "progress-bar",
+    "no-color",
+    "quiet",
+    "verbose",
+    "root-user-action",
+    "cache-dir",
+    "no-cache-dir",
+    "log",
+    "user-agent",
+    "retries",
+    "default-timeout",
+    "keyring-provider",
+    "break-system-packages",
+    "config-file",
+}
 #: Our own bounds for every pip run (the gate has already shown that each index answers).
 PIP_RETRIES = "2"
 DEFAULT_TIMEOUT = "30"
@@ -132,8 +147,10 @@ def _classify(items: Mapping[str, object]) -> Tuple[Optional[str], Dict[str, str
             index_url = value.split()[0] if value.split() else None
             if index_url is not None and not is_index_url(index_url):
                 where = source + (f" (in {origin})" if origin else "")
-                raise BadInput(f"{where}={index_url!r} is not an http(s):// or file:// URL",
-                               hint=f"fix or unset {source}, or pass --index-url URL")
+                raise BadInput(
+                    f"{where}={index_url!r} is not an http(s):// or file:// URL",
+                    hint=f"fix or unset {source}, or pass --index-url URL",
+                )
         elif key in NETWORK_KEYS:
             network[key] = " ".join(value.split())
             _check_network_value(key, network[key], source + (f" (in {origin})" if origin else ""))
@@ -151,8 +168,9 @@ def _check_network_value(key: str, value: str, source: str) -> None:
         except ValueError:
             ok = False
         if not ok:
-            raise BadInput(f"{source}={value!r} is not a timeout (a positive number of seconds)",
-                           hint=f"fix or unset {source}")
+            raise BadInput(
+                f"{source}={value!r} is not a timeout (a positive number of seconds)", hint=f"fix or unset {source}"
+            )
 
 
 def _ask_pip_here() -> Optional[dict]:
@@ -174,8 +192,9 @@ def _ask_pip_here() -> Optional[dict]:
         config = Configuration(isolated=False)
         config.load()
         files = [f for _, fs in config.iter_config_files() for f in fs if f != os.devnull and os.path.exists(f)]
-        answer = json.loads(json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files},
-                                       default=str))
+        answer = json.loads(
+            json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files}, default=str)
+        )
     except Exception:  # pip's internals moved: ask it the documented way below
         return None
     if seen is not None:
@@ -203,8 +222,15 @@ def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[dict
         if here is not None:
             return here
     try:
-        out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60, check=True,
-                             env=dict(env_key), stdin=subprocess.DEVNULL).stdout
+        out = subprocess.run(
+            [python, "-I", "-c", _ASK],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env=dict(env_key),
+            stdin=subprocess.DEVNULL,
+        ).stdout
         return json.loads(out.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -214,11 +240,19 @@ def pip_settings(python: Optional[str] = None, *, respect: bool = False) -> PipS
     """The user's pip configuration as pip itself reads it (files and PIP_* variables)."""
     data = _ask_pip(python or sys.executable, tuple(sorted(os.environ.items())))
     if data is None:
-        raise AscendSetupError("cannot ask pip for its configuration (pip is not importable)",
-                               hint="pass --index-url URL, or install pip for this interpreter")
+        raise AscendSetupError(
+            "cannot ask pip for its configuration (pip is not importable)",
+            hint="pass --index-url URL, or install pip for this interpreter",
+        )
     index_url, network, ignored = _classify(data["items"])
-    return PipSettings(default_index=data["default"], index_url=index_url, network=network, ignored=ignored,
-                       files=tuple(data["files"]), respect=respect)
+    return PipSettings(
+        default_index=data["default"],
+        index_url=index_url,
+        network=network,
+        ignored=ignored,
+        files=tuple(data["files"]),
+        respect=respect,
+    )
 
 
 def network_settings_for_this_run(settings: PipSettings) -> PipSettings:

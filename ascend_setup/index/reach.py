@@ -49,10 +49,13 @@ class IndexCheck:
         if self.error:
             wanted = ", ".join(f"{n}=={v}" for n, v in self.need.pins.items())
             return f"{label} ({where}) could not be reached: {self.error}; it is needed for {wanted}"
-        return "; ".join([f"{label} ({where}) did not answer for {n}=={self.need.pins[n]}: {why}"
-                          for n, why in self.unanswered.items()] +
-                         [f"no index serves {n}=={self.need.pins[n]}: {label} ({where}) {has}"
-                          for n, has in self.missing.items()])
+        return "; ".join(
+            [
+                f"{label} ({where}) did not answer for {n}=={self.need.pins[n]}: {why}"
+                for n, why in self.unanswered.items()
+            ]
+            + [f"no index serves {n}=={self.need.pins[n]}: {label} ({where}) {has}" for n, has in self.missing.items()]
+        )
 
     def hint(self) -> str:
         if any(UNTRUSTED in why for why in (self.error or "", *self.unanswered.values())):
@@ -71,8 +74,9 @@ def _instead(pages: Sequence[ProjectPage], name: str) -> str:
     return f"has only {', '.join(str(v) for v in versions[:5])}" if versions else f"has no {name}"
 
 
-def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
-                  indexes: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
+def check_indexes(
+    needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS, indexes: Optional[Dict[str, SimpleIndex]] = None
+) -> List[IndexCheck]:
     """Ask every needed (index, package) page at once; whatever has not answered by `deadline` seconds
     is unreachable. `indexes` (url -> SimpleIndex) keeps the pages for the caller to reuse."""
     pool = indexes if indexes is not None else {}
@@ -91,8 +95,9 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
             came[(index.url, name)] = time.monotonic() - start
 
     answers = run_until([partial(ask, index, name) for index, name in jobs], start + deadline)
-    results: Dict[tuple, Union[ProjectPage, Exception]] = {(index.url, name): page for (index, name), page
-                                                           in zip(jobs, answers) if page is not None}
+    results: Dict[tuple, Union[ProjectPage, Exception]] = {
+        (index.url, name): page for (index, name), page in zip(jobs, answers) if page is not None
+    }
     checks = []
     for need in needs:
         keys = [(pool[url].url, name) for url in need.urls for name in need.pins]
@@ -109,15 +114,19 @@ def check_indexes(needs: Sequence[IndexNeed], *, deadline: float = GATE_SECONDS,
                 elif isinstance(page, Exception):
                     errors.setdefault(name, failure_text(page))
                 elif page.error:
-                    errors.setdefault(name, page.error.replace(index.project_url(name), "")
-                                      .replace("could not be reached", "").strip(" ()") or page.error)
+                    errors.setdefault(
+                        name,
+                        page.error.replace(index.project_url(name), "").replace("could not be reached", "").strip(" ()")
+                        or page.error,
+                    )
                 else:
                     pages[name].append(page)
         if errors and not any(pages.values()):
             check.error = next(iter(errors.values()))
         else:  # a page that never came is not a version the index lacks
             check.unanswered = {n: why for n, why in errors.items() if not pages[n]}
-            check.missing = {n: _instead(p, n) for n, p in pages.items()
-                             if n not in check.unanswered and not _has(p, need.pins[n])}
+            check.missing = {
+                n: _instead(p, n) for n, p in pages.items() if n not in check.unanswered and not _has(p, need.pins[n])
+            }
         checks.append(check)
     return checks

@@ -84,9 +84,17 @@ def _wheel_parts(filename: str) -> Optional[Tuple[str, Version, Tuple, str]]:
     return canonicalize_name(parts[0]), version, build, "-".join(parts[-3:])
 
 
-def make_file(filename: str, url: str, index: str, *, sha256: Optional[str] = None, size: Optional[int] = None,
-              requires_python: Optional[str] = None, yanked: bool = False,
-              metadata: bool = False) -> Optional[IndexFile]:
+def make_file(
+    filename: str,
+    url: str,
+    index: str,
+    *,
+    sha256: Optional[str] = None,
+    size: Optional[int] = None,
+    requires_python: Optional[str] = None,
+    yanked: bool = False,
+    metadata: bool = False,
+) -> Optional[IndexFile]:
     """An IndexFile from what a page says; None for files pip would ignore (eggs, installers)."""
     meta_url = url + ".metadata" if metadata else None
     if filename.endswith(".whl"):
@@ -94,14 +102,40 @@ def make_file(filename: str, url: str, index: str, *, sha256: Optional[str] = No
         if parts is None:
             return None
         name, version, build, tag_text = parts
-        return IndexFile(filename, url, index, name, version, "wheel", tag_text, build, sha256, size,
-                         requires_python or None, yanked, meta_url)
+        return IndexFile(
+            filename,
+            url,
+            index,
+            name,
+            version,
+            "wheel",
+            tag_text,
+            build,
+            sha256,
+            size,
+            requires_python or None,
+            yanked,
+            meta_url,
+        )
     try:
         name, version = parse_sdist_filename(filename)
     except (InvalidSdistFilename, ValueError):
         return None
-    return IndexFile(filename, url, index, str(name), version, "sdist", "", (), sha256, size,
-                     requires_python or None, yanked, meta_url)
+    return IndexFile(
+        filename,
+        url,
+        index,
+        str(name),
+        version,
+        "sdist",
+        "",
+        (),
+        sha256,
+        size,
+        requires_python or None,
+        yanked,
+        meta_url,
+    )
 
 
 def _absolute(page_url: str, href: str) -> str:
@@ -156,8 +190,15 @@ def parse_html(text: str, page_url: str, index: str) -> List[IndexFile]:
         url, sha = _hash_from(_absolute(page_url, href))
         filename = unquote(urlparse(url).path.rsplit("/", 1)[-1])
         meta = a.get("data-core-metadata", a.get("data-dist-info-metadata"))
-        f = make_file(filename, url, index, sha256=sha, requires_python=a.get("data-requires-python"),
-                      yanked="data-yanked" in a, metadata=meta is not None and meta != "false")
+        f = make_file(
+            filename,
+            url,
+            index,
+            sha256=sha,
+            requires_python=a.get("data-requires-python"),
+            yanked="data-yanked" in a,
+            metadata=meta is not None and meta != "false",
+        )
         if f is not None:
             files.append(f)
     return files
@@ -172,9 +213,16 @@ def parse_json(data: dict, page_url: str, index: str) -> List[IndexFile]:
         url, frag_sha = _hash_from(url)
         meta = entry.get("core-metadata", entry.get("dist-info-metadata", False))
         yanked = entry.get("yanked", False)
-        f = make_file(entry.get("filename", ""), url, index,
-                      sha256=(entry.get("hashes") or {}).get("sha256") or frag_sha, size=entry.get("size"),
-                      requires_python=entry.get("requires-python"), yanked=bool(yanked), metadata=bool(meta))
+        f = make_file(
+            entry.get("filename", ""),
+            url,
+            index,
+            sha256=(entry.get("hashes") or {}).get("sha256") or frag_sha,
+            size=entry.get("size"),
+            requires_python=entry.get("requires-python"),
+            yanked=bool(yanked),
+            metadata=bool(meta),
+        )
         if f is not None:
             files.append(f)
     return files
@@ -215,8 +263,9 @@ class SimpleIndex:
     """One index. Pages are cached for the life of the object (one run), and in `shared` for every other
     SimpleIndex of the same command."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, attempts: int = 3,
-                 shared: Optional[SharedPages] = None) -> None:
+    def __init__(
+        self, url: str, *, timeout: float = 30.0, attempts: int = 3, shared: Optional[SharedPages] = None
+    ) -> None:
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.attempts = attempts
@@ -280,8 +329,11 @@ class SimpleIndex:
         index_html = directory / "index.html"
         if index_html.is_file():
             return ProjectPage(name, self.url, parse_html(index_html.read_text(errors="replace"), url, self.url))
-        files = [make_file(p.name, p.as_uri(), self.url, size=p.stat().st_size) for p in sorted(directory.iterdir())
-                 if p.is_file()]
+        files = [
+            make_file(p.name, p.as_uri(), self.url, size=p.stat().st_size)
+            for p in sorted(directory.iterdir())
+            if p.is_file()
+        ]
         return ProjectPage(name, self.url, [f for f in files if f is not None])
 
 
@@ -331,6 +383,3 @@ def local_path(url: str) -> Optional[Path]:
     if not url.startswith("file:"):
         return None
     return Path(url2pathname(urlparse(url).path))
-
-
-

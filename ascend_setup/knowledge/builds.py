@@ -20,23 +20,33 @@ class KnownBuild:
 
 
 KNOWN_BUILDS = (
-    KnownBuild("z3-solver", "z3-solver's sdist does not compile on glibc < 2.34 (4.15.5-4.15.7 publish no Linux "
-               "wheel, 4.15.8 aarch64 needs glibc 2.38): pin a release that has a manylinux wheel for the target",
-               glibc_below=(2, 34)),
-    KnownBuild("vllm-ascend", "vllm-ascend will be built from source: it needs the CANN toolkit (set_env.sh), "
-               "torch at the row's version already in the venv, triton-ascend from the Ascend index and "
-               "--no-build-isolation; {minutes} min cold, minutes when the build tree survives"),
+    KnownBuild(
+        "z3-solver",
+        "z3-solver's sdist does not compile on glibc < 2.34 (4.15.5-4.15.7 publish no Linux "
+        "wheel, 4.15.8 aarch64 needs glibc 2.38): pin a release that has a manylinux wheel for the target",
+        glibc_below=(2, 34),
+    ),
+    KnownBuild(
+        "vllm-ascend",
+        "vllm-ascend will be built from source: it needs the CANN toolkit (set_env.sh), "
+        "torch at the row's version already in the venv, triton-ascend from the Ascend index and "
+        "--no-build-isolation; {minutes} min cold, minutes when the build tree survives",
+    ),
     KnownBuild("arctic-inference", "arctic-inference publishes only an sdist: always a compile (gcc, g++, CMake)"),
-    KnownBuild("tilelang", "tilelang's aarch64 wheels need glibc 2.34; the row strips it (vLLM guards every use)",
-               glibc_below=(2, 34)),
+    KnownBuild(
+        "tilelang",
+        "tilelang's aarch64 wheels need glibc 2.34; the row strips it (vLLM guards every use)",
+        glibc_below=(2, 34),
+    ),
 )
 
 
 def build_warnings(sdists: Sequence[str], glibc: Tuple[int, ...], build_minutes: int) -> List[Tuple[str, str]]:
     """(package, warning) for the packages the forecast says will be built from source."""
     names = {canonicalize_name(n) for n in sdists}
-    return [(k.name, k.text.format(minutes=build_minutes)) for k in KNOWN_BUILDS
-            if k.name in names and k.applies(glibc)]
+    return [
+        (k.name, k.text.format(minutes=build_minutes)) for k in KNOWN_BUILDS if k.name in names and k.applies(glibc)
+    ]
 
 
 #: Build backends (or build requirements) and the toolchain a host needs to run them.

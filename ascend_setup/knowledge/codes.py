@@ -34,18 +34,26 @@ Url = Annotated[str, Field(strict=True, min_length=12, max_length=512, pattern=r
 #: also not follow a word character (see _is_code): a lookbehind here would cost the regex its fast literal scan.
 FAMILY_PATTERNS: Dict[str, Pattern[str]] = {
     "cann": re.compile(r"(E[0-9A-Z]\d{4})(?=[:(\s\]]|$)"),
-    "acl": re.compile(r"(?:error code is|error code:|runtime result =|result = |ErrCode=|errno:|ret=|failed: )"
-                      r" ?(\d{6})\b"),
-    "hccl": re.compile(r"HCCL function error: .*error code is (\d{1,3})\b|hcclRet -> (\d{1,3})\b|"
-                       r"HCCL error code is (\d{1,3})\b|\bret\[(\d{1,3})\]|return\[(\d{1,3})\]"),
+    "acl": re.compile(
+        r"(?:error code is|error code:|runtime result =|result = |ErrCode=|errno:|ret=|failed: )"
+        r" ?(\d{6})\b"
+    ),
+    "hccl": re.compile(
+        r"HCCL function error: .*error code is (\d{1,3})\b|hcclRet -> (\d{1,3})\b|"
+        r"HCCL error code is (\d{1,3})\b|\bret\[(\d{1,3})\]|return\[(\d{1,3})\]"
+    ),
     "inner": re.compile(r"(?:\berr|retCode|InnerCode)\s*[:=]\s*(0x[0-9a-fA-F]{7,8})\b"),
     "dcmi": re.compile(r"\bret(?: is|\(| =) ?(-80\d\d)\b"),
     "pta": re.compile(r"\b(ERR\d{5})\b"),
 }
 #: A line can hold a code only if it holds one of these (tested before any regex: most lines hold none).
 GUARDS: Dict[str, Tuple[str, ...]] = {
-    "cann": ("E",), "acl": ("error code", "result", "ErrCode", "errno", "ret=", "failed: "),
-    "hccl": ("HCCL", "hcclRet", "ret[", "return["), "inner": ("0x",), "dcmi": ("ret",), "pta": ("ERR",),
+    "cann": ("E",),
+    "acl": ("error code", "result", "ErrCode", "errno", "ret=", "failed: "),
+    "hccl": ("HCCL", "hcclRet", "ret[", "return["),
+    "inner": ("0x",),
+    "dcmi": ("ret",),
+    "pta": ("ERR",),
 }
 
 
@@ -97,12 +105,14 @@ class Catalogue(BaseModel):
 
 def sample_line(family: str, code: str) -> str:
     """A log line that prints `code` the way its family does: what the catalogue test feeds triage, too."""
-    return {"cann": f"{code}: [PID: 42] 2025-01-01-00:00:00.000.000 something failed",
-            "acl": f"RuntimeError: call failed, error code is {code}",
-            "hccl": f"RuntimeError: HCCL function error: hcclCommInitRootInfo(), error code is {code}",
-            "inner": f"get error: device error, err:{code}[FUNC:Run][FILE:api.cc][LINE:1]",
-            "dcmi": f"dcmi module initialize failed. ret is {code}",
-            "pta": f"[ERROR] 2025-01-01-00:00:00 (PID:42, Device:0, RankID:-1) {code} call failed"}[family]
+    return {
+        "cann": f"{code}: [PID: 42] 2025-01-01-00:00:00.000.000 something failed",
+        "acl": f"RuntimeError: call failed, error code is {code}",
+        "hccl": f"RuntimeError: HCCL function error: hcclCommInitRootInfo(), error code is {code}",
+        "inner": f"get error: device error, err:{code}[FUNC:Run][FILE:api.cc][LINE:1]",
+        "dcmi": f"dcmi module initialize failed. ret is {code}",
+        "pta": f"[ERROR] 2025-01-01-00:00:00 (PID:42, Device:0, RankID:-1) {code} call failed",
+    }[family]
 
 
 @dataclass(frozen=True)
@@ -145,5 +155,6 @@ def parse_catalogue(text: str, source: str) -> Catalogue:
 
 @lru_cache(maxsize=4)
 def load_catalogue(path: Path = CATALOGUE) -> Catalogue:
-    return parse_catalogue(read_input_text(path, "codes", what=f"error-code catalogue {path}", hint=HINT),
-                           f"error-code catalogue {path}")
+    return parse_catalogue(
+        read_input_text(path, "codes", what=f"error-code catalogue {path}", hint=HINT), f"error-code catalogue {path}"
+    )

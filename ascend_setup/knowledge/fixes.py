@@ -15,8 +15,12 @@ from typing import Mapping, Optional, Sequence
 from ascend_setup.utils.osrelease import os_release
 
 #: SOC names as setup.py and npu-smi spell them: A2 is ascend910b*, A3 is ascend910_93*, 310P ascend310p*.
-_SOC_DEVICE = ((re.compile(r"ascend910b", re.I), "A2"), (re.compile(r"ascend910_93", re.I), "A3"),
-               (re.compile(r"ascend310p", re.I), "310P"), (re.compile(r"ascend950", re.I), "A5"))
+_SOC_DEVICE = (
+    (re.compile(r"ascend910b", re.I), "A2"),
+    (re.compile(r"ascend910_93", re.I), "A3"),
+    (re.compile(r"ascend310p", re.I), "310P"),
+    (re.compile(r"ascend950", re.I), "A5"),
+)
 DEFAULT_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
 
 
@@ -33,8 +37,9 @@ def os_family(release: Mapping[str, str]) -> Optional[str]:
     words = [release.get("ID", "").lower(), *release.get("ID_LIKE", "").lower().split()]
     if any(w in ("debian", "ubuntu") for w in words):
         return "apt"
-    if any(w in ("openeuler", "kylin", "euleros", "hce", "centos", "rhel", "fedora", "rocky", "almalinux")
-           for w in words):
+    if any(
+        w in ("openeuler", "kylin", "euleros", "hce", "centos", "rhel", "fedora", "rocky", "almalinux") for w in words
+    ):
         return "yum"
     return None
 
@@ -76,13 +81,18 @@ class Fix:
 
     def for_host(self, host: Host, groups: Sequence[str] = ()) -> str:
         parts = [self.text] if self.text else []
-        commands = {"apt": f"sudo apt-get install -y {self.apt}" if self.apt else "",
-                    "yum": f"sudo yum install -y {self.yum}" if self.yum else ""}
+        commands = {
+            "apt": f"sudo apt-get install -y {self.apt}" if self.apt else "",
+            "yum": f"sudo yum install -y {self.yum}" if self.yum else "",
+        }
         if host.family is not None and commands.get(host.family):
             parts.append(commands[host.family])
         elif any(commands.values()):
-            parts.append("; ".join(f"{c} ({'Ubuntu/Debian' if f == 'apt' else 'openEuler/Kylin'})"
-                                   for f, c in commands.items() if c))
+            parts.append(
+                "; ".join(
+                    f"{c} ({'Ubuntu/Debian' if f == 'apt' else 'openEuler/Kylin'})" for f, c in commands.items() if c
+                )
+            )
         by_device = {"A2": self.a2, "A3": self.a3}
         if host.device is not None and by_device.get(host.device):
             parts.append(by_device[host.device])

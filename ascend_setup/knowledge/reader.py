@@ -22,13 +22,17 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 PROCESS = re.compile(r"\((?P<proc>[A-Za-z_][\w-]*(?: [^()]*?)? ?pid=\d+[^()]*)\)\s?")
 RANK = re.compile(r"\[(?P<proc>rank\d+)\]:\s?")
 #: vLLM's logger: `ERROR 11-27 08:19:08 [core.py:708] ` (optionally with the year and milliseconds)
-VLLM_LEVEL = re.compile(r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d "
-                        r"\d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\] ?)?")
+VLLM_LEVEL = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d "
+    r"\d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\] ?)?"
+)
 #: torch_npu / CANN plog: `[ERROR] 2025-08-05-08:05:26 (PID:5, Device:0, RankID:-1) `,
 #: `[ERROR] HCCL(2717288,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] `
-PLOG_LEVEL = re.compile(r"\[(?P<level>ERROR|WARNING|WARN|INFO|DEBUG|TRACE|EVENT)\] ?(?:[A-Z_]+\(\d+,[^)]*\):)?"
-                        r"\d{4}-\d\d-\d\d[-\s]\d\d:\d\d:\d\d(?:[.,:]\d+)*\s*(?:\(PID:[^)]*\)\s*)?"
-                        r"(?:\[[\w.-]+:\d+\]\s*)?")
+PLOG_LEVEL = re.compile(
+    r"\[(?P<level>ERROR|WARNING|WARN|INFO|DEBUG|TRACE|EVENT)\] ?(?:[A-Z_]+\(\d+,[^)]*\):)?"
+    r"\d{4}-\d\d-\d\d[-\s]\d\d:\d\d:\d\d(?:[.,:]\d+)*\s*(?:\(PID:[^)]*\)\s*)?"
+    r"(?:\[[\w.-]+:\d+\]\s*)?"
+)
 #: Python's logging default: `WARNING:root:`
 PY_LOGGING = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 #: A bare timestamp: `[2026-12-01 08:45:40] `, `2024-01-02T03:04:05.123Z `
@@ -39,10 +43,12 @@ ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "x", "×"})
 #: Text pasted with a log that no program printed: a markdown fence, a line in bold or a heading (an issue's title),
 #: a web page's banner, a chat reply around the log. Written at the start of a line, unindented (an indented `**x`
 #: is a call's continuation in a traceback).
-FOREIGN = re.compile(r"\s*(?:```|~~~)|(?:\*\*(?!\*)\S|#{1,6}\s|>\s)|"
-                     r"(?:I|I'm|I've|I'd|We|We're|My|You|You're|Your|Thanks|Thank you|Any idea|Anyone|Can anyone|"
-                     r"Can you|Could you|Could someone|Hi|Hello|Here is|Here's|Hope|Did you|Have you|Sorry|"
-                     r"It looks like|It seems|Looks like)[ ,!.:?]")
+FOREIGN = re.compile(
+    r"\s*(?:```|~~~)|(?:\*\*(?!\*)\S|#{1,6}\s|>\s)|"
+    r"(?:I|I'm|I've|I'd|We|We're|My|You|You're|Your|Thanks|Thank you|Any idea|Anyone|Can anyone|"
+    r"Can you|Could you|Could someone|Hi|Hello|Here is|Here's|Hope|Did you|Have you|Sorry|"
+    r"It looks like|It seems|Looks like)[ ,!.:?]"
+)
 BANNERS = ("NETWORK ERROR DUE TO HIGH TRAFFIC", "PLEASE REGENERATE OR REFRESH")
 
 
@@ -74,11 +80,22 @@ class Line:
         return self.level in ERROR_LEVELS
 
 
-
 #: Which prefixes can start with a character: most lines start with none of these, and cost one dict lookup.
-_BY_FIRST = {c: tuple(p for p, starts in ((PROCESS, "("), (RANK, "["), (VLLM_LEVEL, "DIWEC"), (PLOG_LEVEL, "["),
-                                         (PY_LOGGING, "DIWEC"), (TIMESTAMP, "[0123456789")) if c in starts)
-             for c in "([DIWEC0123456789"}
+_BY_FIRST = {
+    c: tuple(
+        p
+        for p, starts in (
+            (PROCESS, "("),
+            (RANK, "["),
+            (VLLM_LEVEL, "DIWEC"),
+            (PLOG_LEVEL, "["),
+            (PY_LOGGING, "DIWEC"),
+            (TIMESTAMP, "[0123456789"),
+        )
+        if c in starts
+    )
+    for c in "([DIWEC0123456789"
+}
 _TREE_START = " \tx×|│├╰`"
 
 
@@ -92,14 +109,14 @@ def strip_prefixes(text: str) -> Tuple[str, str, str]:
                 groups = m.groupdict()
                 process = groups.get("proc") or process
                 level = groups.get("level") or level
-                text = text[m.end():]
+                text = text[m.end() :]
                 break
         else:
             break
     m = TREE.match(text) if text[:1] in _TREE_START else None
     if m and m.end() > 0:
         level = m.group("level") or level
-        text = text[m.end():]
+        text = text[m.end() :]
     return text, process, level
 
 
@@ -120,8 +137,9 @@ def _read(raw: str) -> Tuple[Tuple[str, str, str, str, bool], ...]:
     bare = ANSI.sub("", raw) if "\x1b" in raw else raw
     pieces = bare.split("\\n") if "\\n" in bare and ("Traceback" in bare or bare.count("\\n") > 1) else [bare]
     read = [(raw if len(pieces) == 1 else piece, *strip_prefixes(piece.rstrip("\r"))) for piece in pieces]
-    return tuple((raw_piece, text, process, level, is_foreign(text, process, level))
-                 for raw_piece, text, process, level in read)
+    return tuple(
+        (raw_piece, text, process, level, is_foreign(text, process, level)) for raw_piece, text, process, level in read
+    )
 
 
 _remembered = lru_cache(maxsize=MEMO)(_read)

@@ -47,8 +47,18 @@ from ascend_setup.knowledge.signatures import FACTS, RESOLVER_BLOCKS, SIGNATURES
 #: `GLIBC_2.34' not found"; "failed" covers DCMI's and CANN's return codes; "Successfully installed" and
 #: "torch-npu" are facts (installed versions); "$" (`$ command`, a shell prompt) and "platform_plugins" start
 #: attempts.
-MARKERS = (b"rror", b"RROR", b" not ", b"No such file", b"Traceback (most recent", b"failed", b"EI00",
-           b"No solution", b"Successfully installed", b"torch-npu")
+MARKERS = (
+    b"rror",
+    b"RROR",
+    b" not ",
+    b"No such file",
+    b"Traceback (most recent",
+    b"failed",
+    b"EI00",
+    b"No solution",
+    b"Successfully installed",
+    b"torch-npu",
+)
 ATTEMPT_MARKERS = (b"$", b"\n=== ", b"platform_plugins")
 #: Where a new attempt starts: ascend-setup's step header, our `$ command` lines, a shell prompt.
 ATTEMPT = re.compile(r"^=== [\w.:-]+: .* ===$|^\$ \S|^(?:\([\w.-]+\) ?)?[\w.-]+@[\w.-]+:\S*[$#] \S")
@@ -59,8 +69,10 @@ VLLM_START = re.compile(r"Available plugins for group vllm\.platform_plugins")
 #: An error-shaped line: each test is guarded by a substring it needs, so that a line holding a marker by chance
 #: (a warning saying "not enough KV cache space") costs a few `in` tests, not a regex search at every position.
 SHAPE_AT_START = re.compile(r"\s*(?:(?:[A-Za-z_]\w*\.)+[A-Z][A-Za-z]+: |E[A-Z0-9][A-Z0-9]?\d{3,4}\b)")  # a.b.C:, EZ9999
-SHAPE_EXCEPTION = re.compile(r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
-                             r"(?::|\(|$)|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b")
+SHAPE_EXCEPTION = re.compile(
+    r"(?:^|[\s(\[:>|'\x22])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
+    r"(?::|\(|$)|CMake Error|\b(?:error|Error|ERROR)\b|\bfatal\b"
+)
 SHAPE_GUARDED = (
     (("rror", "RROR", "Exception", "Exit", "Interrupt", "fatal"), SHAPE_EXCEPTION),
     (("not set",), re.compile(r": .*\bnot set\b")),
@@ -69,15 +81,34 @@ SHAPE_GUARDED = (
     # a C return code
     (("fail",), re.compile(r"\bfail(?:ed)?\b.*\b(?:ret(?:Code)?|return|result)\s*(?:is|=|\[)\s*-?\d")),
 )
-SHAPE_SUBSTRINGS = ("No such file or directory", "No solution found", "undefined symbol: ",
-                    "cannot open shared object file", "undefined reference to")
+SHAPE_SUBSTRINGS = (
+    "No such file or directory",
+    "No solution found",
+    "undefined symbol: ",
+    "cannot open shared object file",
+    "undefined reference to",
+)
 
 
 #: A line found by a marker, outside every window, matters only if it holds one of these: what the shape tests,
 #: the facts, the attempts, tracebacks and ERROR levels need. Tested on the bytes, before decoding anything.
-WORTH_READING = tuple(g.encode() for g in (*SHAPE_SUBSTRINGS, *(g for guards, _ in SHAPE_GUARDED for g in guards),
-                                           "npu", "numpy", "$", "=== ", "platform_plugins", "Traceback", 'File "',
-                                           "CMake Error", "CRITICAL", "×"))
+WORTH_READING = tuple(
+    g.encode()
+    for g in (
+        *SHAPE_SUBSTRINGS,
+        *(g for guards, _ in SHAPE_GUARDED for g in guards),
+        "npu",
+        "numpy",
+        "$",
+        "=== ",
+        "platform_plugins",
+        "Traceback",
+        'File "',
+        "CMake Error",
+        "CRITICAL",
+        "×",
+    )
+)
 
 
 def error_shaped(text: str) -> bool:
@@ -88,21 +119,25 @@ def error_shaped(text: str) -> bool:
 
 
 #: Lines that name files or packages, a traceback's `raise` source lines: they never name a cause.
-NAME_LINE = re.compile(r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |"
-                       r"Copy: |"
-                       r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
-                       r"Building (?:CXX|C|ASM) object|Linking |Scanning dependencies|Collecting |Downloading |"
-                       r"Using cached |Requirement already satisfied|Processing |Successfully (?:installed|built) |"
-                       r"Installing collected|Attempting uninstall|Found existing installation|Uninstalling )")
+NAME_LINE = re.compile(
+    r"^\s*(?:raise |copying |Compiling |byte-compiling |creating |adding '|removing |writing |"
+    r"Copy: |"
+    r"-- (?:Installing|Up-to-date|Set runtime path):|\[\s*\d+/\d+\] (?!FAILED)|\[\s*\d+%\] |"
+    r"Building (?:CXX|C|ASM) object|Linking |Scanning dependencies|Collecting |Downloading |"
+    r"Using cached |Requirement already satisfied|Processing |Successfully (?:installed|built) |"
+    r"Installing collected|Attempting uninstall|Found existing installation|Uninstalling )"
+)
 #: Lines that summarise a failure without naming its cause.
-NOISE = re.compile(r"Engine core initialization failed|^\s*FAILED: |ninja: build stopped|subprocess-exited-with-error|"
-                   r"This error originates from a subprocess|Failed building wheel|Failed to build|"
-                   r"CalledProcessError|returned non-zero exit status|Could not build wheels|"
-                   r"metadata-generation-failed|Encountered error while|did not run successfully|"
-                   r"Configuring incomplete, errors occurred|EngineDeadError|See (?:root cause|stack trace) above|"
-                   r"^\s*error: (?:subprocess|metadata)|make(?:\[\d+\])?: \*\*\* |Error running build_aclnn|"
-                   r"\bE[A-Z][A-Z0-9]?\d{3,4}:?\s+Inner Error!?\s*$|ERR\d{5} (?:PTA call acl api failed|UNKNOWN appl)|"
-                   r"^\[Error\]: |failed to start\.?\s*$|^CMake Error at \S+ \([\w ]+\):\s*$|^CMake Error:\s*$")
+NOISE = re.compile(
+    r"Engine core initialization failed|^\s*FAILED: |ninja: build stopped|subprocess-exited-with-error|"
+    r"This error originates from a subprocess|Failed building wheel|Failed to build|"
+    r"CalledProcessError|returned non-zero exit status|Could not build wheels|"
+    r"metadata-generation-failed|Encountered error while|did not run successfully|"
+    r"Configuring incomplete, errors occurred|EngineDeadError|See (?:root cause|stack trace) above|"
+    r"^\s*error: (?:subprocess|metadata)|make(?:\[\d+\])?: \*\*\* |Error running build_aclnn|"
+    r"\bE[A-Z][A-Z0-9]?\d{3,4}:?\s+Inner Error!?\s*$|ERR\d{5} (?:PTA call acl api failed|UNKNOWN appl)|"
+    r"^\[Error\]: |failed to start\.?\s*$|^CMake Error at \S+ \([\w ]+\):\s*$|^CMake Error:\s*$"
+)
 #: The resolver's block ends here.
 BLOCK_END = re.compile(r"^To fix this you could try|^\s*hint:|^ERROR: ResolutionImpossible")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
@@ -150,9 +185,12 @@ class Diagnosis:
 
     def code_lines(self) -> List[str]:
         """'code EZ9999 (line 12): Inner Error ...' for the codes the catalogue knows, then the unknown ones."""
-        known = [f"code {c.seen.code} (line {c.line_number}): {c.seen.entry.meaning}"
-                 + (" [harmless]" if c.seen.entry.kind == "harmless" else "")
-                 for c in self.codes if c.seen.entry is not None]
+        known = [
+            f"code {c.seen.code} (line {c.line_number}): {c.seen.entry.meaning}"
+            + (" [harmless]" if c.seen.entry.kind == "harmless" else "")
+            for c in self.codes
+            if c.seen.entry is not None
+        ]
         unknown = ", ".join(f"{c.seen.code} ({c.seen.family}, line {c.line_number})" for c in self.unknown_codes)
         return known + ([f"unknown codes: {unknown}"] if unknown else [])
 
@@ -163,12 +201,19 @@ class Diagnosis:
         return f"root cause (log line {self.line_number}): {self.cause}{fix}{seen}\n{around}"
 
     def to_json(self) -> dict:
-        return {"id": self.id, "line_number": self.line_number, "line": self.line, "cause": self.cause,
-                "fix": self.fix, "context": self.context,
-                "evidence": [{"line_number": n, "line": line} for n, line in self.evidence],
-                "processes": self.processes, "reported_by": self.reported_by,
-                "codes": [c.to_json() for c in self.codes if c.seen.entry is not None],
-                "unknown_codes": [c.to_json() for c in self.unknown_codes]}
+        return {
+            "id": self.id,
+            "line_number": self.line_number,
+            "line": self.line,
+            "cause": self.cause,
+            "fix": self.fix,
+            "context": self.context,
+            "evidence": [{"line_number": n, "line": line} for n, line in self.evidence],
+            "processes": self.processes,
+            "reported_by": self.reported_by,
+            "codes": [c.to_json() for c in self.codes if c.seen.entry is not None],
+            "unknown_codes": [c.to_json() for c in self.unknown_codes],
+        }
 
 
 @dataclass(frozen=True)
@@ -244,10 +289,34 @@ class _Read:
     (Scanner._reads); the scan's state machine (`Scanner._logical`) then only reads these answers. The tests a
     line may never need (a traceback's, the signatures', the summaries') are made on first use."""
 
-    __slots__ = ("_blank", "_candidates", "_chain", "_exception_start", "_soc", "_summary", "_warning", "attempt",
-                 "cmake", "codes", "facts", "foreign", "frame", "frame_code", "frame_facts", "harmless",
-                 "indented", "is_api_server", "level", "name_line", "process", "raw", "shaped", "specific", "text",
-                 "traceback")
+    __slots__ = (
+        "_blank",
+        "_candidates",
+        "_chain",
+        "_exception_start",
+        "_soc",
+        "_summary",
+        "_warning",
+        "attempt",
+        "cmake",
+        "codes",
+        "facts",
+        "foreign",
+        "frame",
+        "frame_code",
+        "frame_facts",
+        "harmless",
+        "indented",
+        "is_api_server",
+        "level",
+        "name_line",
+        "process",
+        "raw",
+        "shaped",
+        "specific",
+        "text",
+        "traceback",
+    )
 
     def __init__(self, line: Line, catalogue: Catalogue) -> None:
         self.raw, self.text, self.process, self.level = line.raw, line.text, line.process, line.level
@@ -260,23 +329,28 @@ class _Read:
         self._soc: Optional[Tuple[Optional[str]]] = None
         self._warning: Optional[bool] = None
         text = line.text
-        self.attempt = bool((("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
-                            or ("platform_plugins" in text and VLLM_START.search(text)
-                                and (not line.process or line.is_api_server)))
+        self.attempt = bool(
+            (("$" in text or text.startswith("=== ")) and ATTEMPT.search(text))
+            or ("platform_plugins" in text and VLLM_START.search(text) and (not line.process or line.is_api_server))
+        )
         codes = find_codes(text, catalogue) if not self.foreign and not self.attempt else []
         self.codes: Tuple[Tuple[str, Seen], ...] = tuple((seen.key, seen) for seen in codes)
         self.specific = next((c for c in codes if c.entry is not None and c.entry.kind == "specific"), None)
         self.harmless = bool(codes) and all(c.entry is not None and c.entry.kind == "harmless" for c in codes)
-        self.facts: Tuple[str, ...] = tuple(
-            name for name, pattern in FACTS.items() if not name.startswith("frame:") and pattern.search(text)
-        ) if "npu" in text or "numpy" in text else ()
+        self.facts: Tuple[str, ...] = (
+            tuple(name for name, pattern in FACTS.items() if not name.startswith("frame:") and pattern.search(text))
+            if "npu" in text or "numpy" in text
+            else ()
+        )
         self.traceback = "Traceback" in text and TRACEBACK.search(text) is not None
         frame = FRAME.match(text) if 'File "' in text else None
         self.frame = frame is not None
         self.frame_code = frame is not None and not frame.group("path").startswith("<")
-        self.frame_facts: Tuple[str, ...] = tuple(
-            name for name, pattern in FACTS.items() if name.startswith("frame:") and pattern.search(text)
-        ) if frame is not None else ()
+        self.frame_facts: Tuple[str, ...] = (
+            tuple(name for name, pattern in FACTS.items() if name.startswith("frame:") and pattern.search(text))
+            if frame is not None
+            else ()
+        )
         self.name_line = NAME_LINE.match(text) is not None
         self.cmake = "CMake Error" in text
         self.indented = text[:1].isspace() and bool(text.strip())
@@ -339,8 +413,11 @@ class _Read:
     def warning(self) -> bool:
         """The line ranks as a warning: a warning's level or word, or only harmless codes."""
         if self._warning is None:
-            self._warning = (self.harmless or self.level.startswith("WARN")
-                             or self.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION")))
+            self._warning = (
+                self.harmless
+                or self.level.startswith("WARN")
+                or self.text.lstrip().upper().startswith(("WARNING", "WARN:", "DEPRECATION"))
+            )
         return self._warning
 
     def line(self, number: int) -> Line:
@@ -477,21 +554,48 @@ class Scanner:
         if process not in reporters:
             reporters.append(process)
 
-    def _offer(self, number: int, line: Union[Line, _Read], rank: int, sig: Optional[Signature],
-               groups: Tuple[str, ...], facts: Dict[str, Evidence], before: Before,
-               code: Optional[Seen] = None) -> None:
+    def _offer(
+        self,
+        number: int,
+        line: Union[Line, _Read],
+        rank: int,
+        sig: Optional[Signature],
+        groups: Tuple[str, ...],
+        facts: Dict[str, Evidence],
+        before: Before,
+        code: Optional[Seen] = None,
+    ) -> None:
         cause_key = _cause_key(line.text, sig, code)
         self._report(cause_key, line.process)
         best = self.best
         ordinal = self.printed.get(line.process, 0)
-        explains = (best is not None and best.signature is not None and best.signature.weak and sig is not None
-                    and not sig.weak and rank == RANK_KNOWN and line.process == best.process
-                    and 0 < ordinal - best.ordinal <= WINDOW["follow"])
+        explains = (
+            best is not None
+            and best.signature is not None
+            and best.signature.weak
+            and sig is not None
+            and not sig.weak
+            and rank == RANK_KNOWN
+            and line.process == best.process
+            and 0 < ordinal - best.ordinal <= WINDOW["follow"]
+        )
         if best is not None and best.key() <= (rank, line.is_api_server, number) and not explains:
             return
-        found = _Found(rank, line.is_api_server, number, line.raw, sig, groups,
-                       [*before()[-CONTEXT:], line.raw], CONTEXT, block=rank == RANK_BLOCK, code=code,
-                       cause_key=cause_key, process=line.process, ordinal=ordinal)
+        found = _Found(
+            rank,
+            line.is_api_server,
+            number,
+            line.raw,
+            sig,
+            groups,
+            [*before()[-CONTEXT:], line.raw],
+            CONTEXT,
+            block=rank == RANK_BLOCK,
+            code=code,
+            cause_key=cause_key,
+            process=line.process,
+            ordinal=ordinal,
+        )
         if sig is not None:
             found.evidence = sorted({facts[name] for name in sig.evidence if name in facts})
         if found.block:
@@ -509,10 +613,19 @@ class Scanner:
             known = _known(line.text, self.facts)
             if known and known[0] == RANK_KNOWN:
                 self._report(known[1].id, line.process)
-                self.best = _Found(RANK_KNOWN, best.api, number, raw, known[1], known[2], [*best.context, raw],
-                                   CONTEXT, block=False,
-                                   evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}),
-                                   cause_key=known[1].id)
+                self.best = _Found(
+                    RANK_KNOWN,
+                    best.api,
+                    number,
+                    raw,
+                    known[1],
+                    known[2],
+                    [*best.context, raw],
+                    CONTEXT,
+                    block=False,
+                    evidence=sorted({self.facts[n] for n in known[1].evidence if n in self.facts}),
+                    cause_key=known[1].id,
+                )
                 return
         best.after -= 1
         if not best.block or raw.strip():
@@ -559,7 +672,7 @@ class Scanner:
                 self._line(number, raw, partial(self._before, block, start))
             at = end
         self.line_base += counted + block.count(b"\n", counted_to)
-        tail = block[max(0, len(block) - 4096):].decode("utf-8", "replace").split("\n")[:-1]
+        tail = block[max(0, len(block) - 4096) :].decode("utf-8", "replace").split("\n")[:-1]
         if len(block) > 4096:
             tail = tail[1:]  # the first piece may be the end of a longer line
         self.before = (self.before + [l.rstrip("\r") for l in tail])[-CONTEXT:]
@@ -572,7 +685,7 @@ class Scanner:
             lines.insert(0, block[begin:end].decode("utf-8", "replace").rstrip("\r\n"))
             end = begin
         if len(lines) < CONTEXT:
-            lines = self.before[-(CONTEXT - len(lines)):] + lines
+            lines = self.before[-(CONTEXT - len(lines)) :] + lines
         return lines
 
     def _cut_off_tracebacks(self) -> None:
@@ -596,20 +709,37 @@ class Scanner:
         codes, reported_by = list(self.codes.values()), self.reporters.get(best.cause_key, [])
         code = best.code.entry if best.code is not None else None
         if code is not None:
-            return Diagnosis(f"code:{code.key}", f"{code.code} = {code.meaning}: {code.cause}", code.fix,
-                             best.line_number, best.line, best.context, codes=codes, reported_by=reported_by)
+            return Diagnosis(
+                f"code:{code.key}",
+                f"{code.code} = {code.meaning}: {code.cause}",
+                code.fix,
+                best.line_number,
+                best.line,
+                best.context,
+                codes=codes,
+                reported_by=reported_by,
+            )
         if best.signature is None:
             meanings = [f"{c.code} = {c.entry.meaning}" for c in find_codes(best.line, self.catalogue) if c.entry]
             cause = best.line.strip() + (f" [{'; '.join(meanings)}]" if meanings else "")
-            return Diagnosis(None, cause, None, best.line_number, best.line, best.context, codes=codes,
-                             reported_by=reported_by)
+            return Diagnosis(
+                None, cause, None, best.line_number, best.line, best.context, codes=codes, reported_by=reported_by
+            )
         host = host or Host.detect(soc=self.soc)
         if host.device is None and self.soc:
             host = Host(host.family, device_of(self.soc), host.set_env)
         groups = best.groups or ("",)
-        return Diagnosis(best.signature.id, best.signature.cause.format(*groups),
-                         best.signature.fix.for_host(host, groups), best.line_number, best.line, best.context,
-                         best.evidence, codes, reported_by)
+        return Diagnosis(
+            best.signature.id,
+            best.signature.cause.format(*groups),
+            best.signature.fix.for_host(host, groups),
+            best.line_number,
+            best.line,
+            best.context,
+            best.evidence,
+            codes,
+            reported_by,
+        )
 
 
 def triage_stream(stream: BinaryIO, host: Optional[Host] = None, chunk: int = CHUNK) -> Optional[Diagnosis]:

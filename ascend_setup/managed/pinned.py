@@ -115,7 +115,19 @@ def uv_downloads_json(build: PythonBuild, archive: Path) -> Dict[str, object]:
     """uv's downloads-list format (`UV_PYTHON_DOWNLOADS_JSON_URL`) with one entry: this build, from the
     archive already on disk (fetched and checked by the tool), its sha256 checked again by uv."""
     major, minor, patch = (int(p) for p in build.version.split("."))
-    return {build.key: {
-        "name": "cpython", "arch": {"family": build.arch, "variant": None}, "os": "linux", "libc": "gnu",
-        "major": major, "minor": minor, "patch": patch, "prerelease": "", "url": archive.absolute().as_uri(),
-        "sha256": build.sha256, "variant": None, "build": build.build}}
+    return {
+        build.key: {
+            "name": "cpython",
+            "arch": {"family": build.arch, "variant": None},
+            "os": "linux",
+            "libc": "gnu",
+            "major": major,
+            "minor": minor,
+            "patch": patch,
+            "prerelease": "",
+            "url": archive.absolute().as_uri(),
+            "sha256": build.sha256,
+            "variant": None,
+            "build": build.build,
+        }
+    }

@@ -36,9 +36,16 @@ def archive_path(downloads: Path, build: PythonBuild) -> Path:
     return downloads / "python" / build.file
 
 
-def fetch_archive(builds: PythonBuilds, which: PythonBuild, downloads: Path, log: Path, *,
-                  mirror: Optional[str] = None, offline_copy: Optional[Path] = None,
-                  on_progress: Optional[Progress] = None) -> Path:
+def fetch_archive(
+    builds: PythonBuilds,
+    which: PythonBuild,
+    downloads: Path,
+    log: Path,
+    *,
+    mirror: Optional[str] = None,
+    offline_copy: Optional[Path] = None,
+    on_progress: Optional[Progress] = None,
+) -> Path:
     """The build's archive on disk, checked by its pinned sha256: already there, copied from a bundle
     (`offline_copy`, no network), or downloaded from the first mirror that has the exact file."""
     dest = archive_path(downloads, which)
@@ -54,10 +61,17 @@ def fetch_archive(builds: PythonBuilds, which: PythonBuild, downloads: Path, log
             f"no mirror has {which.file}: "
             + "; ".join(f"{redact_url(p.url).split('/')[2]}: {p.problem}" for p in probes),
             hint="pass --python-mirror URL (a copy laid out as URL/<build>/<file>), or --python /path/to/python3.X, "
-                 "or install from a bundle (ascend-setup bundle carries the interpreter)")
-    return download([p.url for p in usable], dest, sha256=which.sha256, size=usable[0].size, most=MAX_ARCHIVE,
-                    on_progress=on_progress,
-                    on_failover=lambda url, why: _log(log, f"mirror {url} failed ({why}); trying the next"))
+            "or install from a bundle (ascend-setup bundle carries the interpreter)",
+        )
+    return download(
+        [p.url for p in usable],
+        dest,
+        sha256=which.sha256,
+        size=usable[0].size,
+        most=MAX_ARCHIVE,
+        on_progress=on_progress,
+        on_failover=lambda url, why: _log(log, f"mirror {url} failed ({why}); trying the next"),
+    )
 
 
 def _copy_checked(source: Path, dest: Path, sha256: str) -> Path:
@@ -70,8 +84,9 @@ def _copy_checked(source: Path, dest: Path, sha256: str) -> Path:
     shutil.copyfile(source, part)
     if sha256_of(part) != sha256:
         part.unlink()
-        raise AscendSetupError(f"{source} does not match the pinned sha256 of {dest.name}",
-                               hint="the bundle is damaged: copy it again")
+        raise AscendSetupError(
+            f"{source} does not match the pinned sha256 of {dest.name}", hint="the bundle is damaged: copy it again"
+        )
     os.replace(part, dest)
     return dest
 
@@ -87,19 +102,36 @@ def _log_probes(log: Path, probes: List[Probe]) -> None:
             handle.write(f"mirror {p.url}: {'has it' if p.ok else p.problem}\n")
 
 
-def uv_python_env(install_dir: Path, cache: Path, network: Mapping[str, str],
-                  base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def uv_python_env(
+    install_dir: Path, cache: Path, network: Mapping[str, str], base: Optional[Mapping[str, str]] = None
+) -> Dict[str, str]:
     """uv with none of the user's uv settings or config, installing into `install_dir` only (no links in
     ~/.local/bin), trusting what the run trusts."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("UV_")}
-    env.update({"UV_NO_CONFIG": "1", "UV_PYTHON_INSTALL_DIR": str(install_dir), "UV_PYTHON_INSTALL_BIN": "0",
-                "UV_PYTHON_INSTALL_REGISTRY": "0", "UV_CACHE_DIR": str(cache), "UV_PYTHON_DOWNLOADS": "manual"})
+    env.update(
+        {
+            "UV_NO_CONFIG": "1",
+            "UV_PYTHON_INSTALL_DIR": str(install_dir),
+            "UV_PYTHON_INSTALL_BIN": "0",
+            "UV_PYTHON_INSTALL_REGISTRY": "0",
+            "UV_CACHE_DIR": str(cache),
+            "UV_PYTHON_DOWNLOADS": "manual",
+        }
+    )
     env.update(decide_trust(network).uv_env(uv_command()))
     return env
 
 
-def install_build(which: PythonBuild, archive: Path, install_dir: Path, cache: Path, log: Path, *,
-                  network: Mapping[str, str], reinstall: bool = False) -> Interpreter:
+def install_build(
+    which: PythonBuild,
+    archive: Path,
+    install_dir: Path,
+    cache: Path,
+    log: Path,
+    *,
+    network: Mapping[str, str],
+    reinstall: bool = False,
+) -> Interpreter:
     """uv unpacks `archive` into `install_dir`; the interpreter it leaves, checked to run and make venvs."""
     listing = archive.parent / f"{which.key}.downloads.json"
     atomic_write_text(listing, json.dumps(uv_downloads_json(which, archive), indent=1) + "\n")
@@ -111,8 +143,11 @@ def install_build(which: PythonBuild, archive: Path, install_dir: Path, cache: P
     python = which.python_in(install_dir)
     interp = probe(str(python))
     if interp is None or interp.version != which.version or not interp.has_venv:
-        got = "does not run" if interp is None else \
-            f"is {interp.version}" + ("" if interp.has_venv else " without venv")
-        raise AscendSetupError(f"the managed Python {python} {got} after uv unpacked {archive.name}",
-                               hint="run again (it reinstalls); if it persists, pass --python /path/to/python3.X")
+        got = (
+            "does not run" if interp is None else f"is {interp.version}" + ("" if interp.has_venv else " without venv")
+        )
+        raise AscendSetupError(
+            f"the managed Python {python} {got} after uv unpacked {archive.name}",
+            hint="run again (it reinstalls); if it persists, pass --python /path/to/python3.X",
+        )
     return interp

@@ -64,13 +64,19 @@ def _exact(req: Requirement) -> Optional[str]:
 
 def _newest_cpython(files: List[IndexFile]) -> Optional[int]:
     """The newest CPython minor the files' wheels are built for (cp312 -> 12); None without such wheels."""
-    minors = [int(t.interpreter[3:]) for f in files if f.kind == "wheel" for t in f.tags
-              if t.interpreter.startswith("cp3") and t.interpreter[3:].isdigit() and t.abi != "abi3"]
+    minors = [
+        int(t.interpreter[3:])
+        for f in files
+        if f.kind == "wheel"
+        for t in f.tags
+        if t.interpreter.startswith("cp3") and t.interpreter[3:].isdigit() and t.abi != "abi3"
+    ]
     return max(minors) if minors else None
 
 
-def python_range(requires_python: str, files: List[IndexFile],
-                 bounds: Optional[Dict[str, Tuple[int, str]]] = None) -> Tuple[str, str]:
+def python_range(
+    requires_python: str, files: List[IndexFile], bounds: Optional[Dict[str, Tuple[int, str]]] = None
+) -> Tuple[str, str]:
     """(range, why): Requires-Python, closed above by the newest CPython the plugin's wheels are built for
     (cp312 -> <3.13). A plugin with no wheels (an sdist-only post release) is closed by the row's binary pins
     instead (`bounds`: name -> (first CPython minor it has no wheel for, where that was read)): the venv cannot
@@ -84,8 +90,10 @@ def python_range(requires_python: str, files: List[IndexFile],
         return requires_python, "Requires-Python (no wheel of the plugin or its binary pins closes it)"
     tightest = min(minor for minor, _ in bounds.values())
     said = "; ".join(f"{name}: {why}" for name, (_, why) in sorted(bounds.items()))
-    return (f"{requires_python},<3.{tightest}",
-            f"Requires-Python; the plugin has no wheels, so closed by its binary pins ({said})")
+    return (
+        f"{requires_python},<3.{tightest}",
+        f"Requires-Python; the plugin has no wheels, so closed by its binary pins ({said})",
+    )
 
 
 def _binary_bounds(matrix: Matrix, packages: Dict[str, str], indexes: List[IndexSet]) -> Dict[str, Tuple[int, str]]:
@@ -103,14 +111,23 @@ def _binary_bounds(matrix: Matrix, packages: Dict[str, str], indexes: List[Index
         for row in (r for r in matrix.rows.values() if r.packages.get(name) == version):
             upper = [Version(s.version).minor for s in SpecifierSet(row.python) if s.operator == "<"]
             if upper:
-                bounds[name] = (min(upper), f"{name} {version}'s wheels could not be listed; row {row.cann}, which "
-                                            f"pins it, says {row.python} (not verified)")
+                bounds[name] = (
+                    min(upper),
+                    f"{name} {version}'s wheels could not be listed; row {row.cann}, which "
+                    f"pins it, says {row.python} (not verified)",
+                )
                 break
     return bounds
 
 
-def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
-               reader: Optional[MetadataReader] = None, pool: Optional[Dict[str, Any]] = None) -> DerivedRow:
+def derive_row(
+    matrix: Matrix,
+    vllm_ascend: str,
+    cann: str,
+    mirror: List[str],
+    reader: Optional[MetadataReader] = None,
+    pool: Optional[Dict[str, Any]] = None,
+) -> DerivedRow:
     """The row for `vllm_ascend` (whose pins it reads from the indexes) paired with CANN `cann`. `pool` shares
     fetched index pages between derivations (matrix check derives one row per release)."""
     reader = reader or MetadataReader()
@@ -122,13 +139,15 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
         errors = [p.error for p in main.pages("vllm-ascend") if p.error]
         if errors:
             raise IndexUnreachable(f"vllm-ascend {vllm_ascend} could not be looked up: {errors[0]}")
-        raise AscendSetupError(f"vllm-ascend {vllm_ascend} is on none of {', '.join(main.urls)}",
-                               hint="check the version, or --index-url for an index that has it")
+        raise AscendSetupError(
+            f"vllm-ascend {vllm_ascend} is on none of {', '.join(main.urls)}",
+            hint="check the version, or --index-url for an index that has it",
+        )
     plugin, plugin_file = _metadata(reader, plugin_files)
     vllm_version = Version(vllm_ascend).base_version  # vllm-ascend X(rcN) goes with vllm X, by its policy
     vllm_files = _files(main, "vllm", vllm_version)
     vllm_specs: Dict[str, SpecifierSet] = {}
-    for vreq in (_unconditional(_metadata(reader, vllm_files)[0]["requires"]) if vllm_files else []):
+    for vreq in _unconditional(_metadata(reader, vllm_files)[0]["requires"]) if vllm_files else []:
         vname = canonicalize_name(vreq.name)
         vllm_specs[vname] = vllm_specs.get(vname, SpecifierSet()) & vreq.specifier
     provenance = {"packages.vllm": f"vllm-ascend {vllm_ascend}'s version (vllm-ascend X goes with vllm X)"}
@@ -148,10 +167,14 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
                 # The resolver would find nothing. The row pins the newest version vllm takes: a row's pin wins
                 # over both requirements, and vllm, which needs it, is the newer of the two declarations.
                 packages[name] = str(max(fitting))
-                provenance[f"packages.{name}"] = (f"the newest {name} vllm {vllm_version} takes ({theirs}); "
-                                                  f"{plugin_file.filename}'s {name}{req.specifier} excludes them all")
-                notes.append(f"{name}{req.specifier} ({plugin_file.filename}) and {name}{theirs} (vllm {vllm_version}) "
-                             f"leave no published version in common: the row pins {name} {max(fitting)}, vllm's newest")
+                provenance[f"packages.{name}"] = (
+                    f"the newest {name} vllm {vllm_version} takes ({theirs}); "
+                    f"{plugin_file.filename}'s {name}{req.specifier} excludes them all"
+                )
+                notes.append(
+                    f"{name}{req.specifier} ({plugin_file.filename}) and {name}{theirs} (vllm {vllm_version}) "
+                    f"leave no published version in common: the row pins {name} {max(fitting)}, vllm's newest"
+                )
             else:
                 plugin_requirements.append(f"{name}{req.specifier}")
     provenance["plugin_requirements"] = f"{plugin_file.filename} Requires-Dist (bounds on vllm's own requirements)"
@@ -166,36 +189,48 @@ def derive_row(matrix: Matrix, vllm_ascend: str, cann: str, mirror: List[str],
             provenance[f"package_index.{dist}"] = f"{dist} {version} is on the {host} index, not on the mirror"
         else:
             errors = [p.error for i in [main, *named.values()] for p in i.pages(dist) if p.error]
-            problems.append(f"{dist} {version}: " + (f"an index could not be reached ({errors[0]})" if errors
-                                                      else "no index serves it"))
+            problems.append(
+                f"{dist} {version}: "
+                + (f"an index could not be reached ({errors[0]})" if errors else "no index serves it")
+            )
             kept = matrix.newest().index_of(dist)
             if errors and kept != MIRROR:  # the file could not be looked for: keep where the matrix takes it from
                 package_index[dist] = kept
-                provenance[f"package_index.{dist}"] = (f"row {matrix.newest().cann} (not verified: an index could "
-                                                       "not be reached)")
+                provenance[f"package_index.{dist}"] = (
+                    f"row {matrix.newest().cann} (not verified: an index could not be reached)"
+                )
     arch: Dict[str, Dict[str, Dict[str, str]]] = {}
     npu_files = _files(main, "torch-npu", packages.get("torch-npu", ""))
     for arch_name in ARCHES:
-        wheels = [f for f in npu_files
-                  if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)]
+        wheels = [
+            f for f in npu_files if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)
+        ]
         if not wheels:
             continue
-        torch_req = next((r for r in _unconditional(reader.requires(wheels[0]))
-                          if canonicalize_name(r.name) == "torch"), None)
+        torch_req = next(
+            (r for r in _unconditional(reader.requires(wheels[0])) if canonicalize_name(r.name) == "torch"), None
+        )
         pin = _exact(torch_req) if torch_req else None
         local = Version(pin).local if pin else None
         if pin and local:
             cpu = next((n for n, index in named.items() if _files(index, "torch", pin)), "pytorch-cpu")
-            arch[arch_name] = {"packages": {"torch": pin,
-                                            **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio")
-                                                              if n in packages}},
-                               "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio")
-                                                 if n in packages}}
+            arch[arch_name] = {
+                "packages": {
+                    "torch": pin,
+                    **{n: f"{packages[n]}+{local}" for n in ("torchvision", "torchaudio") if n in packages},
+                },
+                "package_index": {n: cpu for n in ("torch", "torchvision", "torchaudio") if n in packages},
+            }
             provenance[f"arch.{arch_name}"] = f"{wheels[0].filename} Requires-Dist: {torch_req}"
     wheel_glibc: Dict[str, Dict[str, str]] = {}
     for arch_name in ARCHES:
-        levels = [manylinux_glibc(t.platform) for f in plugin_files if f.kind == "wheel" for t in f.tags
-                  if platform_arch(t.platform) == arch_name and manylinux_glibc(t.platform)]
+        levels = [
+            manylinux_glibc(t.platform)
+            for f in plugin_files
+            if f.kind == "wheel"
+            for t in f.tags
+            if platform_arch(t.platform) == arch_name and manylinux_glibc(t.platform)
+        ]
         if levels:
             wheel_glibc.setdefault("vllm-ascend", {})[arch_name] = ".".join(map(str, min(levels)))
     provenance["wheel_glibc"] = "the vllm-ascend wheels' platform tags"
@@ -230,8 +265,14 @@ def wheel_devices(plugin_files: List[IndexFile]) -> Tuple[Dict[str, Dict[str, st
     found: Dict[str, str] = {}
     problems: List[str] = []
     for arch_name in ARCHES:
-        wheel = next((f for f in plugin_files if f.kind == "wheel"
-                      and any(platform_arch(t.platform) == arch_name for t in f.tags)), None)
+        wheel = next(
+            (
+                f
+                for f in plugin_files
+                if f.kind == "wheel" and any(platform_arch(t.platform) == arch_name for t in f.tags)
+            ),
+            None,
+        )
         if wheel is None:
             continue
         try:
@@ -263,11 +304,14 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
         for name in sorted(set(mine.packages) | set(theirs.packages)):
             a, b = mine.packages.get(name), theirs.packages.get(name)
             if a != b:
-                found.append(f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, "
-                             f"{b or 'not pinned'} in the metadata")
+                found.append(
+                    f"{arch_name}: {name} is {a or 'not pinned'} in the matrix, {b or 'not pinned'} in the metadata"
+                )
             elif a and name not in skip and mine.index_of(name) != theirs.index_of(name):
-                found.append(f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
-                             f"{theirs.index_of(name)} by the indexes")
+                found.append(
+                    f"{arch_name}: {name} comes from {mine.index_of(name)} in the matrix, "
+                    f"{theirs.index_of(name)} by the indexes"
+                )
     for name, per_arch in derived.row["wheel_glibc"].items():
         for arch_name, glibc in per_arch.items():
             have = row.wheel_glibc.get(name, {}).get(arch_name)
@@ -276,8 +320,10 @@ def compare_rows(row: Row, derived: DerivedRow) -> List[str]:
     for name, per_arch in derived.row.get("wheel_device", {}).items():
         for arch_name, device in per_arch.items():
             if row.wheel_device_of(name, arch_name) != device:
-                found.append(f"wheel_device {name} {arch_name}: {row.wheel_device_of(name, arch_name)} in the matrix, "
-                             f"{device} in the published wheel's {BUILD_INFO}")
+                found.append(
+                    f"wheel_device {name} {arch_name}: {row.wheel_device_of(name, arch_name)} in the matrix, "
+                    f"{device} in the published wheel's {BUILD_INFO}"
+                )
     return list(dict.fromkeys(found))
 
 
@@ -292,8 +338,9 @@ def consistency(row: Row) -> List[str]:
             found.append(f"plugin_requirements {text} excludes the row's own pin {name}=={row.packages[name]}")
     for arch_name in ARCHES:
         view = row.for_arch(arch_name)
-        locals_ = {n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio")
-                   if n in view.packages}
+        locals_ = {
+            n: Version(view.packages[n]).local for n in ("torch", "torchvision", "torchaudio") if n in view.packages
+        }
         if len(set(locals_.values())) > 1:
             builds = ", ".join(f"{n} {view.packages[n]}" for n in locals_)
             found.append(f"{arch_name}: the torch family mixes builds ({builds})")

@@ -49,7 +49,7 @@ def _line_of(node: Optional[yaml.Node], loc: Sequence[Union[str, int]]) -> int:
 
 def _describe(error: ErrorDetails) -> str:
     loc = ".".join(str(p) for p in error["loc"] if p != "cann")
-    message = error["msg"][len("Value error, "):] if error["msg"].startswith("Value error, ") else error["msg"]
+    message = error["msg"][len("Value error, ") :] if error["msg"].startswith("Value error, ") else error["msg"]
     if error["type"] == "missing":
         return f"{loc}: required field is missing"
     if error["type"] == "extra_forbidden":
@@ -60,8 +60,10 @@ def _describe(error: ErrorDetails) -> str:
 def _fix_hint(source: str) -> str:
     if Path(source) == PACKAGED_MATRIX:
         return "the packaged matrix is damaged: reinstall ascend-setup"
-    return (f"fix {source} (the packaged compat_matrix.yaml shows the expected shape), or drop --matrix / "
-            f"{MATRIX_ENV} to use the packaged matrix")
+    return (
+        f"fix {source} (the packaged compat_matrix.yaml shows the expected shape), or drop --matrix / "
+        f"{MATRIX_ENV} to use the packaged matrix"
+    )
 
 
 def parse_matrix(text: str, source: str) -> Matrix:
@@ -104,6 +106,8 @@ def select_row(matrix: Matrix, cann: str, arch: Optional[str] = None) -> Row:
     input that lists the known ones."""
     row = matrix.rows.get(cann.strip())
     if row is None:
-        raise BadInput(f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}",
-                       hint="pick one of the known versions or add a row to the matrix (--matrix FILE)")
+        raise BadInput(
+            f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}",
+            hint="pick one of the known versions or add a row to the matrix (--matrix FILE)",
+        )
     return row.for_arch(arch) if arch else row

@@ -153,9 +153,7 @@ class Row(BaseModel):
     @field_validator("cann_python_deps")
     @classmethod
     def _minimums(cls, value: Mapping[str, Optional[str]]) -> Mapping[str, Optional[str]]:
-        return MappingProxyType(
-            {canonicalize_name(n): v for n, v in value.items()}
-        )
+        return MappingProxyType({canonicalize_name(n): v for n, v in value.items()})
 
     @field_validator("wheel_glibc")
     @classmethod
@@ -171,8 +169,12 @@ class Row(BaseModel):
     @field_validator("wheel_device")
     @classmethod
     def _freeze_devices(cls, value: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
-        return MappingProxyType({canonicalize_name(n): MappingProxyType({a: str(d) for a, d in per_arch.items()})
-                                 for n, per_arch in value.items()})
+        return MappingProxyType(
+            {
+                canonicalize_name(n): MappingProxyType({a: str(d) for a, d in per_arch.items()})
+                for n, per_arch in value.items()
+            }
+        )
 
     @field_validator("package_index")
     @classmethod
@@ -215,10 +217,13 @@ class Row(BaseModel):
         variant = self.arch.get(arch)
         if variant is None:
             return self.model_copy(update={"target_arch": arch})
-        return self.model_copy(update={
-            "packages": MappingProxyType({**self.packages, **variant.packages}),
-            "package_index": MappingProxyType({**self.package_index, **variant.package_index}),
-            "target_arch": arch})
+        return self.model_copy(
+            update={
+                "packages": MappingProxyType({**self.packages, **variant.packages}),
+                "package_index": MappingProxyType({**self.package_index, **variant.package_index}),
+                "target_arch": arch,
+            }
+        )
 
     def named_indexes(self) -> List[str]:
         """The named indexes (not the mirror) this row takes packages from, in first-use order."""
@@ -268,8 +273,9 @@ class Row(BaseModel):
             "wheel_glibc": {n: dict(v) for n, v in self.wheel_glibc.items()},
             **({"wheel_device": {n: dict(v) for n, v in self.wheel_device.items()}} if self.wheel_device else {}),
             "build_minutes": self.build_minutes,
-            "arch": {a: {"packages": dict(v.packages), "package_index": dict(v.package_index)}
-                     for a, v in self.arch.items()},
+            "arch": {
+                a: {"packages": dict(v.packages), "package_index": dict(v.package_index)} for a, v in self.arch.items()
+            },
             **({"target_arch": self.target_arch} if self.target_arch else {}),
         }
 
@@ -321,8 +327,10 @@ class Matrix(BaseModel):
         if unknown:
             from ascend_setup.errors import BadInput
 
-            raise BadInput(f"--index {unknown[0]}=...: the matrix has no index named {unknown[0]!r}",
-                           hint=f"named indexes: {', '.join(self.indexes) or 'none'}")
+            raise BadInput(
+                f"--index {unknown[0]}=...: the matrix has no index named {unknown[0]!r}",
+                hint=f"named indexes: {', '.join(self.indexes) or 'none'}",
+            )
         return self.model_copy(update={"indexes": MappingProxyType({**self.indexes, **overrides})})
 
     def versions(self) -> List[str]:

@@ -37,25 +37,32 @@ def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:
         found = []
     known = f"unknown CANN version {cann!r}; known versions: {', '.join(matrix.versions())}"
     if not found:
-        return BadInput(known, hint="pick one of the known versions, add a row (matrix derive --into FILE), or "
-                                    "derive one now with --vllm-ascend VERSION")
+        return BadInput(
+            known,
+            hint="pick one of the known versions, add a row (matrix derive --into FILE), or "
+            "derive one now with --vllm-ascend VERSION",
+        )
     names = ", ".join(r.label() for r in found)
-    return BadInput(f"{known}; the index has vllm-ascend {names} for CANN {cann}",
-                    hint=f"derive its row now with --vllm-ascend {found[-1].version} "
-                         "(or keep it: matrix derive --into FILE)")
+    return BadInput(
+        f"{known}; the index has vllm-ascend {names} for CANN {cann}",
+        hint=f"derive its row now with --vllm-ascend {found[-1].version} (or keep it: matrix derive --into FILE)",
+    )
 
 
-def with_derived_row(matrix: Matrix, cann: str, vllm_ascend: Optional[str],
-                     index: Callable[[], str]) -> Tuple[Matrix, Optional[DerivedRow]]:
+def with_derived_row(
+    matrix: Matrix, cann: str, vllm_ascend: Optional[str], index: Callable[[], str]
+) -> Tuple[Matrix, Optional[DerivedRow]]:
     """(the matrix, None) when it has a row for `cann`; else (the matrix with the row derived from
     `vllm_ascend`'s metadata on `index()`, asked only then; the derivation). Without `vllm_ascend` an unknown
     CANN is bad input."""
     cann = cann.strip()
     if cann in matrix.rows:
         if vllm_ascend and matrix.rows[cann].packages["vllm-ascend"] != vllm_ascend:
-            raise BadInput(f"--vllm-ascend {vllm_ascend}: the row for CANN {cann} pins vllm-ascend "
-                           f"{matrix.rows[cann].packages['vllm-ascend']}; take the whole row, never mix rows",
-                           hint="drop --vllm-ascend (it is for a CANN without a row)")
+            raise BadInput(
+                f"--vllm-ascend {vllm_ascend}: the row for CANN {cann} pins vllm-ascend "
+                f"{matrix.rows[cann].packages['vllm-ascend']}; take the whole row, never mix rows",
+                hint="drop --vllm-ascend (it is for a CANN without a row)",
+            )
         return matrix, None
     if not vllm_ascend:
         raise _unknown(matrix, cann, index)
@@ -78,9 +85,11 @@ def provenance_line(derived: DerivedRow, matrix: Matrix) -> str:
     carried = derived.provenance.get(CARRIED[0], "").split(" (")[0]
     unverified = f"; not verified: {', '.join(p.split(':')[0] for p in derived.problems)}" if derived.problems else ""
     unverified += "".join(f"; {note}" for note in derived.notes)
-    return (f"CANN {derived.cann} has no row in {matrix.source}: derived from vllm-ascend "
-            f"{derived.row['packages']['vllm-ascend']}'s own metadata ({plugin} Requires-Dist and Requires-Python; "
-            f"{', '.join(CARRIED)} from {carried}){unverified}")
+    return (
+        f"CANN {derived.cann} has no row in {matrix.source}: derived from vllm-ascend "
+        f"{derived.row['packages']['vllm-ascend']}'s own metadata ({plugin} Requires-Dist and Requires-Python; "
+        f"{', '.join(CARRIED)} from {carried}){unverified}"
+    )
 
 
 def record(matrix: Matrix, derived: DerivedRow, workdir: Path) -> Path:

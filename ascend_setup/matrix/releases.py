@@ -93,14 +93,21 @@ def cann_of(matrix: Matrix, version: str, files: List[IndexFile], reader: Metada
     return match.group(1), f"{chosen.filename}'s README (Prerequisites)"
 
 
-def _released(matrix: Matrix, versions: Dict[Version, List[IndexFile]], wanted: List[Version],
-              reader: MetadataReader) -> List[Release]:
+def _released(
+    matrix: Matrix, versions: Dict[Version, List[IndexFile]], wanted: List[Version], reader: MetadataReader
+) -> List[Release]:
     """Each wanted version with its CANN, read concurrently (one metadata file each)."""
+
     def one(version: Version) -> Release:
         files = versions[version]
         cann, source = cann_of(matrix, str(version), files, reader)
-        return Release(version=str(version), prerelease=version.is_prerelease, files=files_text(files), cann=cann,
-                       cann_source=source)
+        return Release(
+            version=str(version),
+            prerelease=version.is_prerelease,
+            files=files_text(files),
+            cann=cann,
+            cann_source=source,
+        )
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(one, sorted(wanted)))
@@ -118,8 +125,15 @@ def _one_line_per_change(lines: List[str]) -> List[str]:
     return out
 
 
-def newer_releases(matrix: Matrix, row: Row, mirror: List[str], *, pre: bool, reader: Optional[MetadataReader] = None,
-                   pool: Optional[Dict[str, Any]] = None) -> List[Release]:
+def newer_releases(
+    matrix: Matrix,
+    row: Row,
+    mirror: List[str],
+    *,
+    pre: bool,
+    reader: Optional[MetadataReader] = None,
+    pool: Optional[Dict[str, Any]] = None,
+) -> List[Release]:
     """The plugin's releases newer than the row's pin that are for the row's CANN (finals and post releases;
     pre-releases too with `pre`), each with what differs from the row."""
     reader = reader or MetadataReader()
@@ -141,8 +155,9 @@ def newer_releases(matrix: Matrix, row: Row, mirror: List[str], *, pre: bool, re
     return found
 
 
-def releases_for_cann(matrix: Matrix, cann: str, mirror: List[str],
-                      reader: Optional[MetadataReader] = None) -> List[Release]:
+def releases_for_cann(
+    matrix: Matrix, cann: str, mirror: List[str], reader: Optional[MetadataReader] = None
+) -> List[Release]:
     """The plugin's releases the index has for `cann`, as far as it can tell: those newer than the oldest pin of
     the matrix (older ones predate the CANN releases it knows)."""
     reader = reader or MetadataReader()

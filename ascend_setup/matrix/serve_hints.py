@@ -94,6 +94,8 @@ def hint_lines(row: Row) -> List[str]:
         if ADDITIONAL_CONFIG in hint.serve_args:
             config_args += [ADDITIONAL_CONFIG, hint.serve_args[hint.serve_args.index(ADDITIONAL_CONFIG) + 1]]
     if len(config_args) > 2:
-        lines.append("vLLM keeps only the last --additional-config: for several of these, give them as one: "
-                     + quoted(merged_serve_args(config_args)))
+        lines.append(
+            "vLLM keeps only the last --additional-config: for several of these, give them as one: "
+            + quoted(merged_serve_args(config_args))
+        )
     return lines

@@ -45,8 +45,10 @@ def _pip_lines(index_url: str, extra_index_urls: Optional[Sequence[str]]) -> Lis
 
 
 def uv_toml_text(index_url: str, extra_index_urls: Sequence[str]) -> str:
-    lines = ["# written by ascend-setup: pass it to uv with --config-file (uv reads no pip.conf)",
-             *_uv_lines(index_url, extra_index_urls)]
+    lines = [
+        "# written by ascend-setup: pass it to uv with --config-file (uv reads no pip.conf)",
+        *_uv_lines(index_url, extra_index_urls),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -103,7 +105,7 @@ def edit_pip_conf(text: str, index_url: str, extra_index_urls: Optional[Sequence
         if section is not None and key in owned:
             skipping = True
             if section not in inserted_in:  # in place of the first; a command section's own index wins
-                out += new_block()          # over [global], so it is set there too
+                out += new_block()  # over [global], so it is set there too
                 inserted_in.add(section)
             continue
         out.append(line)
@@ -167,10 +169,16 @@ def write_venv_config(venv: Path, index_url: str, extra_index_urls: Optional[Seq
     old_pip, old_uv = _existing(pip_conf), _existing(uv_toml)
     if old_uv is not None:
         _parse_toml(old_uv, uv_toml)  # a file we cannot read as TOML is not edited blind
-    new_pip = pip_conf_text(index_url, extra_index_urls or []) if old_pip is None else \
-        edit_pip_conf(old_pip, index_url, extra_index_urls)
-    new_uv = uv_toml_text(index_url, extra_index_urls or []) if old_uv is None else \
-        edit_uv_toml(old_uv, index_url, extra_index_urls)
+    new_pip = (
+        pip_conf_text(index_url, extra_index_urls or [])
+        if old_pip is None
+        else edit_pip_conf(old_pip, index_url, extra_index_urls)
+    )
+    new_uv = (
+        uv_toml_text(index_url, extra_index_urls or [])
+        if old_uv is None
+        else edit_uv_toml(old_uv, index_url, extra_index_urls)
+    )
     _parse_ini(new_pip, pip_conf)
     _parse_toml(new_uv, uv_toml)
     if new_pip != old_pip:
@@ -205,8 +213,10 @@ def _parse_ini(text: str, path: Path) -> configparser.RawConfigParser:
     try:
         parser.read_string(text, source=str(path))
     except configparser.Error as exc:
-        raise BadInput(f"{path} is not a pip configuration pip can read ({str(exc).splitlines()[0]}); "
-                       "it was not changed", hint=f"fix or move away {path}") from None
+        raise BadInput(
+            f"{path} is not a pip configuration pip can read ({str(exc).splitlines()[0]}); it was not changed",
+            hint=f"fix or move away {path}",
+        ) from None
     return parser
 
 
@@ -214,8 +224,9 @@ def _parse_toml(text: str, path: Path) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path} is not valid TOML ({exc}); it was not changed", hint=f"fix or move away {path}") \
-            from None
+        raise BadInput(
+            f"{path} is not valid TOML ({exc}); it was not changed", hint=f"fix or move away {path}"
+        ) from None
 
 
 def venv_config_matches(venv: Path, index_url: str, extra_index_urls: Sequence[str]) -> bool:
@@ -227,5 +238,9 @@ def venv_config_matches(venv: Path, index_url: str, extra_index_urls: Sequence[s
     except BadInput:
         return False
     extras = pip.get("global", "extra-index-url", fallback="").split()
-    return pip.get("global", "index-url", fallback=None) == index_url and extras == list(extra_index_urls) and \
-        uv.get("index-url") == index_url and list(uv.get("extra-index-url", [])) == list(extra_index_urls)
+    return (
+        pip.get("global", "index-url", fallback=None) == index_url
+        and extras == list(extra_index_urls)
+        and uv.get("index-url") == index_url
+        and list(uv.get("extra-index-url", [])) == list(extra_index_urls)
+    )

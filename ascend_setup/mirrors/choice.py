@@ -90,8 +90,12 @@ def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], tt
 
 
 def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> dict:
-    return {"key": _cache_key(row, target, urls), "time": time.time(), "result": ranking.to_json(),
-            "fallbacks": [m.url for m in ranking.usable()[1:]]}
+    return {
+        "key": _cache_key(row, target, urls),
+        "time": time.time(),
+        "result": ranking.to_json(),
+        "fallbacks": [m.url for m in ranking.usable()[1:]],
+    }
 
 
 def save_cache(workdir: Path, data: dict) -> None:
@@ -104,9 +108,18 @@ def save_cache(workdir: Path, data: dict) -> None:
         pass  # a read-only workdir: the ranking is shown, just not remembered
 
 
-def ranked(matrix: Matrix, row: Row, workdir: Path, *, target: Target, urls: Sequence[str], budget: float = 5.0,
-           use_cache: bool = True, first: Optional[str] = None,
-           on_result: Optional[Callable[[MirrorResult], None]] = None) -> Tuple[dict, bool]:
+def ranked(
+    matrix: Matrix,
+    row: Row,
+    workdir: Path,
+    *,
+    target: Target,
+    urls: Sequence[str],
+    budget: float = 5.0,
+    use_cache: bool = True,
+    first: Optional[str] = None,
+    on_result: Optional[Callable[[MirrorResult], None]] = None,
+) -> Tuple[dict, bool]:
     """(the ranking as JSON plus fallbacks, whether it came from the cache). `first` is measured first."""
     if use_cache:
         cached = load_cached(workdir, row, target, urls)
@@ -131,6 +144,8 @@ def choose_for_install(matrix: Matrix, row: Row, workdir: Path, python: str, log
             handle.write(f"  {m['status']:<8} {m['url']}  ttfb={m['ttfb_s']} bps={m['throughput_bps']} {m['detail']}\n")
     chosen = data["result"]["chosen"]
     if not chosen:
-        raise AscendSetupError("no usable package mirror (all stale, unreachable or failing)",
-                               hint="pass --index-url URL or --mirror URL; see 'ascend-setup mirrors'")
+        raise AscendSetupError(
+            "no usable package mirror (all stale, unreachable or failing)",
+            hint="pass --index-url URL or --mirror URL; see 'ascend-setup mirrors'",
+        )
     return chosen, "fastest fresh mirror" + (" (cached ranking)" if cached else ""), data.get("fallbacks", [])

@@ -83,8 +83,12 @@ class Ranking:
         return sorted(ok, key=lambda m: (-(m.throughput_bps or 0), m.ttfb_s or 99))
 
     def to_json(self) -> dict:
-        return {"mirrors": [m.to_json() for m in self.mirrors], "chosen": self.chosen, "sample": self.sample,
-                "seconds": round(self.seconds, 3)}
+        return {
+            "mirrors": [m.to_json() for m in self.mirrors],
+            "chosen": self.chosen,
+            "sample": self.sample,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def gated_packages(row: Row) -> Dict[str, str]:
@@ -115,13 +119,17 @@ class Contact:
 
     def late(self) -> str:
         """Which phases missed their deadline, for a late answer's detail."""
-        parts = [f"DNS took {self.dns_s:.1f} s" if (self.dns_s or 0) > DNS_WITHIN else "",
-                 f"connect took {self.connect_s:.1f} s" if (self.connect_s or 0) > CONNECT_WITHIN else ""]
+        parts = [
+            f"DNS took {self.dns_s:.1f} s" if (self.dns_s or 0) > DNS_WITHIN else "",
+            f"connect took {self.connect_s:.1f} s" if (self.connect_s or 0) > CONNECT_WITHIN else "",
+        ]
         return ", ".join(p for p in parts if p) or f"its pages took {self.pages_s or 0:.1f} s"
 
     def stuck(self, within: float) -> str:
-        return {"DNS": f"DNS: no answer within {within:.1f} s", "connect": f"connect: no answer within {within:.1f} s"
-                }.get(self.phase, f"connected, but no pages within {within:.1f} s")
+        return {
+            "DNS": f"DNS: no answer within {within:.1f} s",
+            "connect": f"connect: no answer within {within:.1f} s",
+        }.get(self.phase, f"connected, but no pages within {within:.1f} s")
 
 
 def _contact(url: str, names: Sequence[str], contact: Contact, end: float) -> Optional[Dict[str, ProjectPage]]:
@@ -148,6 +156,7 @@ def _contact(url: str, names: Sequence[str], contact: Contact, end: float) -> Op
 
 def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str]) -> None:
     """A mirror lacking a pinned version that some other mirror serves is stale."""
+
     def has(page: ProjectPage, version: str) -> bool:
         return any(str(f.version) == version for f in page.files)
 
@@ -155,8 +164,7 @@ def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPag
         errors = [p.error for p in pages[result.url].values() if p.error]
         if errors:
             result.status, result.detail = "error", errors[0]
-    served = {name: any(has(pages[r.url][name], v) for r in results if r.status != "error")
-              for name, v in pins.items()}
+    served = {name: any(has(pages[r.url][name], v) for r in results if r.status != "error") for name, v in pins.items()}
     for result in results:
         if result.status == "error":
             continue
@@ -165,8 +173,9 @@ def freshness(results: List[MirrorResult], pages: Dict[str, Dict[str, ProjectPag
             result.status, result.detail = "stale", "lacks " + ", ".join(result.missing)
 
 
-def sample_file(row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage]],
-                results: List[MirrorResult]) -> Optional[IndexFile]:
+def sample_file(
+    row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage]], results: List[MirrorResult]
+) -> Optional[IndexFile]:
     """The largest file of the row that the install downloads anyway, resolved for the target; else (no
     file of the row for that Python) the row's largest file of any tag, which measures a mirror as well."""
     best: Optional[IndexFile] = None
@@ -179,8 +188,12 @@ def sample_file(row: Row, target: Target, pages: Dict[str, Dict[str, ProjectPage
             if choice.file is not None:
                 break
     if best is None and fresh:
-        pinned = [f for name, version in gated_packages(row).items() for f in pages[fresh[0].url][name].files
-                  if str(f.version) == version]
+        pinned = [
+            f
+            for name, version in gated_packages(row).items()
+            for f in pages[fresh[0].url][name].files
+            if str(f.version) == version
+        ]
         best = max(pinned, key=lambda f: f.size or 0, default=None)
     return best
 
@@ -244,8 +257,9 @@ class _Meter:
 def _stream(url: str, lo: int, hi: int, meter: _Meter, timeout: float) -> None:
     """Bytes lo..hi of the sample over this thread's own connection, counted into `meter` until it stops."""
     try:
-        with session().get(url, headers={"Range": f"bytes={lo}-{hi}"}, stream=True,
-                           timeout=(FIRST_BYTE_TIMEOUT, timeout)) as response:
+        with session().get(
+            url, headers={"Range": f"bytes={lo}-{hi}"}, stream=True, timeout=(FIRST_BYTE_TIMEOUT, timeout)
+        ) as response:
             if response.status_code == 416:
                 return  # a range past the end of a sample smaller than asked for: nothing to count
             if response.status_code not in (200, 206):
@@ -266,8 +280,15 @@ def _stream(url: str, lo: int, hi: int, meter: _Meter, timeout: float) -> None:
             meter.stop.set()
 
 
-def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes: int = SAMPLE_BYTES,
-               size: Optional[int] = None, connections: int = CONNECTIONS) -> None:
+def throughput(
+    result: MirrorResult,
+    *,
+    window: float,
+    best: float,
+    sample_bytes: int = SAMPLE_BYTES,
+    size: Optional[int] = None,
+    connections: int = CONNECTIONS,
+) -> None:
     """Bytes per second after the first byte, over `connections` connections at once (each its own part of
     the sample, as the install's downloads share a host), over at most `window` seconds; cut off early when
     clearly slower than `best`. `size`: the sample's size, when the index says it."""
@@ -276,10 +297,14 @@ def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes
     connections = max(1, min(connections, total // MIN_PART or 1))
     part = -(-total // connections)
     meter = _Meter()
-    threads = [threading.Thread(target=_stream, daemon=True,
-                                args=(result.sample_url, i * part, min(total, (i + 1) * part) - 1, meter,
-                                      max(window, 0.5)))
-               for i in range(connections)]
+    threads = [
+        threading.Thread(
+            target=_stream,
+            daemon=True,
+            args=(result.sample_url, i * part, min(total, (i + 1) * part) - 1, meter, max(window, 0.5)),
+        )
+        for i in range(connections)
+    ]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + FIRST_BYTE_TIMEOUT + max(window, 0.5)
@@ -304,8 +329,16 @@ def throughput(result: MirrorResult, *, window: float, best: float, sample_bytes
     result.throughput_bps = round(got / elapsed, 1) if elapsed > 0 and got else 0.0
 
 
-def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float = 5.0, window_cap: float = 1.5,
-                 first: Optional[str] = None, on_result: Optional[Callable[[MirrorResult], None]] = None) -> Ranking:
+def rank_mirrors(
+    urls: Sequence[str],
+    row: Row,
+    target: Target,
+    *,
+    budget: float = 5.0,
+    window_cap: float = 1.5,
+    first: Optional[str] = None,
+    on_result: Optional[Callable[[MirrorResult], None]] = None,
+) -> Ranking:
     """Rank within `budget` seconds of wall clock, DNS and connect included. `first` (pip's configured index)
     is measured first; a mirror that answered is never dropped for lack of time (it is ranked by its first
     byte instead). `on_result` hears of each mirror as soon as it is decided."""
@@ -355,16 +388,19 @@ def rank_mirrors(urls: Sequence[str], row: Row, target: Target, *, budget: float
         r.status, r.detail, r.ttfb_s = ("error", failure_text(probe), None) if isinstance(probe, Exception) else probe
         if r.status != "ok" and on_result:
             on_result(r)
-    answered = sorted((r for r in probing if r.status == "ok" and r not in slow_first_byte),
-                      key=lambda r: (r.url != first, r.ttfb_s or 0))
+    answered = sorted(
+        (r for r in probing if r.status == "ok" and r not in slow_first_byte),
+        key=lambda r: (r.url != first, r.ttfb_s or 0),
+    )
     best = 0.0
     for i, r in enumerate(answered):
         left = end - time.monotonic()
         if left <= 0.05:
             r.detail = "answered; no time left to measure throughput (ranked by its first byte)"
         else:
-            throughput(r, window=min(window_cap, left / (len(answered) - i)), best=best,
-                       size=sample.size if sample else None)
+            throughput(
+                r, window=min(window_cap, left / (len(answered) - i)), best=best, size=sample.size if sample else None
+            )
             if r.status == "ok":
                 best = max(best, r.throughput_bps or 0)
         if on_result:
@@ -394,9 +430,18 @@ def _late_first_byte(probe, within: float) -> Tuple[str, str, Optional[float]]:
     return "slow", f"answered late: first byte of the sample after {seconds:.1f} s", seconds
 
 
-def _late_pages(late: List[MirrorResult], answers, urls: List[str], contacts: List[Contact],
-                pages: Dict[str, Dict[str, ProjectPage]], pins: Dict[str, str], row: Row, target: Target,
-                sample: Optional[IndexFile], budget: float) -> Optional[IndexFile]:
+def _late_pages(
+    late: List[MirrorResult],
+    answers,
+    urls: List[str],
+    contacts: List[Contact],
+    pages: Dict[str, Dict[str, ProjectPage]],
+    pins: Dict[str, str],
+    row: Row,
+    target: Target,
+    sample: Optional[IndexFile],
+    budget: float,
+) -> Optional[IndexFile]:
     """The mirrors that missed the pages deadline: those that answered within the budget are ranked "slow"
     (fresh ones) or stale; the others time out, naming the phase they were stuck in. Returns the sample."""
     by_url = dict(zip(urls, zip(answers, contacts)))
@@ -422,8 +467,12 @@ def _late_pages(late: List[MirrorResult], answers, urls: List[str], contacts: Li
     return sample
 
 
-def _finish(results: List[MirrorResult], sample: Optional[str], start: float,
-            on_result: Optional[Callable[[MirrorResult], None]]) -> Ranking:
+def _finish(
+    results: List[MirrorResult],
+    sample: Optional[str],
+    start: float,
+    on_result: Optional[Callable[[MirrorResult], None]],
+) -> Ranking:
     ranking = Ranking(results, None, sample, time.monotonic() - start)
     usable = ranking.usable()
     ranking.chosen = usable[0].url if usable else None

@@ -15,7 +15,7 @@ from ascend_setup.native.loader import Problem
 _GENERIC = {
     "unresolved": "install what provides {needs}, or add the directory that holds it to LD_LIBRARY_PATH",
     "version": "the library that provides it is older than the one {library} was built against: install a newer "
-               "one, or a build of the package made for this system",
+    "one, or a build of the package made for this system",
     "damaged": "reinstall the package that ships {library}: the file is not a loadable library",
     "outside": "reinstall the package: its RECORD leads out of the venv, to a file the venv does not own",
     "abi": "reinstall the package with the wheel for this machine (pip install --force-reinstall --no-deps)",

@@ -101,8 +101,21 @@ class _Elf:
         self.order = "<" if ident[5] == 1 else ">"
         wide = self.elf_class == 64
         header = struct.Struct(self.order + ("HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH"))
-        (self.e_type, self.e_machine, _version, _entry, _phoff, shoff, _flags, _ehsize, _phentsize, _phnum,
-         shentsize, shnum, _shstrndx) = header.unpack(self._read(16, header.size, "the ELF header"))
+        (
+            self.e_type,
+            self.e_machine,
+            _version,
+            _entry,
+            _phoff,
+            shoff,
+            _flags,
+            _ehsize,
+            _phentsize,
+            _phnum,
+            shentsize,
+            shnum,
+            _shstrndx,
+        ) = header.unpack(self._read(16, header.size, "the ELF header"))
         shape = struct.Struct(self.order + ("IIQQQQIIQQ" if wide else "IIIIIIIIII"))
         if shoff == 0:
             raise DamagedElf("it has no section headers")
@@ -111,8 +124,9 @@ class _Elf:
         if shnum == 0:  # extended numbering: the count is section 0's sh_size
             shnum = shape.unpack(self._read(shoff, shape.size, "section header 0"))[5]
         if shnum > MAX_SECTIONS or shoff + shnum * shentsize > size:
-            raise DamagedElf(f"its section headers ({shnum} at offset {shoff}) lie past the end of the file "
-                             f"({size} bytes)")
+            raise DamagedElf(
+                f"its section headers ({shnum} at offset {shoff}) lie past the end of the file ({size} bytes)"
+            )
         table = self._read(shoff, shnum * shentsize, "the section headers")
         self.sections = []
         for n in range(shnum):
@@ -122,8 +136,9 @@ class _Elf:
 
     def _read(self, offset: int, length: int, what: str) -> bytes:
         if offset + length > self.size:
-            raise DamagedElf(f"{what} ({length} bytes at offset {offset}) lies past the end of the file "
-                             f"({self.size} bytes)")
+            raise DamagedElf(
+                f"{what} ({length} bytes at offset {offset}) lies past the end of the file ({self.size} bytes)"
+            )
         self.handle.seek(offset)
         data = self.handle.read(length)
         if len(data) != length:
@@ -143,8 +158,9 @@ class _Elf:
         if not 0 < section.link < len(self.sections):
             raise DamagedElf(f"{what} links to string table {section.link}, which does not exist")
         if section.link not in self._strings:
-            self._strings[section.link] = _Strings(self.data(self.sections[section.link],
-                                                             f"the string table of {what}"))
+            self._strings[section.link] = _Strings(
+                self.data(self.sections[section.link], f"the string table of {what}")
+            )
         return self._strings[section.link]
 
     def of_type(self, kind: int) -> Optional[_Section]:
@@ -185,8 +201,9 @@ class _Layout:
     aux: int = -1
 
 
-def _version_entries(data: bytes, count: int, head: _Layout, aux: _Layout, where: str
-                     ) -> Iterator[Tuple[Tuple[int, ...], List[Tuple[int, ...]]]]:
+def _version_entries(
+    data: bytes, count: int, head: _Layout, aux: _Layout, where: str
+) -> Iterator[Tuple[Tuple[int, ...], List[Tuple[int, ...]]]]:
     """The entries of .gnu.version_r/_d as (entry, [aux entries]); every offset is bounded by the section,
     and the entries at most as many as fit in it (so a `next` of 0 cannot loop)."""
     if count > len(data) // head.shape.size:
@@ -197,8 +214,9 @@ def _version_entries(data: bytes, count: int, head: _Layout, aux: _Layout, where
             raise DamagedElf(f"{where}: an entry at offset {offset} runs past the section's end")
         entry = head.shape.unpack_from(data, offset)
         if entry[head.count] > len(data) // aux.shape.size:
-            raise DamagedElf(f"{where}: an entry says {entry[head.count]} auxiliary entries, more than the "
-                             "section holds")
+            raise DamagedElf(
+                f"{where}: an entry says {entry[head.count]} auxiliary entries, more than the section holds"
+            )
         auxes, at = [], offset + entry[head.aux]
         for _ in range(entry[head.count]):
             if at + aux.shape.size > len(data):
@@ -226,18 +244,24 @@ def _layouts(elf: _Elf) -> Dict[str, _Layout]:
 
 def _version_needs(elf: _Elf, section: _Section, layouts: Dict[str, _Layout]) -> Dict[str, Tuple[str, ...]]:
     data, names = elf.data(section, ".gnu.version_r"), elf.strings_of(section, ".gnu.version_r")
-    return {names[entry[2]]: tuple(names[a[3]] for a in auxes)
-            for entry, auxes in _version_entries(data, section.info, layouts["verneed"], layouts["vernaux"],
-                                                 ".gnu.version_r")}
+    return {
+        names[entry[2]]: tuple(names[a[3]] for a in auxes)
+        for entry, auxes in _version_entries(
+            data, section.info, layouts["verneed"], layouts["vernaux"], ".gnu.version_r"
+        )
+    }
 
 
 def _version_defs(elf: _Elf, section: _Section, layouts: Dict[str, _Layout]) -> FrozenSet[str]:
     """The versions an object defines; the entry flagged BASE is its own name, not a version."""
     data, names = elf.data(section, ".gnu.version_d"), elf.strings_of(section, ".gnu.version_d")
-    return frozenset(names[auxes[0][0]]
-                     for entry, auxes in _version_entries(data, section.info, layouts["verdef"],
-                                                          layouts["verdaux"], ".gnu.version_d")
-                     if auxes and not entry[1] & _VER_FLG_BASE)
+    return frozenset(
+        names[auxes[0][0]]
+        for entry, auxes in _version_entries(
+            data, section.info, layouts["verdef"], layouts["verdaux"], ".gnu.version_d"
+        )
+        if auxes and not entry[1] & _VER_FLG_BASE
+    )
 
 
 def _symbols(elf: _Elf, section: _Section) -> Tuple[Tuple[str, ...], FrozenSet[str]]:
@@ -249,7 +273,7 @@ def _symbols(elf: _Elf, section: _Section) -> Tuple[Tuple[str, ...], FrozenSet[s
     name_at, info_at, shndx_at = (0, 1, 3) if wide else (0, 3, 5)
     undefined: List[str] = []
     exported = set()
-    for fields in sym.iter_unpack(data[:len(data) - len(data) % sym.size]):
+    for fields in sym.iter_unpack(data[: len(data) - len(data) % sym.size]):
         if not fields[name_at]:
             continue
         bind = fields[info_at] >> 4
@@ -269,7 +293,7 @@ def _dynamic(elf: _Elf) -> Tuple[Optional[str], List[str], List[str], List[str]]
     data, names = elf.data(section, ".dynamic"), elf.strings_of(section, ".dynamic")
     entry = struct.Struct(elf.order + ("qQ" if elf.elf_class == 64 else "iI"))
     soname, needed, rpath, runpath = None, [], [], []
-    for tag, value in entry.iter_unpack(data[:len(data) - len(data) % entry.size]):
+    for tag, value in entry.iter_unpack(data[: len(data) - len(data) % entry.size]):
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:
@@ -316,6 +340,16 @@ def _read(path: Path, elf: _Elf) -> ElfNeeds:
             defs = _version_defs(elf, section, layouts)
         elif section.type == SHT_DYNSYM:
             undefined, exported = _symbols(elf, section)
-    return ElfNeeds(path=path, elf_class=elf.elf_class, machine=MACHINES.get(elf.e_machine, f"machine {elf.e_machine}"),
-                    soname=soname, needed=tuple(needed), rpath=tuple(rpath), runpath=tuple(runpath),
-                    version_needs=needs, version_defs=defs, undefined=undefined, exported=exported)
+    return ElfNeeds(
+        path=path,
+        elf_class=elf.elf_class,
+        machine=MACHINES.get(elf.e_machine, f"machine {elf.e_machine}"),
+        soname=soname,
+        needed=tuple(needed),
+        rpath=tuple(rpath),
+        runpath=tuple(runpath),
+        version_needs=needs,
+        version_defs=defs,
+        undefined=undefined,
+        exported=exported,
+    )

@@ -146,8 +146,9 @@ class Resolver:
             for item in requester.chain():
                 dirs += [(d, f"RPATH of {item.needs.path.name}") for d in _expand(item.needs.rpath, item.needs)]
         dirs += [(d, "LD_LIBRARY_PATH") for d in self.target.library_path]
-        dirs += [(d, f"RUNPATH of {requester.needs.path.name}") for d in _expand(requester.needs.runpath,
-                                                                                   requester.needs)]
+        dirs += [
+            (d, f"RUNPATH of {requester.needs.path.name}") for d in _expand(requester.needs.runpath, requester.needs)
+        ]
         for directory, why in dirs:
             looked.append(f"{directory} ({why})")
             found = self._candidate(os.path.join(directory, name), abi)
@@ -228,20 +229,40 @@ class Resolver:
         if isinstance(first, str):
             return [Problem("damaged", path, path.name, first, f"{path}: {first}")]
         if (first.machine, first.elf_class) != (self.target.machine, self.target.elf_class):
-            return [Problem("abi", path, f"a {first.elf_class}-bit {first.machine} loader",
-                            f"it was built for {first.machine} ({first.elf_class}-bit); {self.target.label} is "
-                            f"{self.target.machine} ({self.target.elf_class}-bit)",
-                            f"{path}: wrong ELF class or machine ({first.elf_class}-bit {first.machine})")]
+            return [
+                Problem(
+                    "abi",
+                    path,
+                    f"a {first.elf_class}-bit {first.machine} loader",
+                    f"it was built for {first.machine} ({first.elf_class}-bit); {self.target.label} is "
+                    f"{self.target.machine} ({self.target.elf_class}-bit)",
+                    f"{path}: wrong ELF class or machine ({first.elf_class}-bit {first.machine})",
+                )
+            ]
         problems: List[Problem] = []
         load = self._load(_Loaded(first, None, path.name), self._interpreter_load())
         if load.loop:
-            problems.append(Problem("loop", path, " -> ".join(load.loop), "the libraries need each other in a loop",
-                                    f"{path}: NEEDED loop {' -> '.join(load.loop)}"))
+            problems.append(
+                Problem(
+                    "loop",
+                    path,
+                    " -> ".join(load.loop),
+                    "the libraries need each other in a loop",
+                    f"{path}: NEEDED loop {' -> '.join(load.loop)}",
+                )
+            )
         for requester, name, looked in load.missing:
             through = requester.needs.path if requester.needs.path != path else None
-            problems.append(Problem("unresolved", path, name, "looked in " + "; ".join(looked),
-                                    f"{name}: cannot open shared object file: No such file or directory",
-                                    through=through))
+            problems.append(
+                Problem(
+                    "unresolved",
+                    path,
+                    name,
+                    "looked in " + "; ".join(looked),
+                    f"{name}: cannot open shared object file: No such file or directory",
+                    through=through,
+                )
+            )
         versions: List[Problem] = []
         for needs in load.order:
             if self.inside_venv(needs.path):
@@ -253,8 +274,7 @@ class Resolver:
             problems += self._symbols(path, load.order)
         return problems
 
-    def _versions(self, library: Path, needs: ElfNeeds, resolved: Dict[Tuple[Path, str], ElfNeeds]
-                  ) -> List[Problem]:
+    def _versions(self, library: Path, needs: ElfNeeds, resolved: Dict[Tuple[Path, str], ElfNeeds]) -> List[Problem]:
         problems: List[Problem] = []
         through = needs.path if needs.path != library else None
         too_new = []
@@ -269,19 +289,32 @@ class Resolver:
                 elif provider is not None and version not in provider.version_defs:
                     lacking.append(version)
             if lacking:
-                problems.append(Problem("version", library, ", ".join(lacking),
-                                        f"{provider.path if provider else file} defines "
-                                        f"{_some(sorted(provider.version_defs)) if provider else 'nothing'}",
-                                        f"{provider.path if provider else file}: version `{lacking[0]}' not found "
-                                        f"(required by {needs.path})", through=through))
+                problems.append(
+                    Problem(
+                        "version",
+                        library,
+                        ", ".join(lacking),
+                        f"{provider.path if provider else file} defines "
+                        f"{_some(sorted(provider.version_defs)) if provider else 'nothing'}",
+                        f"{provider.path if provider else file}: version `{lacking[0]}' not found "
+                        f"(required by {needs.path})",
+                        through=through,
+                    )
+                )
         if too_new:
             newest = max((v for v, _ in too_new), key=lambda v: Version(v.split("_", 1)[1]))
-            problems.append(Problem("glibc", library, newest,
-                                    f"{_some(sorted({v for v, _ in too_new}, key=_glibc_key))} from "
-                                    f"{', '.join(sorted({f for _, f in too_new}))}; {self.target.label} has glibc "
-                                    f"{self.target.glibc}",
-                                    f"/lib/libc.so.6: version `{newest}' not found (required by {needs.path})",
-                                    through=through))
+            problems.append(
+                Problem(
+                    "glibc",
+                    library,
+                    newest,
+                    f"{_some(sorted({v for v, _ in too_new}, key=_glibc_key))} from "
+                    f"{', '.join(sorted({f for _, f in too_new}))}; {self.target.label} has glibc "
+                    f"{self.target.glibc}",
+                    f"/lib/libc.so.6: version `{newest}' not found (required by {needs.path})",
+                    through=through,
+                )
+            )
         return problems
 
     def _symbols(self, library: Path, order: List[ElfNeeds]) -> List[Problem]:
@@ -297,12 +330,19 @@ class Resolver:
             absent = [s for s in needs.undefined if not any(s in o.exported for o in offered)]
             if absent:
                 through = needs.path if needs.path != library else None
-                problems.append(Problem("symbol", library, f"symbol {absent[0]}",
-                                        f"{len(absent)} undefined symbol{'s' * (len(absent) > 1)} "
-                                        f"({_some(absent)}) defined by none of "
-                                        f"{', '.join(o.path.name for o in order[1:]) or 'its needed libraries'} "
-                                        "nor the interpreter",
-                                        f"{needs.path}: undefined symbol: {absent[0]}", through=through))
+                problems.append(
+                    Problem(
+                        "symbol",
+                        library,
+                        f"symbol {absent[0]}",
+                        f"{len(absent)} undefined symbol{'s' * (len(absent) > 1)} "
+                        f"({_some(absent)}) defined by none of "
+                        f"{', '.join(o.path.name for o in order[1:]) or 'its needed libraries'} "
+                        "nor the interpreter",
+                        f"{needs.path}: undefined symbol: {absent[0]}",
+                        through=through,
+                    )
+                )
         return problems
 
 
@@ -311,8 +351,9 @@ def _glibc_key(version: str) -> Version:
 
 
 def _some(items: Sequence[str]) -> str:
-    return ", ".join(items[:SHOWN_SYMBOLS]) + (f" and {len(items) - SHOWN_SYMBOLS} more"
-                                               if len(items) > SHOWN_SYMBOLS else "")
+    return ", ".join(items[:SHOWN_SYMBOLS]) + (
+        f" and {len(items) - SHOWN_SYMBOLS} more" if len(items) > SHOWN_SYMBOLS else ""
+    )
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -41,8 +41,13 @@ def host_target(env: Mapping[str, str], glibc: Optional[str] = None) -> Target:
     cache = read_cache()
     mine = glibc_version()
     label = "this host" if glibc is None or glibc == mine else f"the target (--glibc {glibc})"
-    return Target(glibc=glibc or mine, library_path=library_path(env), cache=cache,
-                  system_dirs=() if cache else tuple(conf_dirs()), label=label)
+    return Target(
+        glibc=glibc or mine,
+        library_path=library_path(env),
+        cache=cache,
+        system_dirs=() if cache else tuple(conf_dirs()),
+        label=label,
+    )
 
 
 def is_shared_object_name(name: str) -> bool:
@@ -64,9 +69,19 @@ def shared_objects(venv: VenvContents) -> Tuple[List[Tuple[str, str, Path]], Lis
             path = Path(os.path.normpath(site / entry))
             real = Path(os.path.realpath(path))
             if not (real == root or root in real.parents):
-                outside.append(NativeProblem(dist.name, dist.version, Problem(
-                    "outside", path, path.name, f"it leads out of the venv, to {real}: not read",
-                    f"{path}: a link out of the venv ({real})")))
+                outside.append(
+                    NativeProblem(
+                        dist.name,
+                        dist.version,
+                        Problem(
+                            "outside",
+                            path,
+                            path.name,
+                            f"it leads out of the venv, to {real}: not read",
+                            f"{path}: a link out of the venv ({real})",
+                        ),
+                    )
+                )
                 continue
             if real.exists() and real not in found:
                 found[real] = (dist.name, dist.version, path)

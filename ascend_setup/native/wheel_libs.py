@@ -96,8 +96,13 @@ def glibc_lines(wheels: List[Path], target_glibc: str) -> List[str]:
         if found.needed is None or not (found.understated or found.needed > target):
             continue
         claim = f"tagged for glibc {_text(found.claimed)}" if found.claimed else "tagged for no glibc"
-        verdict = (f"the target's glibc {target_glibc} cannot load it: build that package from source for it"
-                   if found.needed > target else f"the target's glibc {target_glibc} has it")
-        lines.append(f"{found.wheel}: {claim}, but {found.member} needs GLIBC_{_text(found.needed)} (read from its "
-                     f"ELF); {verdict}")
+        verdict = (
+            f"the target's glibc {target_glibc} cannot load it: build that package from source for it"
+            if found.needed > target
+            else f"the target's glibc {target_glibc} has it"
+        )
+        lines.append(
+            f"{found.wheel}: {claim}, but {found.member} needs GLIBC_{_text(found.needed)} (read from its "
+            f"ELF); {verdict}"
+        )
     return lines

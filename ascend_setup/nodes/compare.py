@@ -70,38 +70,76 @@ def known_fix(signature: str, extra: str = "") -> str:
 def check_npus(name: str, f: NodeFacts) -> List[Problem]:
     """Every NPU's RoCE port UP, with an IP, and healthy (hccn_tool's -link, -ip, -net_health)."""
     if f.npu_error:
-        return [Problem("npu", f"npu-smi: {f.npu_error}", "install the driver, or run 'ascend-setup doctor' on "
-                        "the node for the cause", name)]
+        return [
+            Problem(
+                "npu",
+                f"npu-smi: {f.npu_error}",
+                "install the driver, or run 'ascend-setup doctor' on the node for the cause",
+                name,
+            )
+        ]
     if not f.npus:
         return [Problem("npu", "npu-smi lists no NPU", "check the driver with 'npu-smi info'", name)]
     if f.hccn_tool is None:
-        return [Problem("hccn-tool", "hccn_tool not found (on PATH or in the driver's tools): the NPUs' device IPs "
-                        "are unknown, to the preflight and to HCCL",
-                        known_fix("hccl-device-ip-unset", "on a host, install the driver's tools"),
-                        name, prevents=("hccl-device-ip-unset",))]
+        return [
+            Problem(
+                "hccn-tool",
+                "hccn_tool not found (on PATH or in the driver's tools): the NPUs' device IPs "
+                "are unknown, to the preflight and to HCCL",
+                known_fix("hccl-device-ip-unset", "on a host, install the driver's tools"),
+                name,
+                prevents=("hccl-device-ip-unset",),
+            )
+        ]
     problems = []
     for npu in f.npus:
         tool = hccn.tool_error(npu.error or "")
         if tool and npu.link is None:
-            problems.append(Problem("npu-link", f"NPU {npu.id}: hccn_tool failed: {tool}",
-                                    "run the preflight as root (hccn_tool needs it), one at a time", name))
+            problems.append(
+                Problem(
+                    "npu-link",
+                    f"NPU {npu.id}: hccn_tool failed: {tool}",
+                    "run the preflight as root (hccn_tool needs it), one at a time",
+                    name,
+                )
+            )
             continue
         if npu.link != "UP":
-            problems.append(Problem("npu-link", f"NPU {npu.id}: link status {npu.link or 'unknown'} "
-                                    f"(hccn_tool -i {npu.id} -link -g)",
-                                    known_fix("hccl-nic-down", f"the card is NPU {npu.id}"),
-                                    name, prevents=("hccl-nic-down",)))
+            problems.append(
+                Problem(
+                    "npu-link",
+                    f"NPU {npu.id}: link status {npu.link or 'unknown'} (hccn_tool -i {npu.id} -link -g)",
+                    known_fix("hccl-nic-down", f"the card is NPU {npu.id}"),
+                    name,
+                    prevents=("hccl-nic-down",),
+                )
+            )
         if npu.ip is None:
-            problems.append(Problem("npu-ip", f"NPU {npu.id}: no device IP ({npu.error or 'none set'})",
-                                    f"on the host set it: hccn_tool -i {npu.id} -ip -s address ADDR netmask MASK "
-                                    "(and keep /etc/hccn.conf in step); in a container, "
-                                    + known_fix("hccl-device-ip-unset"), name, prevents=("hccl-device-ip-unset",)))
+            problems.append(
+                Problem(
+                    "npu-ip",
+                    f"NPU {npu.id}: no device IP ({npu.error or 'none set'})",
+                    f"on the host set it: hccn_tool -i {npu.id} -ip -s address ADDR netmask MASK "
+                    "(and keep /etc/hccn.conf in step); in a container, " + known_fix("hccl-device-ip-unset"),
+                    name,
+                    prevents=("hccl-device-ip-unset",),
+                )
+            )
         if npu.link == "UP" and npu.health != hccn.HEALTHY:
-            problems.append(Problem("npu-health", f"NPU {npu.id}: net health status {npu.health or 'unknown'} "
-                                    f"(hccn_tool -i {npu.id} -net_health -g; healthy is {hccn.HEALTHY})",
-                                    known_fix("hccl-nic-down", f"here the detect IP (`hccn_tool -i {npu.id} "
-                                              "-netdetect -g`) and the gateway must answer from the NPU network"),
-                                    name, prevents=("hccl-nic-down",)))
+            problems.append(
+                Problem(
+                    "npu-health",
+                    f"NPU {npu.id}: net health status {npu.health or 'unknown'} "
+                    f"(hccn_tool -i {npu.id} -net_health -g; healthy is {hccn.HEALTHY})",
+                    known_fix(
+                        "hccl-nic-down",
+                        f"here the detect IP (`hccn_tool -i {npu.id} "
+                        "-netdetect -g`) and the gateway must answer from the NPU network",
+                    ),
+                    name,
+                    prevents=("hccl-nic-down",),
+                )
+            )
     return problems
 
 
@@ -113,29 +151,71 @@ def check_nic_vars(name: str, f: NodeFacts) -> List[Problem]:
     values = {v: f.env.get(v, "") for v in IFNAME_VARS}
     unset = [v for v, x in values.items() if not x]
     if unset:
-        problems.append(Problem("nic-vars", f"{', '.join(unset)} unset: Gloo and HCCL pick an interface "
-                                "themselves (Gloo falls back to the loopback address)", fix_all, name,
-                                prevents=("gloo-connect", "hccl-socket-timeout")))
+        problems.append(
+            Problem(
+                "nic-vars",
+                f"{', '.join(unset)} unset: Gloo and HCCL pick an interface "
+                "themselves (Gloo falls back to the loopback address)",
+                fix_all,
+                name,
+                prevents=("gloo-connect", "hccl-socket-timeout"),
+            )
+        )
     if len({x for x in values.values() if x}) > 1:
-        problems.append(Problem("nic-vars", "the socket-interface variables name different NICs: " +
-                                ", ".join(f"{v}={x}" for v, x in values.items() if x), fix_all, name,
-                                prevents=("gloo-connect",)))
+        problems.append(
+            Problem(
+                "nic-vars",
+                "the socket-interface variables name different NICs: "
+                + ", ".join(f"{v}={x}" for v, x in values.items() if x),
+                fix_all,
+                name,
+                prevents=("gloo-connect",),
+            )
+        )
     for nic_name in sorted({x for x in values.values() if x}):
         users = "/".join(v.split("_")[0] for v, x in values.items() if x == nic_name)
         if f.nics is None:
-            problems.append(Problem("nic-vars", f"cannot check {users} {nic_name}: {f.nic_error}",
-                                    "install iproute2 on the node", name, severity="warn"))
+            problems.append(
+                Problem(
+                    "nic-vars",
+                    f"cannot check {users} {nic_name}: {f.nic_error}",
+                    "install iproute2 on the node",
+                    name,
+                    severity="warn",
+                )
+            )
             continue
         nic = f.nic(nic_name)
-        why = ("is no NIC of this node (it has: " + ", ".join(n.name for n in f.nics) + ")" if nic is None else
-               "is the loopback interface: the other nodes cannot reach it" if nic.loopback else
-               "is down" if not nic.up else "has no IPv4 address" if not nic.ipv4 else None)
+        why = (
+            "is no NIC of this node (it has: " + ", ".join(n.name for n in f.nics) + ")"
+            if nic is None
+            else "is the loopback interface: the other nodes cannot reach it"
+            if nic.loopback
+            else "is down"
+            if not nic.up
+            else "has no IPv4 address"
+            if not nic.ipv4
+            else None
+        )
         if why:
-            problems.append(Problem("nic-vars", f"{users}_SOCKET_IFNAME={nic_name} {why}", fix_all, name,
-                                    prevents=("gloo-connect", "hccl-socket-timeout")))
-    problems += check_if_ip(name, f, next((x for x in values.values() if x), None),
-                            known_fix("hccl-transport-init", "HCCL_IF_IP must be an address of the NIC the "
-                                      "*_SOCKET_IFNAME variables name (the block below)"))
+            problems.append(
+                Problem(
+                    "nic-vars",
+                    f"{users}_SOCKET_IFNAME={nic_name} {why}",
+                    fix_all,
+                    name,
+                    prevents=("gloo-connect", "hccl-socket-timeout"),
+                )
+            )
+    problems += check_if_ip(
+        name,
+        f,
+        next((x for x in values.values() if x), None),
+        known_fix(
+            "hccl-transport-init",
+            "HCCL_IF_IP must be an address of the NIC the *_SOCKET_IFNAME variables name (the block below)",
+        ),
+    )
     return problems
 
 
@@ -143,8 +223,9 @@ def check_if_ip(name: str, f: NodeFacts, ifname: Optional[str], fix: str) -> Lis
     ip = f.env.get("HCCL_IF_IP", "")
     prevents = ("hccl-socket-timeout", "hccl-transport-init")
     if not ip:
-        return [Problem("hccl-if-ip", "HCCL_IF_IP unset: HCCL chooses the host NIC itself", fix, name,
-                        prevents=prevents)]
+        return [
+            Problem("hccl-if-ip", "HCCL_IF_IP unset: HCCL chooses the host NIC itself", fix, name, prevents=prevents)
+        ]
     try:
         ipaddress.IPv4Address(ip)
     except ValueError:
@@ -157,8 +238,15 @@ def check_if_ip(name: str, f: NodeFacts, ifname: Optional[str], fix: str) -> Lis
     if owner.loopback:
         return [Problem("hccl-if-ip", f"HCCL_IF_IP={ip} is a loopback address", fix, name, prevents=prevents)]
     if ifname and owner.name != ifname and f.nic(ifname) is not None:
-        return [Problem("hccl-if-ip", f"HCCL_IF_IP={ip} is on {owner.name}, not on {ifname} (the *_SOCKET_IFNAME)",
-                        fix, name, prevents=prevents)]
+        return [
+            Problem(
+                "hccl-if-ip",
+                f"HCCL_IF_IP={ip} is on {owner.name}, not on {ifname} (the *_SOCKET_IFNAME)",
+                fix,
+                name,
+                prevents=prevents,
+            )
+        ]
     return []
 
 
@@ -166,22 +254,37 @@ def check_hccl_numbers(name: str, f: NodeFacts) -> List[Problem]:
     """HCCL_BUFFSIZE and HCCL_CONNECT_TIMEOUT: unset is HCCL's default (a warning), not a number a failure."""
     problems = []
     for var, default, what, span in (
-            ("HCCL_BUFFSIZE", HCCL_DEFAULT_BUFFSIZE, "MB of buffer per communicator", "200-1024"),
-            ("HCCL_CONNECT_TIMEOUT", HCCL_DEFAULT_CONNECT_TIMEOUT, "seconds to connect the ranks", "120-7200")):
+        ("HCCL_BUFFSIZE", HCCL_DEFAULT_BUFFSIZE, "MB of buffer per communicator", "200-1024"),
+        ("HCCL_CONNECT_TIMEOUT", HCCL_DEFAULT_CONNECT_TIMEOUT, "seconds to connect the ranks", "120-7200"),
+    ):
         value = f.env.get(var)
         number = _int(value)
-        wanted = f"export {var} on every node (the tutorials use {span})" if value is None else \
-            f"export {var}={default} or larger"
+        wanted = (
+            f"export {var} on every node (the tutorials use {span})"
+            if value is None
+            else f"export {var}={default} or larger"
+        )
         prevents: Tuple[str, ...] = ()
         if var == "HCCL_CONNECT_TIMEOUT":
             prevents, wanted = ("hccl-socket-timeout",), known_fix("hccl-socket-timeout", wanted)
         check = var.lower().replace("_", "-")
         if value is None:
-            problems.append(Problem(check, f"{var} unset: HCCL's default {default} {what}", wanted, name,
-                                    severity="warn", prevents=prevents))
+            problems.append(
+                Problem(
+                    check,
+                    f"{var} unset: HCCL's default {default} {what}",
+                    wanted,
+                    name,
+                    severity="warn",
+                    prevents=prevents,
+                )
+            )
         elif number is None or number <= 0:
-            problems.append(Problem(check, f"{var}={value} is not a positive whole number ({what})", wanted, name,
-                                    prevents=prevents))
+            problems.append(
+                Problem(
+                    check, f"{var}={value} is not a positive whole number ({what})", wanted, name, prevents=prevents
+                )
+            )
     return problems
 
 
@@ -189,9 +292,16 @@ def check_ray(name: str, f: NodeFacts, ray: bool) -> List[Problem]:
     if not ray or f.env.get(RAY_VAR) == "1":
         return []
     value = f.env.get(RAY_VAR)
-    return [Problem("ray-var", f"{RAY_VAR} {'unset' if value is None else f'is {value!r}'}: Ray rewrites "
-                    "ASCEND_RT_VISIBLE_DEVICES for its workers", known_fix("ray-npu-as-gpu"), name,
-                    prevents=("ray-npu-as-gpu",))]
+    return [
+        Problem(
+            "ray-var",
+            f"{RAY_VAR} {'unset' if value is None else f'is {value!r}'}: Ray rewrites "
+            "ASCEND_RT_VISIBLE_DEVICES for its workers",
+            known_fix("ray-npu-as-gpu"),
+            name,
+            prevents=("ray-npu-as-gpu",),
+        )
+    ]
 
 
 def planned_ports(f: NodeFacts, ray: bool, extra: Sequence[int] = ()) -> Dict[int, str]:
@@ -215,13 +325,19 @@ def check_ports(name: str, f: NodeFacts, ray: bool, extra: Sequence[int] = ()) -
     problems = []
     for port in sorted(taken):
         ray_port = port in RAY_PORTS
-        problems.append(Problem("ports", f"port {port} ({plan[port]}) is already listened on "
-                                f"({', '.join(sorted(set(taken[port])))})",
-                                "the Ray you started for this job holds it: fine; else stop what holds it "
-                                "(`ss -ltnp 'sport = :%d'`)" % port if ray_port else
-                                known_fix("hccl-port-in-use", f"`ss -ltnp 'sport = :{port}'` names the holder"),
-                                name, severity="warn" if ray_port else "fail",
-                                prevents=() if ray_port else ("hccl-port-in-use",)))
+        problems.append(
+            Problem(
+                "ports",
+                f"port {port} ({plan[port]}) is already listened on ({', '.join(sorted(set(taken[port])))})",
+                "the Ray you started for this job holds it: fine; else stop what holds it "
+                "(`ss -ltnp 'sport = :%d'`)" % port
+                if ray_port
+                else known_fix("hccl-port-in-use", f"`ss -ltnp 'sport = :{port}'` names the holder"),
+                name,
+                severity="warn" if ray_port else "fail",
+                prevents=() if ray_port else ("hccl-port-in-use",),
+            )
+        )
     return problems
 
 
@@ -234,19 +350,37 @@ def check_clock(view: NodeView, skew: float) -> List[Problem]:
     off = ahead if ahead > 0 else -behind if behind > 0 else 0.0
     if abs(off) <= skew:
         return []
-    return [Problem("clock", f"the clock is {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} the "
-                    f"controller's (bound {skew:g} s): logs do not line up, and TLS and Ray's timeouts misjudge",
-                    "sync every node's clock (chrony or systemd-timesyncd against one NTP source)", view.name)]
+    return [
+        Problem(
+            "clock",
+            f"the clock is {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} the "
+            f"controller's (bound {skew:g} s): logs do not line up, and TLS and Ray's timeouts misjudge",
+            "sync every node's clock (chrony or systemd-timesyncd against one NTP source)",
+            view.name,
+        )
+    ]
 
 
 def node_problems(view: NodeView, *, ray: bool, skew: float, ports: Sequence[int] = ()) -> List[Problem]:
     if view.facts is None:
-        return [Problem("answer", f"the node did not answer: {view.error}",
-                        "check the node's run command by hand (ssh HOST ascend-setup doctor --node-facts --json); "
-                        "the tool must be installed on it", view.name)]
+        return [
+            Problem(
+                "answer",
+                f"the node did not answer: {view.error}",
+                "check the node's run command by hand (ssh HOST ascend-setup doctor --node-facts --json); "
+                "the tool must be installed on it",
+                view.name,
+            )
+        ]
     f = view.facts
-    return (check_npus(view.name, f) + check_nic_vars(view.name, f) + check_hccl_numbers(view.name, f) +
-            check_ray(view.name, f, ray) + check_ports(view.name, f, ray, ports) + check_clock(view, skew))
+    return (
+        check_npus(view.name, f)
+        + check_nic_vars(view.name, f)
+        + check_hccl_numbers(view.name, f)
+        + check_ray(view.name, f, ray)
+        + check_ports(view.name, f, ray, ports)
+        + check_clock(view, skew)
+    )
 
 
 # -- across the nodes ------------------------------------------------------------------------------------------
@@ -266,17 +400,22 @@ def check_versions(views: Sequence[NodeView]) -> List[Problem]:
     if len(answered) < 2:
         return []
     problems = []
-    fixes = {"cann": ("install the same CANN toolkit on every node (one row of the matrix)", ()),
-             "driver": ("install the same driver (Ascend-hdk) on every node", ()),
-             "row": ("take one row of the compatibility matrix on every node ('ascend-setup matrix list')", ()),
-             "tool": ("install the same ascend-setup on every node", ())}
+    fixes = {
+        "cann": ("install the same CANN toolkit on every node (one row of the matrix)", ()),
+        "driver": ("install the same driver (Ascend-hdk) on every node", ()),
+        "row": ("take one row of the compatibility matrix on every node ('ascend-setup matrix list')", ()),
+        "tool": ("install the same ascend-setup on every node", ()),
+    }
     for key, (fix, prevents) in fixes.items():
         values = {v.name: getattr(v.facts, key) for v in answered}
         common, odd = _odd_ones(values)
         if odd:
             shown = "; ".join(f"{n}: {values[n] or 'none'}" for n in odd)
-            problems.append(Problem(f"same-{key}", f"{key} differs: {common or 'none'} on most nodes; {shown}", fix,
-                                    prevents=prevents))
+            problems.append(
+                Problem(
+                    f"same-{key}", f"{key} differs: {common or 'none'} on most nodes; {shown}", fix, prevents=prevents
+                )
+            )
     return problems
 
 
@@ -294,27 +433,49 @@ def check_across(views: Sequence[NodeView]) -> List[Problem]:
                 owners.setdefault(f"device IP {npu.ip}", []).append(f"{v.name} NPU {npu.id}")
     for what, who in owners.items():
         if len(who) > 1:
-            problems.append(Problem("unique-ip", f"{what} is on {', '.join(who)}",
-                                    known_fix("hccl-transport-init"), prevents=("hccl-transport-init",)))
-    tls = {f"{v.name} NPU {n.id}": str(n.tls) for v in answered for n in v.facts.npus  # type: ignore[union-attr]
-           if n.tls is not None}
+            problems.append(
+                Problem(
+                    "unique-ip",
+                    f"{what} is on {', '.join(who)}",
+                    known_fix("hccl-transport-init"),
+                    prevents=("hccl-transport-init",),
+                )
+            )
+    tls = {
+        f"{v.name} NPU {n.id}": str(n.tls)
+        for v in answered
+        for n in v.facts.npus  # type: ignore[union-attr]
+        if n.tls is not None
+    }
     if tls and len(set(tls.values())) > 1:
         common, odd = _odd_ones(tls)  # type: ignore[arg-type]
-        problems.append(Problem("same-tls", f"the NPUs' TLS switch differs: {common} on most; "
-                                + ", ".join(f"{k}: {tls[k]}" for k in odd),
-                                "set one TLS switch on every NPU (`hccn_tool -i N -tls -g` reads it: EI0006 names "
-                                "inconsistent TLS as a cause); else " + known_fix("hccl-socket-timeout"),
-                                prevents=("hccl-socket-timeout",)))
+        problems.append(
+            Problem(
+                "same-tls",
+                f"the NPUs' TLS switch differs: {common} on most; " + ", ".join(f"{k}: {tls[k]}" for k in odd),
+                "set one TLS switch on every NPU (`hccn_tool -i N -tls -g` reads it: EI0006 names "
+                "inconsistent TLS as a cause); else " + known_fix("hccl-socket-timeout"),
+                prevents=("hccl-socket-timeout",),
+            )
+        )
     for var in ("HCCL_BUFFSIZE",):
         values = {v.name: v.facts.env.get(var) for v in answered}  # type: ignore[union-attr]
         if len(set(values.values())) > 1:
-            problems.append(Problem("same-hccl-env", f"{var} differs: " +
-                                    ", ".join(f"{n}: {x or 'unset'}" for n, x in values.items()),
-                                    f"export one {var} on every node"))
+            problems.append(
+                Problem(
+                    "same-hccl-env",
+                    f"{var} differs: " + ", ".join(f"{n}: {x or 'unset'}" for n, x in values.items()),
+                    f"export one {var} on every node",
+                )
+            )
     counts = {v.name: str(len(v.facts.npus)) for v in answered}  # type: ignore[union-attr]
     if len(set(counts.values())) > 1:
-        problems.append(Problem("npu-count", "the nodes have different numbers of NPUs: " +
-                                ", ".join(f"{n}: {c}" for n, c in counts.items()),
-                                "check the missing cards with npu-smi info; TP and DP sizes must fit the smallest",
-                                severity="warn"))
+        problems.append(
+            Problem(
+                "npu-count",
+                "the nodes have different numbers of NPUs: " + ", ".join(f"{n}: {c}" for n, c in counts.items()),
+                "check the missing cards with npu-smi info; TP and DP sizes must fit the smallest",
+                severity="warn",
+            )
+        )
     return problems

@@ -50,8 +50,14 @@ def run_bounded(argv: Sequence[str], timeout: float) -> Answer:
         return Answer(None, "", "", 0.0, "not asked: the fan-out's time had run out")
     make_subreaper()
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, env={**os.environ, RUN_TOKEN_VAR: TOKEN})
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, RUN_TOKEN_VAR: TOKEN},
+        )
     except OSError as exc:
         return Answer(None, "", "", time.monotonic() - start, f"{argv[0]} could not start: {exc.strerror or exc}")
     try:
@@ -71,8 +77,13 @@ def run_bounded(argv: Sequence[str], timeout: float) -> Answer:
     if early == "timeout":
         return Answer(None, stdout, stderr, seconds, f"no answer in {math.ceil(timeout * 10) / 10:g} s")
     if early == "cut":
-        return Answer(None, stdout, stderr, seconds, f"sent more than {MAX_OUTPUT} bytes; cut there (facts take "
-                      "a few KB: the node answers something else)")
+        return Answer(
+            None,
+            stdout,
+            stderr,
+            seconds,
+            f"sent more than {MAX_OUTPUT} bytes; cut there (facts take a few KB: the node answers something else)",
+        )
     return Answer(proc.returncode, stdout, stderr, seconds)
 
 

@@ -84,8 +84,9 @@ def ping_result(text: str, returncode: int) -> PingResult:
     elif m:
         detail = f"{got}/{sent} received, {m.group(3)}% loss"
     else:
-        detail = tool_error(text) or next((x.strip() for x in reversed(text.splitlines()) if x.strip()),
-                                          f"hccn_tool exited {returncode}")
+        detail = tool_error(text) or next(
+            (x.strip() for x in reversed(text.splitlines()) if x.strip()), f"hccn_tool exited {returncode}"
+        )
     return PingResult(ok, sent, got, detail)
 
 

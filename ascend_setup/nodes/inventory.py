@@ -152,8 +152,11 @@ def _from_ansible(data: Dict[str, Any], source: str) -> Dict[str, Any]:
         else:
             target = str(v.get("ansible_host") or name)
             user = v.get("ansible_user")
-            run = [*SSH, *(["-p", str(v["ansible_port"])] if v.get("ansible_port") else []),
-                   f"{user}@{target}" if user else target]
+            run = [
+                *SSH,
+                *(["-p", str(v["ansible_port"])] if v.get("ansible_port") else []),
+                f"{user}@{target}" if user else target,
+            ]
         entry: Dict[str, Any] = {"name": name, "run": run}
         if v.get("ascend_setup_command"):
             entry["command"] = v["ascend_setup_command"]
@@ -171,8 +174,7 @@ def parse_inventory(text: str, source: str) -> Inventory:
         raise BadInput(f"node inventory {source}{line} is not valid YAML", hint=HINT) from None
     if not isinstance(data, dict):
         raise BadInput(f"node inventory {source} is not a YAML mapping", hint=HINT)
-    if "nodes" not in data and all(isinstance(g, dict) and ({"hosts", "children"} & set(g))
-                                   for g in data.values()):
+    if "nodes" not in data and all(isinstance(g, dict) and ({"hosts", "children"} & set(g)) for g in data.values()):
         data = _from_ansible(data, source)
     model = validate(InventoryFile, data, f"node inventory {source}", hint=HINT)
     default = _argv(model.command) or ["ascend-setup"]  # an empty command list is the default too

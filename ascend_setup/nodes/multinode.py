@@ -54,11 +54,23 @@ class Preflight:
         return any(p.severity == "fail" for p in self.problems)
 
     def to_json(self) -> dict:
-        return {"ok": not self.failed, "seconds": round(self.seconds, 2),
-                "nodes": [{"name": v.name, "answered": v.facts is not None, "error": v.error,
-                           "facts": v.facts.model_dump() if v.facts else None} for v in self.views],
-                "problems": [p.to_json() for p in self.problems],
-                "pings": [o.to_json() for o in self.pings], "env": self.env, "note": self.note}
+        return {
+            "ok": not self.failed,
+            "seconds": round(self.seconds, 2),
+            "nodes": [
+                {
+                    "name": v.name,
+                    "answered": v.facts is not None,
+                    "error": v.error,
+                    "facts": v.facts.model_dump() if v.facts else None,
+                }
+                for v in self.views
+            ],
+            "problems": [p.to_json() for p in self.problems],
+            "pings": [o.to_json() for o in self.pings],
+            "env": self.env,
+            "note": self.note,
+        }
 
 
 def run_preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView] = ask_node) -> Preflight:
@@ -72,8 +84,9 @@ def run_preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView] =
 
 def _preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView]) -> Preflight:
     start = time.monotonic()
-    views = in_parallel(inventory.nodes, lambda n: ask(n, min(inventory.timeout,
-                                                                start + inventory.timeout - time.monotonic())))
+    views = in_parallel(
+        inventory.nodes, lambda n: ask(n, min(inventory.timeout, start + inventory.timeout - time.monotonic()))
+    )
     problems: List[Problem] = []
     for v in views:
         problems += node_problems(v, ray=inventory.ray, skew=inventory.clock_skew, ports=inventory.ports)
@@ -83,5 +96,11 @@ def _preflight(inventory: Inventory, ask: Callable[[Node, float], NodeView]) -> 
     tools = {v.name: v.facts.hccn_tool for v in views if v.facts is not None and v.facts.hccn_tool}
     outcomes = run_pings(pings, nodes, tools, inventory.ping_timeout)
     problems += ping_problems(outcomes)
-    return Preflight(views, problems, outcomes, env_blocks(views, ray=inventory.ray), time.monotonic() - start,
-                     unpinged(views, pings))
+    return Preflight(
+        views,
+        problems,
+        outcomes,
+        env_blocks(views, ray=inventory.ray),
+        time.monotonic() - start,
+        unpinged(views, pings),
+    )

@@ -27,9 +27,18 @@ from ascend_setup.nodes import hccn
 from ascend_setup.utils.inputs import Name, PathText, Prose, read_host_text, validate
 
 #: The variables a multi-node vLLM-Ascend run reads (vllm-ascend's multi-node tutorials), reported as set.
-ENV_VARS = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "HCCL_BUFFSIZE",
-            "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_IF_BASE_PORT",
-            "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+ENV_VARS = (
+    "HCCL_IF_IP",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "HCCL_SOCKET_IFNAME",
+    "HCCL_BUFFSIZE",
+    "HCCL_CONNECT_TIMEOUT",
+    "HCCL_EXEC_TIMEOUT",
+    "HCCL_IF_BASE_PORT",
+    "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+)
 #: One hccn_tool query: the driver answers in well under a second; a wedged one must not hold the node.
 HCCN_TIMEOUT = 10.0
 MAX_NPUS, MAX_NICS, MAX_PORTS = 64, 256, 65536
@@ -107,10 +116,19 @@ def parse_ip_json(text: str) -> List[Nic]:
         if not isinstance(entry, dict) or not isinstance(entry.get("ifname"), str):
             continue
         flags = entry.get("flags") or []
-        addrs = [f"{a['local']}/{a.get('prefixlen', 32)}" for a in entry.get("addr_info") or []
-                 if isinstance(a, dict) and a.get("family") == "inet" and isinstance(a.get("local"), str)]
-        nics.append(Nic(name=entry["ifname"], up="UP" in flags, loopback="LOOPBACK" in flags or
-                        entry.get("link_type") == "loopback", ipv4=addrs))
+        addrs = [
+            f"{a['local']}/{a.get('prefixlen', 32)}"
+            for a in entry.get("addr_info") or []
+            if isinstance(a, dict) and a.get("family") == "inet" and isinstance(a.get("local"), str)
+        ]
+        nics.append(
+            Nic(
+                name=entry["ifname"],
+                up="UP" in flags,
+                loopback="LOOPBACK" in flags or entry.get("link_type") == "loopback",
+                ipv4=addrs,
+            )
+        )
     return nics
 
 
@@ -120,8 +138,9 @@ def local_nics(ip: Optional[str] = None) -> Tuple[Optional[List[Nic]], Optional[
     if exe is None:
         return None, "iproute2's ip is not installed: the NICs and their addresses are unknown"
     try:
-        done = subprocess.run([exe, "-j", "addr", "show"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [exe, "-j", "addr", "show"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
         if done.returncode != 0:
             return None, f"ip -j addr failed: {(done.stderr or done.stdout).strip()[:200]}"
         return parse_ip_json(done.stdout), None
@@ -137,7 +156,7 @@ def _address(hex_address: str) -> str:
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
     return socket.inet_ntop(socket.AF_INET6, words)
 
 
@@ -178,8 +197,9 @@ def find_hccn_tool(driver_root: Optional[str]) -> Optional[str]:
 def run_hccn(exe: str, npu: int, *args: str, timeout: Optional[float] = None) -> Tuple[int, str]:
     timeout = HCCN_TIMEOUT if timeout is None else timeout
     try:
-        done = subprocess.run([exe, "-i", str(npu), *args], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [exe, "-i", str(npu), *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
         return done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired:
         return 124, f"hccn_tool -i {npu} {' '.join(args)} {WEDGED} in {timeout:g} s"
@@ -208,9 +228,15 @@ def npu_network(exe: str, npu: int) -> Npu:
     tls = _TLS.search(ask("-tls", "-g"))
     if ip.error and ip.error not in errors:
         errors.append(ip.error)
-    answer = {"id": npu, "link": link, "health": health, "ip": ip.address, "netmask": ip.netmask,
-              "tls": int(tls.group(1)) if tls and tls.group(1) in "01" else None,
-              "error": "; ".join(errors)[:4096] or None}
+    answer = {
+        "id": npu,
+        "link": link,
+        "health": health,
+        "ip": ip.address,
+        "netmask": ip.netmask,
+        "tls": int(tls.group(1)) if tls and tls.group(1) in "01" else None,
+        "error": "; ".join(errors)[:4096] or None,
+    }
     try:  # a tool's answer past its bounds is a fact about the NPU (its words, escaped), not a crash
         return validate(Npu, answer, f"hccn_tool's answer for NPU {npu}")
     except BadInput as exc:
@@ -223,8 +249,9 @@ def npus_network(exe: str, ids: List[int]) -> List[Npu]:
     found: List[Npu] = []
     for i in ids:
         stuck = next((n for n in found if n.error and WEDGED in n.error), None)
-        found.append(Npu(id=i, error=f"not asked: hccn_tool did not answer for NPU {stuck.id}") if stuck else
-                     npu_network(exe, i))
+        found.append(
+            Npu(id=i, error=f"not asked: hccn_tool did not answer for NPU {stuck.id}") if stuck else npu_network(exe, i)
+        )
     return found
 
 
@@ -238,8 +265,9 @@ def row_of(install: Optional[CannInstall], matrix_file: Optional[str]) -> Option
     return next((v for v in load_matrix(matrix_file).rows if same_cann(install.version, v)), None)
 
 
-def gather(*, cann_home: Optional[str] = None, matrix_file: Optional[str] = None,
-           env: Optional[Mapping[str, str]] = None) -> NodeFacts:
+def gather(
+    *, cann_home: Optional[str] = None, matrix_file: Optional[str] = None, env: Optional[Mapping[str, str]] = None
+) -> NodeFacts:
     """This node's facts; every failure to learn one is a fact (an error text), never an exception."""
     env = os.environ if env is None else env
     installs = detect_cann(cann_home)
@@ -250,12 +278,25 @@ def gather(*, cann_home: Optional[str] = None, matrix_file: Optional[str] = None
     ids = sorted({int(c["npu"]) for c in npu.chips if c["npu"].isdigit()})[:MAX_NPUS]
     npus = npus_network(exe, ids) if exe else [Npu(id=i, error="hccn_tool not found") for i in ids]
     nics, nic_error = local_nics()
-    facts = {"hostname": socket.gethostname() or "unknown", "tool": __version__,
-             "cann": install.version if install else None,
-             "driver": (driver.package_version or driver.version) if driver else None,
-             "row": row_of(install, matrix_file), "npu_error": npu.error, "hccn_tool": exe, "npus": npus,
-             "nics": nics, "nic_error": nic_error, "env": {k: env[k] for k in ENV_VARS if k in env},
-             "listening": listening(), "clock": time.time()}
+    facts = {
+        "hostname": socket.gethostname() or "unknown",
+        "tool": __version__,
+        "cann": install.version if install else None,
+        "driver": (driver.package_version or driver.version) if driver else None,
+        "row": row_of(install, matrix_file),
+        "npu_error": npu.error,
+        "hccn_tool": exe,
+        "npus": npus,
+        "nics": nics,
+        "nic_error": nic_error,
+        "env": {k: env[k] for k in ENV_VARS if k in env},
+        "listening": listening(),
+        "clock": time.time(),
+    }
     # what this node read (its variables, its files, its tools' answers) is input: one line naming the field
-    return validate(NodeFacts, facts, "this node's facts",
-                    hint="a variable of a multi-node run is short text (vllm-ascend's multi-node tutorials)")
+    return validate(
+        NodeFacts,
+        facts,
+        "this node's facts",
+        hint="a variable of a multi-node run is short text (vllm-ascend's multi-node tutorials)",
+    )

@@ -92,12 +92,20 @@ def ping_problems(outcomes: Sequence[PingOutcome]) -> List[Problem]:
     for o in outcomes:
         if not o.ok:
             p = o.ping
-            problems.append(Problem("npu-ping", f"{p.source} NPU {p.npu} -> {p.target} NPU {p.npu} ({p.address}): "
-                                    f"{o.detail}",
-                                    known_fix("hccl-socket-timeout", "check the NPU network between these two "
-                                              f"(hccn_tool -i {p.npu} -ping -g address {p.address} on {p.source}), "
-                                              "its routes and gateway (-gateway -g)"),
-                                    p.source, prevents=("hccl-socket-timeout", "hccl-notify-timeout")))
+            problems.append(
+                Problem(
+                    "npu-ping",
+                    f"{p.source} NPU {p.npu} -> {p.target} NPU {p.npu} ({p.address}): {o.detail}",
+                    known_fix(
+                        "hccl-socket-timeout",
+                        "check the NPU network between these two "
+                        f"(hccn_tool -i {p.npu} -ping -g address {p.address} on {p.source}), "
+                        "its routes and gateway (-gateway -g)",
+                    ),
+                    p.source,
+                    prevents=("hccl-socket-timeout", "hccl-notify-timeout"),
+                )
+            )
     return problems
 
 

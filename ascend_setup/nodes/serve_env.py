@@ -78,8 +78,13 @@ def env_blocks(views: Sequence[NodeView], *, ray: bool) -> Dict[str, List[str]]:
             continue
         nic, ip, _ = mine[0]
         lines = [f"export HCCL_IF_IP={ip}"] + [f"export {var}={nic}" for var in IFNAME_VARS]
-        lines += [f"export HCCL_BUFFSIZE={buffsize}", f"export HCCL_CONNECT_TIMEOUT={timeout}",
-                  "export HCCL_OP_EXPANSION_MODE=AIV", "export OMP_PROC_BIND=false", "export OMP_NUM_THREADS=1"]
+        lines += [
+            f"export HCCL_BUFFSIZE={buffsize}",
+            f"export HCCL_CONNECT_TIMEOUT={timeout}",
+            "export HCCL_OP_EXPANSION_MODE=AIV",
+            "export OMP_PROC_BIND=false",
+            "export OMP_NUM_THREADS=1",
+        ]
         if ray:
             cards = ",".join(str(i) for i in range(len(v.facts.npus)))
             lines += [f"export {RAY_VAR}=1"] + ([f"export ASCEND_RT_VISIBLE_DEVICES={cards}"] if cards else [])

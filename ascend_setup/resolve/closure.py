@@ -62,16 +62,23 @@ class IndexSources:
 def inputs_digest(row: Row, target: Target, sources: IndexSources, device: Optional[str] = None) -> str:
     """What a lock depends on; a lock whose digest differs is stale and is resolved again (the device type
     counts: vllm-ascend's wheel is for A2 only)."""
-    payload = {"row": row.to_json(), "target": target.to_json(), "indexes": sources.as_dict(),
-               "extra": list(sources.extra), **({"device": device} if device else {})}
+    payload = {
+        "row": row.to_json(),
+        "target": target.to_json(),
+        "indexes": sources.as_dict(),
+        "extra": list(sources.extra),
+        **({"device": device} if device else {}),
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def gate(row: Row, sources: IndexSources, *, deadline: float = GATE_SECONDS,
-         pool: Optional[Dict[str, SimpleIndex]] = None) -> List[IndexCheck]:
+def gate(
+    row: Row, sources: IndexSources, *, deadline: float = GATE_SECONDS, pool: Optional[Dict[str, SimpleIndex]] = None
+) -> List[IndexCheck]:
     """Every index the row needs, asked at once under one deadline. The mirror comes first."""
-    needs = [IndexNeed(name, sources.urls_for(name), row.packages_from(name))
-             for name in [MIRROR, *row.named_indexes()]]
+    needs = [
+        IndexNeed(name, sources.urls_for(name), row.packages_from(name)) for name in [MIRROR, *row.named_indexes()]
+    ]
     return check_indexes(needs, deadline=deadline, indexes=pool)
 
 
@@ -135,10 +142,18 @@ def _file_for_metadata(choice: Choice, pages_files: List[IndexFile]) -> Optional
 
 def _locked(choice: Choice, index: str, index_url: str) -> LockedPackage:
     f = choice.file
-    return LockedPackage(name=choice.name, version=choice.version, outcome=choice.outcome, index=index,
-                         index_url=f.index if f else index_url, file=f.filename if f else None,
-                         url=f.url if f else None, sha256=f.sha256 if f else None, size=f.size if f else None,
-                         reason=choice.reason)
+    return LockedPackage(
+        name=choice.name,
+        version=choice.version,
+        outcome=choice.outcome,
+        index=index,
+        index_url=f.index if f else index_url,
+        file=f.filename if f else None,
+        url=f.url if f else None,
+        sha256=f.sha256 if f else None,
+        size=f.size if f else None,
+        reason=choice.reason,
+    )
 
 
 def _fill_sizes(packages: List[LockedPackage]) -> None:
@@ -170,15 +185,26 @@ def _backends(packages: List[LockedPackage], files: Mapping[str, IndexFile], war
     with ThreadPoolExecutor(max_workers=8) as pool:
         for p, table, error in pool.map(read, sdists):
             if table is None:
-                warnings.append(LockWarning(id="sdist-unread", package=p.name,
-                                            message=f"{p.name} {p.version}: its build backend could not be read "
-                                                    f"({error})"))
+                warnings.append(
+                    LockWarning(
+                        id="sdist-unread",
+                        package=p.name,
+                        message=f"{p.name} {p.version}: its build backend could not be read ({error})",
+                    )
+                )
                 continue
             p.backend = str(table["build-backend"])
             needs = toolchain_for(p.backend, table.get("requires", []))
-            warnings.append(LockWarning(id="sdist-build", package=p.name, message=(
-                f"{p.name} {p.version} has no wheel for this target ({p.reason}): it is built from source with "
-                f"{p.backend}" + (f", which needs {needs}" if needs else ""))))
+            warnings.append(
+                LockWarning(
+                    id="sdist-build",
+                    package=p.name,
+                    message=(
+                        f"{p.name} {p.version} has no wheel for this target ({p.reason}): it is built from source with "
+                        f"{p.backend}" + (f", which needs {needs}" if needs else "")
+                    ),
+                )
+            )
 
 
 def _gate_results(checks: List[IndexCheck], row: Row) -> Dict[str, str]:
@@ -207,8 +233,9 @@ class PreparedClosure:
     derived: List[Derived]
 
 
-def for_device(choice: Choice, row: Row, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target,
-               device: Optional[str]) -> Choice:
+def for_device(
+    choice: Choice, row: Row, pages: Sequence[ProjectPage], spec: SpecifierSet, target: Target, device: Optional[str]
+) -> Choice:
     """A published wheel built for one device type (the row's `wheel_device`: vllm-ascend's are A2) is
     taken only for that device type; for another the sdist is built, and the reason says so. With the
     target's device type unknown the wheel stands, and the reason says what it was built for."""
@@ -217,16 +244,31 @@ def for_device(choice: Choice, row: Row, pages: Sequence[ProjectPage], spec: Spe
         return choice
     if device is None:
         note = f"the wheel is built for {label(made_for)} NPUs only; this target's device type is unknown (--soc)"
-        return Choice(choice.name, choice.outcome, choice.version, choice.file,
-                      "; ".join(filter(None, [choice.reason, note])))
-    return from_source(choice.name, pages, spec, target, f"the published wheel is built for {label(made_for)} NPUs "
-                       f"and the target is {label(device)}: built from source for {label(device)}")
+        return Choice(
+            choice.name, choice.outcome, choice.version, choice.file, "; ".join(filter(None, [choice.reason, note]))
+        )
+    return from_source(
+        choice.name,
+        pages,
+        spec,
+        target,
+        f"the published wheel is built for {label(made_for)} NPUs "
+        f"and the target is {label(device)}: built from source for {label(device)}",
+    )
 
 
-def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_seconds: float = GATE_SECONDS,
-                    checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
-                    on_derived: Optional[Callable[[List[Derived]], None]] = None,
-                    build_python: Optional[str] = None, device: Optional[str] = None) -> PreparedClosure:
+def prepare_closure(
+    row: Row,
+    target: Target,
+    sources: IndexSources,
+    *,
+    gate_seconds: float = GATE_SECONDS,
+    checks: Optional[List[IndexCheck]] = None,
+    pool: Optional[Dict[str, SimpleIndex]] = None,
+    on_derived: Optional[Callable[[List[Derived]], None]] = None,
+    build_python: Optional[str] = None,
+    device: Optional[str] = None,
+) -> PreparedClosure:
     """The gate, vllm's and vllm-ascend's requirements, the derived set, and the request for uv; `device`
     (A2, A3, ...) decides whether vllm-ascend's published wheel can be taken (`for_device`)."""
     pool = {} if pool is None else pool
@@ -240,14 +282,18 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     for name in NO_DEPS:
         pages = groups[row.index_of(name)].pages(name)
         spec = SpecifierSet(f"=={row.packages[name]}")
-        heads[name] = (for_device(choose(name, pages, spec, target), row, pages, spec, target, device),
-                       [f for p in pages for f in p.files if str(f.version) == row.packages[name]])
+        heads[name] = (
+            for_device(choose(name, pages, spec, target), row, pages, spec, target, device),
+            [f for p in pages for f in p.files if str(f.version) == row.packages[name]],
+        )
     meta_files = {n: _file_for_metadata(c, files) for n, (c, files) in heads.items()}
     missing = [n for n, f in meta_files.items() if f is None]
     if missing:
-        raise IndexUnreachable(f"{missing[0]} {row.packages[missing[0]]} is on none of "
-                               f"{', '.join(groups[MIRROR].urls)}: its requirements cannot be read",
-                               hint=heads[missing[0]][0].reason)
+        raise IndexUnreachable(
+            f"{missing[0]} {row.packages[missing[0]]} is on none of "
+            f"{', '.join(groups[MIRROR].urls)}: its requirements cannot be read",
+            hint=heads[missing[0]][0].reason,
+        )
     with ThreadPoolExecutor(max_workers=2) as tp:
         found = {n: f for n, f in meta_files.items() if f is not None}  # all of them: none is missing
         vllm_req, plugin_req = tp.map(lambda n: reader.requires(found[n]), NO_DEPS)
@@ -257,34 +303,64 @@ def prepare_closure(row: Row, target: Target, sources: IndexSources, *, gate_sec
     roots = _roots(row, derived, unavailable)
     named_used = {row.index_of(n) for n in row.packages if row.index_of(n) != MIRROR and n not in unavailable}
     request = ClosureRequest(
-        target=target, default_index=sources.mirror, roots=roots.requirements,
+        target=target,
+        default_index=sources.mirror,
+        roots=roots.requirements,
         overrides=[f"{n}=={v}" for n, v in row.packages.items() if n not in NO_DEPS and n not in unavailable],
-        excludes=[*SUBSTITUTES, *NO_DEPS, *unavailable], extra_index_urls=list(sources.extra),
+        excludes=[*SUBSTITUTES, *NO_DEPS, *unavailable],
+        extra_index_urls=list(sources.extra),
         named_indexes={n: sources.named[n] for n in sources.named if n in named_used},
         sources={n: row.index_of(n) for n in row.packages if row.index_of(n) in named_used and n not in unavailable},
-        build_python=build_python)
+        build_python=build_python,
+    )
     return PreparedClosure(request, roots, groups, unavailable, heads, derived)
 
 
-def resolve_closure(row: Row, target: Target, sources: IndexSources, *, settings: PipSettings,
-                    uv: Sequence[str], cache_dir: Optional[Path] = None, gate_seconds: float = GATE_SECONDS,
-                    checks: Optional[List[IndexCheck]] = None, pool: Optional[Dict[str, SimpleIndex]] = None,
-                    on_derived: Optional[Callable[[List[Derived]], None]] = None,
-                    build_python: Optional[str] = None, device: Optional[str] = None) -> Lock:
+def resolve_closure(
+    row: Row,
+    target: Target,
+    sources: IndexSources,
+    *,
+    settings: PipSettings,
+    uv: Sequence[str],
+    cache_dir: Optional[Path] = None,
+    gate_seconds: float = GATE_SECONDS,
+    checks: Optional[List[IndexCheck]] = None,
+    pool: Optional[Dict[str, SimpleIndex]] = None,
+    on_derived: Optional[Callable[[List[Derived]], None]] = None,
+    build_python: Optional[str] = None,
+    device: Optional[str] = None,
+) -> Lock:
     """The whole closure of `row` (already specialised for `target.arch`) for `target`; `build_python`, an
     interpreter of the target's Python at hand, runs sdists' build backends (see `uvcompile`); `device`, the
     target's NPU device type, decides vllm-ascend's wheel (`for_device`)."""
-    prepared = prepare_closure(row, target, sources, gate_seconds=gate_seconds, checks=checks, pool=pool,
-                               on_derived=on_derived, build_python=build_python, device=device)
+    prepared = prepare_closure(
+        row,
+        target,
+        sources,
+        gate_seconds=gate_seconds,
+        checks=checks,
+        pool=pool,
+        on_derived=on_derived,
+        build_python=build_python,
+        device=device,
+    )
     resolved = compile_closure(prepared.request, uv=uv, network=settings, cache_dir=cache_dir)
     resolved += [Resolved(n, row.packages[n], [ROOT_PROJECT]) for n in NO_DEPS]
     prepared.roots.origin.update({n: [f"row {row.cann}"] for n in NO_DEPS})
     return _lock_from(row, target, sources, resolved, prepared, device)
 
 
-def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[Resolved],
-               prepared: PreparedClosure, device: Optional[str] = None) -> Lock:
+def _lock_from(
+    row: Row,
+    target: Target,
+    sources: IndexSources,
+    resolved: List[Resolved],
+    prepared: PreparedClosure,
+    device: Optional[str] = None,
+) -> Lock:
     roots, groups, unavailable, heads = prepared.roots, prepared.groups, prepared.unavailable, prepared.heads
+
     def index_of(name: str) -> str:
         return row.index_of(name) if name in row.packages else MIRROR
 
@@ -292,8 +368,9 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
         """The wheel pip would take among the files uv listed for the target; None when they hold none."""
         if not r.files:
             return None
-        choice = choose(r.name, [ProjectPage(r.name, r.index_url or "", r.files)], SpecifierSet(f"=={r.version}"),
-                        target)
+        choice = choose(
+            r.name, [ProjectPage(r.name, r.index_url or "", r.files)], SpecifierSet(f"=={r.version}"), target
+        )
         return choice if choice.outcome == "wheel" else None
 
     choices: Dict[str, Choice] = {n: heads[n][0] for n in heads}
@@ -328,31 +405,56 @@ def _lock_from(row: Row, target: Target, sources: IndexSources, resolved: List[R
             files[r.name] = choice.file
         packages.append(locked)
     for name, why in unavailable.items():
-        packages.append(LockedPackage(name=name, version=row.packages.get(name), outcome="unavailable",
-                                      index=index_of(name), index_url=sources.urls_for(index_of(name))[0],
-                                      reason=why, via=[f"row {row.cann}"]))
+        packages.append(
+            LockedPackage(
+                name=name,
+                version=row.packages.get(name),
+                outcome="unavailable",
+                index=index_of(name),
+                index_url=sources.urls_for(index_of(name))[0],
+                reason=why,
+                via=[f"row {row.cann}"],
+            )
+        )
     _fill_sizes(packages)
     warnings = _warnings(row, target, packages, prepared.derived)
     _backends(packages, files, warnings)
-    return Lock(cann=row.cann, target=LockTarget.of(target, device), indexes=sources.as_dict(),
-                extra_index_urls=list(sources.extra), inputs=inputs_digest(row, target, sources, device),
-                packages=sorted(packages, key=lambda p: p.name), warnings=warnings)
+    return Lock(
+        cann=row.cann,
+        target=LockTarget.of(target, device),
+        indexes=sources.as_dict(),
+        extra_index_urls=list(sources.extra),
+        inputs=inputs_digest(row, target, sources, device),
+        packages=sorted(packages, key=lambda p: p.name),
+        warnings=warnings,
+    )
 
 
 def _warnings(row: Row, target: Target, packages: List[LockedPackage], derived: List[Derived]) -> List[LockWarning]:
-    warnings = [LockWarning(id="unavailable", package=p.name, message=p.reason or "") for p in packages
-                if p.outcome == "unavailable"]
+    warnings = [
+        LockWarning(id="unavailable", package=p.name, message=p.reason or "")
+        for p in packages
+        if p.outcome == "unavailable"
+    ]
     sdists = [p.name for p in packages if p.outcome == "sdist"]
-    warnings += [LockWarning(id="known-build", package=name, message=text)
-                 for name, text in build_warnings(sdists, target.glibc_tuple, row.build_minutes)]
+    warnings += [
+        LockWarning(id="known-build", package=name, message=text)
+        for name, text in build_warnings(sdists, target.glibc_tuple, row.build_minutes)
+    ]
     stripped = {d.name for d in derived if not d.included and d.why.startswith("CUDA-only")}
     for p in packages:
         # A package vllm's list names as CUDA-only that another kept package requires stays in: removing it
         # breaks that package's import (xgrammar imports tvm_ffi). Kept on purpose, and said.
         if p.name in stripped and p.outcome != "unavailable" and p.name not in row.packages:
             chain = p.via[0] if p.via else "another package"
-            warnings.append(LockWarning(id="cuda-only-kept", package=p.name, message=(
-                f"{p.name} is stripped from vllm's requirements as CUDA-only, but {chain} requires it: "
-                "kept, because the package that requires it cannot be imported without it")))
+            warnings.append(
+                LockWarning(
+                    id="cuda-only-kept",
+                    package=p.name,
+                    message=(
+                        f"{p.name} is stripped from vllm's requirements as CUDA-only, but {chain} requires it: "
+                        "kept, because the package that requires it cannot be imported without it"
+                    ),
+                )
+            )
     return warnings
-

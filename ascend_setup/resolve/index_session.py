@@ -43,5 +43,6 @@ class IndexSession:
 
     def resolve(self, row: Row, target: Target, sources: IndexSources, **how) -> Lock:
         """`resolve_closure` with this session's pages, uv, cache and pip settings (`how`: its other arguments)."""
-        return resolve_closure(row, target, sources, settings=self.settings, uv=self.uv, cache_dir=self.cache,
-                               pool=self.pool(), **how)
+        return resolve_closure(
+            row, target, sources, settings=self.settings, uv=self.uv, cache_dir=self.cache, pool=self.pool(), **how
+        )

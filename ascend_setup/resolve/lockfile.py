@@ -151,11 +151,12 @@ def render_requirements(packages: Iterable[LockedPackage]) -> str:
 
 def lock_text(lock: Lock) -> str:
     t = lock.target
-    head = [f"# ascend-setup lock: CANN {lock.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}",
-            "# Install it on a matching host: ascend-setup install --cann "
-            f"{lock.cann} --lock THIS_FILE",
-            "# Each section comes from the index it names; every package is installed with --no-deps.",
-            DATA_PREFIX + json.dumps(lock.to_json(), separators=(",", ":"), sort_keys=True)]
+    head = [
+        f"# ascend-setup lock: CANN {lock.cann} for {t.arch} / glibc {t.glibc} / Python {t.python}",
+        f"# Install it on a matching host: ascend-setup install --cann {lock.cann} --lock THIS_FILE",
+        "# Each section comes from the index it names; every package is installed with --no-deps.",
+        DATA_PREFIX + json.dumps(lock.to_json(), separators=(",", ":"), sort_keys=True),
+    ]
     body: List[str] = []
     groups: Dict[str, List[LockedPackage]] = {}
     for p in lock.packages:
@@ -181,14 +182,16 @@ def parse_lock(text: str, where: str) -> Lock:
     """The lock in `text` (a file's, or a bundle tar's member), `where` naming it in messages."""
     line = next((l for l in text.splitlines() if l.startswith(DATA_PREFIX)), None)
     if line is None:
-        raise BadInput(f"{where} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
-                       hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'")
-    data = parse_json(line[len(DATA_PREFIX):], where,
-                      hint="make it again with 'ascend-setup plan --lock FILE'")
+        raise BadInput(
+            f"{where} is not an ascend-setup lock (no '{DATA_PREFIX.strip()}' line)",
+            hint="make one with 'ascend-setup plan --cann VERSION --lock FILE'",
+        )
+    data = parse_json(line[len(DATA_PREFIX) :], where, hint="make it again with 'ascend-setup plan --lock FILE'")
     try:
         return Lock.model_validate(data)
     except ValueError as exc:
         first = exc.errors()[0] if isinstance(exc, ValidationError) else None
         at = f" at {'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else f": {exc}"
-        raise BadInput(f"{where} is a damaged lock{at}",
-                       hint="make it again with 'ascend-setup plan --lock FILE'") from None
+        raise BadInput(
+            f"{where} is a damaged lock{at}", hint="make it again with 'ascend-setup plan --lock FILE'"
+        ) from None

@@ -56,13 +56,15 @@ def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, li
     for name in binary_packages(row, pages):
         choice = choose(name, pages[name], SpecifierSet(f"=={row.packages[name]}"), target, binary_only=True)
         if choice.file is None:
-            gaps[name] = (f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel "
-                          f"for {arch} / glibc {glibc}")
+            gaps[name] = (
+                f"{name} {row.packages[name]} has no cp{python.replace('.', '')} wheel for {arch} / glibc {glibc}"
+            )
     return gaps
 
 
-def row_pages(row: Row, sources: IndexSources, deadline: float,
-              pool: Optional[Dict[str, SimpleIndex]] = None) -> Optional[Dict[str, list]]:
+def row_pages(
+    row: Row, sources: IndexSources, deadline: float, pool: Optional[Dict[str, SimpleIndex]] = None
+) -> Optional[Dict[str, list]]:
     """The row packages' project pages from the indexes that answered within `deadline` (an index that
     did not is never asked again); None when the mirror did not answer. `pool`: the command's (IndexSession)."""
     pool = {} if pool is None else pool
@@ -74,8 +76,9 @@ def row_pages(row: Row, sources: IndexSources, deadline: float,
     return {n: groups[row.index_of(n)].pages(n) if row.index_of(n) in groups else [] for n in row.packages}
 
 
-def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc: str,
-                  pages: Optional[Dict[str, list]]) -> PythonChoice:
+def choose_python(
+    row: Row, candidates: Sequence[Interpreter], arch: str, glibc: str, pages: Optional[Dict[str, list]]
+) -> PythonChoice:
     """The newest candidate with the fewest wheel gaps (none, when the indexes allow)."""
     ordered = sorted(candidates, key=lambda i: Version(i.version), reverse=True)
     unasked = [n for n in row.wheel_pythons if pages is None or not binary_packages(row, {n: pages.get(n, [])})]
@@ -83,8 +86,10 @@ def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc:
     if unasked and known and known[0] is not ordered[0]:
         ordered = known
         said = ", ".join(f"{n} {row.packages[n]}" for n in unasked)
-        note = (f"{ordered[0].minor}: its index could not be asked, so the newest Python that {said} is known "
-                f"(from the matrix) to have wheels for")
+        note = (
+            f"{ordered[0].minor}: its index could not be asked, so the newest Python that {said} is known "
+            f"(from the matrix) to have wheels for"
+        )
         if pages is None:
             return PythonChoice(ordered[0], [note], [])
         choice = choose_python(row, ordered, arch, glibc, pages)
@@ -95,8 +100,11 @@ def choose_python(row: Row, candidates: Sequence[Interpreter], arch: str, glibc:
     fewest = min(len(g) for g in gaps.values())
     chosen = next(i for i in ordered if len(gaps[i.minor]) == fewest)
     shared = gaps[chosen.minor]
-    reasons = [f"{i.minor} passed over: {'; '.join(m for n, m in gaps[i.minor].items() if n not in shared)}"
-               for i in ordered if Version(i.version) > Version(chosen.version) and len(gaps[i.minor]) > fewest]
+    reasons = [
+        f"{i.minor} passed over: {'; '.join(m for n, m in gaps[i.minor].items() if n not in shared)}"
+        for i in ordered
+        if Version(i.version) > Version(chosen.version) and len(gaps[i.minor]) > fewest
+    ]
     return PythonChoice(chosen, reasons, list(shared.values()))
 
 
@@ -106,18 +114,32 @@ def row_minors(row: Row) -> List[str]:
     return [f"3.{m}" for m in range(15, 7, -1) if spec.contains(f"3.{m}.0", prereleases=True)]
 
 
-def managed_choice(row: Row, sources: IndexSources, arch: str, glibc: str, builds: PythonBuilds, why: str, *,
-                   deadline: float = 5.0, pool: Optional[Dict[str, SimpleIndex]] = None) -> PythonChoice:
+def managed_choice(
+    row: Row,
+    sources: IndexSources,
+    arch: str,
+    glibc: str,
+    builds: PythonBuilds,
+    why: str,
+    *,
+    deadline: float = 5.0,
+    pool: Optional[Dict[str, SimpleIndex]] = None,
+) -> PythonChoice:
     """A managed CPython: of the row's minors that have a pinned build for `arch`, the one the row's wheels
     want, by the rule an interpreter on the host is chosen by (choose_python)."""
     minors = [m for m in row_minors(row) if builds.find(m, arch) is not None]
     if not minors:
-        raise AscendSetupError(f"{why}, and no pinned CPython build for {arch} is in the row's range {row.python}",
-                               hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}")
+        raise AscendSetupError(
+            f"{why}, and no pinned CPython build for {arch} is in the row's range {row.python}",
+            hint=f"{python_install_hint(PREFERRED)}; then pass --python /path/to/python{PREFERRED}",
+        )
     candidates = [Interpreter(path="", version=_build(builds, m, arch).version, has_venv=True) for m in minors]
     pages = row_pages(row, sources, deadline, pool) if len(candidates) > 1 else None
-    choice = choose_python(row, candidates, arch, glibc, pages) if len(candidates) > 1 else \
-        PythonChoice(candidates[0], [], [])
+    choice = (
+        choose_python(row, candidates, arch, glibc, pages)
+        if len(candidates) > 1
+        else PythonChoice(candidates[0], [], [])
+    )
     build = _build(builds, choice.interpreter.minor, arch)
     note = f"{why}: a managed CPython {build.version} ({build.build} build) will be installed in the workdir"
     return PythonChoice(choice.interpreter, [note, *choice.reasons], choice.gaps, managed=build)
@@ -129,9 +151,19 @@ def _build(builds: PythonBuilds, minor: str, arch: str) -> PythonBuild:
     return found
 
 
-def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, explicit: Optional[str] = None,
-                local: bool = True, deadline: float = 5.0, pool: Optional[Dict[str, SimpleIndex]] = None,
-                found: Optional[List[Interpreter]] = None, builds: Optional[PythonBuilds] = None) -> PythonChoice:
+def pick_python(
+    row: Row,
+    sources: IndexSources,
+    arch: str,
+    glibc: str,
+    *,
+    explicit: Optional[str] = None,
+    local: bool = True,
+    deadline: float = 5.0,
+    pool: Optional[Dict[str, SimpleIndex]] = None,
+    found: Optional[List[Interpreter]] = None,
+    builds: Optional[PythonBuilds] = None,
+) -> PythonChoice:
     """The interpreter an install of `row` would use. `explicit` (--python) always wins, its gaps reported;
     `local=False` (a target that is not this machine) chooses among the row's Python versions instead.
     `found`: this machine's interpreters when the caller has searched already (a search is seconds).
@@ -139,8 +171,9 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     the pinned builds (`builds`, else the packaged file). An error about `explicit` names the value only: the
     caller adds the flag (BadInput.given_as)."""
     if explicit == MANAGED:
-        return managed_choice(row, sources, arch, glibc, builds or load_builds(), "--python managed",
-                              deadline=deadline, pool=pool)
+        return managed_choice(
+            row, sources, arch, glibc, builds or load_builds(), "--python managed", deadline=deadline, pool=pool
+        )
     if explicit:
         interp = choose_interpreter(row.python, explicit)
         pages = row_pages(row, sources, deadline, pool)
@@ -151,9 +184,16 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
         found = [i for i in everything if row.python_allows(i.version) and i.has_venv]
         if not found:
             seen = ", ".join(sorted({i.version for i in everything})) or "none"
-            return managed_choice(row, sources, arch, glibc, builds or load_builds(),
-                                  f"no Python in {row.python} with venv support on this host (seen: {seen})",
-                                  deadline=deadline, pool=pool)
+            return managed_choice(
+                row,
+                sources,
+                arch,
+                glibc,
+                builds or load_builds(),
+                f"no Python in {row.python} with venv support on this host (seen: {seen})",
+                deadline=deadline,
+                pool=pool,
+            )
     else:
         found = [Interpreter(path="", version=f"{minor}.0", has_venv=True) for minor in row_minors(row)]
     minors = {i.minor for i in found}
@@ -163,13 +203,27 @@ def pick_python(row: Row, sources: IndexSources, arch: str, glibc: str, *, expli
     return choose_python(row, found, arch, glibc, pages)
 
 
-def decide_python(row: Row, sources: IndexSources, *, explicit: Optional[str] = None,
-                  pool: Optional[Dict[str, SimpleIndex]] = None,
-                  found: Optional[List[Interpreter]] = None, builds: Optional[PythonBuilds] = None) -> PythonChoice:
+def decide_python(
+    row: Row,
+    sources: IndexSources,
+    *,
+    explicit: Optional[str] = None,
+    pool: Optional[Dict[str, SimpleIndex]] = None,
+    found: Optional[List[Interpreter]] = None,
+    builds: Optional[PythonBuilds] = None,
+) -> PythonChoice:
     """The interpreter an install of `row` takes on this machine: the one rule preflight, `install --dry-run`,
     `plan` (for this machine), doctor and the fleet report follow, so their answers cannot drift apart."""
-    return pick_python(row, sources, platform.machine(), glibc_version() or GLIBC_FLOOR, explicit=explicit, pool=pool,
-                       found=found, builds=builds)
+    return pick_python(
+        row,
+        sources,
+        platform.machine(),
+        glibc_version() or GLIBC_FLOOR,
+        explicit=explicit,
+        pool=pool,
+        found=found,
+        builds=builds,
+    )
 
 
 def names_interpreter(value: str) -> bool:
@@ -188,8 +242,10 @@ def explicit_python(value: str, row: Row) -> str:
     else:
         minor = parse_python(value)
     if not row.python_allows(f"{minor}.0"):
-        raise BadInput(f"{value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
-                       hint=f"use one of {', '.join(row_minors(row))}")
+        raise BadInput(
+            f"{value} is Python {minor}, outside the row's range {row.python} (CANN {row.cann})",
+            hint=f"use one of {', '.join(row_minors(row))}",
+        )
     return minor
 
 

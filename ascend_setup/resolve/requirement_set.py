@@ -29,8 +29,13 @@ SUBSTITUTES = {"triton": "triton-ascend"}
 
 #: Row packages that other steps install; the plugin-deps step must not touch them.
 INSTALLED_ELSEWHERE = {
-    "torch": "torch-stack", "torch-npu": "torch-stack", "torchvision": "torch-stack", "torchaudio": "torch-stack",
-    "triton-ascend": "triton", "vllm": "vllm", "vllm-ascend": "vllm-ascend",
+    "torch": "torch-stack",
+    "torch-npu": "torch-stack",
+    "torchvision": "torch-stack",
+    "torchaudio": "torch-stack",
+    "triton-ascend": "triton",
+    "vllm": "vllm",
+    "vllm-ascend": "vllm-ascend",
 }
 
 
@@ -53,10 +58,19 @@ class Derived:
 def target_environment(target: Target) -> Dict[str, str]:
     """Marker environment of a Linux CPython target that need not be this machine."""
     env = cast(Dict[str, str], dict(default_environment()))  # packaging's Environment: a TypedDict of str
-    env.update({"python_version": target.python, "python_full_version": target.python_full,
-                "platform_machine": target.arch, "sys_platform": "linux", "platform_system": "Linux",
-                "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                "extra": ""})
+    env.update(
+        {
+            "python_version": target.python,
+            "python_full_version": target.python_full,
+            "platform_machine": target.arch,
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "os_name": "posix",
+            "implementation_name": "cpython",
+            "platform_python_implementation": "CPython",
+            "extra": "",
+        }
+    )
     return env
 
 
@@ -64,8 +78,9 @@ def _is_pin(spec: SpecifierSet) -> bool:
     return any(s.operator in ("==", "===") and "*" not in s.version for s in spec)
 
 
-def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str],
-           env: Mapping[str, str]) -> List[Derived]:
+def derive(
+    row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str], env: Mapping[str, str]
+) -> List[Derived]:
     """The requirement set with a reason per entry, in a stable order (vllm's order, then the plugin's)."""
     out: Dict[NormalizedName, Derived] = {}
     plugin = {canonicalize_name(r.name): r for r in applicable(plugin_requires, env)}
@@ -84,8 +99,9 @@ def derive(row: Row, vllm_requires: Iterable[str], plugin_requires: Iterable[str
     for name, req in plugin.items():
         known = out.get(name)
         if known is None:
-            out[name] = Derived(name, req.specifier, sorted(req.extras), why="required by the plugin",
-                                sources=[f"vllm-ascend: {req}"])
+            out[name] = Derived(
+                name, req.specifier, sorted(req.extras), why="required by the plugin", sources=[f"vllm-ascend: {req}"]
+            )
             continue
         known.sources.append(f"vllm-ascend: {req}")
         known.extras = sorted(set(known.extras) | set(req.extras))

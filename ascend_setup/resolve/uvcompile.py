@@ -43,8 +43,7 @@ else:  # pragma: no cover - the 3.9/3.10 interpreters
     import tomli as tomllib
 
 #: The manylinux levels uv's --python-platform knows, per architecture.
-UV_GLIBC = ((2, 17), (2, 28), (2, 31), (2, 32), (2, 33), (2, 34), (2, 35), (2, 36), (2, 37), (2, 38),
-            (2, 39), (2, 40))
+UV_GLIBC = ((2, 17), (2, 28), (2, 31), (2, 32), (2, 33), (2, 34), (2, 35), (2, 36), (2, 37), (2, 38), (2, 39), (2, 40))
 ROOT_PROJECT = "ascend-setup-closure"
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s*(?:#\s*via\s+(.*))?$")
 _FROM = re.compile(r"^#\s*from\s+(\S+)$")
@@ -92,9 +91,16 @@ def _toml_list(items: Sequence[str]) -> str:
 
 def pyproject_text(request: ClosureRequest) -> str:
     """A throwaway project whose dependencies are the roots: the only way to pin packages to indexes."""
-    lines = ["[project]", f'name = "{ROOT_PROJECT}"', 'version = "0"',
-             f"dependencies = {_toml_list(request.roots)}", "", "[tool.uv]",
-             f"override-dependencies = {_toml_list(request.overrides)}", ""]
+    lines = [
+        "[project]",
+        f'name = "{ROOT_PROJECT}"',
+        'version = "0"',
+        f"dependencies = {_toml_list(request.roots)}",
+        "",
+        "[tool.uv]",
+        f"override-dependencies = {_toml_list(request.overrides)}",
+        "",
+    ]
     for name, url in request.named_indexes.items():
         lines += ["[[tool.uv.index]]", f"name = {json.dumps(name)}", f"url = {json.dumps(url)}", "explicit = true", ""]
     if request.sources:
@@ -115,8 +121,13 @@ def parse_compiled(text: str) -> List[Resolved]:
         if not match:
             continue
         parents = [p.strip().split(" ")[0] for p in (match.group(3) or "").split(",") if p.strip()]
-        found.append(Resolved(canonicalize_name(match.group(1)), match.group(2),
-                              [ROOT_PROJECT if p in (ROOT_PROJECT, "-r") else canonicalize_name(p) for p in parents]))
+        found.append(
+            Resolved(
+                canonicalize_name(match.group(1)),
+                match.group(2),
+                [ROOT_PROJECT if p in (ROOT_PROJECT, "-r") else canonicalize_name(p) for p in parents],
+            )
+        )
     return found
 
 
@@ -130,8 +141,13 @@ def parse_pylock(text: str) -> Dict[str, List[IndexFile]]:
             url = entry.get("url")
             if not url:
                 continue
-            made = make_file(unquote(urlparse(url).path.rsplit("/", 1)[-1]), url, "",
-                             sha256=(entry.get("hashes") or {}).get("sha256"), size=entry.get("size"))
+            made = make_file(
+                unquote(urlparse(url).path.rsplit("/", 1)[-1]),
+                url,
+                "",
+                sha256=(entry.get("hashes") or {}).get("sha256"),
+                size=entry.get("size"),
+            )
             if made is not None:
                 found.append(made)
         files[canonicalize_name(package["name"])] = found
@@ -155,7 +171,7 @@ def failure_block(stderr: str) -> List[str]:
     lines = [l.rstrip() for l in stderr.splitlines() if l.strip()]
     start = next((i for i, l in enumerate(lines) if "No solution found" in l), None)
     if start is not None:
-        return lines[start:start + 25]
+        return lines[start : start + 25]
     errors = [l for l in lines if l.lstrip().startswith(("error:", "×", "Caused by", "cause:", "╰─▶"))]
     return (errors or lines)[-12:]
 
@@ -165,9 +181,19 @@ def compile_argv(request: ClosureRequest, workdir: Path, cache_dir: Optional[Pat
     (the output format flags are the caller's)."""
     project = workdir / "pyproject.toml"
     project.write_text(pyproject_text(request), encoding="utf-8")
-    argv = [str(project), "--no-config", "--quiet", "--python-version", request.target.python,
-            "--python-platform", uv_platform(request.target), "--default-index", request.default_index,
-            "--index-strategy", "unsafe-best-match"]
+    argv = [
+        str(project),
+        "--no-config",
+        "--quiet",
+        "--python-version",
+        request.target.python,
+        "--python-platform",
+        uv_platform(request.target),
+        "--default-index",
+        request.default_index,
+        "--index-strategy",
+        "unsafe-best-match",
+    ]
     if request.build_python:
         argv += ["--python", request.build_python]
     for url in request.extra_index_urls:
@@ -179,22 +205,36 @@ def compile_argv(request: ClosureRequest, workdir: Path, cache_dir: Optional[Pat
     return ["pip", "compile", *argv, *(["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])]
 
 
-def compile_closure(request: ClosureRequest, *, uv: Sequence[str], network: PipSettings,
-                    cache_dir: Optional[Path] = None, timeout: float = 600) -> List[Resolved]:
+def compile_closure(
+    request: ClosureRequest,
+    *,
+    uv: Sequence[str],
+    network: PipSettings,
+    cache_dir: Optional[Path] = None,
+    timeout: float = 600,
+) -> List[Resolved]:
     """Resolve `request` with uv. Raises ResolutionFailed with uv's explanation when there is no solution."""
     with tempfile.TemporaryDirectory(prefix="ascend-setup-resolve-") as tmp:
         argv = [*uv, *compile_argv(request, Path(tmp), cache_dir)]
-        proc = capture([*argv, "--no-header", "--annotation-style", "line", "--emit-index-annotation"],
-                       env=network.uv_env(uv), timeout=timeout, cwd=Path(tmp))
+        proc = capture(
+            [*argv, "--no-header", "--annotation-style", "line", "--emit-index-annotation"],
+            env=network.uv_env(uv),
+            timeout=timeout,
+            cwd=Path(tmp),
+        )
         if proc.returncode != 0:
             block = failure_block(proc.stderr)
-            raise ResolutionFailed(f"uv found no installable set of versions for {request.target.describe()}: "
-                                   f"{block[0] if block else 'exit ' + str(proc.returncode)}",
-                                   hint="the lines above are uv's explanation", details="\n".join(block))
+            raise ResolutionFailed(
+                f"uv found no installable set of versions for {request.target.describe()}: "
+                f"{block[0] if block else 'exit ' + str(proc.returncode)}",
+                hint="the lines above are uv's explanation",
+                details="\n".join(block),
+            )
         files: Dict[str, List[IndexFile]] = {}
         if cache_dir:
-            pylock = capture([*argv, "--offline", "--format", "pylock.toml"], env=network.uv_env(uv), timeout=timeout,
-                             cwd=Path(tmp))
+            pylock = capture(
+                [*argv, "--offline", "--format", "pylock.toml"], env=network.uv_env(uv), timeout=timeout, cwd=Path(tmp)
+            )
             try:
                 files = parse_pylock(pylock.stdout) if pylock.returncode == 0 else {}
             except ValueError:  # not whole: each package's page is read instead, as without a cache

@@ -65,12 +65,16 @@ class ServePlan:
     def script(self) -> List[str]:
         """The dry run: one item a line with its reason, as a bash script that runs as printed (the command is an
         array, so each argument can carry its comment)."""
-        lines = [f"# {self.name}: {', '.join(self.families)} on card {','.join(map(str, self.cards))}, "
-                 f"vllm-ascend {self.plugin}"]
+        lines = [
+            f"# {self.name}: {', '.join(self.families)} on card {','.join(map(str, self.cards))}, "
+            f"vllm-ascend {self.plugin}"
+        ]
         for script in self.set_env:  # the shell's options back as they were: the script may set -e, read unset
             # variables (so -u is off while it runs) and return non-zero (`|| true`: -e does not stop it there)
-            lines.append(f"_opts=$(set +o); set +u; . {shlex.quote(script)} || true; eval \"$_opts\"  # CANN's "
-                         "environment, whatever set -u/-e it runs under")
+            lines.append(
+                f"_opts=$(set +o); set +u; . {shlex.quote(script)} || true; eval \"$_opts\"  # CANN's "
+                "environment, whatever set -u/-e it runs under"
+            )
         lines += [f"export {c.words[0]}={shlex.quote(c.words[1])}  # {c.why}" for c in self.env]
         lines.append("serve=(")
         lines.append(f"  {shlex.quote(self.vllm)} serve {shlex.quote(self.model)}  # the install's venv; the model")
@@ -90,7 +94,7 @@ def _pairs(args: List[str]) -> List[List[str]]:
     i = 0
     while i < len(args):
         width = 2 if i + 1 < len(args) and not args[i + 1].startswith("--") else 1
-        found.append(args[i:i + width])
+        found.append(args[i : i + width])
         i += width
     return found
 
@@ -111,45 +115,88 @@ def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, giv
     model_max = int(text_config(config).get("max_position_embeddings") or 0)
     if given is not None:
         if given > limit:
-            raise BadInput(f"--max-model-len {given} does not fit the KV budget at --concurrency {concurrency}: "
-                           f"the largest that fits is {limit}", hint="give a smaller one, or fewer sequences")
+            raise BadInput(
+                f"--max-model-len {given} does not fit the KV budget at --concurrency {concurrency}: "
+                f"the largest that fits is {limit}",
+                hint="give a smaller one, or fewer sequences",
+            )
         if model_max and given > model_max:
             raise BadInput(f"--max-model-len {given} is above the model's max_position_embeddings {model_max}")
         return given, "given"
     if limit <= 0:
-        raise BadInput(f"the KV budget holds no sequence at --concurrency {concurrency} ({fit.headline})",
-                       hint="lower --concurrency, raise --gpu-memory-utilization, or use more cards (--tp)")
+        raise BadInput(
+            f"the KV budget holds no sequence at --concurrency {concurrency} ({fit.headline})",
+            hint="lower --concurrency, raise --gpu-memory-utilization, or use more cards (--tp)",
+        )
     if model_max and model_max <= limit:
         return model_max, f"the model's own maximum (max_position_embeddings); the KV budget holds {limit}"
-    return limit, (f"the largest context fit's lower bound holds at {concurrency} sequence(s) in whole "
-                   f"{fit.kv_pool.block_size}-token blocks less one (fit: {fit.kv_tokens:,} KV tokens, at least "
-                   f"{fit.kv_tokens_low:,}); the model's own {model_max or '?'} would fail KV sizing at start-up")
+    return limit, (
+        f"the largest context fit's lower bound holds at {concurrency} sequence(s) in whole "
+        f"{fit.kv_pool.block_size}-token blocks less one (fit: {fit.kv_tokens:,} KV tokens, at least "
+        f"{fit.kv_tokens_low:,}); the model's own {model_max or '?'} would fail KV sizing at start-up"
+    )
 
 
-def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, Any], found: List[str],
-            families: List[Family], plugin: str, port: int, cards: List[int], max_model_len: int, why_len: str,
-            concurrency: int, utilisation: float, user: UserArgs, unneeded: Sequence[RuntimeHint] = (),
-            table: Optional[ServeTable] = None) -> ServePlan:
+def compose(
+    *,
+    name: str,
+    model: Path,
+    vllm: Path,
+    fit: Fit,
+    config: Dict[str, Any],
+    found: List[str],
+    families: List[Family],
+    plugin: str,
+    port: int,
+    cards: List[int],
+    max_model_len: int,
+    why_len: str,
+    concurrency: int,
+    utilisation: float,
+    user: UserArgs,
+    unneeded: Sequence[RuntimeHint] = (),
+    table: Optional[ServeTable] = None,
+) -> ServePlan:
     """The plan; a setting the user gave after `--` replaces ours, and every `--additional-config` becomes one."""
     table = table or load_table()
     tp = len(cards)
-    plan = ServePlan(name=name, model=str(model), vllm=str(vllm), port=port, cards=cards, tp=tp,
-                     max_model_len=max_model_len, concurrency=concurrency,
-                     families=[f.id for f in families] or found, plugin=plugin)
-    plan.env.append(Choice(["ASCEND_RT_VISIBLE_DEVICES", ",".join(map(str, cards))],
-                           "the card(s) this server gets (checked free in npu-smi before the start)"))
+    plan = ServePlan(
+        name=name,
+        model=str(model),
+        vllm=str(vllm),
+        port=port,
+        cards=cards,
+        tp=tp,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        families=[f.id for f in families] or found,
+        plugin=plugin,
+    )
+    plan.env.append(
+        Choice(
+            ["ASCEND_RT_VISIBLE_DEVICES", ",".join(map(str, cards))],
+            "the card(s) this server gets (checked free in npu-smi before the start)",
+        )
+    )
     for item in table.baseline.env + [e for f in families for e in f.env]:
         if item.applies(plugin, tp):
             plan.env.append(Choice([item.name, item.value], item.why))
     for var, value in fit.env.items():
         plan.env.append(Choice([var, value], "the row's runtime hint"))
-    args = [Choice(["--served-model-name", name], "the name clients ask for (and serve status/stop use)"),
-            Choice(["--host", LOOPBACK], "loopback only: serve needs no more, and vLLM's default binds every "
-                                         "interface with an API that asks for no key"),
-            Choice(["--port", str(port)], "free, checked before start"),
-            Choice(["--max-model-len", str(max_model_len)], why_len),
-            Choice(["--gpu-memory-utilization", f"{utilisation:g}"],
-                   "share of HBM vLLM may take; fit's KV budget assumes the same")]
+    args = [
+        Choice(["--served-model-name", name], "the name clients ask for (and serve status/stop use)"),
+        Choice(
+            ["--host", LOOPBACK],
+            "loopback only: serve needs no more, and vLLM's default binds every "
+            "interface with an API that asks for no key",
+        ),
+        Choice(["--port", str(port)], "free, checked before start"),
+        Choice(["--max-model-len", str(max_model_len)], why_len),
+        Choice(
+            ["--gpu-memory-utilization", f"{utilisation:g}"],
+            "share of HBM vLLM may take; fit's KV budget assumes the same",
+        ),
+    ]
     if tp > 1:
         args.append(Choice(["--tensor-parallel-size", str(tp)], f"--tp {tp}: weights and KV over {tp} cards"))
     for arg in table.baseline.args + [a for f in families for a in f.args]:
@@ -161,13 +208,21 @@ def compose(*, name: str, model: Path, vllm: Path, fit: Fit, config: Dict[str, A
         for rule in (r for r in family.eager if r.applies(plugin, tp)):
             if heads not in rule.unless_heads_per_card_in:
                 args = [a for a in args if a.words[0] != "--compilation-config"]
-                args.append(Choice([EAGER], f"{family.id}: {heads} attention heads per card is not in "
-                                            f"{rule.unless_heads_per_card_in} ({rule.why}); eager is slower, "
-                                            "measured as such"))
+                args.append(
+                    Choice(
+                        [EAGER],
+                        f"{family.id}: {heads} attention heads per card is not in "
+                        f"{rule.unless_heads_per_card_in} ({rule.why}); eager is slower, "
+                        "measured as such",
+                    )
+                )
     args += [Choice(words, "the row's runtime hint") for words in _pairs(merged_serve_args(fit.serve_args))]
     plan.args = by_destination(args, user, unneeded)
-    plan.notes += [f"the row's hint {h.id!r} is left out: it is needed only without Triton, and vLLM's HAS_TRITON "
-                   "is True in the venv" for h in unneeded]
+    plan.notes += [
+        f"the row's hint {h.id!r} is left out: it is needed only without Triton, and vLLM's HAS_TRITON "
+        "is True in the venv"
+        for h in unneeded
+    ]
     parsed = read_command(plan.argv[2:])
     plan.served_name = (parsed.get("served_model_name") or [str(model)])[0]
     plan.host = parsed.get("host")
@@ -208,9 +263,11 @@ def by_destination(args: List[Choice], user: UserArgs, unneeded: Sequence[Runtim
             _subtract(config, json.loads(words[1]))
     deep_merge(config, user.config)
     if config:
-        why = "the row's hints and yours after --, merged into one (vLLM keeps only the last " \
-              f"{ADDITIONAL_CONFIG})" if user.config else \
-            f"the row's runtime hints, merged into one (vLLM keeps only the last {ADDITIONAL_CONFIG})"
+        why = (
+            f"the row's hints and yours after --, merged into one (vLLM keeps only the last {ADDITIONAL_CONFIG})"
+            if user.config
+            else f"the row's runtime hints, merged into one (vLLM keeps only the last {ADDITIONAL_CONFIG})"
+        )
         kept.append(Choice([ADDITIONAL_CONFIG, json.dumps(config)], why))
     rest = user.without_config()
     if rest:

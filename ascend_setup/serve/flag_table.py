@@ -19,8 +19,9 @@ class Flag(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     options: List[str]
     dest: str = Field(min_length=1)
-    action: Literal["store", "store_true", "store_false", "store_const", "append", "count", "help", "version",
-                    "boolean_optional"]
+    action: Literal[
+        "store", "store_true", "store_false", "store_const", "append", "count", "help", "version", "boolean_optional"
+    ]
     nargs: Union[int, Literal["?", "*", "+"], None]
     const: Any = None
     type: Literal["str", "int", "float", "json", "json_or_str", "human_int", "human_int_or_auto"]

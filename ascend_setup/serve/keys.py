@@ -50,14 +50,20 @@ def _const(node: Optional[ast.AST]) -> Optional[str]:
 
 
 def _is_config(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == CONFIG_NAME) or \
-        (isinstance(node, ast.Attribute) and node.attr == CONFIG_NAME)
+    return (isinstance(node, ast.Name) and node.id == CONFIG_NAME) or (
+        isinstance(node, ast.Attribute) and node.attr == CONFIG_NAME
+    )
 
 
 def _get_key(node: ast.AST) -> Optional[str]:
     """`additional_config.get("k", ...)` -> "k"."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
-            node.args and _is_config(node.func.value):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and _is_config(node.func.value)
+    ):
         return _const(node.args[0])
     return None
 
@@ -75,8 +81,9 @@ def _said(node: ast.AST) -> str:
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) > 8:
             return sub.value
         if isinstance(sub, ast.JoinedStr):
-            return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{...}"
-                           for v in sub.values)
+            return "".join(
+                v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{...}" for v in sub.values
+            )
     return ""
 
 
@@ -86,8 +93,12 @@ def _retirement(body: List[ast.stmt]) -> Optional[tuple]:
         if isinstance(statement, ast.Raise):
             return "removed", _said(statement)
         call = statement.value if isinstance(statement, ast.Expr) else None
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                call.func.attr.startswith("warn") and "deprecat" in _said(call).lower():
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr.startswith("warn")
+            and "deprecat" in _said(call).lower()
+        ):
             return "deprecated", _said(call)
     return None
 
@@ -108,8 +119,14 @@ class _ConfigReader(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         test = node.test
-        key = _const(test.left) if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
-            isinstance(test.ops[0], ast.In) and _is_config(test.comparators[0]) else None
+        key = (
+            _const(test.left)
+            if isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.In)
+            and _is_config(test.comparators[0])
+            else None
+        )
         retired = _retirement(node.body) if key else None
         if key and retired:
             self.retired[key] = retired
@@ -190,10 +207,14 @@ def _class_sub_keys(cls: ast.ClassDef, spread: bool) -> Dict[str, Optional[str]]
     found: Dict[str, Optional[str]] = {}
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     for statement in cls.body:
-        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Dict) and \
-                any(isinstance(t, ast.Name) and t.id == "_defaults" for t in statement.targets):
-            found.update({k: _const_type(v) for k, v in zip(map(_const, statement.value.keys),
-                                                             statement.value.values) if k})
+        if (
+            isinstance(statement, ast.Assign)
+            and isinstance(statement.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == "_defaults" for t in statement.targets)
+        ):
+            found.update(
+                {k: _const_type(v) for k, v in zip(map(_const, statement.value.keys), statement.value.values) if k}
+            )
     if init is None:
         return found
     positional = init.args.args[1:]
@@ -206,8 +227,14 @@ def _class_sub_keys(cls: ast.ClassDef, spread: bool) -> Dict[str, Optional[str]]
     elif params:
         readers.add(params[0])
     for node in ast.walk(init):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
-                isinstance(node.func.value, ast.Name) and node.func.value.id in readers and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in readers
+            and node.args
+        ):
             sub = _const(node.args[0])
             if sub:
                 found.setdefault(sub, _const_type(node.args[1]) if len(node.args) > 1 else None)
@@ -280,8 +307,9 @@ def read_env_names(envs: Path, keys: KeySet) -> Dict[str, str]:
 
 def _sources(package_dir: Path) -> List[Path]:
     """The package's modules, in a stable order, without its tests and never through a symlink."""
-    return sorted(p for p in package_dir.rglob("*.py") if "tests" not in p.relative_to(package_dir).parts
-                  and not p.is_symlink())
+    return sorted(
+        p for p in package_dir.rglob("*.py") if "tests" not in p.relative_to(package_dir).parts and not p.is_symlink()
+    )
 
 
 def installed_keys(package_dir: Path, version: str) -> KeySet:
@@ -289,8 +317,10 @@ def installed_keys(package_dir: Path, version: str) -> KeySet:
     keys = KeySet(version=version)
     for name in ("ascend_config.py", "envs.py"):
         if not (package_dir / name).is_file():
-            raise BadInput(f"the installed vllm-ascend {version} has no {name} under {package_dir}",
-                           hint="reinstall it ('ascend-setup install'); serve validates keys against that source")
+            raise BadInput(
+                f"the installed vllm-ascend {version} has no {name} under {package_dir}",
+                hint="reinstall it ('ascend-setup install'); serve validates keys against that source",
+            )
     types: Dict[str, Set[str]] = {}
     for source in _sources(package_dir):
         read_config_keys(source, keys, types)

@@ -63,8 +63,14 @@ class Measurement:
 
 def timed_completion(base: str, name: str, max_tokens: int, prompt: Optional[str] = None) -> Run:
     """One streamed request; `prompt` (bench's, of a chosen length) or PROMPT behind a fresh prefix."""
-    body = {"model": name, "prompt": prompt or fresh_prompt(), "max_tokens": max_tokens, "temperature": 0,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": name,
+        "prompt": prompt or fresh_prompt(),
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     sent = time.perf_counter()
     arrivals: List[float] = []
     tokens = 0
@@ -75,8 +81,9 @@ def timed_completion(base: str, name: str, max_tokens: int, prompt: Optional[str
         if isinstance(usage, dict) and usage.get("completion_tokens"):
             tokens = int(usage["completion_tokens"])
     if len(arrivals) < 2 or tokens < 2:
-        raise RequestFailed(f"the streamed completion gave {tokens} token(s) in {len(arrivals)} chunk(s): "
-                            "nothing to time")
+        raise RequestFailed(
+            f"the streamed completion gave {tokens} token(s) in {len(arrivals)} chunk(s): nothing to time"
+        )
     ttft, latency = arrivals[0] - sent, arrivals[-1] - sent  # E2EL ends at the last token, not at [DONE]
     tpot = (latency - ttft) / (tokens - 1)
     gaps = [round((b - a) * 1000, 3) for a, b in zip(arrivals, arrivals[1:])]
@@ -91,25 +98,57 @@ def summarise(done: List[Run]) -> Measurement:
     """Medians (TPOT and ITL also at p90) over runs, as `vllm bench serve` reports them."""
     gaps = [g for r in done for g in r.itl_ms] or [0.0]
     tpots = [r.tpot_ms for r in done]
-    return Measurement(ttft_s=round(statistics.median(r.ttft_s for r in done), 4),
-                       tok_s=round(statistics.median(r.tok_s for r in done), 2),
-                       tpot_ms=round(statistics.median(tpots), 3), tpot_p90_ms=round(percentile(tpots, 0.9), 3),
-                       itl_ms=round(statistics.median(gaps), 3), itl_p90_ms=round(percentile(gaps, 0.9), 3),
-                       e2el_s=round(statistics.median(r.e2el_s for r in done), 4), runs=done)
+    return Measurement(
+        ttft_s=round(statistics.median(r.ttft_s for r in done), 4),
+        tok_s=round(statistics.median(r.tok_s for r in done), 2),
+        tpot_ms=round(statistics.median(tpots), 3),
+        tpot_p90_ms=round(percentile(tpots, 0.9), 3),
+        itl_ms=round(statistics.median(gaps), 3),
+        itl_p90_ms=round(percentile(gaps, 0.9), 3),
+        e2el_s=round(statistics.median(r.e2el_s for r in done), 4),
+        runs=done,
+    )
 
 
-def write_result(path: Path, *, card: str, cann: str, tp: int, graph_mode: bool, model: str, bytes_per_token: int,
-                 measurement: Measurement, predicted: Optional[float], plan: Dict[str, Any],
-                 versions: Dict[str, Optional[str]], simulated: bool) -> Dict[str, Any]:
+def write_result(
+    path: Path,
+    *,
+    card: str,
+    cann: str,
+    tp: int,
+    graph_mode: bool,
+    model: str,
+    bytes_per_token: int,
+    measurement: Measurement,
+    predicted: Optional[float],
+    plan: Dict[str, Any],
+    versions: Dict[str, Optional[str]],
+    simulated: bool,
+) -> Dict[str, Any]:
     """`<workdir>/serve/<name>.json`: the figures and everything they depend on (fit's calibration reads it)."""
-    result = {"card": card, "cann": cann, "tp": tp, "graph_mode": graph_mode, "model": model,
-              "bytes_per_token": bytes_per_token, "tok_s": measurement.tok_s, "ttft_s": measurement.ttft_s,
-              "tpot_ms": measurement.tpot_ms, "tpot_p90_ms": measurement.tpot_p90_ms, "itl_ms": measurement.itl_ms,
-              "itl_p90_ms": measurement.itl_p90_ms, "e2el_s": measurement.e2el_s,
-              "runs": [asdict(r) for r in measurement.runs], "predicted_tok_s": predicted,
-              "ratio": round(measurement.tok_s / predicted, 3) if predicted else None,
-              "command": plan["argv"], "environment": plan["environment"], "versions": versions,
-              "simulated": simulated, "measured_at": time.time()}
+    result = {
+        "card": card,
+        "cann": cann,
+        "tp": tp,
+        "graph_mode": graph_mode,
+        "model": model,
+        "bytes_per_token": bytes_per_token,
+        "tok_s": measurement.tok_s,
+        "ttft_s": measurement.ttft_s,
+        "tpot_ms": measurement.tpot_ms,
+        "tpot_p90_ms": measurement.tpot_p90_ms,
+        "itl_ms": measurement.itl_ms,
+        "itl_p90_ms": measurement.itl_p90_ms,
+        "e2el_s": measurement.e2el_s,
+        "runs": [asdict(r) for r in measurement.runs],
+        "predicted_tok_s": predicted,
+        "ratio": round(measurement.tok_s / predicted, 3) if predicted else None,
+        "command": plan["argv"],
+        "environment": plan["environment"],
+        "versions": versions,
+        "simulated": simulated,
+        "measured_at": time.time(),
+    }
     make_dir(path.parent)
     atomic_write_text(path, json.dumps(result, indent=2) + "\n")
     return result

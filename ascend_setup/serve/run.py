@@ -35,8 +35,10 @@ GRACE_SECONDS = 10.0
 
 #: What vLLM (and vllm-ascend) log as start-up goes on, in order: the phase a person waits in.
 PHASES = (
-    (re.compile(r"Starting to load model|Loading weights|Loading safetensors|Loading model weights"),
-     "loading weights"),
+    (
+        re.compile(r"Starting to load model|Loading weights|Loading safetensors|Loading model weights"),
+        "loading weights",
+    ),
     (re.compile(r"Dynamo bytecode transform|torch\.compile|Compiling a graph"), "compiling"),
     (re.compile(r"[Cc]apturing (?:CUDA |ACL |NPU )?graphs?|Graph capturing"), "capturing graphs"),
     (re.compile(r"KV cache|init engine"), "allocating the KV cache"),
@@ -73,12 +75,21 @@ def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> T
         handle.write("$ " + " ".join(argv) + "\n")
         handle.flush()
         try:
-            proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**env, "PYTHONUNBUFFERED": "1", RUN_TOKEN_VAR: token}, cwd=log.parent,
-                                    start_new_session=detach, preexec_fn=None if detach else _die_with_parent)
+            proc = subprocess.Popen(
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**env, "PYTHONUNBUFFERED": "1", RUN_TOKEN_VAR: token},
+                cwd=log.parent,
+                start_new_session=detach,
+                preexec_fn=None if detach else _die_with_parent,
+            )
         except OSError as exc:
-            raise AscendSetupError(f"vllm serve could not start: {exc}",
-                                   hint="is vllm installed in the venv? 'ascend-setup audit --venv' says") from None
+            raise AscendSetupError(
+                f"vllm serve could not start: {exc}",
+                hint="is vllm installed in the venv? 'ascend-setup audit --venv' says",
+            ) from None
     return proc, Started.child(proc, token)
 
 
@@ -141,17 +152,34 @@ def triaged_failure(what: str, log: Path, name: str, offset: int = 0) -> AscendS
         handle.seek(offset)
         diagnosis = triage_stream(handle)
     if diagnosis is None or diagnosis.id is None:
-        line = f"; the most error-like line: {diagnosis.line.strip()}" if diagnosis and diagnosis.line else \
-            f"; its last line: {_last_line(log, offset)}"
-        return AscendSetupError(f"serve {name}: {what}{line}", hint=f"read the log: {log}",
-                                details=diagnosis.render() if diagnosis else None)
-    return AscendSetupError(f"serve {name}: {what}: {diagnosis.cause}",
-                            hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
-                            details=diagnosis.render())
+        line = (
+            f"; the most error-like line: {diagnosis.line.strip()}"
+            if diagnosis and diagnosis.line
+            else f"; its last line: {_last_line(log, offset)}"
+        )
+        return AscendSetupError(
+            f"serve {name}: {what}{line}",
+            hint=f"read the log: {log}",
+            details=diagnosis.render() if diagnosis else None,
+        )
+    return AscendSetupError(
+        f"serve {name}: {what}: {diagnosis.cause}",
+        hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
+        details=diagnosis.render(),
+    )
 
 
-def wait_ready(proc: subprocess.Popen, server: Started, *, base: str, name: str, log: Path, offset: int,
-               deadline: float, on_line: Callable[[str], None] = lambda line: None) -> float:
+def wait_ready(
+    proc: subprocess.Popen,
+    server: Started,
+    *,
+    base: str,
+    name: str,
+    log: Path,
+    offset: int,
+    deadline: float,
+    on_line: Callable[[str], None] = lambda line: None,
+) -> float:
     """Seconds until `/health` answers 200 and `/v1/models` lists `name`, reading this attempt's log from
     `offset`. On exit or deadline: the group stopped, then AscendSetupError with the triaged cause."""
     started = time.monotonic()

@@ -36,7 +36,7 @@ class ServerRecord(BaseModel):
 
     name: RecordName
     pid: Annotated[int, Field(strict=True, gt=1, le=PID_MAX)]
-    start_ticks: Annotated[int, Field(strict=True, ge=0, le=2 ** 63)]
+    start_ticks: Annotated[int, Field(strict=True, ge=0, le=2**63)]
     port: Annotated[int, Field(strict=True, ge=1, le=65535)]
     cards: List[Count] = Field(max_length=1024)
     log: PathText
@@ -87,8 +87,9 @@ def load(path: Path) -> ServerRecord:
     hint = "remove it if no server runs"
     record = load_model(path, "server-record", ServerRecord, follow=False, hint=hint)
     if f"{record.name}{SUFFIX}" != path.name:
-        raise BadInput(f"server record {visible(path)} names the server {record.name!r}, not its own file's name",
-                       hint=hint)
+        raise BadInput(
+            f"server record {visible(path)} names the server {record.name!r}, not its own file's name", hint=hint
+        )
     record._owners = (os.lstat(path).st_uid, os.lstat(path.parent).st_uid)
     return record
 
@@ -112,6 +113,8 @@ def refuse_second(workdir: Path, name: str, port: int, cards: List[int]) -> None
             continue
         shared = sorted(set(other.cards) & set(cards))
         if other.name == name or other.port == port or shared:
-            what = (f"port {port}" if other.port == port else f"card {shared[0]}" if shared else f"name {name}")
-            raise LockHeld(f"serve {other.name} (pid {other.pid}) already runs on {what}",
-                           hint=f"'ascend-setup serve stop {other.name}' first, or pick another --port/--card")
+            what = f"port {port}" if other.port == port else f"card {shared[0]}" if shared else f"name {name}"
+            raise LockHeld(
+                f"serve {other.name} (pid {other.pid}) already runs on {what}",
+                hint=f"'ascend-setup serve stop {other.name}' first, or pick another --port/--card",
+            )

@@ -33,8 +33,9 @@ def post(url: str, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
 
 def stream(url: str, body: Dict[str, Any], timeout: float) -> Iterator[Tuple[float, Dict[str, Any]]]:
     """Server-sent events of a streamed request: (arrival time, event) until `[DONE]`."""
-    request = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps({**body, "stream": True}).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             for raw in response:
@@ -58,15 +59,24 @@ def stream(url: str, body: Dict[str, Any], timeout: float) -> Iterator[Tuple[flo
 
 
 def warm_up(base: str, name: str) -> None:
-    post(f"{base}/v1/completions", {"model": name, "prompt": PROMPT, "max_tokens": 8, "temperature": 0},
-         WARM_UP_TIMEOUT)
+    post(
+        f"{base}/v1/completions", {"model": name, "prompt": PROMPT, "max_tokens": 8, "temperature": 0}, WARM_UP_TIMEOUT
+    )
 
 
 def chat(base: str, name: str) -> str:
     """The answer, from `content` or, for a reasoning parser, `reasoning` / `reasoning_content`."""
-    reply = post(f"{base}/v1/chat/completions",
-                 {"model": name, "messages": [{"role": "user", "content": PROMPT}], "temperature": 0,
-                  "max_completion_tokens": 32, "chat_template_kwargs": {"enable_thinking": False}}, REQUEST_TIMEOUT)
+    reply = post(
+        f"{base}/v1/chat/completions",
+        {
+            "model": name,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "temperature": 0,
+            "max_completion_tokens": 32,
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        REQUEST_TIMEOUT,
+    )
     try:
         message = reply["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):

@@ -58,10 +58,15 @@ def venv_facts(python: Path, env: Mapping[str, str]) -> VenvFacts:
         out = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-        raise AscendSetupError(f"the venv's Python ({python}) could not run the serve check: {tail[0]}",
-                               hint="run 'ascend-setup install' (or 'audit --venv') on it first") from None
-    return VenvFacts({d: out.get(d) for d in ("vllm", "vllm-ascend")},
-                     Path(out["vllm_ascend_dir"]) if out.get("vllm_ascend_dir") else None, out.get("has_triton"))
+        raise AscendSetupError(
+            f"the venv's Python ({python}) could not run the serve check: {tail[0]}",
+            hint="run 'ascend-setup install' (or 'audit --venv') on it first",
+        ) from None
+    return VenvFacts(
+        {d: out.get(d) for d in ("vllm", "vllm-ascend")},
+        Path(out["vllm_ascend_dir"]) if out.get("vllm_ascend_dir") else None,
+        out.get("has_triton"),
+    )
 
 
 def card_processes(driver_root: Optional[str]) -> Dict[int, List[str]]:
@@ -70,8 +75,9 @@ def card_processes(driver_root: Optional[str]) -> Dict[int, List[str]]:
     if exe is None:
         return {}
     try:
-        out = subprocess.run([exe, "info"], env=npu_smi_env(driver_root), capture_output=True, text=True,
-                             timeout=20).stdout
+        out = subprocess.run(
+            [exe, "info"], env=npu_smi_env(driver_root), capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     found: Dict[int, List[str]] = {}
@@ -102,8 +108,10 @@ def shard_problems(model: Path, files: ModelFiles) -> List[str]:
             header_len = int.from_bytes(handle.read(8), "little")
         want = 8 + header_len + max(ends, default=0)
         if shard.size != want:
-            found.append(f"shard {shard.name} is {shard.size} bytes, its header says {want}: an interrupted "
-                         "download (ascend-setup model fetch resumes it)")
+            found.append(
+                f"shard {shard.name} is {shard.size} bytes, its header says {want}: an interrupted "
+                "download (ascend-setup model fetch resumes it)"
+            )
     found += [f"{p.name} is a partial download" for p in sorted(model.glob("*.part"))]
     if not files.shards and not (model / INDEX).exists():
         found.append(f"no *.safetensors weights in {model}")
@@ -132,23 +140,37 @@ def version_verdicts(row: Row, facts: VenvFacts) -> List[PinVerdict]:
     return [pin_verdict(dist, facts.versions.get(dist), row.packages[dist]) for dist in SERVED]
 
 
-def preflight(*, row: Row, facts: VenvFacts, device: Optional[str], env: Mapping[str, str], cards: List[int],
-              busy: Dict[int, List[str]], model: Path, files: ModelFiles) -> None:
+def preflight(
+    *,
+    row: Row,
+    facts: VenvFacts,
+    device: Optional[str],
+    env: Mapping[str, str],
+    cards: List[int],
+    busy: Dict[int, List[str]],
+    model: Path,
+    files: ModelFiles,
+) -> None:
     """AscendSetupError (exit 1) listing every problem found, or nothing (the version notes are the caller's to
     say, from `version_verdicts`)."""
     found = [v.note for v in version_verdicts(row, facts) if not v.accepted]
     if device in ("A2", "A3") and facts.has_triton is not True:
         why = "False" if facts.has_triton is False else facts.has_triton
-        found.append(f"vllm.triton_utils.HAS_TRITON is {why} on an {device} host: the first request will crash with "
-                     "'function' object is not subscriptable (upstream triton shadows triton-ascend); fix: pip "
-                     f"uninstall -y triton triton-ascend, then install triton-ascend=={row.packages['triton-ascend']}")
+        found.append(
+            f"vllm.triton_utils.HAS_TRITON is {why} on an {device} host: the first request will crash with "
+            "'function' object is not subscriptable (upstream triton shadows triton-ascend); fix: pip "
+            f"uninstall -y triton triton-ascend, then install triton-ascend=={row.packages['triton-ascend']}"
+        )
     if not resolvable("libatb.so", env):
-        found.append("libatb.so is not resolvable with CANN's environment: install NNAL and source "
-                     "/usr/local/Ascend/nnal/atb/set_env.sh (or give --cann-home where it is)")
+        found.append(
+            "libatb.so is not resolvable with CANN's environment: install NNAL and source "
+            "/usr/local/Ascend/nnal/atb/set_env.sh (or give --cann-home where it is)"
+        )
     for card in cards:
         if busy.get(card):
             found.append(f"card {card} is busy: npu-smi lists {', '.join(busy[card])} on it")
     found += shard_problems(model, files)
     if found:
-        raise AscendSetupError(f"serve preflight: {len(found)} problem(s): " + "; ".join(found),
-                               hint="fix each, then run serve again")
+        raise AscendSetupError(
+            f"serve preflight: {len(found)} problem(s): " + "; ".join(found), hint="fix each, then run serve again"
+        )

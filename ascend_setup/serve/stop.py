@@ -19,12 +19,17 @@ def pick(workdir: Path, name: Optional[str]) -> ServerRecord:
     if name is not None:
         match = [r for r in found if r.name == name]
         if not match:
-            raise BadInput(f"no server named {name!r} was started from {workdir}",
-                           hint=f"'ascend-setup serve status --workdir {workdir}' lists them")
+            raise BadInput(
+                f"no server named {name!r} was started from {workdir}",
+                hint=f"'ascend-setup serve status --workdir {workdir}' lists them",
+            )
         return match[0]
     if len(found) != 1:
-        raise BadInput(f"{len(found)} servers are recorded in {workdir / 'serve'}; name one"
-                       if found else f"no server was started from {workdir}")
+        raise BadInput(
+            f"{len(found)} servers are recorded in {workdir / 'serve'}; name one"
+            if found
+            else f"no server was started from {workdir}"
+        )
     return found[0]
 
 
@@ -34,15 +39,19 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, boo
     record = pick(workdir, name)
     owner = record.foreign_owner()
     if owner is not None:
-        raise BadInput(f"server record {record_path(workdir, record.name)} (or its folder) belongs to uid {owner}: "
-                       f"ascend-setup reads it but does not act on it as uid {os.geteuid()}",
-                       hint="run 'serve stop' as that user")
+        raise BadInput(
+            f"server record {record_path(workdir, record.name)} (or its folder) belongs to uid {owner}: "
+            f"ascend-setup reads it but does not act on it as uid {os.geteuid()}",
+            hint="run 'serve stop' as that user",
+        )
     started = record.started
     running = started.running()
     why = started.stop(GRACE_SECONDS)
     if why is not None:
-        raise BadInput(f"serve {record.name}: not stopping pid {record.pid}: {why}",
-                       hint=f"if no server of ours runs, remove {record_path(workdir, record.name)}")
+        raise BadInput(
+            f"serve {record.name}: not stopping pid {record.pid}: {why}",
+            hint=f"if no server of ours runs, remove {record_path(workdir, record.name)}",
+        )
     if started.running() and started.refusal() is None:
         raise AscendSetupError(f"serve {record.name} (pid {record.pid}) did not stop")
     remove(workdir, record.name)
@@ -50,5 +59,16 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, boo
 
 
 def status(workdir: Path) -> List[dict]:
-    return [{"name": r.name, "pid": r.pid, "port": r.port, "cards": r.cards, "running": r.alive(), "log": r.log,
-             "detached": r.detached, "figures": r.figures} for r in records(workdir)]
+    return [
+        {
+            "name": r.name,
+            "pid": r.pid,
+            "port": r.port,
+            "cards": r.cards,
+            "running": r.alive(),
+            "log": r.log,
+            "detached": r.detached,
+            "figures": r.figures,
+        }
+        for r in records(workdir)
+    ]

@@ -15,9 +15,13 @@ from ascend_setup.serve.vllm_args import ServeArgsError, given_dests, parse_serv
 
 CONFIG = "additional_config"
 #: What serve itself must set to reach and run the server: given after --, it would be out of serve's sight.
-SERVES_OWN = {"port": "give serve's own --port", "tensor_parallel_size": "give serve's own --tp",
-              "model": "give serve's MODEL", "model_tag": "give serve's MODEL (after -- it is not a vLLM flag)",
-              "config": "give its flags after -- instead (serve checks what it can read)"}
+SERVES_OWN = {
+    "port": "give serve's own --port",
+    "tensor_parallel_size": "give serve's own --tp",
+    "model": "give serve's MODEL",
+    "model_tag": "give serve's MODEL (after -- it is not a vLLM flag)",
+    "config": "give its flags after -- instead (serve checks what it can read)",
+}
 
 
 def vllm_says(exc: ServeArgsError, where: str) -> BadInput:
@@ -38,8 +42,10 @@ def config_object(value: Any, where: str) -> Dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BadInput(f"--additional-config {where} is {str(value)[:60]!r}, not a JSON object",
-                       hint="give --additional-config '{\"key\": value}'")
+        raise BadInput(
+            f"--additional-config {where} is {str(value)[:60]!r}, not a JSON object",
+            hint="give --additional-config '{\"key\": value}'",
+        )
     return value
 
 
@@ -67,9 +73,11 @@ class UserArgs:
     def serving(self) -> Serving:
         """The flags given here that change the memory vLLM profiles (fit's KV budget), else vLLM's defaults."""
         default = Serving()
-        return Serving(int(self.given.get("max_num_batched_tokens") or default.max_num_batched_tokens),
-                       int(self.given.get("max_num_seqs") or default.max_num_seqs),
-                       bool(self.given.get("enforce_eager", default.enforce_eager)))
+        return Serving(
+            int(self.given.get("max_num_batched_tokens") or default.max_num_batched_tokens),
+            int(self.given.get("max_num_seqs") or default.max_num_seqs),
+            bool(self.given.get("enforce_eager", default.enforce_eager)),
+        )
 
     def without_config(self) -> List[str]:
         """The arguments as vLLM reads them, with every --additional-config (any spelling) taken out: serve merges

@@ -33,8 +33,9 @@ def _unknown(name: str, where: str, keys: KeySet) -> str:
     retired = _retired(name.split(".")[-1]) or _retired(name)
     if retired:
         return f"{text} (removed in {retired.removed}); replacement: {retired.replacement}"
-    close = difflib.get_close_matches(name.split(".")[-1], [n.split(".")[-1] for n in all_names(keys)], n=1,
-                                      cutoff=0.75)
+    close = difflib.get_close_matches(
+        name.split(".")[-1], [n.split(".")[-1] for n in all_names(keys)], n=1, cutoff=0.75
+    )
     if close:
         full = next(n for n in all_names(keys) if n.split(".")[-1] == close[0])
         return f"{text}; did you mean {full}?"
@@ -50,8 +51,10 @@ def _wrong_type(name: str, value: Any, keys: KeySet) -> Optional[str]:
     if kind is None or (isinstance(value, ACCEPTS[kind]) and not (kind != "bool" and isinstance(value, bool))):
         return None
     why = f" (bool({json.dumps(value)}) is {bool(value)})" if kind == "bool" else ""
-    return (f"{ADDITIONAL_CONFIG} key {shown(name)} is {shown(json.dumps(value))[:60]}, but vllm-ascend "
-            f"{keys.version} reads it as a {kind}{why}: give a JSON {'true or false' if kind == 'bool' else kind}")
+    return (
+        f"{ADDITIONAL_CONFIG} key {shown(name)} is {shown(json.dumps(value))[:60]}, but vllm-ascend "
+        f"{keys.version} reads it as a {kind}{why}: give a JSON {'true or false' if kind == 'bool' else kind}"
+    )
 
 
 def config_problems(config: Mapping[str, Any], keys: KeySet) -> List[str]:
@@ -59,8 +62,9 @@ def config_problems(config: Mapping[str, Any], keys: KeySet) -> List[str]:
     found = []
     for key, value in config.items():
         if key in keys.removed:
-            found.append(f"{ADDITIONAL_CONFIG} key {shown(key)} was removed from vllm-ascend {keys.version}: "
-                         f"{keys.removed[key]}")
+            found.append(
+                f"{ADDITIONAL_CONFIG} key {shown(key)} was removed from vllm-ascend {keys.version}: {keys.removed[key]}"
+            )
         elif key not in keys.keys and key not in keys.deprecated:
             found.append(_unknown(key, f"{ADDITIONAL_CONFIG} key", keys))
         elif isinstance(value, dict) and key in keys.sub_keys:
@@ -76,35 +80,52 @@ def config_problems(config: Mapping[str, Any], keys: KeySet) -> List[str]:
 
 def config_warnings(config: Mapping[str, Any], keys: KeySet) -> List[str]:
     """Keys the plugin still honours but says are deprecated."""
-    return [f"{ADDITIONAL_CONFIG} key {shown(k)} is deprecated in vllm-ascend {keys.version}: {keys.deprecated[k]}"
-            for k in config if k in keys.deprecated]
+    return [
+        f"{ADDITIONAL_CONFIG} key {shown(k)} is deprecated in vllm-ascend {keys.version}: {keys.deprecated[k]}"
+        for k in config
+        if k in keys.deprecated
+    ]
 
 
 def env_problems(names: Iterable[str], keys: KeySet, where: str = "variable") -> List[str]:
     """Every VLLM_ASCEND_* variable the plugin reads nowhere."""
-    return [_unknown(n, where, keys) for n in sorted(set(names))
-            if n.startswith(PREFIX) and n not in keys.env and n not in keys.deprecated_env]
+    return [
+        _unknown(n, where, keys)
+        for n in sorted(set(names))
+        if n.startswith(PREFIX) and n not in keys.env and n not in keys.deprecated_env
+    ]
 
 
 def env_warnings(names: Iterable[str], keys: KeySet, where: str = "variable") -> List[str]:
     """Variables still honoured, as a fallback vllm-ascend logs as deprecated (0.23.0's own tutorial sets
     VLLM_ASCEND_ENABLE_MLAPO): said, not refused."""
-    return [f"{where} {n} is deprecated in vllm-ascend {keys.version} (still honoured, as a fallback it says will "
-            f"be removed); replacement: {ADDITIONAL_CONFIG} '{{\"{keys.deprecated_env[n]}\": ...}}'"
-            for n in sorted(set(names)) if n in keys.deprecated_env]
+    return [
+        f"{where} {n} is deprecated in vllm-ascend {keys.version} (still honoured, as a fallback it says will "
+        f"be removed); replacement: {ADDITIONAL_CONFIG} '{{\"{keys.deprecated_env[n]}\": ...}}'"
+        for n in sorted(set(names))
+        if n in keys.deprecated_env
+    ]
 
 
-def check_against(keys: KeySet, *, config: Mapping[str, Any], env: Mapping[str, str],
-                  user_env: Mapping[str, str]) -> List[str]:
+def check_against(
+    keys: KeySet, *, config: Mapping[str, Any], env: Mapping[str, str], user_env: Mapping[str, str]
+) -> List[str]:
     """BadInput naming every problem at once: the `additional_config` vLLM will read from the command (parsed as
     vLLM parses it, whatever spelling set it), its environment, and the caller's own VLLM_ASCEND_* variables (the
     server inherits them). Returns the warnings: what is deprecated but still honoured."""
     ours = [n for n in env if n.startswith(PREFIX) or n in keys.deprecated_env]
     theirs = [n for n in user_env if (n.startswith(PREFIX) or n in keys.deprecated_env) and n not in env]
-    found = config_problems(config, keys) + env_problems(ours, keys) + \
-        env_problems(theirs, keys, where="your environment's")
+    found = (
+        config_problems(config, keys)
+        + env_problems(ours, keys)
+        + env_problems(theirs, keys, where="your environment's")
+    )
     if found:
-        raise BadInput("; ".join(found), hint="vllm-ascend ignores what it does not read without a word; "
-                                              "fix or drop each one")
-    return config_warnings(config, keys) + env_warnings(ours, keys) + \
-        env_warnings(theirs, keys, where="your environment's")
+        raise BadInput(
+            "; ".join(found), hint="vllm-ascend ignores what it does not read without a word; fix or drop each one"
+        )
+    return (
+        config_warnings(config, keys)
+        + env_warnings(ours, keys)
+        + env_warnings(theirs, keys, where="your environment's")
+    )

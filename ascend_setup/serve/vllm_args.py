@@ -41,8 +41,10 @@ def human_readable_int(value: str) -> int:
         try:
             return int(number) * 2 ** (10 * ("KMGT".index(suffix) + 1))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you "
-                                             f"mean to use {number}{suffix.lower()} instead?") from None
+            raise argparse.ArgumentTypeError(
+                f"Decimals are not allowed with binary suffixes like {suffix}. Did you "
+                f"mean to use {number}{suffix.lower()} instead?"
+            ) from None
     return int(value)
 
 
@@ -68,25 +70,34 @@ def json_or_str(value: str) -> Any:
 
 def _typed(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """vLLM's `parse_type`: a ValueError is argparse's 'invalid value' message; keeps the name argparse shows."""
+
     def parse(value: str) -> Any:
         try:
             return convert(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"Value {_short(value)} cannot be converted to {name}.") from None
+
     parse.__name__ = name
     return parse
 
 
 CONVERTERS: Dict[str, Callable[[str], Any]] = {
-    "str": str, "int": int, "float": float, "json": json_value, "json_or_str": json_or_str,
+    "str": str,
+    "int": int,
+    "float": float,
+    "json": json_value,
+    "json_or_str": json_or_str,
     "human_int": _typed("human_readable_int", human_readable_int),
-    "human_int_or_auto": _typed("human_readable_int_or_auto", human_readable_int_or_auto)}
+    "human_int_or_auto": _typed("human_readable_int_or_auto", human_readable_int_or_auto),
+}
 
 
 def _optional(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """vLLM's `optional_type`: '' and 'None' are None."""
+
     def parse(value: str) -> Any:
         return None if value in ("", "None") else convert(value)
+
     parse.__name__ = getattr(convert, "__name__", "value")
     return parse
 
@@ -97,8 +108,13 @@ class _BooleanOptional(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, default: Any = None, **_: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=default)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: Optional[str] = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: Optional[str] = None,
+    ) -> None:
         setattr(namespace, self.dest, not (option_string or "").startswith("--no-"))
 
 
@@ -254,8 +270,9 @@ def _option_of(token: str, options: Mapping[str, str]) -> Optional[str]:
     name = token.split("=", 1)[0] if token.startswith("--") else token
     if name in options:
         return options[name]
-    matches = {options[o] for o in options if o.startswith("--") and o.startswith(name)} if \
-        token.startswith("--") else set()
+    matches = (
+        {options[o] for o in options if o.startswith("--") and o.startswith(name)} if token.startswith("--") else set()
+    )
     return matches.pop() if len(matches) == 1 else None
 
 
@@ -271,7 +288,7 @@ def without(flags: Sequence[Mapping[str, Any]], args: Sequence[str], dest: str) 
         token = processed[i]
         if _option_of(token, options) == dest:
             width = 1 if "=" in token and token.startswith("--") else 2
-            taken += processed[i:i + width]
+            taken += processed[i : i + width]
             i += width
             continue
         rest.append(token)

@@ -13,8 +13,14 @@ from packaging.utils import canonicalize_name
 from ascend_setup.bundle.repack import record_hash
 
 
-def metadata_text(name: str, version: str, requires: Iterable[str] = (), requires_python: Optional[str] = None,
-                  summary: str = "test stub", description: str = "") -> str:
+def metadata_text(
+    name: str,
+    version: str,
+    requires: Iterable[str] = (),
+    requires_python: Optional[str] = None,
+    summary: str = "test stub",
+    description: str = "",
+) -> str:
     """Core metadata; `description` is the body (a real project's README, which is where vllm-ascend names its CANN)."""
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
     if requires_python:
@@ -23,26 +29,40 @@ def metadata_text(name: str, version: str, requires: Iterable[str] = (), require
     return "\n".join(lines) + "\n\n" + description
 
 
-def build_wheel(out_dir: Path, name: str, version: str, *, tag: str = "py3-none-any", requires: Iterable[str] = (),
-                requires_python: Optional[str] = None, files: Optional[Mapping[str, Union[str, bytes]]] = None,
-                build: Optional[str] = None, description: str = "") -> Path:
+def build_wheel(
+    out_dir: Path,
+    name: str,
+    version: str,
+    *,
+    tag: str = "py3-none-any",
+    requires: Iterable[str] = (),
+    requires_python: Optional[str] = None,
+    files: Optional[Mapping[str, Union[str, bytes]]] = None,
+    build: Optional[str] = None,
+    description: str = "",
+) -> Path:
     """A wheel pip can install. `files` maps archive paths to text; default: an importable package."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")
     module = dist
-    given: Dict[str, Union[str, bytes]] = (dict(files) if files is not None
-                                           else {f"{module}/__init__.py": f"__version__ = {version!r}\n"})
+    given: Dict[str, Union[str, bytes]] = (
+        dict(files) if files is not None else {f"{module}/__init__.py": f"__version__ = {version!r}\n"}
+    )
     info = f"{dist}-{version}.dist-info"
     tags = tag.split("-")
     pys, abis, plats = (part.split(".") for part in tags)
-    wheel_lines = ["Wheel-Version: 1.0", "Generator: ascend-setup-simulate", "Root-Is-Purelib: " +
-                   ("true" if plats == ["any"] else "false")]
+    wheel_lines = [
+        "Wheel-Version: 1.0",
+        "Generator: ascend-setup-simulate",
+        "Root-Is-Purelib: " + ("true" if plats == ["any"] else "false"),
+    ]
     wheel_lines += [f"Tag: {p}-{a}-{pl}" for p in pys for a in abis for pl in plats]
     if build:
         wheel_lines.append(f"Build: {build}")
     contents = {path: text if isinstance(text, bytes) else text.encode() for path, text in given.items()}
-    contents[f"{info}/METADATA"] = metadata_text(name, version, requires, requires_python,
-                                                 description=description).encode()
+    contents[f"{info}/METADATA"] = metadata_text(
+        name, version, requires, requires_python, description=description
+    ).encode()
     contents[f"{info}/WHEEL"] = ("\n".join(wheel_lines) + "\n").encode()
     record = [f"{p},{record_hash(d)},{len(d)}" for p, d in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -101,9 +121,16 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 '''
 
 
-def build_sdist(out_dir: Path, name: str, version: str, *, requires: Iterable[str] = (),
-                extra_files: Optional[Dict[str, str]] = None, requires_python: Optional[str] = None,
-                description: str = "") -> Path:
+def build_sdist(
+    out_dir: Path,
+    name: str,
+    version: str,
+    *,
+    requires: Iterable[str] = (),
+    extra_files: Optional[Dict[str, str]] = None,
+    requires_python: Optional[str] = None,
+    description: str = "",
+) -> Path:
     """An sdist with a tiny in-tree build backend; it builds an importable package named after the project."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = canonicalize_name(name).replace("-", "_")

@@ -76,8 +76,7 @@ def _pick_version(specs: List[SpecifierSet]) -> str:
     for spec in specs:
         for s in spec:
             base = Version(s.version.replace(".*", ""))
-            candidates |= {base, Version(f"{base.major}.{base.minor}.{base.micro + 1}"),
-                           Version(f"{base.major + 1}.0")}
+            candidates |= {base, Version(f"{base.major}.{base.minor}.{base.micro + 1}"), Version(f"{base.major + 1}.0")}
     fitting = [v for v in candidates if all(spec.contains(v, prereleases=True) for spec in specs)]
     if not fitting:
         raise ValueError(f"no stub version satisfies {specs}")
@@ -107,7 +106,7 @@ TRANSITIVE = (
     ("prometheus-fastapi-instrumentator", "8.1.0", ("starlette>=1.0",)),
 )
 NVIDIA = ("nvidia-cublas-cu12", "nvidia-cudnn-cu12")
-LLGUIDANCE_PYPROJECT = ('[build-system]\nrequires = ["maturin>=1.5,<2"]\nbuild-backend = "maturin"\n')
+LLGUIDANCE_PYPROJECT = '[build-system]\nrequires = ["maturin>=1.5,<2"]\nbuild-backend = "maturin"\n'
 
 
 #: The part of torch's tensor API that `ascend-setup probe --device cpu` uses (ones, empty_like, copy_), over a
@@ -138,8 +137,10 @@ def torch_files(version: str, cuda: Optional[str]) -> Dict[str, str]:
     """A stub torch: a CUDA build imports its nvidia-* libraries (and fails without them), and says so in
     torch/version.py, as the real one does."""
     imports = "".join(f"import {n.replace('-', '_')}  # noqa: F401\n" for n in NVIDIA) if cuda else ""
-    return {"torch/__init__.py": f"{imports}__version__ = {version!r}\n{TORCH_TENSORS}",
-            "torch/version.py": f"cuda = {cuda!r}\n__version__ = {version!r}\n"}
+    return {
+        "torch/__init__.py": f"{imports}__version__ = {version!r}\n{TORCH_TENSORS}",
+        "torch/version.py": f"cuda = {cuda!r}\n__version__ = {version!r}\n",
+    }
 
 
 def _torch_family(main: Path, pytorch_cpu: Path, row_packages: Dict[str, str], py_tags: Sequence[str]) -> None:
@@ -150,19 +151,45 @@ def _torch_family(main: Path, pytorch_cpu: Path, row_packages: Dict[str, str], p
     cpu_files = torch_files(torch, cuda=None)
     for py in py_tags:
         build_wheel(main, "torch", torch, tag=f"{py}-{py}-manylinux_2_28_aarch64", files=cpu_files)
-        build_wheel(main, "torch", torch, tag=f"{py}-{py}-manylinux_2_28_x86_64", files=torch_files(torch, cuda="12.8"),
-                    requires=[*NVIDIA, 'triton==3.5.0; platform_machine == "x86_64"'])
-        build_wheel(pytorch_cpu, "torch", f"{torch}+cpu", tag=f"{py}-{py}-manylinux_2_28_x86_64",
-                    files=torch_files(f"{torch}+cpu", cuda=None))
+        build_wheel(
+            main,
+            "torch",
+            torch,
+            tag=f"{py}-{py}-manylinux_2_28_x86_64",
+            files=torch_files(torch, cuda="12.8"),
+            requires=[*NVIDIA, 'triton==3.5.0; platform_machine == "x86_64"'],
+        )
+        build_wheel(
+            pytorch_cpu,
+            "torch",
+            f"{torch}+cpu",
+            tag=f"{py}-{py}-manylinux_2_28_x86_64",
+            files=torch_files(f"{torch}+cpu", cuda=None),
+        )
         for name, version in (("torchvision", vision), ("torchaudio", audio)):
             for arch in ("aarch64", "x86_64"):
                 build_wheel(main, name, version, tag=f"{py}-{py}-manylinux_2_28_{arch}", requires=[f"torch=={torch}"])
-            build_wheel(pytorch_cpu, name, f"{version}+cpu", tag=f"{py}-{py}-manylinux_2_28_x86_64",
-                        requires=[f"torch=={torch}+cpu"])
-        build_wheel(main, "torch-npu", row_packages["torch-npu"], tag=f"{py}-{py}-manylinux_2_28_aarch64",
-                    requires=[f"torch=={torch}"])
-        build_wheel(main, "torch-npu", row_packages["torch-npu"], tag=f"{py}-{py}-manylinux_2_28_x86_64",
-                    requires=[f"torch=={torch}+cpu"])
+            build_wheel(
+                pytorch_cpu,
+                name,
+                f"{version}+cpu",
+                tag=f"{py}-{py}-manylinux_2_28_x86_64",
+                requires=[f"torch=={torch}+cpu"],
+            )
+        build_wheel(
+            main,
+            "torch-npu",
+            row_packages["torch-npu"],
+            tag=f"{py}-{py}-manylinux_2_28_aarch64",
+            requires=[f"torch=={torch}"],
+        )
+        build_wheel(
+            main,
+            "torch-npu",
+            row_packages["torch-npu"],
+            tag=f"{py}-{py}-manylinux_2_28_x86_64",
+            requires=[f"torch=={torch}+cpu"],
+        )
     for name in NVIDIA:
         build_wheel(main, name, "12.8.0", tag="py3-none-manylinux_2_28_x86_64")
     # a trap on the PyTorch CPU index: were it asked for anything but the torch family, this would win
@@ -187,15 +214,24 @@ def stub_versions(row_packages: Dict[str, str], cann_deps: Dict[str, Optional[st
 def plugin_wheel_files(version: str) -> Dict[str, str]:
     """What the published vllm-ascend wheels hold that the tool reads: `_build_info.py` says A2, as the
     real 0.23.0 wheels' does (they are built for Atlas A2 only)."""
-    return {"vllm_ascend/__init__.py": f"__version__ = {version!r}\n",
-            "vllm_ascend/_build_info.py": "# Auto-generated file\n__device_type__ = 'A2'\n", **PLUGIN_CONFIG_FILES}
+    return {
+        "vllm_ascend/__init__.py": f"__version__ = {version!r}\n",
+        "vllm_ascend/_build_info.py": "# Auto-generated file\n__device_type__ = 'A2'\n",
+        **PLUGIN_CONFIG_FILES,
+    }
 
 
-def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[str, Optional[str]],
-                    vllm_ascend_sdist: Optional[Path] = None,
-                    plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
-                    plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
-                    venv_tools: Optional[Path] = None, understated: Sequence[str] = ()) -> Ecosystem:
+def build_ecosystem(
+    root: Path,
+    row_packages: Dict[str, str],
+    cann_deps: Dict[str, Optional[str]],
+    vllm_ascend_sdist: Optional[Path] = None,
+    plugin_wheel_arches: Sequence[str] = ("x86_64", "aarch64"),
+    plugin_wheel_glibc: str = "2.34",
+    triton_pythons: Sequence[str] = ("cp311",),
+    venv_tools: Optional[Path] = None,
+    understated: Sequence[str] = (),
+) -> Ecosystem:
     """The three indexes' files. `plugin_wheel_arches` limits vllm-ascend's wheels, to force a source
     build; `plugin_wheel_glibc` sets their manylinux level (the real ones need 2.34). `venv_tools`: where the
     real pip and setuptools wheels come from (the venv interpreter's ensurepip), else this interpreter's.
@@ -208,9 +244,22 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
         directory.mkdir(parents=True, exist_ok=True)
     for wheel in (venv_tools or Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"):
         shutil.copy(wheel, main / wheel.name)
-    special = {"vllm", "vllm-ascend", "torch", "torch-npu", "torchvision", "torchaudio", "triton-ascend",
-               "xgrammar", "arctic-inference", "tilelang", "transformers", "llguidance", *NVIDIA,
-               *(name for name, _, _ in TRANSITIVE)}
+    special = {
+        "vllm",
+        "vllm-ascend",
+        "torch",
+        "torch-npu",
+        "torchvision",
+        "torchaudio",
+        "triton-ascend",
+        "xgrammar",
+        "arctic-inference",
+        "tilelang",
+        "transformers",
+        "llguidance",
+        *NVIDIA,
+        *(name for name, _, _ in TRANSITIVE),
+    }
     for name, version in sorted(versions.items()):
         if name in real or name in special:
             continue
@@ -219,8 +268,13 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
         if library is not None:
             module = canonicalize_name(name).replace("-", "_")
             for tag in ARCH_TAGS:
-                build_wheel(main, name, version, tag=f"py3-none-{tag}",
-                            files={f"{module}/__init__.py": "", f"{module}/_native.so": library})
+                build_wheel(
+                    main,
+                    name,
+                    version,
+                    tag=f"py3-none-{tag}",
+                    files={f"{module}/__init__.py": "", f"{module}/_native.so": library},
+                )
             continue
         build_wheel(main, name, version, files=files if name == "cmake" else None)
     for name, version, requires in TRANSITIVE:
@@ -234,32 +288,57 @@ def build_ecosystem(root: Path, row_packages: Dict[str, str], cann_deps: Dict[st
     _torch_family(main, pytorch_cpu, row_packages, TORCH_PYTHONS)
     # the stack, with wheels for both architectures
     for tag in ARCH_TAGS:
-        build_wheel(main, "vllm", row_packages["vllm"], tag=f"cp38-abi3-{tag}", requires=VLLM_REQUIRES,
-                    files=vllm_files(row_packages["vllm"]))
+        build_wheel(
+            main,
+            "vllm",
+            row_packages["vllm"],
+            tag=f"cp38-abi3-{tag}",
+            requires=VLLM_REQUIRES,
+            files=vllm_files(row_packages["vllm"]),
+        )
         for py in triton_pythons:
-            build_wheel(ascend, "triton-ascend", row_packages["triton-ascend"], tag=f"{py}-{py}-{tag}",
-                        files={"triton/__init__.py": TRITON_ASCEND_INIT})
+            build_wheel(
+                ascend,
+                "triton-ascend",
+                row_packages["triton-ascend"],
+                tag=f"{py}-{py}-{tag}",
+                files={"triton/__init__.py": TRITON_ASCEND_INIT},
+            )
     for name, version in (("torch", "2.11.0"), ("torchvision", "0.26.0"), ("torchaudio", "2.11.0")):
         build_wheel(main, name, version, tag="py3-none-any")
     build_wheel(main, "transformers", "5.6.0")  # allowed by vllm, not by the plugin's pin
     level = plugin_wheel_glibc.replace(".", "_")
     for tag in (f"manylinux_{level}_{arch}" for arch in plugin_wheel_arches):
         for py in ("cp310", "cp311", "cp312"):
-            build_wheel(main, "vllm-ascend", row_packages["vllm-ascend"], tag=f"{py}-{py}-{tag}",
-                        requires=PLUGIN_REQUIRES, files={**plugin_wheel_files(row_packages["vllm-ascend"]),
-                                                         **published_kernel_files(f"{py}-{py}-{tag}")})
+            build_wheel(
+                main,
+                "vllm-ascend",
+                row_packages["vllm-ascend"],
+                tag=f"{py}-{py}-{tag}",
+                requires=PLUGIN_REQUIRES,
+                files={**plugin_wheel_files(row_packages["vllm-ascend"]), **published_kernel_files(f"{py}-{py}-{tag}")},
+            )
     if vllm_ascend_sdist is not None:
         shutil.copy(vllm_ascend_sdist, main / vllm_ascend_sdist.name)
     else:
         build_sdist(main, "vllm-ascend", row_packages["vllm-ascend"], requires=PLUGIN_REQUIRES)
     build_sdist(main, "arctic-inference", row_packages["arctic-inference"])
     build_wheel(main, "tilelang", "0.1.9", tag="cp311-cp311-manylinux_2_34_aarch64")
-    build_wheel(main, "triton-ascend", "3.2.0", tag="cp311-cp311-manylinux_2_28_x86_64",
-                files={"triton/__init__.py": TRITON_ASCEND_INIT.replace("3.2.2", "3.2.0")})
+    build_wheel(
+        main,
+        "triton-ascend",
+        "3.2.0",
+        tag="cp311-cp311-manylinux_2_28_x86_64",
+        files={"triton/__init__.py": TRITON_ASCEND_INIT.replace("3.2.2", "3.2.0")},
+    )
     build_wheel(main, "triton", "3.5.0", tag="py3-none-any", files={"triton/__init__.py": UPSTREAM_TRITON_INIT})
-    build_wheel(main, "xgrammar", versions["xgrammar"], requires=['triton; platform_machine == "x86_64"',
-                                                                  "apache-tvm-ffi"],
-                files={"xgrammar/__init__.py": "import apache_tvm_ffi  # noqa: F401  (as the real one does)\n"})
+    build_wheel(
+        main,
+        "xgrammar",
+        versions["xgrammar"],
+        requires=['triton; platform_machine == "x86_64"', "apache-tvm-ffi"],
+        files={"xgrammar/__init__.py": "import apache_tvm_ffi  # noqa: F401  (as the real one does)\n"},
+    )
     for name in ("flashinfer-python", "flashinfer-cubin", "nvidia-cudnn-frontend", "fastsafetensors"):
         build_wheel(main, name, "1.0")
     return Ecosystem(main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, versions=versions)
@@ -274,6 +353,7 @@ def build_newer_plugin_releases(out_dir: Path) -> List[Path]:
     """The releases the real index had after 0.23.0 (December 2026), as stubs: 0.23.0.post1 (CANN 9.1.0, sdist only,
     memfabric_hybrid/memcache_hybrid pinned to 1.2.0), 0.26.0rc1 (CANN 9.1.0, vLLM 0.26.0, transformers 5.14.1,
     wheels) and 0.30.0rc2 (CANN 9.2.0 by its Dockerfile, yet its README still says 9.1.0; sdist only, fastokens)."""
+
     def pinned(changes: Dict[str, str], extra: Sequence[str] = ()) -> List[str]:
         out = []
         for text in PLUGIN_REQUIRES:
@@ -282,13 +362,37 @@ def build_newer_plugin_releases(out_dir: Path) -> List[Path]:
         return out + list(extra)
 
     hybrid = {"memfabric-hybrid": "1.2.0", "memcache-hybrid": "1.2.0"}
-    made = [build_sdist(out_dir, "vllm-ascend", "0.23.0.post1", requires=pinned(hybrid), requires_python=">=3.10",
-                        description=readme("9.1.0"))]
+    made = [
+        build_sdist(
+            out_dir,
+            "vllm-ascend",
+            "0.23.0.post1",
+            requires=pinned(hybrid),
+            requires_python=">=3.10",
+            description=readme("9.1.0"),
+        )
+    ]
     rc = pinned({**hybrid, "transformers": "5.14.1"})
     for arch in ("aarch64", "x86_64"):
-        made.append(build_wheel(out_dir, "vllm-ascend", "0.26.0rc1", tag=f"cp311-cp311-manylinux_2_34_{arch}",
-                                requires=rc, requires_python=">=3.10", description=readme("9.1.0")))
-    made.append(build_sdist(out_dir, "vllm-ascend", "0.30.0rc2", requires=pinned(hybrid | {"transformers": "5.14.1"},
-                                                                                  ["fastokens==0.2.0"]),
-                            requires_python=">=3.10", description=readme("9.1.0")))
+        made.append(
+            build_wheel(
+                out_dir,
+                "vllm-ascend",
+                "0.26.0rc1",
+                tag=f"cp311-cp311-manylinux_2_34_{arch}",
+                requires=rc,
+                requires_python=">=3.10",
+                description=readme("9.1.0"),
+            )
+        )
+    made.append(
+        build_sdist(
+            out_dir,
+            "vllm-ascend",
+            "0.30.0rc2",
+            requires=pinned(hybrid | {"transformers": "5.14.1"}, ["fastokens==0.2.0"]),
+            requires_python=">=3.10",
+            description=readme("9.1.0"),
+        )
+    )
     return made

@@ -163,11 +163,24 @@ def _write(path: Path, text: str, executable: bool = False) -> Path:
     return path
 
 
-def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", chip: str = "910B3",
-                    arch: Optional[str] = None, set_env_mode: str = "hostile", nnal: bool = True,
-                    driver: bool = True, npu_name: str = "", install_info: bool = True, chip_type: str = "Ascend",
-                    board_names_chip: bool = False, board: Optional[str] = None, toolchain: bool = True,
-                    native_libatb: bool = False) -> FakeCann:
+def build_fake_cann(
+    root: Path,
+    *,
+    layout: str = "9.x",
+    version: str = "9.1.0",
+    chip: str = "910B3",
+    arch: Optional[str] = None,
+    set_env_mode: str = "hostile",
+    nnal: bool = True,
+    driver: bool = True,
+    npu_name: str = "",
+    install_info: bool = True,
+    chip_type: str = "Ascend",
+    board_names_chip: bool = False,
+    board: Optional[str] = None,
+    toolchain: bool = True,
+    native_libatb: bool = False,
+) -> FakeCann:
     """Lay out a CANN install under `root` (e.g. tmp/Ascend) the way the real installers do; `board`
     ('A3', ...) sets the chip fields its npu-smi prints (`BOARDS`); `toolchain` puts in the build's tools
     (bin/bisheng and bin/setenv.bash, which vllm-ascend's csrc/build.sh needs); `native_libatb`: NNAL's
@@ -195,8 +208,10 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
     else:
         raise ValueError(layout)
     if install_info:
-        _write(toolkit / f"{arch}-linux" / "ascend_toolkit_install.info",
-               f"package_name=Ascend-cann-toolkit\nversion={version}\ninnerversion=V100R001C23\narch={arch}\n")
+        _write(
+            toolkit / f"{arch}-linux" / "ascend_toolkit_install.info",
+            f"package_name=Ascend-cann-toolkit\nversion={version}\ninnerversion=V100R001C23\narch={arch}\n",
+        )
     for sub in ("lib64", "bin", "python/site-packages", "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"):
         (toolkit / sub).mkdir(parents=True, exist_ok=True)
     _write(set_env, HOSTILE_BODY.format(toolkit=toolkit, tail=TAILS[set_env_mode]))
@@ -208,8 +223,11 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
         libatb = atb / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so"
         libatb.parent.mkdir(parents=True, exist_ok=True)
         libatb.write_bytes((nnal_libatb(version) if native_libatb else None) or b"")
-        _write(atb / "set_env.sh", f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
-                                   f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:$LD_LIBRARY_PATH\n")
+        _write(
+            atb / "set_env.sh",
+            f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
+            f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:$LD_LIBRARY_PATH\n",
+        )
     driver_dir = None
     if driver:
         driver_dir = root / "driver"
@@ -218,7 +236,15 @@ def build_fake_cann(root: Path, *, layout: str = "9.x", version: str = "9.1.0", 
             (driver_dir / sub).mkdir(parents=True, exist_ok=True)
         npu_line = f"        NPU Name                       : {npu_name}" if npu_name else ""
         type_line = f"        Chip Type                      : {chip_type}" if chip_type else ""
-        _write(driver_dir / "tools" / "npu-smi",
-               NPU_SMI.format(driver=driver_dir, chip=chip, npu_name_line=npu_line, chip_type_line=type_line,
-                              board_names_chip="yes" if board_names_chip else ""), executable=True)
+        _write(
+            driver_dir / "tools" / "npu-smi",
+            NPU_SMI.format(
+                driver=driver_dir,
+                chip=chip,
+                npu_name_line=npu_line,
+                chip_type_line=type_line,
+                board_names_chip="yes" if board_names_chip else "",
+            ),
+            executable=True,
+        )
     return FakeCann(root=root, toolkit=toolkit, set_env=set_env, version=version, driver=driver_dir)

@@ -33,10 +33,11 @@ def build_fake_root(root: Path, *, board: str = "A2", cards: int = 0, container:
     _write(root / "usr/local/dcmi/dcmi_interface_api.h", "")
     (root / "usr/local/bin").mkdir(parents=True)
     os.symlink("../Ascend/driver/tools/npu-smi", root / "usr/local/bin/npu-smi")
-    _write(root / "etc/ascend_install.info", "UserName=HwHiAiUser\nUserGroup=HwHiAiUser\n"
-                                             "Driver_Install_Path_Param=/usr/local/Ascend\n")
-    _write(root / "etc/passwd", "root:x:0:0:root:/root:/bin/bash\n"
-                                "HwHiAiUser:x:1000:1000::/home/HwHiAiUser:/bin/bash\n")
+    _write(
+        root / "etc/ascend_install.info",
+        "UserName=HwHiAiUser\nUserGroup=HwHiAiUser\nDriver_Install_Path_Param=/usr/local/Ascend\n",
+    )
+    _write(root / "etc/passwd", "root:x:0:0:root:/root:/bin/bash\nHwHiAiUser:x:1000:1000::/home/HwHiAiUser:/bin/bash\n")
     _write(root / "etc/group", "root:x:0:\nHwHiAiUser:x:1000:\n")
     if container:
         _write(root / ".dockerenv", "")

@@ -109,7 +109,8 @@ def write_fake_hccn_tool(bin_dir: Path, state: Dict[str, Any], python: str = sys
     state_file = bin_dir / "hccn_state.json"
     state_file.write_text(json.dumps(state))
     tool = bin_dir / "hccn_tool"
-    tool.write_text(SCRIPT.replace("{python}", python).replace("{state!r}", repr(str(state_file)))
-                    .replace("{{}}", "{}"))
+    tool.write_text(
+        SCRIPT.replace("{python}", python).replace("{state!r}", repr(str(state_file))).replace("{{}}", "{}")
+    )
     tool.chmod(0o755)
     return tool

@@ -64,8 +64,9 @@ def _peer_closed(h: BaseHTTPRequestHandler) -> bool:
 class LocalHub:
     """Serve model directories {repo id: directory}; `modelscope` and `huggingface` are the endpoints."""
 
-    def __init__(self, models: Dict[str, Path], behaviour: Optional[HubBehaviour] = None,
-                 tls: Optional[Tuple[Path, Path]] = None) -> None:
+    def __init__(
+        self, models: Dict[str, Path], behaviour: Optional[HubBehaviour] = None, tls: Optional[Tuple[Path, Path]] = None
+    ) -> None:
         """`tls`: (certificate chain, key) to serve both ports over HTTPS (a site CA's hub, or a proxy's)."""
         self.models = dict(models)
         self.behaviour = behaviour or HubBehaviour()
@@ -124,7 +125,7 @@ class LocalHub:
     @staticmethod
     def _sha(path: Path) -> Optional[str]:
         """The file's sha256; None past 256 MiB (the tests' sparse 70 GiB shards: never hashed, never fetched)."""
-        if path.stat().st_size > 256 * 2 ** 20:
+        if path.stat().st_size > 256 * 2**20:
             return None
         digest = hashlib.sha256()
         with path.open("rb") as handle:
@@ -137,19 +138,28 @@ class LocalHub:
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         path = unquote(parts.path)
         if path.startswith("/api/v1/models/"):  # ModelScope
-            rest = path[len("/api/v1/models/"):]
+            rest = path[len("/api/v1/models/") :]
             repo, _, tail = rest.rpartition("/repo")
             if repo not in self.models:
                 return self._json(h, 404, {"Code": 10010205001, "Message": "model not found", "Data": None})
             if tail == "/files":
                 root = self.models[repo]
-                files = [{"Name": p.name, "Path": str(p.relative_to(root)), "Type": "blob", "Size": p.stat().st_size,
-                          "Sha256": self._sha(p), "Revision": COMMIT} for p in self._files(repo)]
+                files = [
+                    {
+                        "Name": p.name,
+                        "Path": str(p.relative_to(root)),
+                        "Type": "blob",
+                        "Size": p.stat().st_size,
+                        "Sha256": self._sha(p),
+                        "Revision": COMMIT,
+                    }
+                    for p in self._files(repo)
+                ]
                 return self._json(h, 200, {"Code": 200, "Data": {"Files": files}, "Success": True})
             if tail == "" and "FilePath" in query:
                 return self._redirect(h, repo, query["FilePath"])
         elif path.startswith("/api/models/"):  # Hugging Face model_info
-            rest = path[len("/api/models/"):]
+            rest = path[len("/api/models/") :]
             repo, _, _revision = rest.partition("/revision/")
             if repo not in self.models:
                 return self._json(h, 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
@@ -160,8 +170,9 @@ class LocalHub:
                 if p.name.endswith(LFS) and self._sha(p):
                     entry["lfs"] = {"sha256": self._sha(p), "size": p.stat().st_size, "pointerSize": 134}
                 siblings.append(entry)
-            return self._json(h, 200, {"id": repo, "modelId": repo, "sha": COMMIT, "siblings": siblings,
-                                       "private": False, "tags": []})
+            return self._json(
+                h, 200, {"id": repo, "modelId": repo, "sha": COMMIT, "siblings": siblings, "private": False, "tags": []}
+            )
         else:  # Hugging Face resolve: /<owner>/<name>/resolve/<rev>/<path>
             repo, sep, tail = path.lstrip("/").partition("/resolve/")
             if sep and repo in self.models:

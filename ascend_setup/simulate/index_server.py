@@ -35,15 +35,15 @@ class Behaviour:
 
     bytes_per_second: Optional[float] = None  # throttle file bodies, each connection on its own
     line_bytes_per_second: Optional[float] = None  # the server's line: every connection's file bodies share it
-    stall_after_headers: bool = False         # send headers of a file, then nothing
-    stall_after_bytes: Optional[int] = None   # send this many bytes of a file, then nothing
-    file_status: Optional[int] = None         # e.g. 404 for every file
-    garbage: bool = False                     # project pages are junk HTML
-    json_pages: bool = True                   # answer PEP 691 JSON when asked
+    stall_after_headers: bool = False  # send headers of a file, then nothing
+    stall_after_bytes: Optional[int] = None  # send this many bytes of a file, then nothing
+    file_status: Optional[int] = None  # e.g. 404 for every file
+    garbage: bool = False  # project pages are junk HTML
+    json_pages: bool = True  # answer PEP 691 JSON when asked
     first_byte_delay: float = 0.0
-    page_delay: float = 0.0                   # seconds before a project page (an index far away, or loaded)
+    page_delay: float = 0.0  # seconds before a project page (an index far away, or loaded)
     hidden_projects: Set[str] = field(default_factory=set)
-    fail_first: int = 0                       # answer this many project-page requests with HTTP 503
+    fail_first: int = 0  # answer this many project-page requests with HTTP 503
 
 
 def serve_tls(tls: Optional[Tuple[Path, Path]], *servers: ThreadingHTTPServer) -> str:
@@ -109,14 +109,21 @@ class LocalIndex:
         self.server.shutdown()
         self.server.server_close()
 
-    def add(self, path: Path, *, yanked: bool = False, requires_python: Optional[str] = None,
-            metadata: bool = False) -> Served:
+    def add(
+        self, path: Path, *, yanked: bool = False, requires_python: Optional[str] = None, metadata: bool = False
+    ) -> Served:
         if path.name.endswith(".whl"):
             project = str(parse_wheel_filename(path.name)[0])
         else:
             project = str(parse_sdist_filename(path.name)[0])
-        served = Served(path, canonicalize_name(project), hashlib.sha256(path.read_bytes()).hexdigest(), yanked,
-                        requires_python, metadata)
+        served = Served(
+            path,
+            canonicalize_name(project),
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+            yanked,
+            requires_python,
+            metadata,
+        )
         self.files[path.name] = served
         return served
 
@@ -129,9 +136,9 @@ class LocalIndex:
     def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
         path = h.path.split("?")[0]
         if path.startswith("/simple/"):
-            return self._project(h, canonicalize_name(path[len("/simple/"):].strip("/")), head)
+            return self._project(h, canonicalize_name(path[len("/simple/") :].strip("/")), head)
         if path.startswith("/files/"):
-            name = unquote(path[len("/files/"):])
+            name = unquote(path[len("/files/") :])
             if name.endswith(".metadata") and name[:-9] in self.files and self.files[name[:-9]].metadata:
                 return self._send(h, 200, _metadata_of(self.files[name[:-9]].path), "text/plain", head)
             if name in self.files:
@@ -151,10 +158,24 @@ class LocalIndex:
         if not files:
             return self._send(h, 404, b"no such project", "text/plain", head)
         if b.json_pages and "application/vnd.pypi.simple.v1+json" in h.headers.get("Accept", ""):
-            body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": [
-                {"filename": f.path.name, "url": f"/files/{quote(f.path.name)}", "hashes": {"sha256": f.sha256},
-                 "requires-python": f.requires_python, "yanked": f.yanked, "size": f.path.stat().st_size,
-                 "core-metadata": f.metadata} for f in files]}).encode()
+            body = json.dumps(
+                {
+                    "meta": {"api-version": "1.1"},
+                    "name": project,
+                    "files": [
+                        {
+                            "filename": f.path.name,
+                            "url": f"/files/{quote(f.path.name)}",
+                            "hashes": {"sha256": f.sha256},
+                            "requires-python": f.requires_python,
+                            "yanked": f.yanked,
+                            "size": f.path.stat().st_size,
+                            "core-metadata": f.metadata,
+                        }
+                        for f in files
+                    ],
+                }
+            ).encode()
             return self._send(h, 200, body, "application/vnd.pypi.simple.v1+json", head)
         anchors = []
         for f in files:
@@ -236,8 +257,14 @@ class LocalIndex:
             time.sleep(max(0.0, ready - now))
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str, head: bool,
-              headers: Optional[Dict[str, str]] = None) -> None:
+    def _send(
+        h: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        ctype: str,
+        head: bool,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> None:
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))

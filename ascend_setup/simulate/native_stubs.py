@@ -26,8 +26,9 @@ from typing import Optional, Sequence, Tuple
 from ascend_setup.host.machine import glibc_version
 
 #: close_range is GLIBC_2.34 (objdump -T libc.so.6); declared here, since a glibc 2.31 root's headers lack it.
-POST_231_SOURCE = "int close_range(unsigned int, unsigned int, int);\n" \
-                  "int stub_close_all(void) { return close_range(3, ~0U, 0); }\n"
+POST_231_SOURCE = (
+    "int close_range(unsigned int, unsigned int, int);\nint stub_close_all(void) { return close_range(3, ~0U, 0); }\n"
+)
 #: A stand-in C library that defines close_range at GLIBC_2.34, for a machine whose glibc is older: what a
 #: library built on a newer machine links against, read by the linker alone (never loaded).
 FUTURE_LIBC_SOURCE = "int close_range(unsigned int a, unsigned int b, int c) { return 0; }\n"
@@ -53,8 +54,13 @@ def _compile(source: str, name: str, args: Sequence[str] = (), extra: Sequence[T
             Path(tmp, file).write_text(text)
         Path(tmp, "src.c").write_text(source)
         out = Path(tmp, name)
-        subprocess.run([cc, "-shared", "-fPIC", "-O0", "-o", str(out), "src.c", *args], cwd=tmp, check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [cc, "-shared", "-fPIC", "-O0", "-o", str(out), "src.c", *args],
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         return out.read_bytes()
 
 
@@ -104,8 +110,14 @@ def stand_in_glibc_library(version: str, symbol: str = "close_range") -> Optiona
     with tempfile.TemporaryDirectory(prefix="ascend-setup-libc-") as tmp:
         script = f"GLIBC_{version} {{ global: {symbol}; local: *; }};\n"
         rename = [] if symbol == "close_range" else [f"-Dclose_range={symbol}"]
-        Path(tmp, "libc.so.6").write_bytes(_compile(FUTURE_LIBC_SOURCE, "libc.so.6", [
-            *rename, "-nostdlib", "-Wl,-soname,libc.so.6", "-Wl,--version-script,libc.map"], [("libc.map", script)]))
+        Path(tmp, "libc.so.6").write_bytes(
+            _compile(
+                FUTURE_LIBC_SOURCE,
+                "libc.so.6",
+                [*rename, "-nostdlib", "-Wl,-soname,libc.so.6", "-Wl,--version-script,libc.map"],
+                [("libc.map", script)],
+            )
+        )
         os.symlink("libc.so.6", Path(tmp, "libc.so"))
         return _compile(POST_231_SOURCE, "libpost231.so", [*rename, "-nostdlib", f"-L{tmp}", "-lc"])
 
@@ -123,14 +135,19 @@ def minimal_library() -> bytes:
     table_at = (names_at + len(names) + 7) & ~7
     machine = {"x86_64": 62, "aarch64": 183}.get(os.uname().machine, 62)
     ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, machine, 1, 0, header_size, table_at, 0, header_size,
-                                 program_size, 1, section_size, 4, 3)
+    header = ident + struct.pack(
+        "<HHIQQQIHHHHHH", 3, machine, 1, 0, header_size, table_at, 0, header_size, program_size, 1, section_size, 4, 3
+    )
     program = struct.pack("<IIQQQQQQ", 2, 4, dynamic_at, dynamic_at, dynamic_at, len(dynamic), len(dynamic), 8)
 
     def section(name: int, kind: int, offset: int, size: int, link: int = 0, entsize: int = 0) -> bytes:
         return struct.pack("<IIQQQQIIQQ", name, kind, 0, offset, offset, size, link, 0, 1, entsize)
 
     body = (dynstr.ljust(8, b"\0") + dynamic + names).ljust(table_at - dynstr_at, b"\0")
-    table = (bytes(section_size) + section(1, 3, dynstr_at, len(dynstr)) +
-             section(9, 6, dynamic_at, len(dynamic), link=1, entsize=16) + section(18, 3, names_at, len(names)))
+    table = (
+        bytes(section_size)
+        + section(1, 3, dynstr_at, len(dynstr))
+        + section(9, 6, dynamic_at, len(dynamic), link=1, entsize=16)
+        + section(18, 3, names_at, len(names))
+    )
     return header + program + body + table

@@ -100,7 +100,7 @@ class ReleaseServer:
             for i in range(start, len(data), step):
                 if self.rate is not None:
                     time.sleep(step / self.rate)
-                out.write(data[i:i + step])
+                out.write(data[i : i + step])
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -111,10 +111,13 @@ class ReleaseServer:
 
 def write_builds_file(path: Path, archive: Path, version: str, sha256: str, mirrors: List[str]) -> Path:
     """A builds file pinning the stand-in (as --python-builds takes it), its mirrors tried in order."""
-    doc = {"source": "a stand-in release made from this machine's CPython (tests)",
-           "release": mirrors[0] if mirrors else "http://127.0.0.1:9/",
-           "mirrors": [{"url": m, "note": "loopback"} for m in mirrors],
-           "builds": [{"version": version, "arch": platform.machine(), "build": BUILD, "file": archive.name,
-                       "sha256": sha256}]}
+    doc = {
+        "source": "a stand-in release made from this machine's CPython (tests)",
+        "release": mirrors[0] if mirrors else "http://127.0.0.1:9/",
+        "mirrors": [{"url": m, "note": "loopback"} for m in mirrors],
+        "builds": [
+            {"version": version, "arch": platform.machine(), "build": BUILD, "file": archive.name, "sha256": sha256}
+        ],
+    }
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path

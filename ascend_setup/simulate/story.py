@@ -69,8 +69,10 @@ def simulated_matrix(root: Path) -> Path:
 def check_disk(workdir: Path) -> None:
     free = free_disk_bytes(workdir)
     if free < DISK_NEED:
-        raise StepFailed(f"{free / MB:.0f} MB free at {workdir}; the demo needs {DISK_NEED / MB:.0f} MB",
-                         hint="free space there, or pass --workdir DIR on a disk with room")
+        raise StepFailed(
+            f"{free / MB:.0f} MB free at {workdir}; the demo needs {DISK_NEED / MB:.0f} MB",
+            hint="free space there, or pass --workdir DIR on a disk with room",
+        )
 
 
 def child_env(workdir: Path) -> Dict[str, str]:
@@ -78,8 +80,15 @@ def child_env(workdir: Path) -> Dict[str, str]:
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "ASCEND_SETUP_"))}
-    env.update({"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "PIP_CONFIG_FILE": os.devnull,
-                "STUB_BUILD_STAGES": "8", "STUB_STAGE_SECONDS": "0.3"})
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "PIP_CONFIG_FILE": os.devnull,
+            "STUB_BUILD_STAGES": "8",
+            "STUB_STAGE_SECONDS": "0.3",
+        }
+    )
     return env
 
 
@@ -98,8 +107,10 @@ def _stopped_at(install: Path) -> Dict[str, Any]:
     """What the SIGKILL left behind: the step that was running and, mid-download, the bytes kept."""
     steps = json.loads((install / "state.json").read_text())["steps"]
     parts = list((install / "src").glob("*.part")) if (install / "src").is_dir() else []
-    return {"step": next((n for n, r in steps.items() if r["state"] == "started"), None),
-            "kept_bytes": parts[0].stat().st_size if parts else 0}
+    return {
+        "step": next((n for n, r in steps.items() if r["state"] == "started"), None),
+        "kept_bytes": parts[0].stat().st_size if parts else 0,
+    }
 
 
 def _cli(*args: str, env: Dict[str, str]) -> dict:
@@ -125,50 +136,98 @@ def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Call
     and 16 GB of weights as a sparse file (a few kB on disk), so the stub streams at the rate a 910B3 would give
     it."""
     started = time.monotonic()
-    model = build_model(workdir / "models" / "tiny-qwen3", "dense", weight_bytes=16 * 10 ** 9)
+    model = build_model(workdir / "models" / "tiny-qwen3", "dense", weight_bytes=16 * 10**9)
     install = workdir / "install"
-    argv = ["serve", str(model), "--workdir", str(install), "--venv", str(install / "venv"), "--cann-home",
-            str(cann_root), "--port", str(_free_port()), "--detach", "--measure-tokens", "64"]
+    argv = [
+        "serve",
+        str(model),
+        "--workdir",
+        str(install),
+        "--venv",
+        str(install / "venv"),
+        "--cann-home",
+        str(cann_root),
+        "--port",
+        str(_free_port()),
+        "--detach",
+        "--measure-tokens",
+        "64",
+    ]
     show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
-    done = subprocess.run([sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
-        raise StepFailed(f"the simulated serve failed (exit {done.returncode}): "
-                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}",
-                         hint=f"its log is {install / 'serve' / 'tiny-qwen3.log'}")
+        raise StepFailed(
+            f"the simulated serve failed (exit {done.returncode}): "
+            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}",
+            hint=f"its log is {install / 'serve' / 'tiny-qwen3.log'}",
+        )
     result = json.loads(done.stdout)
     swept = bench_sweep(install, env, show)
     show(f"{LABEL} $ ascend-setup serve stop tiny-qwen3 --workdir {install}")
-    stopped = subprocess.run([sys.executable, "-m", "ascend_setup", "serve", "stop", "tiny-qwen3", "--workdir",
-                              str(install)], env=env, capture_output=True, text=True)
+    stopped = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "serve", "stop", "tiny-qwen3", "--workdir", str(install)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if stopped.returncode != 0:
         raise StepFailed(f"serve stop failed: {stopped.stderr.strip()}")
     if isinstance(swept, str):
         raise StepFailed(f"the simulated bench failed: {swept}")
-    return {"model": result["name"], "ready_seconds": result["ready_seconds"], "answer": result["answer"],
-            "ttft_s": result["ttft_s"], "tpot_ms": result["tpot_ms"], "tpot_p90_ms": result["tpot_p90_ms"],
-            "tok_s": result["tok_s"], "predicted_tok_s": result["predicted_tok_s"],
-            "ratio": result["ratio"], "bench": swept, "stopped": True,
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "model": result["name"],
+        "ready_seconds": result["ready_seconds"],
+        "answer": result["answer"],
+        "ttft_s": result["ttft_s"],
+        "tpot_ms": result["tpot_ms"],
+        "tpot_p90_ms": result["tpot_p90_ms"],
+        "tok_s": result["tok_s"],
+        "predicted_tok_s": result["predicted_tok_s"],
+        "ratio": result["ratio"],
+        "bench": swept,
+        "stopped": True,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def bench_sweep(install: Path, env: Dict[str, str], show: Callable[[str], None]) -> Union[Dict[str, Any], str]:
     """The serve part's last word: a short `bench` sweep at BENCH_LEVELS against the detached server (a few
     requests a level, short outputs: seconds), its figures per level and its wall time; or why it failed (the
     server is stopped either way)."""
-    argv = ["bench", "tiny-qwen3", "--workdir", str(install), "--concurrency", BENCH_LEVELS, "--requests", "4",
-            "--input-len", "64", "--output-len", "16"]
+    argv = [
+        "bench",
+        "tiny-qwen3",
+        "--workdir",
+        str(install),
+        "--concurrency",
+        BENCH_LEVELS,
+        "--requests",
+        "4",
+        "--input-len",
+        "64",
+        "--output-len",
+        "16",
+    ]
     show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", *argv, "--json"], env=env, capture_output=True, text=True
+    )
     seconds = round(time.monotonic() - started, 1)
     if done.returncode != 0:
         return f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
     result = json.loads(done.stdout)
-    return {"client": result["client"], "seconds": seconds, "reasons": [r["rule"] for r in result["reasons"]],
-            "levels": [{k: level[k] for k in ("concurrency", "requests", "output_tok_s", "tpot_ms", "ttft_s")}
-                       for level in result["levels"]]}
+    return {
+        "client": result["client"],
+        "seconds": seconds,
+        "reasons": [r["rule"] for r in result["reasons"]],
+        "levels": [
+            {k: level[k] for k in ("concurrency", "requests", "output_tok_s", "tpot_ms", "ttft_s")}
+            for level in result["levels"]
+        ],
+    }
 
 
 def native_note() -> str:
@@ -178,9 +237,15 @@ def native_note() -> str:
     return "no C compiler here: the simulated libraries need nothing, so the native check had nothing to find"
 
 
-def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "uv",
-             show: Callable[[str], None] = lambda line: None, stream: Stream = None,
-             kept: bool = True) -> Dict[str, Any]:
+def run_demo(
+    workdir: Path,
+    *,
+    interrupt_at: str = DOWNLOAD,
+    installer: str = "uv",
+    show: Callable[[str], None] = lambda line: None,
+    stream: Stream = None,
+    kept: bool = True,
+) -> Dict[str, Any]:
     """The whole story; returns its summary. Raises StepFailed when a part of it does not hold. `kept`: the
     workdir outlives the demo (else a failure's hint cannot point at its logs)."""
     started = time.monotonic()
@@ -190,17 +255,42 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
     try:
         python = venv_python_for(row)
     except AscendSetupError as exc:
-        raise StepFailed(f"the demo needs a Python in the row's range {row.python}: {exc.message}",
-                         hint=exc.hint) from None
-    show(f"{LABEL} a simulated Atlas A2 host in {workdir / 'host'}: loopback indexes (main, Ascend, PyTorch CPU) "
-         f"with stub packages, a fake CANN {CANN} with driver, npu-smi and NNAL")
+        raise StepFailed(
+            f"the demo needs a Python in the row's range {row.python}: {exc.message}", hint=exc.hint
+        ) from None
+    show(
+        f"{LABEL} a simulated Atlas A2 host in {workdir / 'host'}: loopback indexes (main, Ascend, PyTorch CPU) "
+        f"with stub packages, a fake CANN {CANN} with driver, npu-smi and NNAL"
+    )
     install = workdir / "install"
     env = child_env(workdir)
-    with start_simulated_host(workdir / "host", row, plugin_wheel_arches=(), triton_pythons=TORCH_PYTHONS,
-                              behaviour=Behaviour(bytes_per_second=THROTTLE), native_needs=True) as host:
-        argv = ["install", "--cann", CANN, "--cann-home", str(host.cann.root), *host.index_args(), "--mirror", "none",
-                "--matrix", str(matrix), "--yes", "--workdir", str(install), "--python", python,
-                "--installer", installer]
+    with start_simulated_host(
+        workdir / "host",
+        row,
+        plugin_wheel_arches=(),
+        triton_pythons=TORCH_PYTHONS,
+        behaviour=Behaviour(bytes_per_second=THROTTLE),
+        native_needs=True,
+    ) as host:
+        argv = [
+            "install",
+            "--cann",
+            CANN,
+            "--cann-home",
+            str(host.cann.root),
+            *host.index_args(),
+            "--mirror",
+            "none",
+            "--matrix",
+            str(matrix),
+            "--yes",
+            "--workdir",
+            str(install),
+            "--python",
+            python,
+            "--installer",
+            installer,
+        ]
         show(f"{LABEL} $ ascend-setup {' '.join(argv)}")
         # The install's closing lines (ready, shell, hints) go to a file: the demo ends with its own, once.
         out = open_append(workdir / "install-stdout.log")
@@ -218,31 +308,56 @@ def run_demo(workdir: Path, *, interrupt_at: str = DOWNLOAD, installer: str = "u
                 show(f"{LABEL} SIGKILL ({interrupt_at}): step {stopped['step']} was running{sdist}")
                 show(f"{LABEL} $ ascend-setup resume --workdir {install}")
                 host.main.requests.clear()
-                proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(install)],
-                                        env=env, stdout=out, stderr=stream)
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "ascend_setup", "resume", "--workdir", str(install)],
+                    env=env,
+                    stdout=out,
+                    stderr=stream,
+                )
             else:
                 show(f"{LABEL} the install ended before {interrupt_at}: nothing was interrupted")
         code = proc.wait()
         out.close()
         if code != 0:
-            raise StepFailed(f"the simulated install failed (exit {code})",
-                             hint=f"its logs are in {install / 'logs'}" if kept else
-                             "run 'ascend-setup demo --keep' to keep its workdir and logs")
+            raise StepFailed(
+                f"the simulated install failed (exit {code})",
+                hint=f"its logs are in {install / 'logs'}"
+                if kept
+                else "run 'ascend-setup demo --keep' to keep its workdir and logs",
+            )
         ranges = [h.get("Range") for path, h in host.main.requests if path.endswith(".tar.gz") and h.get("Range")]
         status = _cli("status", "--workdir", str(install), "--json", env=env)
         # audited as a person's shell has it after the install's closing lines: CANN's and NNAL's set_env.sh
         # sourced (vllm_ascend_C needs NNAL's libatb.so, which only that environment resolves)
         cann = primary_cann(str(host.cann.root))
         scripts = cann.set_env_scripts() if cann else []
-        audit = _cli("audit", "--venv", str(install / "venv"), "--json",
-                     env=capture_env(scripts, base=env).apply(env) if scripts else env)
+        audit = _cli(
+            "audit",
+            "--venv",
+            str(install / "venv"),
+            "--json",
+            env=capture_env(scripts, base=env).apply(env) if scripts else env,
+        )
         served = serve_ending(workdir, host.cann.root, env, show)
     if stopped:
         stopped["continued_with"] = ranges[0] if ranges else None
-    return {"simulated": True, "workdir": str(workdir), "installer": installer, "python": python,
-            "interrupted_at": interrupt_at if stopped else None, "resumed": stopped or None,
-            "steps": status["steps"], "audit": {"ok": audit["ok"], "errors": sum(f["severity"] == "error"
-                                                                               for f in audit["findings"]),
-                                                "findings": len(audit["findings"]), "summary": audit["summary"]},
-            "shell": _shell(install), "hints": hints_for(row), "serve": served, "native": native_note(),
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "simulated": True,
+        "workdir": str(workdir),
+        "installer": installer,
+        "python": python,
+        "interrupted_at": interrupt_at if stopped else None,
+        "resumed": stopped or None,
+        "steps": status["steps"],
+        "audit": {
+            "ok": audit["ok"],
+            "errors": sum(f["severity"] == "error" for f in audit["findings"]),
+            "findings": len(audit["findings"]),
+            "summary": audit["summary"],
+        },
+        "shell": _shell(install),
+        "hints": hints_for(row),
+        "serve": served,
+        "native": native_note(),
+        "seconds": round(time.monotonic() - started, 1),
+    }

@@ -222,8 +222,14 @@ backend-path = ["."]
 """
 
 
-def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str], padding_bytes: int = 0,
-                            third_party: Sequence[StubArchive] = (), extension: Optional[bytes] = None) -> Path:
+def build_stub_plugin_sdist(
+    out_dir: Path,
+    version: str,
+    requires: Iterable[str],
+    padding_bytes: int = 0,
+    third_party: Sequence[StubArchive] = (),
+    extension: Optional[bytes] = None,
+) -> Path:
     """vllm_ascend-<version>.tar.gz; `padding_bytes` of incompressible data make downloads take time;
     `third_party`: the archives its csrc/cmake files name (and its build downloads when they are missing);
     `extension`: the vllm_ascend_C its build installs (native_stubs.plugin_extension), else one with no needs."""
@@ -247,12 +253,15 @@ def build_stub_plugin_sdist(out_dir: Path, version: str, requires: Iterable[str]
     if padding_bytes:
         members["csrc/kernels.bin"] = os.urandom(padding_bytes)
     includes = "".join(f"include(cmake/third_party/{a.cmake_name})\n" for a in third_party)
-    members["csrc/CMakeLists.txt"] = ("project(cann_ops-transformer)\nif (ENABLE_TEST)\n"
-                                      "  include(cmake/third_party/gtest.cmake)\nendif()\n" + includes).encode()
+    members["csrc/CMakeLists.txt"] = (
+        "project(cann_ops-transformer)\nif (ENABLE_TEST)\n"
+        "  include(cmake/third_party/gtest.cmake)\nendif()\n" + includes
+    ).encode()
     for archive in third_party:
         members[f"csrc/cmake/third_party/{archive.cmake_name}"] = archive.cmake_text.encode()
-    members["_stub_cmake.json"] = json.dumps([{"name": a.name, "url": a.url, "found": a.found, "cmake": a.cmake_name}
-                                              for a in third_party]).encode()
+    members["_stub_cmake.json"] = json.dumps(
+        [{"name": a.name, "url": a.url, "found": a.found, "cmake": a.cmake_name} for a in third_party]
+    ).encode()
     path = out_dir / f"{base}.tar.gz"
     with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for name, data in members.items():
@@ -267,9 +276,11 @@ def published_kernel_files(tag: str) -> Dict[str, bytes]:
     """The compiled custom ops a published vllm-ascend wheel of `tag` holds (names as in the real 0.23.0)."""
     py, _, platform_tag = tag.split("-")
     arch = platform_tag.split("_", 3)[-1]
-    return {f"vllm_ascend/vllm_ascend_C.cpython-{py[2:]}-{arch}-linux-gnu.so": plain_library(),
-            "vllm_ascend/libvllm_ascend_kernels.so": plain_library(),
-            "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so": plain_library()}
+    return {
+        f"vllm_ascend/vllm_ascend_C.cpython-{py[2:]}-{arch}-linux-gnu.so": plain_library(),
+        "vllm_ascend/libvllm_ascend_kernels.so": plain_library(),
+        "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so": plain_library(),
+    }
 
 
 #: A stub `cmake` for the venv (the real wheel's console script): `cmake --version` is what the build asks.

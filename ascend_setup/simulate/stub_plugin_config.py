@@ -237,5 +237,9 @@ def is_hamming_sparse(vllm_config) -> bool:
 '''
 
 #: The stub plugin's configuration sources, by their path in the package.
-FILES = {"vllm_ascend/ascend_config.py": ASCEND_CONFIG, "vllm_ascend/envs.py": ENVS, "vllm_ascend/utils.py": UTILS,
-         "vllm_ascend/attention/kvcomp_attn/attention_utils.py": KVCOMP_ATTENTION_UTILS}
+FILES = {
+    "vllm_ascend/ascend_config.py": ASCEND_CONFIG,
+    "vllm_ascend/envs.py": ENVS,
+    "vllm_ascend/utils.py": UTILS,
+    "vllm_ascend/attention/kvcomp_attn/attention_utils.py": KVCOMP_ATTENTION_UTILS,
+}

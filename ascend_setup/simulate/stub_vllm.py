@@ -428,5 +428,4 @@ FILES = {
 
 
 def vllm_files(version: str) -> dict:
-    return {"vllm/__init__.py": f"__version__ = {version!r}\n", **FILES,
-            f"vllm-{version}.data/scripts/vllm": SCRIPT}
+    return {"vllm/__init__.py": f"__version__ = {version!r}\n", **FILES, f"vllm-{version}.data/scripts/vllm": SCRIPT}

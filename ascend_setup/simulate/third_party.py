@@ -27,9 +27,9 @@ class StubArchive:
     name: str
     url: str
     sha256: Optional[str]  # written into the CMake file as URL_HASH SHA256=...; None like the real json.cmake
-    cmake_name: str        # csrc/cmake/third_party/<cmake_name>
+    cmake_name: str  # csrc/cmake/third_party/<cmake_name>
     cmake_text: str
-    found: str             # relative to csrc: what the stub's CMake tests for before it downloads
+    found: str  # relative to csrc: what the stub's CMake tests for before it downloads
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -123,8 +123,12 @@ def build_stub_archives(directory: Path, base_url: str) -> List[StubArchive]:
     blobs = {
         "include.zip": _zip({"include/nlohmann/json.hpp": "// stub nlohmann json\n"}),
         "abseil-cpp-20230802.1.tar.gz": _tar({"abseil-cpp-20230802.1/absl/log/absl_log.h": "// stub absl\n"}),
-        "makeself-release-2.5.0-patch1.tar.gz": _tar({"makeself-release-2.5.0-patch1/makeself.sh": "#!/bin/sh\n",
-                                                      "makeself-release-2.5.0-patch1/makeself-header.sh": "#\n"}),
+        "makeself-release-2.5.0-patch1.tar.gz": _tar(
+            {
+                "makeself-release-2.5.0-patch1/makeself.sh": "#!/bin/sh\n",
+                "makeself-release-2.5.0-patch1/makeself-header.sh": "#\n",
+            }
+        ),
     }
     for name, data in blobs.items():
         (origin / name).write_bytes(data)
@@ -132,15 +136,40 @@ def build_stub_archives(directory: Path, base_url: str) -> List[StubArchive]:
     url = {name: f"{base_url}/cann-src-third-party/{name}" for name in blobs}
     json_name, absl, makeself = blobs
     return [
-        StubArchive(json_name, url[json_name], None, "json.cmake",
-                    UNPACK_CMAKE.format(var="json", found="include/nlohmann/json.hpp", url=url[json_name],
-                                        hash_line="", no_extract="DOWNLOAD_NO_EXTRACT TRUE"),
-                    "third_party/json/include/nlohmann/json.hpp"),
-        StubArchive(absl, url[absl], sha[absl], "abseil-cpp.cmake",
-                    PKG_CMAKE.format(var="abseil", name=absl, url=url[absl], sha256=sha[absl]),
-                    f"third_party/pkg/{absl}"),
-        StubArchive(makeself, url[makeself], sha[makeself], "makeself-fetch.cmake",
-                    UNPACK_CMAKE.format(var="makeself", found="makeself.sh", url=url[makeself],
-                                        hash_line=f"URL_HASH SHA256={sha[makeself]}", no_extract=""),
-                    "third_party/makeself/makeself.sh"),
+        StubArchive(
+            json_name,
+            url[json_name],
+            None,
+            "json.cmake",
+            UNPACK_CMAKE.format(
+                var="json",
+                found="include/nlohmann/json.hpp",
+                url=url[json_name],
+                hash_line="",
+                no_extract="DOWNLOAD_NO_EXTRACT TRUE",
+            ),
+            "third_party/json/include/nlohmann/json.hpp",
+        ),
+        StubArchive(
+            absl,
+            url[absl],
+            sha[absl],
+            "abseil-cpp.cmake",
+            PKG_CMAKE.format(var="abseil", name=absl, url=url[absl], sha256=sha[absl]),
+            f"third_party/pkg/{absl}",
+        ),
+        StubArchive(
+            makeself,
+            url[makeself],
+            sha[makeself],
+            "makeself-fetch.cmake",
+            UNPACK_CMAKE.format(
+                var="makeself",
+                found="makeself.sh",
+                url=url[makeself],
+                hash_line=f"URL_HASH SHA256={sha[makeself]}",
+                no_extract="",
+            ),
+            "third_party/makeself/makeself.sh",
+        ),
     ]

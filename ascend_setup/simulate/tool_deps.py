@@ -85,7 +85,13 @@ def build_tool_index(out: Path) -> List[Path]:
         for tag in _other_platforms(wheel.name[:-4].split("-", 2)[2]):
             made.append(build_wheel(out, dist.metadata["Name"], dist.version, tag=tag, requires=requires))
     for name, req in absent.items():
-        version = next((str(v) for v in (Version("1.0"), Version("3.0"), Version("100.0"))
-                        if req.specifier.contains(v, prereleases=True)), "1.0")
+        version = next(
+            (
+                str(v)
+                for v in (Version("1.0"), Version("3.0"), Version("100.0"))
+                if req.specifier.contains(v, prereleases=True)
+            ),
+            "1.0",
+        )
         made.append(build_wheel(out, name, version))
     return made

@@ -39,8 +39,14 @@ class SimulatedHost:
     tools: Optional[LocalIndex] = None  # the tool's own dependencies (`bundle --tool-index-url`), when asked for
 
     def index_args(self) -> List[str]:
-        return ["--index-url", self.main.url, "--index", f"ascend={self.ascend.url}", "--index",
-                f"pytorch-cpu={self.pytorch_cpu.url}"]
+        return [
+            "--index-url",
+            self.main.url,
+            "--index",
+            f"ascend={self.ascend.url}",
+            "--index",
+            f"pytorch-cpu={self.pytorch_cpu.url}",
+        ]
 
     def close(self) -> None:
         for index in (self.main, self.ascend, self.pytorch_cpu, self.archives, self.tools):
@@ -82,11 +88,20 @@ def ensurepip_wheels(python: str) -> Path:
     return Path(out.stdout.strip()) / "_bundled"
 
 
-def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[str] = ("aarch64",),
-                         plugin_wheel_glibc: str = "2.34", triton_pythons: Sequence[str] = ("cp311",),
-                         behaviour: Optional[Behaviour] = None, cann_version: str = "9.1.0",
-                         tool_dependencies: bool = False, native_needs: bool = False,
-                         understated: Sequence[str] = (), tls: Optional[Tuple[Path, Path]] = None) -> SimulatedHost:
+def start_simulated_host(
+    root: Path,
+    row: Row,
+    *,
+    plugin_wheel_arches: Sequence[str] = ("aarch64",),
+    plugin_wheel_glibc: str = "2.34",
+    triton_pythons: Sequence[str] = ("cp311",),
+    behaviour: Optional[Behaviour] = None,
+    cann_version: str = "9.1.0",
+    tool_dependencies: bool = False,
+    native_needs: bool = False,
+    understated: Sequence[str] = (),
+    tls: Optional[Tuple[Path, Path]] = None,
+) -> SimulatedHost:
     """Build the world under `root` and start its indexes on 127.0.0.1 (`tool_dependencies`: a fourth index
     serves the tool's own dependencies, for `bundle --tool-index-url`; `tls`: a certificate chain and key every
     server of the world answers HTTPS with, e.g. one signed by a site CA only the system store holds;
@@ -94,13 +109,25 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
     CANN's environment resolves (native_stubs; without a C compiler it needs nothing)); `understated`: stubs whose
     manylinux_2_28 wheels hold a library that needs GLIBC_2.34 (build_ecosystem)."""
     archives = ArchiveServer(root / "third-party", tls=tls)
-    sdist = build_stub_plugin_sdist(root / "sdist", row.packages["vllm-ascend"], PLUGIN_REQUIRES,
-                                    padding_bytes=SDIST_PADDING,
-                                    third_party=build_stub_archives(root / "third-party", archives.url),
-                                    extension=plugin_extension(cann_version) if native_needs else None)
-    eco = build_ecosystem(root / "eco", dict(row.packages), dict(row.cann_python_deps), vllm_ascend_sdist=sdist,
-                          plugin_wheel_arches=plugin_wheel_arches, plugin_wheel_glibc=plugin_wheel_glibc,
-                          triton_pythons=triton_pythons, venv_tools=venv_tools_for(row), understated=understated)
+    sdist = build_stub_plugin_sdist(
+        root / "sdist",
+        row.packages["vllm-ascend"],
+        PLUGIN_REQUIRES,
+        padding_bytes=SDIST_PADDING,
+        third_party=build_stub_archives(root / "third-party", archives.url),
+        extension=plugin_extension(cann_version) if native_needs else None,
+    )
+    eco = build_ecosystem(
+        root / "eco",
+        dict(row.packages),
+        dict(row.cann_python_deps),
+        vllm_ascend_sdist=sdist,
+        plugin_wheel_arches=plugin_wheel_arches,
+        plugin_wheel_glibc=plugin_wheel_glibc,
+        triton_pythons=triton_pythons,
+        venv_tools=venv_tools_for(row),
+        understated=understated,
+    )
     main, ascend, pytorch_cpu = LocalIndex(behaviour, tls=tls), LocalIndex(tls=tls), LocalIndex(tls=tls)
     tools = None
     if tool_dependencies:
@@ -113,5 +140,6 @@ def start_simulated_host(root: Path, row: Row, *, plugin_wheel_arches: Sequence[
     ascend.add_dir(eco.ascend)
     pytorch_cpu.add_dir(eco.pytorch_cpu)
     cann = build_fake_cann(root / "Ascend", version=cann_version, set_env_mode="hostile", native_libatb=native_needs)
-    return SimulatedHost(root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco,
-                         archives=archives, tools=tools)
+    return SimulatedHost(
+        root=root, main=main, ascend=ascend, pytorch_cpu=pytorch_cpu, cann=cann, eco=eco, archives=archives, tools=tools
+    )

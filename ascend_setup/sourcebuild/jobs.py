@@ -12,7 +12,7 @@ from typing import Optional
 
 from ascend_setup.host.machine import memory_bytes, usable_cpus
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 #: Memory one compile job may take at its peak. vllm-ascend's C++ (torch_binding.cpp and friends) includes
 #: ATen and torch_npu headers; one cc1plus on such a file peaks near 2.5-3 GiB at -O2, and CANN's bisheng
@@ -41,8 +41,9 @@ def _read_int(path: Path) -> Optional[int]:
     return value if value < UNLIMITED else None
 
 
-def cgroup_memory_limit(proc_cgroup: Path = Path("/proc/self/cgroup"),
-                        root: Path = Path("/sys/fs/cgroup")) -> Optional[int]:
+def cgroup_memory_limit(
+    proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> Optional[int]:
     """The tightest memory limit of this process's cgroup and its ancestors (v2 `memory.max`, v1
     `memory.limit_in_bytes`); None when there is none."""
     try:
@@ -72,8 +73,7 @@ def cgroup_memory_limit(proc_cgroup: Path = Path("/proc/self/cgroup"),
     return min(limits) if limits else None
 
 
-def job_budget(cpus: int, mem_available: int, cgroup_limit: Optional[int],
-               gib_per_job: int = GIB_PER_JOB) -> JobBudget:
+def job_budget(cpus: int, mem_available: int, cgroup_limit: Optional[int], gib_per_job: int = GIB_PER_JOB) -> JobBudget:
     """min(cores, min(MemAvailable, cgroup limit) / GIB_PER_JOB), at least 1, with the reason in words."""
     usable = [m for m in (mem_available, cgroup_limit) if m]
     if not usable:

@@ -35,8 +35,10 @@ def extract_once(sdist: Path, src_root: Path) -> Path:
     if (final / EXTRACTED_MARK).exists():
         return final
     if final.exists():
-        raise AscendSetupError(f"{final} exists but was not unpacked by ascend-setup",
-                               hint="move it away; ascend-setup never deletes what it did not create")
+        raise AscendSetupError(
+            f"{final} exists but was not unpacked by ascend-setup",
+            hint="move it away; ascend-setup never deletes what it did not create",
+        )
     staging = src_root / f".extracting-{base}"
     if staging.exists():
         shutil.rmtree(staging)  # our own half-finished extraction from a killed run
@@ -80,8 +82,16 @@ class BuildEnv:
     notes: List[str]
 
 
-def build_env(base: Dict[str, str], *, host: Mapping[str, str], venv: Path, soc: str, jobs: int,
-              ascend_home: Optional[str], home: Path) -> BuildEnv:
+def build_env(
+    base: Dict[str, str],
+    *,
+    host: Mapping[str, str],
+    venv: Path,
+    soc: str,
+    jobs: int,
+    ascend_home: Optional[str],
+    home: Path,
+) -> BuildEnv:
     """The build's environment: `base` (the host's plus CANN's set_env.sh) made to run in the venv.
 
     vllm-ascend's setup.py calls `python3`, `cmake` and `python3 -m pip show torch-npu` through PATH, and
@@ -106,8 +116,10 @@ def build_env(base: Dict[str, str], *, host: Mapping[str, str], venv: Path, soc:
     env["SOC_VERSION"] = soc
     env["MAX_JOBS"] = str(jobs)
     if base.get("COMPILE_CUSTOM_KERNELS", "1") != "1":
-        notes.append(f"COMPILE_CUSTOM_KERNELS={base['COMPILE_CUSTOM_KERNELS']} in the environment is overridden "
-                     "with 1: without it the build makes a wheel with no custom kernels")
+        notes.append(
+            f"COMPILE_CUSTOM_KERNELS={base['COMPILE_CUSTOM_KERNELS']} in the environment is overridden "
+            "with 1: without it the build makes a wheel with no custom kernels"
+        )
     env["COMPILE_CUSTOM_KERNELS"] = "1"
     env.setdefault("CMAKE_BUILD_TYPE", "Release")
     if ascend_home:

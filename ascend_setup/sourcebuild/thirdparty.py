@@ -36,13 +36,13 @@ PLACED_MARK = ".ascend-setup-placed"
 
 @dataclass(frozen=True)
 class Archive:
-    name: str                  # the file name, as CMake's DOWNLOAD_DIR would hold it
-    url: str                   # as the CMake file names it
-    cmake_file: str            # where it was read, relative to the tree
-    sha256: Optional[str]      # URL_HASH SHA256=... when the file gives one
-    md5: Optional[str]         # URL_MD5 ... when the file gives one
-    unpack_to: Optional[str]   # relative to csrc: where CMake looks for it unpacked (None: pkg/ is enough)
-    strip_top: bool            # CMake drops a single top directory when it extracts (not DOWNLOAD_NO_EXTRACT)
+    name: str  # the file name, as CMake's DOWNLOAD_DIR would hold it
+    url: str  # as the CMake file names it
+    cmake_file: str  # where it was read, relative to the tree
+    sha256: Optional[str]  # URL_HASH SHA256=... when the file gives one
+    md5: Optional[str]  # URL_MD5 ... when the file gives one
+    unpack_to: Optional[str]  # relative to csrc: where CMake looks for it unpacked (None: pkg/ is enough)
+    strip_top: bool  # CMake drops a single top directory when it extracts (not DOWNLOAD_NO_EXTRACT)
 
     def hash_text(self) -> str:
         if self.sha256:
@@ -105,10 +105,17 @@ def read_archives(tree: Path) -> List[Archive]:
             source = re.search(r"SOURCE_DIR\s+\"?([^\s\")]+)", text)
             if source:
                 unpack_to = os.path.normpath(_expand(source.group(1), _variables(text)))
-        archives.append(Archive(name=url.rsplit("/", 1)[-1], url=url, cmake_file=str(path.relative_to(tree)),
-                                sha256=sha.group(1).lower() if sha else None,
-                                md5=md5.group(1).lower() if md5 else None, unpack_to=unpack_to,
-                                strip_top="DOWNLOAD_NO_EXTRACT" not in text))
+        archives.append(
+            Archive(
+                name=url.rsplit("/", 1)[-1],
+                url=url,
+                cmake_file=str(path.relative_to(tree)),
+                sha256=sha.group(1).lower() if sha else None,
+                md5=md5.group(1).lower() if md5 else None,
+                unpack_to=unpack_to,
+                strip_top="DOWNLOAD_NO_EXTRACT" not in text,
+            )
+        )
     return archives
 
 
@@ -150,14 +157,18 @@ def gate(archives: Sequence[Archive], cache: Path, mirror: Optional[str], timeou
         failures = [f for f in pool.map(lambda a: _reachable(source_url(a, mirror), timeout), todo) if f]
     if failures:
         names = ", ".join(a.name for a in todo)
-        raise StepFailed(f"{len(failures)} third-party archive(s) of the operator build cannot be fetched: "
-                         + "; ".join(failures),
-                         hint=f"pass --build-deps-url URL, a directory that serves {names}, or copy them into "
-                              f"{cache}")
+        raise StepFailed(
+            f"{len(failures)} third-party archive(s) of the operator build cannot be fetched: " + "; ".join(failures),
+            hint=f"pass --build-deps-url URL, a directory that serves {names}, or copy them into {cache}",
+        )
 
 
-def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
-          on_progress: Optional[Callable[[str, int, Optional[int]], None]] = None) -> List[str]:
+def fetch(
+    archives: Sequence[Archive],
+    cache: Path,
+    mirror: Optional[str],
+    on_progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
+) -> List[str]:
     """Download the archives into `cache` at once (pip would not; each resumes its own `.part` file);
     return one log line per archive."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -168,15 +179,23 @@ def fetch(archives: Sequence[Archive], cache: Path, mirror: Optional[str],
             if dest.exists():
                 dest.unlink()  # ours, and not what the CMake file names
             try:
-                download([source_url(archive, mirror)], dest, sha256=archive.sha256,
-                         on_progress=partial(on_progress, archive.name) if on_progress else None)
+                download(
+                    [source_url(archive, mirror)],
+                    dest,
+                    sha256=archive.sha256,
+                    on_progress=partial(on_progress, archive.name) if on_progress else None,
+                )
             except AscendSetupError as exc:
-                raise StepFailed(f"{archive.name} could not be fetched ({exc.message}); {archive.hash_text()}",
-                                 hint=exc.hint or "check the mirror given by --build-deps-url") from None
+                raise StepFailed(
+                    f"{archive.name} could not be fetched ({exc.message}); {archive.hash_text()}",
+                    hint=exc.hint or "check the mirror given by --build-deps-url",
+                ) from None
             if not _verified(dest, archive):
                 dest.unlink()
-                raise StepFailed(f"{archive.name} from {source_url(archive, mirror)} does not match its "
-                                 f"{archive.hash_text()}", hint="check the mirror given by --build-deps-url")
+                raise StepFailed(
+                    f"{archive.name} from {source_url(archive, mirror)} does not match its {archive.hash_text()}",
+                    hint="check the mirror given by --build-deps-url",
+                )
         recorded = "" if archive.sha256 else f", its sha256 is {sha256_of(dest)}"
         return f"third-party {archive.name}: {archive.hash_text()}{recorded}"
 

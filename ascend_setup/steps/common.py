@@ -33,8 +33,9 @@ def versions_in(contents: Optional[VenvContents]) -> Dict[str, str]:
     return {d.name: d.version for d in contents.dists} if contents else {}
 
 
-def row_requirements_unmet(session: InstallSession, names: Iterable[str],
-                           contents: Optional[VenvContents]) -> List[str]:
+def row_requirements_unmet(
+    session: InstallSession, names: Iterable[str], contents: Optional[VenvContents]
+) -> List[str]:
     """The row packages' own requirements on each other that the venv (as `contents` read it) does not meet
     (vllm's are waived)."""
     assert session.row is not None

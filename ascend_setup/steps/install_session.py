@@ -42,8 +42,13 @@ def _given(value: Optional[T], name: str) -> T:
 
 def install_store(workdir: Workdir) -> StateStore:
     """The workdir's state file, as install, resume, status and doctor read it."""
-    return StateStore(workdir.state, format="ascend-setup-state", writer="ascend-setup",
-                      check_options=check_recorded_options, elsewhere="pass another --workdir")
+    return StateStore(
+        workdir.state,
+        format="ascend-setup-state",
+        writer="ascend-setup",
+        check_options=check_recorded_options,
+        elsewhere="pass another --workdir",
+    )
 
 
 def _required() -> InstallOptions:

@@ -33,8 +33,10 @@ class InstallManagedPython(Step[ManagedPython]):
             return None
         build = builds.find(facts.python_minor, platform.machine())
         if build is None or build.key != facts.managed:
-            raise AscendSetupError(f"the pinned builds no longer hold {facts.managed}, which preflight chose",
-                                   hint="run again: preflight chooses anew when its inputs change")
+            raise AscendSetupError(
+                f"the pinned builds no longer hold {facts.managed}, which preflight chose",
+                hint="run again: preflight chooses anew when its inputs change",
+            )
         return build
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
@@ -60,12 +62,19 @@ class InstallManagedPython(Step[ManagedPython]):
     def _archive(self, ctx: InstallSession, builds: PythonBuilds, build: PythonBuild, log: Path) -> Path:
         bundle = ctx.bundle
         offline = bundle.python_archive(build) if bundle is not None else None
-        with Progress(TextColumn(f"downloading {build.file}"), BarColumn(), DownloadColumn(),
-                      console=ctx.console, transient=True) as progress:
+        with Progress(
+            TextColumn(f"downloading {build.file}"), BarColumn(), DownloadColumn(), console=ctx.console, transient=True
+        ) as progress:
             task = progress.add_task("download", total=None)
-            return fetch_archive(builds, build, ctx.workdir.downloads, log,
-                                 mirror=ctx.options.python_mirror, offline_copy=offline,
-                                 on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+            return fetch_archive(
+                builds,
+                build,
+                ctx.workdir.downloads,
+                log,
+                mirror=ctx.options.python_mirror,
+                offline_copy=offline,
+                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
 
     def run(self, ctx: InstallSession, log: Path) -> ManagedPython:
         builds = ctx.python_builds()
@@ -75,7 +84,13 @@ class InstallManagedPython(Step[ManagedPython]):
         archive = self._archive(ctx, builds, build, log)
         # A folder already there is one this step left: not done, or stopped mid-way (uv may have moved it in
         # before fixing up its build-time paths, and such a folder may even run): uv installs it anew.
-        interp = install_build(build, archive, ctx.workdir.pythons, cache_dir() / "uv", log,
-                               network=ctx.the_pip_settings.network,
-                               reinstall=(ctx.workdir.pythons / build.key).exists())
+        interp = install_build(
+            build,
+            archive,
+            ctx.workdir.pythons,
+            cache_dir() / "uv",
+            log,
+            network=ctx.the_pip_settings.network,
+            reinstall=(ctx.workdir.pythons / build.key).exists(),
+        )
         return ManagedPython(python=interp.path, version=interp.version, archive=str(archive))

@@ -28,8 +28,7 @@ class ChooseMirror(Step[MirrorChoice]):
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         o = ctx.options
-        return {"mirror": o.mirror, "index_url": o.index_url,
-                "extra_index_urls": user_extra_indexes(ctx)}
+        return {"mirror": o.mirror, "index_url": o.index_url, "extra_index_urls": user_extra_indexes(ctx)}
 
     def is_done(self, ctx: InstallSession) -> bool:
         return ctx.has(self) and bool(ctx.get(ChooseMirror).index_url)
@@ -48,8 +47,9 @@ class ChooseMirror(Step[MirrorChoice]):
         else:
             from ascend_setup.mirrors.choice import choose_for_install
 
-            chosen, source, fallbacks = choose_for_install(ctx.the_matrix, ctx.the_row, ctx.root,
-                                                           ctx.facts.python_minor, log)
+            chosen, source, fallbacks = choose_for_install(
+                ctx.the_matrix, ctx.the_row, ctx.root, ctx.facts.python_minor, log
+            )
         with open_append(log) as handle:
             handle.write(f"index: {chosen} ({source})\nextra indexes: {extras}\nfail-over mirrors: {fallbacks}\n")
         return MirrorChoice(index_url=chosen, extra_index_urls=extras, source=source, fallbacks=fallbacks)

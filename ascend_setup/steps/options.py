@@ -54,8 +54,10 @@ def check_device(value: str) -> str:
     """`plan --soc`: a device type (A2, A3, 310P, A5) or a SOC_VERSION -> the device type it builds for."""
     device = parse_device(value) or device_of(value)
     if device is None:
-        raise BadInput(f"--soc {value!r} is neither a device type ({', '.join(label(d) for d in soc_table().devices)})"
-                       f" nor a SOC_VERSION vllm-ascend knows; e.g. {_soc_examples()}")
+        raise BadInput(
+            f"--soc {value!r} is neither a device type ({', '.join(label(d) for d in soc_table().devices)})"
+            f" nor a SOC_VERSION vllm-ascend knows; e.g. {_soc_examples()}"
+        )
     return device
 
 
@@ -68,8 +70,10 @@ def parse_index_overrides(values: List[str]) -> Dict[str, str]:
             raise BadInput(f"--index {value!r} is not NAME=URL (e.g. --index ascend=https://my.mirror/simple)")
         url = check_index_url(url.strip(), f"--index {name.strip()}=")
         if found.get(name.strip(), url) != url:
-            raise BadInput(f"--index {name.strip()}= is given twice with different URLs ({found[name.strip()]} and "
-                           f"{url}): give one")
+            raise BadInput(
+                f"--index {name.strip()}= is given twice with different URLs ({found[name.strip()]} and "
+                f"{url}): give one"
+            )
         found[name.strip()] = url
     return found
 
@@ -121,9 +125,15 @@ class InstallOptions:
 
     def load_row(self) -> InstallRow:
         """The matrix and row these options name (a resumed install loads them here, once)."""
-        return load_install_row(cann=self.cann, matrix=self.matrix, indexes=self.indexes, vllm_ascend=self.vllm_ascend,
-                                index_url=self.index_url, mirror=self.mirror,
-                                respect_pip_config=self.respect_pip_config)
+        return load_install_row(
+            cann=self.cann,
+            matrix=self.matrix,
+            indexes=self.indexes,
+            vllm_ascend=self.vllm_ascend,
+            index_url=self.index_url,
+            mirror=self.mirror,
+            respect_pip_config=self.respect_pip_config,
+        )
 
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> InstallOptions:
@@ -137,8 +147,10 @@ class InstallOptions:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise BadInput(f"the state file's recorded option {where!r} cannot be used: {first['msg']}",
-                           hint="start again with 'ascend-setup install' and its flags, or restore the file") from None
+            raise BadInput(
+                f"the state file's recorded option {where!r} cannot be used: {first['msg']}",
+                hint="start again with 'ascend-setup install' and its flags, or restore the file",
+            ) from None
 
 
 def _mirror(value: object) -> str:
@@ -174,27 +186,38 @@ def check_lock_for_host(path: str, cann: str, python_spec: Optional[str] = None,
     host = {"arch": platform.machine(), "glibc": glibc_version() or "unknown"}
     made = {"arch": lock.target.arch, "glibc": lock.target.glibc}
     if made != host:
-        raise BadInput(f"--lock {lock_path} was made for {lock.target.arch} / glibc {lock.target.glibc}; this host is "
-                       f"{host['arch']} / glibc {host['glibc']}",
-                       hint=f"make one for this host: ascend-setup plan --cann {lock.cann} --lock FILE (run here)")
+        raise BadInput(
+            f"--lock {lock_path} was made for {lock.target.arch} / glibc {lock.target.glibc}; this host is "
+            f"{host['arch']} / glibc {host['glibc']}",
+            hint=f"make one for this host: ascend-setup plan --cann {lock.cann} --lock FILE (run here)",
+        )
     if lock.cann != cann.strip():
-        raise BadInput(f"--lock {lock_path} is for CANN {lock.cann}, not --cann {cann}",
-                       hint=f"use --cann {lock.cann}, or make a lock for {cann}")
+        raise BadInput(
+            f"--lock {lock_path} is for CANN {lock.cann}, not --cann {cann}",
+            hint=f"use --cann {lock.cann}, or make a lock for {cann}",
+        )
     if python_spec and not SpecifierSet(python_spec).contains(lock.target.python + ".0"):
-        raise BadInput(f"--lock {lock_path} is for Python {lock.target.python}, outside the row's range {python_spec}",
-                       hint=f"make it again: ascend-setup plan --cann {lock.cann} --lock FILE")
+        raise BadInput(
+            f"--lock {lock_path} is for Python {lock.target.python}, outside the row's range {python_spec}",
+            hint=f"make it again: ascend-setup plan --cann {lock.cann} --lock FILE",
+        )
     if python:
         from ascend_setup.host.interpreters import probe
 
         interp = probe(python)
         if interp is not None and interp.minor != lock.target.python:
-            raise BadInput(f"--lock {lock_path} is for Python {lock.target.python}, but --python {python} is "
-                           f"Python {interp.minor}", hint=f"pass a Python {lock.target.python}, or make a lock for "
-                           f"{interp.minor}: ascend-setup plan --cann {lock.cann} --python {interp.minor} --lock FILE")
+            raise BadInput(
+                f"--lock {lock_path} is for Python {lock.target.python}, but --python {python} is "
+                f"Python {interp.minor}",
+                hint=f"pass a Python {lock.target.python}, or make a lock for "
+                f"{interp.minor}: ascend-setup plan --cann {lock.cann} --python {interp.minor} --lock FILE",
+            )
     if lock.unavailable:
         names = ", ".join(p.name for p in lock.unavailable)
-        raise BadInput(f"--lock {lock_path} cannot be installed: {names} had no file when it was made",
-                       hint="make it again where every index of the row can be reached")
+        raise BadInput(
+            f"--lock {lock_path} cannot be installed: {names} had no file when it was made",
+            hint="make it again where every index of the row can be reached",
+        )
     return str(lock_path)
 
 
@@ -208,26 +231,52 @@ class InstallRow:
     derived: Optional[DerivedRow] = None
 
 
-def load_install_row(*, cann: str, matrix: Optional[str], indexes: Dict[str, str], vllm_ascend: Optional[str],
-                     index_url: Optional[str], mirror: Optional[str], respect_pip_config: bool) -> InstallRow:
+def load_install_row(
+    *,
+    cann: str,
+    matrix: Optional[str],
+    indexes: Dict[str, str],
+    vllm_ascend: Optional[str],
+    index_url: Optional[str],
+    mirror: Optional[str],
+    respect_pip_config: bool,
+) -> InstallRow:
     """`matrix` is --matrix (load_matrix reads ASCEND_SETUP_MATRIX itself, and names it in its errors); pip is
     asked for its index only when a row must be derived. Unknown index names are bad input here."""
     loaded = load_matrix(matrix).with_indexes(indexes)
-    loaded, derived = with_derived_row(loaded, cann, vllm_ascend,
-                                       lambda: which_index(index_url, mirror, lambda: pip_index(respect_pip_config)))
+    loaded, derived = with_derived_row(
+        loaded, cann, vllm_ascend, lambda: which_index(index_url, mirror, lambda: pip_index(respect_pip_config))
+    )
     return InstallRow(loaded, select_row(loaded, cann, platform.machine()), derived)
 
 
-def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[str], python: Optional[str],
-                          cann_home: Optional[str], index_url: Optional[str], extra_index_urls: List[str],
-                          mirror: Optional[str], installer: str, soc: Optional[str], force: bool,
-                          matrix: Optional[str], indexes: Optional[List[str]] = None, lock: Optional[str] = None,
-                          respect_pip_config: bool = False, dry_run: bool = False,
-                          resume_on_login: bool = False, vllm_ascend: Optional[str] = None,
-                          jobs: Optional[int] = None, build_deps_url: Optional[str] = None,
-                          adopt_venv: bool = False, bundle: Optional[str] = None,
-                          python_builds: Optional[str] = None,
-                          python_mirror: Optional[str] = None) -> Tuple[InstallOptions, InstallRow]:
+def build_install_options(
+    *,
+    cann: str,
+    workdir: Optional[str],
+    venv: Optional[str],
+    python: Optional[str],
+    cann_home: Optional[str],
+    index_url: Optional[str],
+    extra_index_urls: List[str],
+    mirror: Optional[str],
+    installer: str,
+    soc: Optional[str],
+    force: bool,
+    matrix: Optional[str],
+    indexes: Optional[List[str]] = None,
+    lock: Optional[str] = None,
+    respect_pip_config: bool = False,
+    dry_run: bool = False,
+    resume_on_login: bool = False,
+    vllm_ascend: Optional[str] = None,
+    jobs: Optional[int] = None,
+    build_deps_url: Optional[str] = None,
+    adopt_venv: bool = False,
+    bundle: Optional[str] = None,
+    python_builds: Optional[str] = None,
+    python_mirror: Optional[str] = None,
+) -> Tuple[InstallOptions, InstallRow]:
     """Check every flag (and its ASCEND_SETUP_* variable) before anything touches the disk. Each error
     names where the value came from. A dry run writes nothing, so a read-only workdir is fine for it.
     The matrix and row the checks need are returned with the options, for the run to use."""
@@ -236,8 +285,15 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
     if index_url and mirror and mirror not in ("auto", "none"):
         raise BadInput(f"--mirror {mirror} and --index-url {index_url} both name the index: give one of them")
     overrides = parse_index_overrides(indexes or [])
-    loaded = load_install_row(cann=cann, matrix=flag_matrix, indexes=overrides, vllm_ascend=vllm_ascend,
-                              index_url=index_url, mirror=mirror, respect_pip_config=respect_pip_config)
+    loaded = load_install_row(
+        cann=cann,
+        matrix=flag_matrix,
+        indexes=overrides,
+        vllm_ascend=vllm_ascend,
+        index_url=index_url,
+        mirror=mirror,
+        respect_pip_config=respect_pip_config,
+    )
     row = loaded.row
     if bundle is not None:  # before anything is touched: a bundle for another host, row or SOC is refused
         if lock:
@@ -268,15 +324,30 @@ def build_install_options(*, cann: str, workdir: Optional[str], venv: Optional[s
         bundle, lock = (str(root) if root else None), str(bundle_lock)
     lock = check_lock_for_host(lock, cann, row.python, python) if lock else None
     return InstallOptions(
-        cann=cann, workdir=str(work), venv=str(venv_path), python=python,
+        cann=cann,
+        workdir=str(work),
+        venv=str(venv_path),
+        python=python,
         cann_home=str(home) if home else None,
         index_url=check_index_url(index_url, "--index-url") if index_url else None,
         extra_index_urls=[check_index_url(u, "--extra-index-url") for u in extra_index_urls],
-        mirror=mirror, installer=installer, soc=check_soc(soc), force=force,
-        matrix=str(Path(matrix).absolute()) if matrix else None, indexes=overrides, lock=lock,
-        respect_pip_config=respect_pip_config, resume_on_login=resume_on_login, vllm_ascend=vllm_ascend,
-        jobs=check_jobs(jobs), build_deps_url=check_build_deps_url(build_deps_url),
-        adopt_venv=adopt_venv, bundle=bundle, python_builds=python_builds, python_mirror=python_mirror), loaded
+        mirror=mirror,
+        installer=installer,
+        soc=check_soc(soc),
+        force=force,
+        matrix=str(Path(matrix).absolute()) if matrix else None,
+        indexes=overrides,
+        lock=lock,
+        respect_pip_config=respect_pip_config,
+        resume_on_login=resume_on_login,
+        vllm_ascend=vllm_ascend,
+        jobs=check_jobs(jobs),
+        build_deps_url=check_build_deps_url(build_deps_url),
+        adopt_venv=adopt_venv,
+        bundle=bundle,
+        python_builds=python_builds,
+        python_mirror=python_mirror,
+    ), loaded
 
 
 def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], cann_home: Optional[str]) -> None:
@@ -293,8 +364,15 @@ def check_bundle_for_host(path: str, cann: str, row: Row, soc: Optional[str], ca
         from ascend_setup.host.npu import host_npu
 
         soc = host_npu(cann_home).soc_version
-    check_bundle(manifest, given, cann=cann, row=row, arch=platform.machine(), glibc=glibc_version() or "unknown",
-                 soc=check_soc(soc) if soc and device_of(soc) else soc)
+    check_bundle(
+        manifest,
+        given,
+        cann=cann,
+        row=row,
+        arch=platform.machine(),
+        glibc=glibc_version() or "unknown",
+        soc=check_soc(soc) if soc and device_of(soc) else soc,
+    )
     check_contents(given, manifest)
 
 
@@ -325,8 +403,10 @@ def pip_index(respect_pip_config: bool) -> str:
 
 def check_build_deps_url(url: Optional[str]) -> Optional[str]:
     if url is not None and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
-        raise BadInput(f"--build-deps-url {url!r} is not an http(s):// URL",
-                       hint="for files on this host, copy them into <workdir>/downloads/third-party")
+        raise BadInput(
+            f"--build-deps-url {url!r} is not an http(s):// URL",
+            hint="for files on this host, copy them into <workdir>/downloads/third-party",
+        )
     return url
 
 
@@ -339,8 +419,10 @@ def check_jobs(jobs: Optional[int]) -> Optional[int]:
 def check_python_mirror(url: Optional[str]) -> Optional[str]:
     """--python-mirror: an http(s) URL (the tool downloads the archive itself, with HTTP Range)."""
     if url is not None and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
-        raise BadInput(f"--python-mirror {url!r} is not an http(s):// URL",
-                       hint="a copy of the python-build-standalone releases, laid out as URL/<build>/<file>")
+        raise BadInput(
+            f"--python-mirror {url!r} is not an http(s):// URL",
+            hint="a copy of the python-build-standalone releases, laid out as URL/<build>/<file>",
+        )
     return url
 
 

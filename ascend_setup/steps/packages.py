@@ -33,9 +33,15 @@ LAST = ("triton-ascend", "vllm-ascend")  # installed by their own steps, after e
 
 def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
     """step -> the packages it installs: its roots and what they require that no earlier step took."""
-    roots = {"venv": ["pip"], "cann-python-deps": list(row.cann_python_deps), "torch-stack": TORCH_STACK,
-             "vllm": ["vllm"], "plugin-deps": [p.name for p in lock.packages if p.name not in LAST],
-             "triton": ["triton-ascend"], "vllm-ascend": ["vllm-ascend"]}
+    roots = {
+        "venv": ["pip"],
+        "cann-python-deps": list(row.cann_python_deps),
+        "torch-stack": TORCH_STACK,
+        "vllm": ["vllm"],
+        "plugin-deps": [p.name for p in lock.packages if p.name not in LAST],
+        "triton": ["triton-ascend"],
+        "vllm-ascend": ["vllm-ascend"],
+    }
     taken: set = set()
     slices: Dict[str, List[LockedPackage]] = {}
     for step in SLICE_ORDER:
@@ -55,8 +61,11 @@ def unmet(ctx: InstallSession, packages: List[LockedPackage]) -> List[str]:
     row packages' own requirements on each other."""
     contents = venv_contents(ctx)  # read once for both questions: each step asks before and after it runs
     installed = versions_in(contents)
-    problems = [f"{p.name}=={p.version} (installed: {installed.get(p.name) or 'none'})"
-                for p in packages if not same_version(installed.get(p.name), p.version)]
+    problems = [
+        f"{p.name}=={p.version} (installed: {installed.get(p.name) or 'none'})"
+        for p in packages
+        if not same_version(installed.get(p.name), p.version)
+    ]
     return problems + row_requirements_unmet(ctx, [p.name for p in packages], contents)
 
 
@@ -68,8 +77,9 @@ def damaged(ctx: InstallSession, packages: List[LockedPackage]) -> List[Damage]:
     return damage_in(contents, {p.name for p in packages})
 
 
-def repair_damaged(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path,
-                   installer: Optional[Installer] = None) -> List[Damage]:
+def repair_damaged(
+    ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, installer: Optional[Installer] = None
+) -> List[Damage]:
     """Reinstall, from the lock with --force-reinstall --no-deps, each of `packages` a kill left half-written.
     A dist-info without a readable RECORD cannot be uninstalled by pip or uv: it is removed first (it is
     of this step's slice, which this step was writing when it stopped), so the install sees it absent. The
@@ -106,8 +116,15 @@ def _drop_nameless(contents: Optional[VenvContents], names: Set[str], log: Path)
 def fetchable(lock: Lock) -> List[LockedPackage]:
     """The lock's files an install step takes from an index, biggest first: the longest transfer starts first and
     the small files fill the other connections around it."""
-    files = [p for p in lock.packages if p.outcome in ("wheel", "sdist") and p.url and p.file and p.sha256
-             and not (p.name == "vllm-ascend" and p.outcome == "sdist")]  # the plugin step fetches it into its tree
+    files = [
+        p
+        for p in lock.packages
+        if p.outcome in ("wheel", "sdist")
+        and p.url
+        and p.file
+        and p.sha256
+        and not (p.name == "vllm-ascend" and p.outcome == "sdist")
+    ]  # the plugin step fetches it into its tree
     return sorted(files, key=lambda p: -(p.size or 0))
 
 
@@ -125,11 +142,12 @@ def fetch_lock_files(ctx: InstallSession, log: Path) -> Path:
     missing = [p for p in fetchable(lock) if not (downloads / str(p.file)).exists()]
     if missing:
         with open_append(log) as handle:
-            handle.write(f"fetching {len(missing)} files of the lock ({sum(p.size or 0 for p in missing) / 1e6:.1f} "
-                         f"MB), up to {PER_HOST} at once from each index\n")
+            handle.write(
+                f"fetching {len(missing)} files of the lock ({sum(p.size or 0 for p in missing) / 1e6:.1f} "
+                f"MB), up to {PER_HOST} at once from each index\n"
+            )
         try:
-            each(lambda p: download_split([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size),
-                 missing)
+            each(lambda p: download_split([str(p.url)], downloads / str(p.file), sha256=p.sha256, size=p.size), missing)
         except AscendSetupError as exc:
             with open_append(log) as handle:
                 handle.write(f"fetching the lock's files failed: {exc.message}\n")
@@ -146,12 +164,20 @@ def _drop_mismatched(downloads: Path, group: List[LockedPackage], log: Path) -> 
         if p.file and path.is_file() and not path.is_symlink() and sha256_of(path) != p.sha256:
             path.unlink()
             with open_append(log) as handle:
-                handle.write(f"{path} is not the lock's file (sha256 {p.sha256}): removed; the next run fetches "
-                             f"it again\n")
+                handle.write(
+                    f"{path} is not the lock's file (sha256 {p.sha256}): removed; the next run fetches it again\n"
+                )
 
 
-def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage], log: Path, *, force: bool = False,
-                   installer: Optional[Installer] = None) -> None:
+def install_locked(
+    ctx: InstallSession,
+    step: str,
+    packages: List[LockedPackage],
+    log: Path,
+    *,
+    force: bool = False,
+    installer: Optional[Installer] = None,
+) -> None:
     """Install `packages` from the lock: per index, a hash-pinned requirements file, --no-deps
     (`force`: --force-reinstall, to repair; `installer`: other than the run's, for the venv's own pip)."""
     lock = ctx.lock()
@@ -174,12 +200,18 @@ def install_locked(ctx: InstallSession, step: str, packages: List[LockedPackage]
         # from the files fetched (hash-checked again by the installer); the index for a package without one, and
         # for a repair as before: uv links a local wheel's files from its cache, where a file a kill truncated in
         # the venv may be the cache's own (a hard link), and a reinstall from the same local file relinks it
-        offline = bundle is not None or (local is not None and all(p.file and (local / p.file).exists()
-                                                                   for p in group))
+        offline = bundle is not None or (local is not None and all(p.file and (local / p.file).exists() for p in group))
         try:
-            (installer or ctx.installer()).install(ctx.python, InstallRequest(
-                requirement_file=requirements, indexes=None if offline else Indexes(lock.indexes[index], tuple(extras)),
-                find_links=local, force_reinstall=force or local_mismatch), log=log)
+            (installer or ctx.installer()).install(
+                ctx.python,
+                InstallRequest(
+                    requirement_file=requirements,
+                    indexes=None if offline else Indexes(lock.indexes[index], tuple(extras)),
+                    find_links=local,
+                    force_reinstall=force or local_mismatch,
+                ),
+                log=log,
+            )
         except AscendSetupError:
             if local is not None and bundle is None:
                 _drop_mismatched(local, group, log)
@@ -192,8 +224,10 @@ class LockSliceStep(Step[SliceInstalled]):
     Output = SliceInstalled
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        return {"packages": [f"{p.name}=={p.version} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "installer": ctx.options.installer}
+        return {
+            "packages": [f"{p.name}=={p.version} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
+            "installer": ctx.options.installer,
+        }
 
     def is_done(self, ctx: InstallSession) -> bool:
         return ctx.lock() is not None and not unmet(ctx, slice_of(ctx, self.name))
@@ -212,8 +246,10 @@ class LockSliceStep(Step[SliceInstalled]):
         if problems:
             from ascend_setup.errors import StepFailed
 
-            raise StepFailed(f"after installing its slice of the lock the venv still differs: {'; '.join(problems)}",
-                             hint=f"see {log}")
+            raise StepFailed(
+                f"after installing its slice of the lock the venv still differs: {'; '.join(problems)}",
+                hint=f"see {log}",
+            )
         return SliceInstalled(installed=[p.requirement() for p in packages])
 
 

@@ -19,8 +19,20 @@ from ascend_setup.steps.verify import Verify
 
 
 def build_pipeline() -> List[Step]:
-    return [Preflight(), InstallManagedPython(), ChooseMirror(), Resolve(), CreateVenv(), CannPythonDeps(),
-            TorchStack(), Vllm(), PluginDeps(), Triton(), VllmAscend(), Verify()]
+    return [
+        Preflight(),
+        InstallManagedPython(),
+        ChooseMirror(),
+        Resolve(),
+        CreateVenv(),
+        CannPythonDeps(),
+        TorchStack(),
+        Vllm(),
+        PluginDeps(),
+        Triton(),
+        VllmAscend(),
+        Verify(),
+    ]
 
 
 def run_lock(workdir: Workdir) -> RunLock:

@@ -61,8 +61,7 @@ class VllmAscend(Step[PluginInstalled]):
     depends_on = ("triton",)
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "soc": ctx.soc}
+        return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)], "soc": ctx.soc}
 
     def is_done(self, ctx: InstallSession) -> bool:
         locked = slice_of(ctx, self.name)
@@ -71,8 +70,10 @@ class VllmAscend(Step[PluginInstalled]):
     def run(self, ctx: InstallSession, log: Path) -> PluginInstalled:
         locked = slice_of(ctx, self.name)
         if not locked or locked[0].outcome == "unavailable":
-            raise StepFailed(f"the lock has no file for vllm-ascend {ctx.the_row.packages['vllm-ascend']}",
-                             hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again")
+            raise StepFailed(
+                f"the lock has no file for vllm-ascend {ctx.the_row.packages['vllm-ascend']}",
+                hint=locked[0].reason if locked else "rerun: the resolve step makes the lock again",
+            )
         plugin = locked[0]
         _note(log, f"forecast: {plugin.outcome} {plugin.file or ''} {plugin.reason or ''}")
         if plugin.outcome == "wheel":
@@ -86,11 +87,19 @@ class VllmAscend(Step[PluginInstalled]):
         pre = ctx.get(Preflight)
         soc = ctx.soc
         if not soc:
-            raise StepFailed("vllm-ascend must be built from source and no SOC_VERSION is known "
-                             f"({pre.npu_error or 'no NPU found'})",
-                             hint="pass --soc, e.g. --soc ascend910b1 (Atlas A2 images use ascend910b1)")
-        key = wheelhouse_key(version=plugin.version or "", cann=pre.cann_version, arch=pre.arch,
-                             python=pre.python_minor, glibc=pre.glibc or "unknown", soc=soc)
+            raise StepFailed(
+                "vllm-ascend must be built from source and no SOC_VERSION is known "
+                f"({pre.npu_error or 'no NPU found'})",
+                hint="pass --soc, e.g. --soc ascend910b1 (Atlas A2 images use ascend910b1)",
+            )
+        key = wheelhouse_key(
+            version=plugin.version or "",
+            cann=pre.cann_version,
+            arch=pre.arch,
+            python=pre.python_minor,
+            glibc=pre.glibc or "unknown",
+            soc=soc,
+        )
         wheelhouse = ctx.workdir.wheelhouse
         cached = cached_wheel(wheelhouse, key) or (cached_wheel(ctx.bundle.wheelhouse, key) if ctx.bundle else None)
         if cached is not None and not wheel_lacks_kernels(cached, soc):
@@ -99,8 +108,9 @@ class VllmAscend(Step[PluginInstalled]):
         if cached is not None:
             _note(log, f"not reusing {cached}: it lacks {', '.join(wheel_lacks_kernels(cached, soc))}")
         sdist = self._download(ctx, plugin, log)
-        tree = tree_for(sdist, ctx.workdir.src,
-                        build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"]))
+        tree = tree_for(
+            sdist, ctx.workdir.src, build_key(soc=soc, cann=pre.cann_version, torch=ctx.the_row.packages["torch"])
+        )
         _note(log, f"build tree {tree.path}: {tree.case}")
         ctx.console.print(f"note: vllm-ascend build tree: {tree.case}", soft_wrap=True, markup=False)
         source = tree.path
@@ -111,8 +121,15 @@ class VllmAscend(Step[PluginInstalled]):
         budget = host_job_budget(ctx.options.jobs)
         home = ctx.workdir.build_home
         home.mkdir(parents=True, exist_ok=True)
-        built_env = build_env(ctx.cann_env(), host=os.environ, venv=ctx.venv, soc=soc, jobs=budget.jobs,
-                              ascend_home=pre.cann_toolkit, home=home)
+        built_env = build_env(
+            ctx.cann_env(),
+            host=os.environ,
+            venv=ctx.venv,
+            soc=soc,
+            jobs=budget.jobs,
+            ascend_home=pre.cann_toolkit,
+            home=home,
+        )
         _note(log, f"MAX_JOBS={budget.jobs} ({budget.why}); HOME={home}; PATH starts with {ctx.venv}/bin")
         for note in built_env.notes:
             _note(log, f"note: {note}")
@@ -121,22 +138,45 @@ class VllmAscend(Step[PluginInstalled]):
         if building.exists():
             shutil.rmtree(building)  # ours: a wheel half-written by a killed build
         building.mkdir(parents=True)
-        with Progress(TextColumn("building vllm-ascend"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=ctx.console, transient=True) as progress:
+        with Progress(
+            TextColumn("building vllm-ascend"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=ctx.console,
+            transient=True,
+        ) as progress:
             task = progress.add_task("build", total=None)
-            run_logged([ctx.python, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                        "--disable-pip-version-check", "--wheel-dir", str(building), str(source)], log,
-                       env=built_env.env,
-                       on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
-                       what="vllm-ascend build", explain=triage)
+            run_logged(
+                [
+                    ctx.python,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "-v",
+                    "--no-build-isolation",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--wheel-dir",
+                    str(building),
+                    str(source),
+                ],
+                log,
+                env=built_env.env,
+                on_line=stage_watcher(lambda n, m: progress.update(task, completed=n, total=m)),
+                what="vllm-ascend build",
+                explain=triage,
+            )
         built = list_wheels(building)
         if not built:
             raise StepFailed("the vllm-ascend build produced no wheel", hint=f"see {log}")
         lacking = wheel_lacks_kernels(built[0], soc)
         if lacking:
             shutil.rmtree(building)
-            raise StepFailed(f"the vllm-ascend build made {built[0].name} without {', '.join(lacking)}; "
-                             "it is not kept", hint=f"the build log {log} shows why the custom ops were skipped")
+            raise StepFailed(
+                f"the vllm-ascend build made {built[0].name} without {', '.join(lacking)}; it is not kept",
+                hint=f"the build log {log} shows why the custom ops were skipped",
+            )
         final_dir = wheelhouse / key
         final_dir.mkdir(parents=True, exist_ok=True)
         final = final_dir / built[0].name
@@ -150,8 +190,13 @@ class VllmAscend(Step[PluginInstalled]):
         cache = ctx.bundle.third_party if ctx.bundle else ctx.workdir.third_party  # a bundle's are verified here
         mirror = ctx.options.build_deps_url
         thirdparty.gate(archives, cache, mirror)
-        with Progress(TextColumn("downloading {task.description}"), BarColumn(), DownloadColumn(),
-                      console=ctx.console, transient=True) as progress:
+        with Progress(
+            TextColumn("downloading {task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            console=ctx.console,
+            transient=True,
+        ) as progress:
             tasks: Dict[str, Any] = {}
 
             def shown(name: str, done: int, total: Any) -> None:
@@ -167,15 +212,20 @@ class VllmAscend(Step[PluginInstalled]):
         assert plugin.url and plugin.file
         if ctx.bundle is not None:
             return ctx.bundle.file(plugin.file, plugin.sha256)
-        with Progress(TextColumn(f"downloading {plugin.file}"), BarColumn(), DownloadColumn(),
-                      console=ctx.console, transient=True) as progress:
+        with Progress(
+            TextColumn(f"downloading {plugin.file}"), BarColumn(), DownloadColumn(), console=ctx.console, transient=True
+        ) as progress:
             task = progress.add_task("download", total=plugin.size)
 
             def failover(url: str, why: str) -> None:
                 with open_append(log) as handle:
                     handle.write(f"download from {url} stopped ({why}); trying the next mirror\n")
 
-            return download([plugin.url, *alternate_urls(ctx, plugin.file)],
-                            ctx.workdir.src / plugin.file, sha256=plugin.sha256, size=plugin.size,
-                            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                            on_failover=failover)
+            return download(
+                [plugin.url, *alternate_urls(ctx, plugin.file)],
+                ctx.workdir.src / plugin.file,
+                sha256=plugin.sha256,
+                size=plugin.size,
+                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                on_failover=failover,
+            )

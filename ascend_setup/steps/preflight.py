@@ -34,8 +34,11 @@ def _cann_problem(row: Row, found: Optional[CannInstall], force: bool, cann_home
     check = check_cann(row, found, cann_home)
     if check.status == "pass" or (force and found is not None):
         return None
-    more = ("'ascend-setup doctor' checks the whole host, and 'ascend-setup plan' forecasts an install from any "
-            "machine") if found is None else "or --force"
+    more = (
+        ("'ascend-setup doctor' checks the whole host, and 'ascend-setup plan' forecasts an install from any machine")
+        if found is None
+        else "or --force"
+    )
     return replace(check, status="fail", fix=f"{check.fix}; {more}")
 
 
@@ -48,8 +51,11 @@ def _fail(problems: List[Check], log: Path) -> None:
     if len(problems) == 1:
         raise AscendSetupError(first.detail, hint=first.fix)
     details = "\n".join(f"  - {p.detail} (fix: {p.fix or ''})" for p in problems)
-    raise AscendSetupError(f"{len(problems)} problems: " + "; ".join(p.detail for p in problems),
-                           hint="fix each as listed above", details=details)
+    raise AscendSetupError(
+        f"{len(problems)} problems: " + "; ".join(p.detail for p in problems),
+        hint="fix each as listed above",
+        details=details,
+    )
 
 
 def host_problems(ctx: InstallSession) -> List[Check]:
@@ -70,8 +76,7 @@ class Preflight(Step[HostFacts]):
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         o = ctx.options
-        return {"cann": o.cann, "cann_home": o.cann_home, "python": o.python,
-                "force": o.force, "soc": o.soc}
+        return {"cann": o.cann, "cann_home": o.cann_home, "python": o.python, "force": o.force, "soc": o.soc}
 
     def is_done(self, ctx: InstallSession) -> bool:
         if not ctx.has(self):
@@ -97,8 +102,13 @@ class Preflight(Step[HostFacts]):
         found = primary_cann(options.cann_home)
         interp, managed = None, None
         try:
-            choice = decide_python(row, preflight_sources(ctx), explicit=options.python, pool=ctx.the_index.pool(),
-                                   builds=ctx.python_builds())
+            choice = decide_python(
+                row,
+                preflight_sources(ctx),
+                explicit=options.python,
+                pool=ctx.the_index.pool(),
+                builds=ctx.python_builds(),
+            )
             interp, managed = choice.interpreter, choice.managed
             if managed is not None:  # where the python step will put it
                 interp = replace(interp, path=str(managed.python_in(ctx.workdir.pythons)))
@@ -120,43 +130,66 @@ class Preflight(Step[HostFacts]):
             _fail(problems, log)
         assert found is not None and interp is not None
         facts: Dict[str, Any] = {  # HostFacts validates each field
-            "python": interp.path, "python_version": interp.version, "managed": managed.key if managed else None,
-            "cann_version": found.version, "cann_toolkit": found.toolkit, "cann_root": found.root,
+            "python": interp.path,
+            "python_version": interp.version,
+            "managed": managed.key if managed else None,
+            "cann_version": found.version,
+            "cann_toolkit": found.toolkit,
+            "cann_root": found.root,
             "set_env": [str(p) for p in found.set_env_scripts()],
-            "glibc": glibc_version(), "arch": platform.machine(), "cpus": usable_cpus(),
-            "mem_total": memory_bytes().get("MemTotal", 0), "soc": soc,
-            "npu_error": npu.error if npu else None, "device_type": device_of(soc), "source_build": source_build,
+            "glibc": glibc_version(),
+            "arch": platform.machine(),
+            "cpus": usable_cpus(),
+            "mem_total": memory_bytes().get("MemTotal", 0),
+            "soc": soc,
+            "npu_error": npu.error if npu else None,
+            "device_type": device_of(soc),
+            "source_build": source_build,
         }
         budget = host_job_budget(options.jobs)
         facts["max_jobs"] = f"{budget.jobs} ({budget.why})"
-        ctx.console.print(f"note: a vllm-ascend source build would use MAX_JOBS={facts['max_jobs']}", soft_wrap=True,
-                          markup=False)
+        ctx.console.print(
+            f"note: a vllm-ascend source build would use MAX_JOBS={facts['max_jobs']}", soft_wrap=True, markup=False
+        )
         with open_append(log) as handle:
             for key, value in facts.items():
                 handle.write(f"{key}: {value}\n")
         return HostFacts(**facts)
 
 
-def _toolchain_problems(ctx: InstallSession, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str,
-                        log: Path) -> List[Check]:
+def _toolchain_problems(
+    ctx: InstallSession, row: Row, found: Optional[CannInstall], soc: Optional[str], why: str, log: Path
+) -> List[Check]:
     """vllm-ascend will be built from source (`why`): every missing piece of its toolchain, at once, with the
     lock's cmake and setuptools when a lock was given. A missing CANN is reported once, by its own check."""
     given = ctx.options.lock
     lock = read_lock(Path(given)) if given and Path(given).is_file() else None
     plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None) if lock else None
-    checks = toolchain_checks(row, toolkit=Path(found.toolkit) if found else None, arch=platform.machine(),
-                              pins={p.name: p.version for p in lock.packages} if lock else None,
-                              backend=plugin.backend if plugin else None)
+    checks = toolchain_checks(
+        row,
+        toolkit=Path(found.toolkit) if found else None,
+        arch=platform.machine(),
+        pins={p.name: p.version for p in lock.packages} if lock else None,
+        backend=plugin.backend if plugin else None,
+    )
     ctx.console.print(f"note: vllm-ascend will be built from source: {why}", soft_wrap=True, markup=False)
     with open_append(log) as handle:
         handle.write(f"vllm-ascend will be built from source ({why}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
-    problems = [replace(c, detail=f"{c.id}: {c.detail}") for c in checks
-                if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))]
+    problems = [
+        replace(c, detail=f"{c.id}: {c.detail}")
+        for c in checks
+        if not c.ok and (found is not None or c.id not in ("bisheng", "setenv.bash"))
+    ]
     if soc and device_of(soc) is None:
-        problems.append(Check("soc", "fail",
-                              f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
-                              "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1"))
+        problems.append(
+            Check(
+                "soc",
+                "fail",
+                f"npu-smi gives SOC_VERSION {soc}, which vllm-ascend's build does not know",
+                "pass --soc with the SOC_VERSION of this card, e.g. --soc ascend910b1",
+            )
+        )
     return problems
 
 
@@ -166,8 +199,9 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
     options = ctx.options
     if ctx.bundle is not None:  # the bundle's lock names the indexes, and the bundle answers for them
         lock = read_lock(ctx.bundle.lock_path)
-        return IndexSources(lock.indexes[MIRROR], tuple(lock.extra_index_urls),
-                            {n: u for n, u in lock.indexes.items() if n != MIRROR})
+        return IndexSources(
+            lock.indexes[MIRROR], tuple(lock.extra_index_urls), {n: u for n, u in lock.indexes.items() if n != MIRROR}
+        )
     mirror = which_index(options.index_url, options.mirror, lambda: ctx.pip_settings.index if ctx.pip_settings else "")
     return IndexSources.for_row(ctx.the_matrix, ctx.the_row, mirror, options.extra_index_urls or [])
 
@@ -175,8 +209,12 @@ def preflight_sources(ctx: InstallSession) -> IndexSources:
 def _log_python_choice(ctx: InstallSession, log: Path, choice: PythonChoice, explicit: bool) -> None:
     lines = [f"python {choice.interpreter.minor} ({choice.interpreter.path})"] + choice.reasons
     if choice.gaps:
-        lines.append(("--python forces" if explicit else "every interpreter lacks") + ": " + "; ".join(choice.gaps)
-                     + " (a source build or an unavailable package)")
+        lines.append(
+            ("--python forces" if explicit else "every interpreter lacks")
+            + ": "
+            + "; ".join(choice.gaps)
+            + " (a source build or an unavailable package)"
+        )
     with open_append(log) as handle:
         handle.write("\n".join(lines) + "\n")
     for line in lines[1:]:
@@ -191,6 +229,9 @@ def _log_ignored_pip_settings(ctx: InstallSession, log: Path) -> None:
     with open_append(log) as handle:
         for line in settings.describe_ignored():
             handle.write(f"ignored pip setting: {line}\n")
-    ctx.console.print(f"note: ignoring {len(settings.ignored)} setting(s) of your pip configuration "
-                      f"({', '.join(settings.ignored)}); --respect-pip-config keeps them", soft_wrap=True,
-                      markup=False)
+    ctx.console.print(
+        f"note: ignoring {len(settings.ignored)} setting(s) of your pip configuration "
+        f"({', '.join(settings.ignored)}); --respect-pip-config keeps them",
+        soft_wrap=True,
+        markup=False,
+    )

@@ -45,8 +45,12 @@ def _upstream_known(ctx: InstallSession) -> bool:
 def _lock_dir(directory: Path) -> Path:
     """The lock's directory, replacing the run-lock file the pre-lock versions kept under that name (ours: a
     few bytes, a pid)."""
-    if directory.is_file() and not directory.is_symlink() and directory.stat().st_size < 32 and \
-            directory.read_text().strip().isdigit():
+    if (
+        directory.is_file()
+        and not directory.is_symlink()
+        and directory.stat().st_size < 32
+        and directory.read_text().strip().isdigit()
+    ):
         directory.unlink()
     return make_dir(directory)
 
@@ -55,8 +59,9 @@ def _log_derived(log: Path, derived: List[Derived]) -> None:
     with open_append(log) as handle:
         handle.write("derived requirement set (in/out, requirement, why, sources):\n")
         for d in derived:
-            handle.write(f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  "
-                         f"[{'; '.join(d.sources)}]\n")
+            handle.write(
+                f"  {'IN ' if d.included else 'OUT'} {d.requirement():<45} {d.why}  [{'; '.join(d.sources)}]\n"
+            )
 
 
 def gate_lock(lock: Lock, row_names: List[str], pool: Optional[Dict[str, Any]] = None) -> None:
@@ -111,24 +116,32 @@ class Resolve(Step[LockRef]):
             gate_lock(lock, list(row.packages), ctx.index.pool() if ctx.index else None)
             atomic_write_text(path, read_input_text(given, "lock"))  # never through a link at `path`
             with open_append(log) as handle:
-                handle.write(f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "
-                             f"/ Python {lock.target.python})\n")
+                handle.write(
+                    f"installing the lock {given} (made for {lock.target.arch} / glibc {lock.target.glibc} "
+                    f"/ Python {lock.target.python})\n"
+                )
             return LockRef(lock=str(path), packages=len(lock.packages), source=given)
         sources = sources_of(ctx)
         checks = ctx.the_index.gate(row, sources)
         with open_append(log) as handle:
             for check in checks:
-                handle.write(f"gate: {check.need.name} {', '.join(check.need.urls)}: "
-                             f"{'ok' if check.ok else check.message()}\n")
+                handle.write(
+                    f"gate: {check.need.name} {', '.join(check.need.urls)}: {'ok' if check.ok else check.message()}\n"
+                )
         problems = [c for c in checks if not c.ok]
         if problems:
             raise StepFailed("; ".join(c.message() for c in problems), hint=problems[0].hint())
         try:
             target = ctx.target
-            lock = ctx.the_index.resolve(row, target, sources, checks=checks,
-                                     on_derived=lambda derived: _log_derived(log, derived),
-                                     build_python=build_interpreter(target.python, ctx.get(Preflight).python),
-                                     device=ctx.device)
+            lock = ctx.the_index.resolve(
+                row,
+                target,
+                sources,
+                checks=checks,
+                on_derived=lambda derived: _log_derived(log, derived),
+                build_python=build_interpreter(target.python, ctx.get(Preflight).python),
+                device=ctx.device,
+            )
         except IndexUnreachable as exc:
             raise StepFailed(exc.message, hint=exc.hint) from None
         check_build_tools(ctx, lock, log)  # before the lock is written: a resumed run checks again
@@ -146,10 +159,12 @@ def check_lock_device(lock: Lock, device: Optional[str]) -> None:
     plugin = next((p for p in lock.packages if p.name == "vllm-ascend"), None)
     made_for = lock.target.device
     if device and made_for and made_for != device and plugin is not None and plugin.outcome == "wheel":
-        raise StepFailed(f"the lock {lock.cann} was made for {label(made_for)} NPUs and takes vllm-ascend's wheel; "
-                         f"this host's NPUs are {label(device)}",
-                         hint=f"make a lock for this host: ascend-setup plan --cann {lock.cann} --soc {label(device)} "
-                              "--lock FILE (it builds vllm-ascend from source)")
+        raise StepFailed(
+            f"the lock {lock.cann} was made for {label(made_for)} NPUs and takes vllm-ascend's wheel; "
+            f"this host's NPUs are {label(device)}",
+            hint=f"make a lock for this host: ascend-setup plan --cann {lock.cann} --soc {label(device)} "
+            "--lock FILE (it builds vllm-ascend from source)",
+        )
 
 
 def check_build_tools(ctx: InstallSession, lock: Lock, log: Path) -> None:
@@ -159,16 +174,23 @@ def check_build_tools(ctx: InstallSession, lock: Lock, log: Path) -> None:
     if plugin is None or plugin.outcome != "sdist":
         return
     toolkit = ctx.get(Preflight).cann_toolkit
-    checks = toolchain_checks(ctx.the_row, toolkit=Path(toolkit) if toolkit else None, arch=ctx.target.arch,
-                              pins={p.name: p.version for p in lock.packages}, backend=plugin.backend)
+    checks = toolchain_checks(
+        ctx.the_row,
+        toolkit=Path(toolkit) if toolkit else None,
+        arch=ctx.target.arch,
+        pins={p.name: p.version for p in lock.packages},
+        backend=plugin.backend,
+    )
     with open_append(log) as handle:
         handle.write(f"vllm-ascend is built from source ({plugin.reason}); its toolchain:\n")
         handle.writelines(c.line() + "\n" for c in checks)
     failed = [c for c in checks if not c.ok]
     if failed:
-        raise StepFailed(f"vllm-ascend must be built from source and {len(failed)} piece(s) of its toolchain are "
-                         "missing: " + "; ".join(f"{c.id}: {c.detail}" for c in failed),
-                         hint=" / ".join(dict.fromkeys(c.fix or "" for c in failed)))
+        raise StepFailed(
+            f"vllm-ascend must be built from source and {len(failed)} piece(s) of its toolchain are "
+            "missing: " + "; ".join(f"{c.id}: {c.detail}" for c in failed),
+            hint=" / ".join(dict.fromkeys(c.fix or "" for c in failed)),
+        )
 
 
 def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
@@ -182,17 +204,29 @@ def preview_closure(ctx: InstallSession) -> Dict[str, Any]:
     else:
         row, sources = ctx.the_row, preflight_sources(ctx)
         try:
-            interpreter = decide_python(row, sources, explicit=ctx.options.python,
-                                        pool=ctx.the_index.pool()).interpreter
+            interpreter = decide_python(
+                row, sources, explicit=ctx.options.python, pool=ctx.the_index.pool()
+            ).interpreter
             device = ctx.device or host_npu(ctx.options.cann_home).device_type  # as preflight finds it
-            lock = ctx.the_index.resolve(row, this_machine(interpreter.minor), sources,
-                                     build_python=build_interpreter(interpreter.minor, interpreter.path),
-                                     device=device)
+            lock = ctx.the_index.resolve(
+                row,
+                this_machine(interpreter.minor),
+                sources,
+                build_python=build_interpreter(interpreter.minor, interpreter.path),
+                device=device,
+            )
         except AscendSetupError as exc:
             return {"lock": None, "error": exc.message, "hint": exc.hint}
         source = None
-    return {"lock": source, "target": lock.target.model_dump(), "summary": lock.summary(),
-            "download_bytes": lock.download_bytes,
-            "not_wheels": [{"name": p.name, "version": p.version, "outcome": p.outcome, "reason": p.reason}
-                           for p in lock.packages if p.outcome != "wheel"],
-            "warnings": [w.model_dump() for w in lock.warnings]}
+    return {
+        "lock": source,
+        "target": lock.target.model_dump(),
+        "summary": lock.summary(),
+        "download_bytes": lock.download_bytes,
+        "not_wheels": [
+            {"name": p.name, "version": p.version, "outcome": p.outcome, "reason": p.reason}
+            for p in lock.packages
+            if p.outcome != "wheel"
+        ],
+        "warnings": [w.model_dump() for w in lock.warnings],
+    }

@@ -59,17 +59,24 @@ def fetch_verified(ctx: InstallSession, package: LockedPackage) -> Path:
     """The locked file on the workdir's disk, hash-checked; the venv is not touched."""
     untouched = "upstream triton (if any) is still installed; the venv is unchanged"
     if package.outcome == "unavailable" or not package.url or not package.file:
-        raise StepFailed(f"triton-ascend {package.version or ''} has no file for this host: {package.reason}",
-                         hint=untouched)
+        raise StepFailed(
+            f"triton-ascend {package.version or ''} has no file for this host: {package.reason}", hint=untouched
+        )
     if ctx.bundle is not None:
         return ctx.bundle.file(package.file, package.sha256)
     try:
-        return download([package.url], ctx.workdir.downloads / package.file, sha256=package.sha256,
-                        size=package.size, stall_seconds=20)
+        return download(
+            [package.url],
+            ctx.workdir.downloads / package.file,
+            sha256=package.sha256,
+            size=package.size,
+            stall_seconds=20,
+        )
     except AscendSetupError as exc:
-        raise StepFailed(f"triton-ascend {package.version} could not be fetched from {package.index_url}: "
-                         f"{exc.message}", hint=f"{untouched}; pass --index {package.index}=URL for a reachable "
-                         "mirror of that index") from None
+        raise StepFailed(
+            f"triton-ascend {package.version} could not be fetched from {package.index_url}: {exc.message}",
+            hint=f"{untouched}; pass --index {package.index}=URL for a reachable mirror of that index",
+        ) from None
 
 
 class Triton(Step[TritonSwapped]):
@@ -80,20 +87,28 @@ class Triton(Step[TritonSwapped]):
     depends_on = ("plugin-deps",)
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
-        return {"packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
-                "installer": ctx.options.installer}
+        return {
+            "packages": [f"{p.requirement()} {p.sha256 or ''}" for p in slice_of(ctx, self.name)],
+            "installer": ctx.options.installer,
+        }
 
     def is_done(self, ctx: InstallSession) -> bool:
         installed = installed_versions(ctx)
-        return "triton" not in installed and bool(slice_of(ctx, self.name)) and \
-            not unmet(ctx, slice_of(ctx, self.name)) and not triton_check(ctx)
+        return (
+            "triton" not in installed
+            and bool(slice_of(ctx, self.name))
+            and not unmet(ctx, slice_of(ctx, self.name))
+            and not triton_check(ctx)
+        )
 
     def run(self, ctx: InstallSession, log: Path) -> TritonSwapped:
         lock = ctx.lock()
         entry = lock.get("triton-ascend") if lock else None  # an unavailable entry is in no slice, but says why
         if entry is None:
-            raise StepFailed(f"the lock has no triton-ascend {ctx.the_row.packages['triton-ascend']}",
-                             hint="rerun: the resolve step makes the lock again")
+            raise StepFailed(
+                f"the lock has no triton-ascend {ctx.the_row.packages['triton-ascend']}",
+                hint="rerun: the resolve step makes the lock again",
+            )
         locked = [entry]
         local = fetch_verified(ctx, entry)
         with open_append(log) as handle:
@@ -107,12 +122,17 @@ class Triton(Step[TritonSwapped]):
         # --force-reinstall: removing triton deleted files under triton/ that triton-ascend also owns.
         requirements = make_dir(ctx.workdir.downloads) / f"{local.name}.requirements.txt"  # not into a bundle
         atomic_write_text(requirements, render_requirements(locked))
-        installer.install(python, InstallRequest(requirement_file=requirements, find_links=local.parent,
-                                                 force_reinstall=True), log=log)
+        installer.install(
+            python,
+            InstallRequest(requirement_file=requirements, find_links=local.parent, force_reinstall=True),
+            log=log,
+        )
         problem = triton_check(ctx)
         with open_append(log) as handle:
             handle.write(f"triton check: {problem or 'ok'}\n")
         if problem:
-            raise StepFailed(f"triton.jit still does not give an indexable kernel: {problem}",
-                             hint="something else ships a triton/ package; see ascend-setup audit --venv")
+            raise StepFailed(
+                f"triton.jit still does not give an indexable kernel: {problem}",
+                hint="something else ships a triton/ package; see ascend-setup audit --venv",
+            )
         return TritonSwapped(removed_upstream_triton=removed)

@@ -47,8 +47,12 @@ class CreateVenv(Step[VenvMade]):
 
     def inputs(self, ctx: InstallSession) -> Dict[str, Any]:
         pre = ctx.recorded(Preflight)
-        return {"venv": str(ctx.venv), "python": pre and pre.python, "python_version": pre and pre.python_version,
-                "packages": [p.requirement() for p in slice_of(ctx, self.name)]}
+        return {
+            "venv": str(ctx.venv),
+            "python": pre and pre.python,
+            "python_version": pre and pre.python_version,
+            "packages": [p.requirement() for p in slice_of(ctx, self.name)],
+        }
 
     def is_done(self, ctx: InstallSession) -> bool:
         return self.why_not_done(ctx) == ""
@@ -88,8 +92,10 @@ class CreateVenv(Step[VenvMade]):
         record = read_venv_record(venv)
         if cfg is None and record is None:
             if venv.exists() and leftovers_only(venv):
-                raise BadInput(f"--venv {venv} exists, is not empty and is not a venv",
-                               hint="choose another --venv; ascend-setup never deletes what it did not create")
+                raise BadInput(
+                    f"--venv {venv} exists, is not empty and is not a venv",
+                    hint="choose another --venv; ascend-setup never deletes what it did not create",
+                )
             venv.mkdir(parents=True, exist_ok=True)
             for stale in venv.iterdir():  # the temp file of a record write a kill interrupted: ours
                 stale.unlink()
@@ -97,12 +103,16 @@ class CreateVenv(Step[VenvMade]):
             record = read_venv_record(venv)
         if cfg is not None:
             if cfg.get("include-system-site-packages", "false").lower() == "true":
-                raise StepFailed(f"{venv} includes system site-packages (stale torch builds leak in)",
-                                 hint="pass a new --venv; ascend-setup does not rewrite a venv it did not create")
+                raise StepFailed(
+                    f"{venv} includes system site-packages (stale torch builds leak in)",
+                    hint="pass a new --venv; ascend-setup does not rewrite a venv it did not create",
+                )
             have = cfg.get("version") or cfg.get("version_info") or ""
             if have and ".".join(have.split(".")[:2]) != pre.python_minor:
-                raise StepFailed(f"{venv} was made with Python {have}, not {pre.python_version}",
-                                 hint="pass a new --venv (or --python matching it)")
+                raise StepFailed(
+                    f"{venv} was made with Python {have}, not {pre.python_version}",
+                    hint="pass a new --venv (or --python matching it)",
+                )
         created = record is not None and record.created
         argv = [pre.python, "-m", "venv", "--without-pip", str(venv)]
         try:
@@ -114,8 +124,10 @@ class CreateVenv(Step[VenvMade]):
             broken = exc.message
         if broken:
             if not created:
-                raise StepFailed(f"the venv {venv} is broken ({broken}), and ascend-setup did not make it, so it "
-                                 "will not delete it", hint="repair or remove it yourself, or pass another --venv")
+                raise StepFailed(
+                    f"the venv {venv} is broken ({broken}), and ascend-setup did not make it, so it will not delete it",
+                    hint="repair or remove it yourself, or pass another --venv",
+                )
             shutil.rmtree(venv)
             venv.mkdir(parents=True)
             self._record(ctx, created=True)
@@ -124,9 +136,15 @@ class CreateVenv(Step[VenvMade]):
     def _record(self, ctx: InstallSession, created: bool) -> None:
         idx = ctx.indexes
         lock, ref = ctx.lock(), ctx.recorded(Resolve)
-        write_venv_record(ctx.venv, VenvRecord(
-            workdir=str(ctx.root), lock=ref.lock if ref else None,
-            indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url}, created=created))
+        write_venv_record(
+            ctx.venv,
+            VenvRecord(
+                workdir=str(ctx.root),
+                lock=ref.lock if ref else None,
+                indexes=dict(lock.indexes) if lock else {"mirror": idx.index_url},
+                created=created,
+            ),
+        )
 
     def run(self, ctx: InstallSession, log: Path) -> VenvMade:
         venv = ctx.venv

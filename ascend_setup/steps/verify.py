@@ -39,8 +39,9 @@ print(json.dumps(result))
 '''
 
 
-def import_problems(result: Dict[str, Any], pins: Mapping[str, str],
-                    found_versions: Optional[List[str]] = None) -> List[str]:
+def import_problems(
+    result: Dict[str, Any], pins: Mapping[str, str], found_versions: Optional[List[str]] = None
+) -> List[str]:
     """The probe's imports that fail, and the versions the row's pins do not accept (each verdict said into
     `found_versions`)."""
     found = []
@@ -129,10 +130,13 @@ class Verify(Step[Verified]):
         versions: List[str] = []
         found = problems(ctx, versions)
         with open_append(log) as handle:
-            handle.write("\n".join(versions + (found or ["all imports and versions match the row; triton kernel[grid] "
-                                                         "works"])))
+            handle.write(
+                "\n".join(versions + (found or ["all imports and versions match the row; triton kernel[grid] works"]))
+            )
             handle.write("\n")
         if found:
-            raise StepFailed("verification failed: " + "; ".join(found), hint="ascend-setup audit --venv "
-                             f"{ctx.venv} shows what to fix")
+            raise StepFailed(
+                "verification failed: " + "; ".join(found),
+                hint=f"ascend-setup audit --venv {ctx.venv} shows what to fix",
+            )
         return Verified(shell=shell_lines(ctx), hints=serving_hints(ctx))

@@ -74,9 +74,11 @@ def _size(n: Optional[int]) -> str:
 def disk_full(path: Path, what: str) -> DiskFull:
     """The one-line error for ENOSPC at `path` while doing `what`."""
     mount, kind = filesystem_of(path)
-    return DiskFull(f"disk full: {mount} ({kind}) has {_size(free_bytes(path))} free; {what} could not write "
-                    f"{path}", hint=f"free space on {mount} (or pass a --workdir elsewhere), then run the same "
-                                    "command again: it continues where it stopped")
+    return DiskFull(
+        f"disk full: {mount} ({kind}) has {_size(free_bytes(path))} free; {what} could not write {path}",
+        hint=f"free space on {mount} (or pass a --workdir elsewhere), then run the same "
+        "command again: it continues where it stopped",
+    )
 
 
 def in_output(lines: Iterable[str]) -> Optional[str]:

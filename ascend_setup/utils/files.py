@@ -20,8 +20,10 @@ from ascend_setup.utils.redact import redacting
 
 
 def _refuse(path: Path, why: str) -> BadInput:
-    return BadInput(f"{path} {why}; ascend-setup opens none of its own files through a link or as a special file",
-                    hint="it is not ascend-setup's: look at it, move it away, then run again")
+    return BadInput(
+        f"{path} {why}; ascend-setup opens none of its own files through a link or as a special file",
+        hint="it is not ascend-setup's: look at it, move it away, then run again",
+    )
 
 
 def open_nofollow(path: Union[str, Path], flags: int, mode: int = 0o644) -> int:

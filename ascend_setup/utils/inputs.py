@@ -75,6 +75,7 @@ Prose = Annotated[str, StringConstraints(strict=True, max_length=64 * KiB)]
 # A build's archive, a lock's file, a bundle's entry, a tar member: each is joined to a folder of ours, so a
 # name that climbs out (`../../victim`), starts at / or hides a NUL would write or read somewhere else.
 
+
 def check_file_name(value: str) -> str:
     """`value` if it is one path component (a file's own name) that prints as itself (no control character
     reaches a terminal through a message naming it); else ValueError saying why (shown escaped)."""
@@ -88,16 +89,18 @@ def check_relative_path(value: str) -> str:
     empty or '..' component, no NUL) and prints as itself; else ValueError saying why."""
     parts = value.split("/")
     if not value or value.startswith("/") or not value.isprintable() or any(p in ("", "..") for p in parts):
-        raise ValueError(f"{ascii(value)[:120]} is not a relative path inside its folder (no leading '/', no '..', "
-                         "no empty part, no NUL or control character)")
+        raise ValueError(
+            f"{ascii(value)[:120]} is not a relative path inside its folder (no leading '/', no '..', "
+            "no empty part, no NUL or control character)"
+        )
     return value
 
 
 #: The model types of such names: a file's checked name, and a path relative to a root.
-FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=255),
-                     AfterValidator(check_file_name)]
-RelativePath = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096),
-                         AfterValidator(check_relative_path)]
+FileName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=255), AfterValidator(check_file_name)]
+RelativePath = Annotated[
+    str, StringConstraints(strict=True, min_length=1, max_length=4096), AfterValidator(check_relative_path)
+]
 
 
 def path_inside(root: Path, relative: str, what: str, *, hint: Optional[str] = None) -> Path:
@@ -125,8 +128,9 @@ def _what(kind: str, path: Union[str, Path]) -> str:
     return f"{KINDS[kind][0]} {visible(path)}"
 
 
-def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
-               what: Optional[str] = None) -> BinaryIO:
+def open_input(
+    path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None, what: Optional[str] = None
+) -> BinaryIO:
     """A binary handle on `path` once it is known to be a regular file within its kind's size. `follow=False`
     for the tool's own files in a workdir: a symbolic link there is someone else's, and refused. `what`
     replaces "<kind> <path>" in messages (say, to name the flag or variable the path came from)."""
@@ -140,8 +144,11 @@ def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: 
         raise BadInput(f"{what} is a directory, not a file", hint=hint) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            text = "is a symbolic link, which ascend-setup does not follow here" if not follow else \
-                "is a symbolic link loop"
+            text = (
+                "is a symbolic link, which ascend-setup does not follow here"
+                if not follow
+                else "is a symbolic link loop"
+            )
             raise BadInput(f"{what} {text}", hint=hint or f"remove the link {path}") from None
         raise BadInput(f"{what} cannot be read: {exc.strerror or exc}", hint=hint) from None
     try:
@@ -149,13 +156,15 @@ def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: 
         if stat.S_ISDIR(info.st_mode):
             raise BadInput(f"{what} is a directory, not a file", hint=hint)
         if not stat.S_ISREG(info.st_mode):
-            kind_name = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) \
-                else "a device"
+            kind_name = (
+                "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "a device"
+            )
             raise BadInput(f"{what} is {kind_name}, not a regular file", hint=hint)
         limit = KINDS[kind][1]
         if limit is not None and info.st_size > limit:
-            raise BadInput(f"{what} is {info.st_size} bytes, more than the {limit} a {KINDS[kind][0]} may have",
-                           hint=hint)
+            raise BadInput(
+                f"{what} is {info.st_size} bytes, more than the {limit} a {KINDS[kind][0]} may have", hint=hint
+            )
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -163,8 +172,9 @@ def open_input(path: Union[str, Path], kind: str, *, follow: bool = True, hint: 
         raise
 
 
-def read_input_bytes(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
-                     what: Optional[str] = None) -> bytes:
+def read_input_bytes(
+    path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None, what: Optional[str] = None
+) -> bytes:
     """The whole file, checked (see open_input); a file that grows while read is cut at the limit + 1 byte,
     which the size check then refuses."""
     with open_input(path, kind, follow=follow, hint=hint, what=what) as handle:
@@ -195,14 +205,15 @@ def decode_text(data: bytes, source: str, *, hint: Optional[str] = None) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{source} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})",
-                       hint=hint) from None
+        raise BadInput(f"{source} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})", hint=hint) from None
 
 
-def read_input_text(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
-                    what: Optional[str] = None) -> str:
-    return decode_text(read_input_bytes(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
-                       hint=hint)
+def read_input_text(
+    path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None, what: Optional[str] = None
+) -> str:
+    return decode_text(
+        read_input_bytes(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path), hint=hint
+    )
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
@@ -229,6 +240,7 @@ def parse_json(text: Union[str, bytes], source: str, *, hint: Optional[str] = No
             if len(token) > MAX_DIGITS:
                 raise BadInput(f"{source} holds a {len(token)}-digit number (at most {MAX_DIGITS})", hint=hint)
             return kind(token)
+
         return parse
 
     def constant(token: str) -> Any:
@@ -237,17 +249,20 @@ def parse_json(text: Union[str, bytes], source: str, *, hint: Optional[str] = No
     try:
         return json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"{source} is corrupt: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                       hint=hint) from None
+        raise BadInput(
+            f"{source} is corrupt: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", hint=hint
+        ) from None
     except RecursionError:  # the depth check counts brackets; this is the belt to its braces
         raise BadInput(f"{source} nests too deeply", hint=hint) from None
 
 
-def load_json(path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None,
-              what: Optional[str] = None) -> Any:
+def load_json(
+    path: Union[str, Path], kind: str, *, follow: bool = True, hint: Optional[str] = None, what: Optional[str] = None
+) -> Any:
     """A checked file's JSON (see open_input and parse_json)."""
-    return parse_json(read_input_text(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
-                      hint=hint)
+    return parse_json(
+        read_input_text(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path), hint=hint
+    )
 
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -270,11 +285,19 @@ def validate(model: Type[Model], data: Any, source: str, *, hint: Optional[str] 
         raise BadInput(f"{source} is invalid at {_field(first['loc'])}: {first['msg']}", hint=hint) from None
 
 
-def load_model(path: Union[str, Path], kind: str, model: Type[Model], *, follow: bool = True,
-               hint: Optional[str] = None, what: Optional[str] = None) -> Model:
+def load_model(
+    path: Union[str, Path],
+    kind: str,
+    model: Type[Model],
+    *,
+    follow: bool = True,
+    hint: Optional[str] = None,
+    what: Optional[str] = None,
+) -> Model:
     """A checked file's JSON (see load_json) as `model` (see validate)."""
-    return validate(model, load_json(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path),
-                    hint=hint)
+    return validate(
+        model, load_json(path, kind, follow=follow, hint=hint, what=what), what or _what(kind, path), hint=hint
+    )
 
 
 #: YAML aliases can make a small file expand without bound in whoever walks it (the "billion laughs"): 30
@@ -312,22 +335,31 @@ def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> N
                 if aliases > MAX_YAML_ALIASES:
                     raise BadInput(f"{source} uses more than {MAX_YAML_ALIASES} YAML aliases", hint=hint)
                 if any(frame[0] == event.anchor for frame in open_frames):
-                    raise BadInput(f"{source}: the YAML alias *{_visible(event.anchor)} names a node that holds it "
-                                   "(a cycle)", hint=hint)
+                    raise BadInput(
+                        f"{source}: the YAML alias *{_visible(event.anchor)} names a node that holds it (a cycle)",
+                        hint=hint,
+                    )
                 size = sizes.get(event.anchor or "", 1)
                 added += size
                 if added > MAX_YAML_ALIAS_NODES:
-                    raise BadInput(f"{source}: its YAML aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes "
-                                   "(an alias bomb)", hint=hint)
+                    raise BadInput(
+                        f"{source}: its YAML aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes (an alias bomb)",
+                        hint=hint,
+                    )
                 counted(size)
             elif isinstance(event, yaml.ScalarEvent):
                 if event.anchor is not None:
                     sizes[event.anchor] = 1
                 counted(1)
-                if event.tag is None and event.implicit[0] and len(event.value) > MAX_DIGITS \
-                        and event.value.lstrip("+-").isdigit():
-                    raise BadInput(f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})",
-                                   hint=hint)
+                if (
+                    event.tag is None
+                    and event.implicit[0]
+                    and len(event.value) > MAX_DIGITS
+                    and event.value.lstrip("+-").isdigit()
+                ):
+                    raise BadInput(
+                        f"{source} holds a {len(event.value)}-digit number (at most {MAX_DIGITS})", hint=hint
+                    )
     except yaml.YAMLError as exc:
         if "nesting depth" in str(exc):  # libyaml's own bound (1000 levels), hit before any event
             raise BadInput(f"{source} nests deeper than {MAX_DEPTH} levels", hint=hint) from None

@@ -66,8 +66,9 @@ def stop_tree(grace: float = GRACE_SECONDS) -> None:
         time.sleep(0.02)
 
 
-def install_handlers(resume_hint: Optional[str] = None,
-                     on_interrupt: Optional[Callable[[str, int], None]] = None) -> None:
+def install_handlers(
+    resume_hint: Optional[str] = None, on_interrupt: Optional[Callable[[str, int], None]] = None
+) -> None:
     """On SIGINT, SIGTERM or SIGHUP: stop the process tree, say so on stderr, exit 128 + the signal.
     `on_interrupt(message, exit_code)` runs last: a --json run's error document on stdout, say."""
 

@@ -84,8 +84,10 @@ def default_workdir(candidates: Optional[Iterable[str]] = None, write: bool = Tr
             return Path(base) / WORKDIR_NAME
     if not write:  # a read command reads nothing there, and needs no writable HOME for that
         return Path(next((b for b in candidates if b), "/mnt/workspace")) / WORKDIR_NAME
-    raise BadInput("no writable persistent directory found (/mnt/workspace, $HOME)",
-                   hint="pass --workdir DIR or set ASCEND_SETUP_WORKDIR")
+    raise BadInput(
+        "no writable persistent directory found (/mnt/workspace, $HOME)",
+        hint="pass --workdir DIR or set ASCEND_SETUP_WORKDIR",
+    )
 
 
 def resolve_workdir(flag_value: Optional[str], *, mode: str = "write", exist: bool = False) -> Path:
@@ -113,8 +115,11 @@ def check_path_length(path: Path, flag: str) -> None:
     raw = os.fsencode(str(path))
     longest = max((len(part) for part in raw.split(b"/")), default=0)
     if longest > NAME_MAX or len(raw) > PATH_MAX:
-        raise BadInput(f"{flag} is too long for Linux ({longest} bytes in one name, at most {NAME_MAX}; "
-                       f"{len(raw)} in all, at most {PATH_MAX})", hint=f"give {flag} a shorter path")
+        raise BadInput(
+            f"{flag} is too long for Linux ({longest} bytes in one name, at most {NAME_MAX}; "
+            f"{len(raw)} in all, at most {PATH_MAX})",
+            hint=f"give {flag} a shorter path",
+        )
 
 
 def settle_link(path: Path, flag: str) -> Path:
@@ -125,8 +130,10 @@ def settle_link(path: Path, flag: str) -> Path:
     try:
         real = path.resolve(strict=True)
     except FileNotFoundError:
-        raise BadInput(f"{flag} {path} is a symbolic link to {os.readlink(path)!r}, which does not exist",
-                       hint=f"create the directory it points to, or give {flag} the real directory") from None
+        raise BadInput(
+            f"{flag} {path} is a symbolic link to {os.readlink(path)!r}, which does not exist",
+            hint=f"create the directory it points to, or give {flag} the real directory",
+        ) from None
     except (OSError, RuntimeError):  # ELOOP (RuntimeError before Python 3.13)
         raise BadInput(f"{flag} {path} is a symbolic link loop", hint=f"give {flag} a real directory") from None
     if not real.is_dir():
@@ -146,11 +153,15 @@ def check_owned(path: Path, flag: str) -> None:
         return
     me = os.geteuid()
     if info.st_uid != me:
-        raise BadInput(f"{flag} {path} is owned by uid {info.st_uid}, not by you (uid {me})",
-                       hint=f"use a directory of your own for {flag}, or chown it to yourself if it is yours")
+        raise BadInput(
+            f"{flag} {path} is owned by uid {info.st_uid}, not by you (uid {me})",
+            hint=f"use a directory of your own for {flag}, or chown it to yourself if it is yours",
+        )
     if info.st_mode & 0o002:  # sticky or not: anyone may still create names (links) we have not made yet
-        raise BadInput(f"{flag} {path} is writable by every user (mode {info.st_mode & 0o7777:o})",
-                       hint=f"chmod o-w {path}, or use a directory of your own")
+        raise BadInput(
+            f"{flag} {path} is writable by every user (mode {info.st_mode & 0o7777:o})",
+            hint=f"chmod o-w {path}, or use a directory of your own",
+        )
 
 
 def check_dir_path(path: Path, flag: str, mode: str = "write") -> None:
@@ -173,8 +184,10 @@ def check_dir_path(path: Path, flag: str, mode: str = "write") -> None:
         except OSError as exc:
             if mode == "plan" and exc.errno == errno.EROFS:
                 return  # a dry run over a read-only tree: it only reads
-            raise BadInput(f"{flag} {path}: no directory can be created in {parent} ({exc.strerror or exc})",
-                           hint=f"choose a writable place for {flag}") from None
+            raise BadInput(
+                f"{flag} {path}: no directory can be created in {parent} ({exc.strerror or exc})",
+                hint=f"choose a writable place for {flag}",
+            ) from None
 
 
 def cache_dir() -> Path:

@@ -42,9 +42,17 @@ def set_activity(hook: Optional[LineHook]) -> None:
     _activity.set(hook)
 
 
-def run_logged(argv: Sequence[Arg], log: Path, *, env: Optional[Mapping[str, str]] = None,
-               cwd: Optional[Path] = None, on_line: Optional[LineHook] = None, what: Optional[str] = None,
-               writes: Optional[Path] = None, explain: Optional[Explain] = None) -> None:
+def run_logged(
+    argv: Sequence[Arg],
+    log: Path,
+    *,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[Path] = None,
+    on_line: Optional[LineHook] = None,
+    what: Optional[str] = None,
+    writes: Optional[Path] = None,
+    explain: Optional[Explain] = None,
+) -> None:
     """Run `argv`, appending every output line to `log`; a non-zero exit raises StepFailed naming the
     root cause `explain` finds in this attempt's output (not its last line), or DiskFull when the output reports
     ENOSPC (naming the path it gives, else `writes`: where the command writes, else its cwd)."""
@@ -56,9 +64,17 @@ def run_logged(argv: Sequence[Arg], log: Path, *, env: Optional[Mapping[str, str
         handle.write("$ " + " ".join(map(str, argv)) + "\n")
         handle.flush()
         try:
-            proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=merged, cwd=cwd, text=True, errors="replace",
-                                    bufsize=1)
+            proc = subprocess.Popen(
+                [str(a) for a in argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=merged,
+                cwd=cwd,
+                text=True,
+                errors="replace",
+                bufsize=1,
+            )
         except OSError as exc:
             raise StepFailed(f"{what} could not start: {exc}") from None
         assert proc.stdout is not None
@@ -89,19 +105,29 @@ def run_logged(argv: Sequence[Arg], log: Path, *, env: Optional[Mapping[str, str
             raise log_full
         diagnosis = explain(lines) if explain is not None else None
         if diagnosis is not None:
-            raise StepFailed(f"{what} failed: {diagnosis.cause}",
-                             hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
-                             details=diagnosis.render())
+            raise StepFailed(
+                f"{what} failed: {diagnosis.cause}",
+                hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
+                details=diagnosis.render(),
+            )
         raise StepFailed(f"{what} exited with status {code}", hint=f"see {log}")
 
 
-def capture(argv: Sequence[Arg], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
-            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+def capture(
+    argv: Sequence[Arg], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300, cwd: Optional[Path] = None
+) -> subprocess.CompletedProcess:
     """Run a short check and keep its output (no log). A program that cannot start is exit 127."""
     args = [str(a) for a in argv]
     try:
-        return subprocess.run(args, capture_output=True, text=True, env=dict(env) if env else None,
-                              timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+        return subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            env=dict(env) if env else None,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+        )
     except OSError as exc:
         return subprocess.CompletedProcess(args, 127, "", str(exc))
 
@@ -162,8 +188,13 @@ def carriers(token: str) -> List[int]:
     me, own = os.getpid(), os.geteuid()
     found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) > 1 and int(entry) != me and _uid_of(int(entry)) == own \
-                and carries_token(int(entry), token):
+        if (
+            entry.isdigit()
+            and int(entry) > 1
+            and int(entry) != me
+            and _uid_of(int(entry)) == own
+            and carries_token(int(entry), token)
+        ):
             found.append(int(entry))
     return found
 
@@ -261,14 +292,18 @@ class Started:
         if group:
             send(self.pid, sig, group=True)
         # a carrier still in that group has had this signal: a second SIGTERM would reach a shutdown midway
-        return _signal_carriers(self.token, sig, skip_group=self.pid if group else None) \
-            if with_carriers and self.token else []
+        return (
+            _signal_carriers(self.token, sig, skip_group=self.pid if group else None)
+            if with_carriers and self.token
+            else []
+        )
 
     def _left(self, with_carriers: bool, child: Optional[subprocess.Popen[Any]]) -> bool:
         return self._proven(child) or bool(with_carriers and self.token and carriers(self.token))
 
-    def stop(self, grace: float, child: Optional[subprocess.Popen[Any]] = None, *,
-             carriers: bool = True) -> Optional[str]:
+    def stop(
+        self, grace: float, child: Optional[subprocess.Popen[Any]] = None, *, carriers: bool = True
+    ) -> Optional[str]:
         """SIGTERM, then SIGKILL to what is left after `grace`, until nothing of it is left (at most 5 s more):
         the group, and with `carriers` every process carrying the token. Refuses (returns why, signals nothing)
         when the process runs but is not proven ours. `child`: our own Popen of it, reaped as we wait."""
@@ -303,8 +338,12 @@ def stop_carriers(token: str, grace: float) -> None:
     _until_gone(lambda sig: _signal_carriers(token, sig), lambda: bool(carriers(token)), grace, None)
 
 
-def _until_gone(signal_all: Callable[[int], List[int]], left: Callable[[], bool], grace: float,
-                child: Optional[subprocess.Popen[Any]]) -> None:
+def _until_gone(
+    signal_all: Callable[[int], List[int]],
+    left: Callable[[], bool],
+    grace: float,
+    child: Optional[subprocess.Popen[Any]],
+) -> None:
     """SIGTERM through `signal_all`, SIGKILL after `grace`; wait (5 s at most) until `left()` says none is left,
     collecting the exits of the adopted orphans signalled (never `child`'s: its Popen collects it)."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
@@ -321,8 +360,9 @@ def _until_gone(signal_all: Callable[[int], List[int]], left: Callable[[], bool]
             time.sleep(0.05)
 
 
-def read_capped(proc: subprocess.Popen[bytes], timeout: float, cap: int,
-                err_cap: int) -> Tuple[bytes, bytes, Optional[str]]:
+def read_capped(
+    proc: subprocess.Popen[bytes], timeout: float, cap: int, err_cap: int
+) -> Tuple[bytes, bytes, Optional[str]]:
     """A child's stdout up to `cap` bytes and the last `err_cap` of its stderr, within `timeout` seconds (its
     exit included): (stdout, stderr, None), or why reading stopped early ("timeout", or "cut" once stdout
     passed `cap`): a flood of output is cut, never gathered into memory whole. Once the child has exited,

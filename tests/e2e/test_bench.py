@@ -37,15 +37,40 @@ def start(root: Path, *vllm: str, **env: str) -> Iterator[dict]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = run([sys.executable, "-m", "ascend_setup", "serve", str(build_model(root / "models" / "dense", "dense")),
-                "--venv", str(serving_venv(root / "venv")), "--workdir", str(workdir), "--cann-home",
-                str(build_fake_cann(root / "A2").root), "--port", str(port), "--measure-tokens", "8", "--detach",
-                "--json", *vllm], home_dir, **env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "serve",
+            str(build_model(root / "models" / "dense", "dense")),
+            "--venv",
+            str(serving_venv(root / "venv")),
+            "--workdir",
+            str(workdir),
+            "--cann-home",
+            str(build_fake_cann(root / "A2").root),
+            "--port",
+            str(port),
+            "--measure-tokens",
+            "8",
+            "--detach",
+            "--json",
+            *vllm,
+        ],
+        home_dir,
+        **env,
+    )
     assert proc.returncode == 0, proc.stderr
     log = (workdir / "serve" / "dense.log").read_text()
     rate, kv_ms = float(RATE.search(log).group(1)), float(KV.search(log).group(1))
-    yield {"workdir": workdir, "rate": rate, "kv_ms": kv_ms, "url": f"http://127.0.0.1:{port}",
-           "model": root / "models" / "dense"}
+    yield {
+        "workdir": workdir,
+        "rate": rate,
+        "kv_ms": kv_ms,
+        "url": f"http://127.0.0.1:{port}",
+        "model": root / "models" / "dense",
+    }
     run([sys.executable, "-m", "ascend_setup", "serve", "stop", "dense", "--workdir", str(workdir)], home_dir)
 
 
@@ -119,15 +144,38 @@ def test_bad_input_is_one_line(served: dict, tmp_path: Path, home: Path) -> None
             assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(served: dict, eager_and_small: dict,
-                                                                            home: Path) -> None:
+def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(
+    served: dict, eager_and_small: dict, home: Path
+) -> None:
     assert abs(served["rate"] / eager_and_small["rate"] - 5.7) < 0.01
     assert preemptions(eager_and_small["url"]) == 0
-    one = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
-                "--output-len", "8", "--json")
+    one = bench(
+        eager_and_small,
+        home,
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert one.returncode == 0 and preemptions(eager_and_small["url"]) == 0, one.stderr  # one sequence fits
-    proc = bench(eager_and_small, home, "--concurrency", "4", "--requests", "4", "--input-len", "64",
-                 "--output-len", "8", "--json")
+    proc = bench(
+        eager_and_small,
+        home,
+        "--concurrency",
+        "4",
+        "--requests",
+        "4",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert preemptions(eager_and_small["url"]) > 0
     tpot = json.loads(one.stdout)["levels"][0]["tpot_ms"]
@@ -135,19 +183,42 @@ def test_the_stub_batches_eager_5_7x_slower_and_preempts_past_its_kv_budget(serv
 
 
 def test_a_sweep_on_an_eager_server_names_eager_mode(eager_and_small: dict, home: Path) -> None:
-    proc = bench(eager_and_small, home, "--concurrency", "1,4,16", "--requests", "16", "--input-len", "64",
-                 "--output-len", "8", "--json")
+    proc = bench(
+        eager_and_small,
+        home,
+        "--concurrency",
+        "1,4,16",
+        "--requests",
+        "16",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     found = {r["rule"]: r for r in json.loads(proc.stdout)["reasons"]}
     assert "--enforce-eager" in found["eager-mode"]["evidence"] and "graph mode" in found["eager-mode"]["fix"]
     table = bench(eager_and_small, home, "--concurrency", "1", "--requests", "1", "--output-len", "4")
-    assert table.returncode == 0 and "reason (eager-mode): the server was started with --enforce-eager" in \
-        table.stdout, table.stdout
+    assert (
+        table.returncode == 0 and "reason (eager-mode): the server was started with --enforce-eager" in table.stdout
+    ), table.stdout
 
 
 def test_a_kv_budget_too_small_for_16_names_preemptions_there_and_only_there(small_kv: dict, home: Path) -> None:
-    proc = bench(small_kv, home, "--concurrency", "1,4,16", "--requests", "16", "--input-len", "64",
-                 "--output-len", "8", "--json")
+    proc = bench(
+        small_kv,
+        home,
+        "--concurrency",
+        "1,4,16",
+        "--requests",
+        "16",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert [lv["preemptions"] for lv in result["levels"]][:2] == [0, 0] and result["levels"][2]["preemptions"] > 0
@@ -158,14 +229,26 @@ def test_a_kv_budget_too_small_for_16_names_preemptions_there_and_only_there(sma
 def test_plot_writes_a_png_of_the_curve(served: dict, tmp_path: Path, home: Path) -> None:
     pytest.importorskip("matplotlib")
     picture = tmp_path / "curve.png"
-    proc = bench(served, home, "--concurrency", "1,4,16", "--requests", "16", "--output-len", "24", "--json",
-                 "--plot", str(picture))
+    proc = bench(
+        served,
+        home,
+        "--concurrency",
+        "1,4,16",
+        "--requests",
+        "16",
+        "--output-len",
+        "24",
+        "--json",
+        "--plot",
+        str(picture),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plot"] == str(picture) and picture.read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_verdict_is_as_predicted_against_fit_and_the_next_sweep_has_this_ones_calibration(
-        served: dict, home: Path) -> None:
+    served: dict, home: Path
+) -> None:
     """The stub streams at the rate of the simulated 910B3 and the model's bytes, as fit's batch model predicts
     for that card, model and TP (serve's record and result say which): each level is 'as predicted' against fit,
     named; the sweep is saved, and the next one is judged against it too."""
@@ -192,13 +275,26 @@ def test_the_verdict_is_as_predicted_against_fit_and_the_next_sweep_has_this_one
 
 
 def test_a_url_server_gets_fits_verdict_when_told_its_model_and_card_and_its_own_calibration(
-        served: dict, tmp_path: Path, home: Path) -> None:
+    served: dict, tmp_path: Path, home: Path
+) -> None:
     """--url with --model-dir, --card (and --tp): the same fit verdict a NAME gets; its sweeps are saved in the
     workdir and the next sweep of the same URL and model is judged against them. Without them: no fit figure."""
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    args = [*BENCH, "--url", served["url"], "--concurrency", "1,4", "--requests", "4", "--output-len", "16",
-            "--json", "--workdir", str(workdir)]
+    args = [
+        *BENCH,
+        "--url",
+        served["url"],
+        "--concurrency",
+        "1,4",
+        "--requests",
+        "4",
+        "--output-len",
+        "16",
+        "--json",
+        "--workdir",
+        str(workdir),
+    ]
     bare = run(args, home)
     assert bare.returncode == 0, bare.stderr
     fit = json.loads(bare.stdout)["verdicts"][0]["references"][0]
@@ -214,8 +310,19 @@ def test_a_url_server_gets_fits_verdict_when_told_its_model_and_card_and_its_own
 
 
 def test_an_eager_server_is_slower_than_predicted_and_says_why(eager_and_small: dict, home: Path) -> None:
-    proc = bench(eager_and_small, home, "--concurrency", "1", "--requests", "2", "--input-len", "64",
-                 "--output-len", "8", "--json")
+    proc = bench(
+        eager_and_small,
+        home,
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     (v,) = json.loads(proc.stdout)["verdicts"]
     assert v["verdict"] == "slower than predicted" and v["against"] == "fit", v
@@ -261,9 +368,11 @@ def with_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         (root / "models" / "dense" / "tokenizer.json").write_text("{}")
         real = venv / "bin" / "vllm"
         real.rename(venv / "bin" / "vllm.serve")
-        real.write_text(f'#!/bin/sh\nif [ "$1" = bench ]; then exec {venv / "bin" / "python"} '
-                        f'{site / "vllm" / "benchmarks" / "serve.py"} "$@"; fi\nexec {venv / "bin" / "vllm.serve"} '
-                        '"$@"\n')
+        real.write_text(
+            f'#!/bin/sh\nif [ "$1" = bench ]; then exec {venv / "bin" / "python"} '
+            f'{site / "vllm" / "benchmarks" / "serve.py"} "$@"; fi\nexec {venv / "bin" / "vllm.serve"} '
+            '"$@"\n'
+        )
         real.chmod(0o755)
         yield served
 
@@ -275,12 +384,18 @@ def test_where_the_venv_has_vllm_bench_serve_each_level_is_its_json(with_benchma
     assert result["client"].startswith("vllm bench serve (vLLM ")
     for lv, c in zip(result["levels"], (1, 4)):
         tpot = 10.0 + c  # the stub's figures, read back
-        assert (lv["concurrency"], lv["requests"], lv["tpot_ms"], lv["tpot_p90_ms"], lv["itl_p90_ms"]) == \
-            (c, 8, tpot, tpot + 1, tpot + 2)
+        assert (lv["concurrency"], lv["requests"], lv["tpot_ms"], lv["tpot_p90_ms"], lv["itl_p90_ms"]) == (
+            c,
+            8,
+            tpot,
+            tpot + 1,
+            tpot + 2,
+        )
         assert lv["output_tok_s"] == round(c * 1000 / tpot, 2) and lv["ttft_s"] == 0.05
     assert proc.stderr.count("bench: concurrency") == 4
-    own = bench(with_benchmark, home, "--concurrency", "2", "--requests", "2", "--output-len", "8", "--json",
-                "--client", "own")
+    own = bench(
+        with_benchmark, home, "--concurrency", "2", "--requests", "2", "--output-len", "8", "--json", "--client", "own"
+    )
     assert own.returncode == 0 and json.loads(own.stdout)["client"] == "ascend-setup's client", own.stderr
     table = bench(with_benchmark, home, "--concurrency", "2", "--requests", "2", "--output-len", "8")
     assert table.returncode == 0 and "vllm bench serve (vLLM" in table.stdout, table.stdout

@@ -27,8 +27,10 @@ PYTHON = "%d.%d" % sys.version_info[:2]
 
 
 def _can_unshare() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-n", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    )
 
 
 needs_netns = pytest.mark.skipif(not _can_unshare(), reason="needs root for unshare -n (CI runs as root)")
@@ -44,24 +46,60 @@ class World:
     def env(self) -> dict:
         return clean_env(self.home, {"STUB_BUILD_STAGES": "3", "STUB_STAGE_SECONDS": "0.1"})
 
-    def bundle_argv(self, out: Path, *extra: str, arch: str = platform.machine(),
-                    glibc: str = glibc_version() or "") -> List[str]:
-        return [sys.executable, "-m", "ascend_setup", "bundle", "--cann", "9.1.0", "--arch", arch, "--glibc", glibc,
-                "--python", PYTHON, *self.host.index_args(), "--tool-index-url", self.host.tools.url, "-o", str(out),
-                *extra]
+    def bundle_argv(
+        self, out: Path, *extra: str, arch: str = platform.machine(), glibc: str = glibc_version() or ""
+    ) -> List[str]:
+        return [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "bundle",
+            "--cann",
+            "9.1.0",
+            "--arch",
+            arch,
+            "--glibc",
+            glibc,
+            "--python",
+            PYTHON,
+            *self.host.index_args(),
+            "--tool-index-url",
+            self.host.tools.url,
+            "-o",
+            str(out),
+            *extra,
+        ]
 
     def bundle(self, out: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(self.bundle_argv(out, *extra, **kw), capture_output=True, text=True, env=self.env(),
-                              timeout=600)
+        return subprocess.run(
+            self.bundle_argv(out, *extra, **kw), capture_output=True, text=True, env=self.env(), timeout=600
+        )
 
     def cli(self, *args: str, offline: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "ascend_setup", *args]
-        return subprocess.run(["unshare", "-n", *argv] if offline else argv, capture_output=True, text=True,
-                              env=self.env(), timeout=timeout)
+        return subprocess.run(
+            ["unshare", "-n", *argv] if offline else argv,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=timeout,
+        )
 
     def install_args(self, workdir: Path, bundle: Path) -> List[str]:
-        return ["install", "--cann", "9.1.0", "--bundle", str(bundle), "--cann-home", str(self.host.cann.root),
-                "--workdir", str(workdir), "--python", sys.executable, "--yes"]
+        return [
+            "install",
+            "--cann",
+            "9.1.0",
+            "--bundle",
+            str(bundle),
+            "--cann-home",
+            str(self.host.cann.root),
+            "--workdir",
+            str(workdir),
+            "--python",
+            sys.executable,
+            "--yes",
+        ]
 
     def requests(self) -> int:
         h = self.host
@@ -90,8 +128,13 @@ def _manifest(bundle: Path) -> dict:
 
 def test_bundle_holds_the_lock_the_build_inputs_and_the_tool(made):
     manifest = _manifest(made)
-    assert manifest["target"] == {"arch": platform.machine(), "glibc": glibc_version(), "python": PYTHON,
-                                  "device": "A2", "soc": None}
+    assert manifest["target"] == {
+        "arch": platform.machine(),
+        "glibc": glibc_version(),
+        "python": PYTHON,
+        "device": "A2",
+        "soc": None,
+    }
     assert manifest["missing"] == [] and manifest["cann"] == "9.1.0"
     roles = {}
     for f in manifest["files"]:
@@ -102,8 +145,10 @@ def test_bundle_holds_the_lock_the_build_inputs_and_the_tool(made):
     assert len(roles["third-party"]) == 3  # json, abseil-cpp, makeself, as the stub sdist's CMake files name them
     assert [f["package"] for f in roles["tool"]] == ["ascend-setup"]
     deps = {f["package"] for f in roles["tool-dependency"]}
-    wanted = {r.split(";")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower().replace("_", "-")
-              for r in tool_requirements()}
+    wanted = {
+        r.split(";")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower().replace("_", "-")
+        for r in tool_requirements()
+    }
     assert wanted <= deps, wanted - deps
     uv = [f["path"] for f in roles["tool-dependency"] if f["package"] == "uv"]
     assert len(uv) == 1 and uv[0].endswith(f"_{platform.machine()}.whl"), uv  # uv for the target's platform only
@@ -173,13 +218,21 @@ def test_sigkill_mid_bundle_resumes_without_fetching_finished_files(world, tmp_p
     main = world.host.main
     main.behaviour.bytes_per_second = 1_000_000  # the 3 MB sdist takes seconds: time to be killed mid-way
     try:
-        proc = subprocess.Popen(world.bundle_argv(out), env=world.env(), start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            world.bundle_argv(out),
+            env=world.env(),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 300
         part = None
         while time.monotonic() < deadline and proc.poll() is None:
-            part = next((p for p in (out / "files").glob("vllm_ascend-*.tar.gz.part") if p.stat().st_size > 100_000),
-                        None) if (out / "files").is_dir() else None
+            part = (
+                next((p for p in (out / "files").glob("vllm_ascend-*.tar.gz.part") if p.stat().st_size > 100_000), None)
+                if (out / "files").is_dir()
+                else None
+            )
             if part is not None:
                 break
             time.sleep(0.05)
@@ -235,13 +288,26 @@ def test_offline_install_from_a_tar(world, made, tmp_path):
 
 def _play(world: World, inventory: Path, *extra: str, offline: bool = True) -> subprocess.CompletedProcess:
     tmp = world.root / "ansible-tmp"
-    env = {**world.env(), "ANSIBLE_LOCAL_TEMP": str(tmp / "local"), "ANSIBLE_REMOTE_TEMP": str(tmp / "remote"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    env = {
+        **world.env(),
+        "ANSIBLE_LOCAL_TEMP": str(tmp / "local"),
+        "ANSIBLE_REMOTE_TEMP": str(tmp / "remote"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
     ansible = Path(__file__).resolve().parents[2] / "ansible"
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(ansible / "install.yml"),
-            *extra]
-    return subprocess.run(["unshare", "-n", *argv] if offline else argv, capture_output=True, text=True, env=env,
-                          timeout=1800)
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(inventory),
+        str(ansible / "install.yml"),
+        *extra,
+    ]
+    return subprocess.run(
+        ["unshare", "-n", *argv] if offline else argv, capture_output=True, text=True, env=env, timeout=1800
+    )
 
 
 @needs_netns
@@ -251,11 +317,22 @@ def test_a_fleet_installs_from_one_bundle_with_no_network(world, made, tmp_path)
 
     hosts = ("node1", "node2")
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"ascend": {
-        "hosts": {h: {"ascend_workdir": str(tmp_path / h / "ascend-setup")} for h in hosts},
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "ascend_setup_command": [sys.executable, "-m", "ascend_setup"],
-                 "ascend_cann_home": str(world.host.cann.root), "ascend_python": sys.executable}}}))
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "ascend": {
+                    "hosts": {h: {"ascend_workdir": str(tmp_path / h / "ascend-setup")} for h in hosts},
+                    "vars": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": sys.executable,
+                        "ascend_setup_command": [sys.executable, "-m", "ascend_setup"],
+                        "ascend_cann_home": str(world.host.cann.root),
+                        "ascend_python": sys.executable,
+                    },
+                }
+            }
+        )
+    )
     before = world.requests()
     first = _play(world, inventory, "-e", f"ascend_bundle={made}")
     assert first.returncode == 0, first.stdout[-4000:]
@@ -276,14 +353,27 @@ def test_bootstrap_installs_the_tool_from_the_bundle_then_the_stack_with_no_netw
     work = tmp_path / "work"
     env = {k: v for k, v in world.env().items() if k != "PYTHONPATH"}  # the tool must come from the bundle
     env.update({"ASCEND_SETUP_WORKDIR": str(work), "PYTHON": sys.executable})
-    argv = ["unshare", "-n", "sh", str(made / "bootstrap.sh"), "--cann-home", str(world.host.cann.root),
-            "--python", sys.executable, "--json"]
+    argv = [
+        "unshare",
+        "-n",
+        "sh",
+        str(made / "bootstrap.sh"),
+        "--cann-home",
+        str(world.host.cann.root),
+        "--python",
+        sys.executable,
+        "--json",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["ok"] is True
     tool = work / "tool-venv"
-    shown = subprocess.run([str(tool / "bin" / "python"), "-m", "pip", "show", "-f", "ascend-setup"],
-                           capture_output=True, text=True, env=env).stdout
+    shown = subprocess.run(
+        [str(tool / "bin" / "python"), "-m", "pip", "show", "-f", "ascend-setup"],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
     assert "Location: " + str(tool) in shown and "__editable__" not in shown  # the bundle's wheel, not this checkout
     lock = lock_versions(work)
     assert {n: v for n, v in installed(work / "venv").items() if n in lock} == lock
@@ -292,8 +382,9 @@ def test_bootstrap_installs_the_tool_from_the_bundle_then_the_stack_with_no_netw
     victim = next((broken / "tool").glob("ascend_setup-*.whl"))
     victim.write_bytes(victim.read_bytes()[:-1] + bytes([victim.read_bytes()[-1] ^ 1]))
     env["ASCEND_SETUP_WORKDIR"] = str(tmp_path / "work2")
-    refused = subprocess.run(["unshare", "-n", "sh", str(broken / "bootstrap.sh")], capture_output=True, text=True,
-                             env=env, timeout=300)
+    refused = subprocess.run(
+        ["unshare", "-n", "sh", str(broken / "bootstrap.sh")], capture_output=True, text=True, env=env, timeout=300
+    )
     assert refused.returncode == 1 and "do not match their sha256" in refused.stderr
     assert not (tmp_path / "work2" / "tool-venv").exists()
 

@@ -17,8 +17,10 @@ import pytest
 from ascend_setup.bundle.tool import build_tool_wheel, source_tree
 
 REPO = Path(__file__).resolve().parents[2]
-PACK = ("import sys; from pathlib import Path; from ascend_setup.bundle.tool import source_tree, tool_wheel; "
-        "assert source_tree() is None, source_tree(); print(tool_wheel(Path(sys.argv[1]), Path(sys.argv[2])))")
+PACK = (
+    "import sys; from pathlib import Path; from ascend_setup.bundle.tool import source_tree, tool_wheel; "
+    "assert source_tree() is None, source_tree(); print(tool_wheel(Path(sys.argv[1]), Path(sys.argv[2])))"
+)
 
 
 def _members(wheel: Path) -> dict:
@@ -34,8 +36,21 @@ def installed(tmp_path_factory) -> tuple:
     built = build_tool_wheel(REPO, root / "built", root / "build.log")
     venv = root / "venv"
     venv_module.create(venv, with_pip=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", str(built)], check=True, timeout=300)
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            str(built),
+        ],
+        check=True,
+        timeout=300,
+    )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sysconfig.get_paths()["purelib"], "HOME": str(root)}
     return venv, built, env
 
@@ -43,8 +58,14 @@ def installed(tmp_path_factory) -> tuple:
 def _pack(installed: tuple, out: Path) -> subprocess.CompletedProcess:
     venv, _, env = installed
     out.mkdir()
-    return subprocess.run([str(venv / "bin" / "python"), "-c", PACK, str(out), str(out / "log")], env=env, cwd=out,
-                          capture_output=True, text=True, timeout=120)  # cwd: `-c` puts it first on sys.path
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", PACK, str(out), str(out / "log")],
+        env=env,
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # cwd: `-c` puts it first on sys.path
 
 
 def test_a_checkout_builds_from_its_tree() -> None:
@@ -65,8 +86,21 @@ def test_an_installed_tool_packs_back_into_the_wheel_it_came_from(installed: tup
     assert hashlib.sha256(wheel_a.read_bytes()).digest() == hashlib.sha256(wheel_b.read_bytes()).digest()
     target = tmp_path / "target"
     venv_module.create(target, with_pip=True)
-    subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", str(wheel_a)], check=True, timeout=300)
+    subprocess.run(
+        [
+            str(target / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            str(wheel_a),
+        ],
+        check=True,
+        timeout=300,
+    )
     assert (target / "bin" / "ascend-setup").is_file()  # the console script comes back from entry_points.txt
 
 

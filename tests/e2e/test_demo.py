@@ -24,8 +24,13 @@ pytestmark = pytest.mark.userland
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "demo", "--json", "--installer", installer],
-                          capture_output=True, text=True, env=clean_env(home), timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "demo", "--json", "--installer", installer],
+        capture_output=True,
+        text=True,
+        env=clean_env(home),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["simulated"] is True and summary["installer"] == installer
@@ -51,8 +56,13 @@ def test_the_demo_tells_the_whole_story(home: Path, installer: str) -> None:
 
 
 def test_ctrl_c_leaves_no_server_and_no_process(home: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "demo"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=clean_env(home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ascend_setup", "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(home),
+    )
     first = proc.stderr.readline()  # said before anything: the workdir, and that it goes at the end
     assert "removed at the end (--keep keeps it)" in first, first
     workdir = Path(re.search(r"host in (\S+)/host:", proc.stderr.readline()).group(1))
@@ -81,7 +91,7 @@ def test_the_demo_checks_its_own_disk_need_and_its_row_says_it(tmp_path: Path, m
 
     matrix = demo.simulated_matrix(tmp_path / "host")
     row = parse_matrix(matrix.read_text(), str(matrix)).rows[demo.CANN]
-    assert row.disk_gib * 1024 ** 3 == pytest.approx(demo.DISK_NEED, rel=0.05)  # not the real row's 40 GiB
+    assert row.disk_gib * 1024**3 == pytest.approx(demo.DISK_NEED, rel=0.05)  # not the real row's 40 GiB
     monkeypatch.setattr(demo, "free_disk_bytes", lambda path: demo.DISK_NEED - 1)
     with pytest.raises(StepFailed, match="the demo needs 200 MB"):
         demo.check_disk(tmp_path)

@@ -63,17 +63,24 @@ def test_check_catches_a_tampered_pin_and_a_wrong_glibc(source_stack, tmp_path: 
     packaged = PACKAGED_MATRIX.read_text()
     assert source_stack.cli("matrix", "check", str(PACKAGED_MATRIX)).returncode == 0
     tampered = tmp_path / "tampered.yaml"
-    tampered.write_text(packaged.replace('      triton-ascend: "3.2.2"', '      triton-ascend: "3.2.1"', 1)
-                        .replace('      vllm-ascend: {aarch64: "2.34", x86_64: "2.34"}',
-                                 '      vllm-ascend: {aarch64: "2.28", x86_64: "2.34"}', 1))
+    tampered.write_text(
+        packaged.replace('      triton-ascend: "3.2.2"', '      triton-ascend: "3.2.1"', 1).replace(
+            '      vllm-ascend: {aarch64: "2.34", x86_64: "2.34"}',
+            '      vllm-ascend: {aarch64: "2.28", x86_64: "2.34"}',
+            1,
+        )
+    )
     proc = source_stack.cli("matrix", "check", str(tampered), "--live", *source_stack.index_args(), "--json")
     assert proc.returncode == 1, proc.stdout
     drift = json.loads(proc.stdout)["rows"]["9.1.0"]["drift"]
     assert any("triton-ascend is 3.2.1 in the matrix, 3.2.2 in the metadata" in d for d in drift), drift
     assert any("wheel_glibc vllm-ascend aarch64: 2.28 in the matrix, 2.34" in d for d in drift), drift
     inconsistent = tmp_path / "inconsistent.yaml"
-    inconsistent.write_text(packaged.replace('plugin_requirements: ["fastapi<0.124.0"',
-                                             'plugin_requirements: ["transformers<5", "fastapi<0.124.0"', 1))
+    inconsistent.write_text(
+        packaged.replace(
+            'plugin_requirements: ["fastapi<0.124.0"', 'plugin_requirements: ["transformers<5", "fastapi<0.124.0"', 1
+        )
+    )
     offline = source_stack.cli("matrix", "check", str(inconsistent))
     assert offline.returncode == 1 and "excludes the row's own pin transformers==5.5.4" in offline.stdout
 
@@ -87,14 +94,21 @@ def _dead_index() -> str:
 
 
 def _ascend_down(stack) -> list:
-    return ["--index-url", stack.main.url, "--index", f"ascend={_dead_index()}", "--index",
-            f"pytorch-cpu={stack.pytorch_cpu.url}"]
+    return [
+        "--index-url",
+        stack.main.url,
+        "--index",
+        f"ascend={_dead_index()}",
+        "--index",
+        f"pytorch-cpu={stack.pytorch_cpu.url}",
+    ]
 
 
 def test_a_tampered_pin_is_drift_while_the_ascend_index_is_down(source_stack, tmp_path: Path) -> None:
     tampered = tmp_path / "tampered.yaml"
-    tampered.write_text(PACKAGED_MATRIX.read_text().replace('      triton-ascend: "3.2.2"',
-                                                            '      triton-ascend: "3.2.1"', 1))
+    tampered.write_text(
+        PACKAGED_MATRIX.read_text().replace('      triton-ascend: "3.2.2"', '      triton-ascend: "3.2.1"', 1)
+    )
     proc = source_stack.cli("matrix", "check", str(tampered), "--live", *_ascend_down(source_stack), "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     entry = json.loads(proc.stdout)["rows"]["9.1.0"]
@@ -103,8 +117,9 @@ def test_a_tampered_pin_is_drift_while_the_ascend_index_is_down(source_stack, tm
     # what did need the Ascend index is kept apart: that the file exists there
     assert any(u.startswith("triton-ascend 3.2.") and "could not be reached" in u for u in entry["unverified"]), entry
     assert not any("comes from" in d for d in entry["drift"])  # where it comes from is not known: not drift
-    untouched = source_stack.cli("matrix", "check", str(PACKAGED_MATRIX), "--live", *_ascend_down(source_stack),
-                                 "--json")
+    untouched = source_stack.cli(
+        "matrix", "check", str(PACKAGED_MATRIX), "--live", *_ascend_down(source_stack), "--json"
+    )
     row = json.loads(untouched.stdout)["rows"]["9.1.0"]  # (the stub index has only this row's plugin release)
     assert not row["drift"] and row["unverified"], row
 
@@ -135,21 +150,24 @@ def test_check_lists_newer_releases_on_the_rows_cann(source_stack, tmp_path: Pat
     text = source_stack.cli(*args[:-1])
     assert "+ newer on CANN 9.1.0: vllm-ascend 0.23.0.post1, sdist only" in text.stdout, text.stdout
     # a CANN without a row: the message names the releases the index has for it, pre-releases marked
-    unknown = source_stack.cli("plan", "--cann", "9.2.0", "--arch", "aarch64", "--glibc", "2.35",
-                               *source_stack.index_args())
-    assert unknown.returncode == 2 and "vllm-ascend 0.30.0rc2 (pre-release) for CANN 9.2.0" in unknown.stderr, \
+    unknown = source_stack.cli(
+        "plan", "--cann", "9.2.0", "--arch", "aarch64", "--glibc", "2.35", *source_stack.index_args()
+    )
+    assert unknown.returncode == 2 and "vllm-ascend 0.30.0rc2 (pre-release) for CANN 9.2.0" in unknown.stderr, (
         unknown.stderr
+    )
     assert len([l for l in unknown.stderr.splitlines() if l.strip()]) == 1
 
 
 def test_a_cann_without_a_row_installs_from_the_derived_row(source_stack, tmp_path: Path) -> None:
     packaged = PACKAGED_MATRIX.read_text()
     without = tmp_path / "matrix.yaml"  # no row pins vllm-ascend 0.23.0
-    without.write_text(packaged[:packaged.index('  "9.1.0":')] + packaged[packaged.index('  "9.0.1":'):])
+    without.write_text(packaged[: packaged.index('  "9.1.0":')] + packaged[packaged.index('  "9.0.1":') :])
     workdir = tmp_path / "wd"
     # a CANN no matrix knows (the fake CANN tree is 9.1.0: --force), so only the recorded row can name it
-    install = source_stack.install(workdir, "--matrix", str(without), "--cann", "9.1.5", "--vllm-ascend", "0.23.0",
-                                   "--force")
+    install = source_stack.install(
+        workdir, "--matrix", str(without), "--cann", "9.1.5", "--vllm-ascend", "0.23.0", "--force"
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     (line,) = [l for l in install.stderr.splitlines() if l.startswith("CANN 9.1.5 has no row")]
     assert "derived from vllm-ascend 0.23.0's own metadata" in line and "Requires-Dist" in line
@@ -159,20 +177,32 @@ def test_a_cann_without_a_row_installs_from_the_derived_row(source_stack, tmp_pa
     assert installed(workdir / "venv") == lock_versions(workdir)
     # resume and audit take the recorded row, with no network at all
     offline = ["unshare", "-n", sys.executable, "-m", "ascend_setup"]
-    resume = subprocess.run([*offline, "resume", "--workdir", str(workdir)], capture_output=True, text=True,
-                            env=source_stack.env(), timeout=600)
+    resume = subprocess.run(
+        [*offline, "resume", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        env=source_stack.env(),
+        timeout=600,
+    )
     assert resume.returncode == 0 and "has no row" not in resume.stderr, resume.stderr[-3000:]
-    audit = subprocess.run([*offline, "audit", "--venv", str(workdir / "venv"), "--json"], capture_output=True,
-                           text=True, env=source_stack.env(), timeout=600)
-    assert audit.returncode == 0 and json.loads(audit.stdout)["row"] == "9.1.5", \
+    audit = subprocess.run(
+        [*offline, "audit", "--venv", str(workdir / "venv"), "--json"],
+        capture_output=True,
+        text=True,
+        env=source_stack.env(),
+        timeout=600,
+    )
+    assert audit.returncode == 0 and json.loads(audit.stdout)["row"] == "9.1.5", (
         audit.stdout[-2000:] + audit.stderr[-2000:]
+    )
 
 
 @pytest.mark.live
 def test_live_derive_equals_the_packaged_row_and_check_passes(cli) -> None:
     index = pip_settings().index
-    proc = cli("matrix", "derive", "--vllm-ascend", "0.23.0", "--cann", "9.1.0", "--index-url", index, "--json",
-               timeout=300)
+    proc = cli(
+        "matrix", "derive", "--vllm-ascend", "0.23.0", "--cann", "9.1.0", "--index-url", index, "--json", timeout=300
+    )
     data = json.loads(proc.stdout)
     packaged = load_matrix().rows["9.1.0"]
     assert data["row"]["packages"] == dict(packaged.packages)
@@ -198,8 +228,18 @@ def test_live_check_lists_the_post_release_for_9_1_0(cli) -> None:
 
 @pytest.mark.live
 def test_live_derive_closes_the_python_range_of_the_sdist_only_post_release(cli) -> None:
-    proc = cli("matrix", "derive", "--vllm-ascend", "0.23.0.post1", "--cann", "9.1.0", "--index-url",
-               pip_settings().index, "--json", timeout=300)
+    proc = cli(
+        "matrix",
+        "derive",
+        "--vllm-ascend",
+        "0.23.0.post1",
+        "--cann",
+        "9.1.0",
+        "--index-url",
+        pip_settings().index,
+        "--json",
+        timeout=300,
+    )
     data = json.loads(proc.stdout)
     assert data["row"]["python"] == ">=3.10,<3.13", data["provenance"]["python"]  # 3.13 stays out
     assert "no wheels" in data["provenance"]["python"]
@@ -207,12 +247,27 @@ def test_live_derive_closes_the_python_range_of_the_sdist_only_post_release(cli)
 
 @pytest.mark.live
 def test_live_plan_for_a_cann_without_a_row(cli) -> None:
-    proc = cli("plan", "--cann", "9.2.0", "--vllm-ascend", "0.30.0rc2", "--glibc", "2.35", "--arch", "aarch64",
-               "--python", "3.11", "--index-url", pip_settings().index, timeout=900)
+    proc = cli(
+        "plan",
+        "--cann",
+        "9.2.0",
+        "--vllm-ascend",
+        "0.30.0rc2",
+        "--glibc",
+        "2.35",
+        "--arch",
+        "aarch64",
+        "--python",
+        "3.11",
+        "--index-url",
+        pip_settings().index,
+        timeout=900,
+    )
     (line,) = [l for l in proc.stderr.splitlines() if l.startswith("CANN 9.2.0 has no row")]
     assert "derived from vllm-ascend 0.30.0rc2's own metadata" in line
-    summary = re.search(r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11 / A2 NPUs: (\d+) packages",
-                        proc.stdout)  # plan --soc defaults to A2
+    summary = re.search(
+        r"CANN 9.2.0 on glibc 2.35 / aarch64 / Python 3.11 / A2 NPUs: (\d+) packages", proc.stdout
+    )  # plan --soc defaults to A2
     assert summary and int(summary.group(1)) > 150, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "vllm-ascend==0.30.0rc2" in proc.stdout
     if proc.returncode:  # only the unreachable Ascend index may leave a package without a file

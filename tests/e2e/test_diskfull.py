@@ -33,8 +33,9 @@ def tmpfs(tmp_path: Path):
     """A real small tmpfs (we are root in CI)."""
     mount = Tmpfs(tmp_path / "small")
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {made.stderr.strip()}")
     try:
@@ -59,8 +60,10 @@ def test_download_stops_with_one_line_and_resumes_after_space_is_freed(tmpfs: Pa
         with pytest.raises(DiskFull) as caught:
             download([url], dest, sha256=sha, size=len(data))
         line = caught.value.one_line()
-        assert f"disk full: {tmpfs} (tmpfs) has " in line and " free; downloading big-1.0.tar.gz could not write " \
-            f"{dest}.part" in line, line
+        assert (
+            f"disk full: {tmpfs} (tmpfs) has " in line
+            and f" free; downloading big-1.0.tar.gz could not write {dest}.part" in line
+        ), line
         kept = (tmpfs / "big-1.0.tar.gz.part").stat().st_size
         assert kept > 0 and data.startswith((tmpfs / "big-1.0.tar.gz.part").read_bytes())
         tmpfs.resize("8m")

@@ -63,8 +63,11 @@ class Recorder(Step):
 
 
 def make(tmp_path: Path, calls: List[str], options=None, fail=()) -> Runner:
-    steps = [Recorder("a", calls, fail="a" in fail), Recorder("b", calls, ["a"], fail="b" in fail),
-             Recorder("c", calls, ["b"], fail="c" in fail)]
+    steps = [
+        Recorder("a", calls, fail="a" in fail),
+        Recorder("b", calls, ["a"], fail="b" in fail),
+        Recorder("c", calls, ["b"], fail="c" in fail),
+    ]
     return Runner(steps, ToySession(RunFiles(tmp_path), options=options or {}), toy_store(tmp_path))
 
 
@@ -139,11 +142,14 @@ def test_dependencies_must_come_first(tmp_path: Path) -> None:
         Runner([Recorder("b", [], ["a"]), Recorder("a", [])], Session(RunFiles(tmp_path)))
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{not json", "is corrupt"),
-    ('{"something": "else"}', "was not written by the toy tool"),
-    ('{"format": "toy-state", "version": 1, "steps": {"a": {"state": "weird"}}}', "is invalid at steps.a"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "is corrupt"),
+        ('{"something": "else"}', "was not written by the toy tool"),
+        ('{"format": "toy-state", "version": 1, "steps": {"a": {"state": "weird"}}}', "is invalid at steps.a"),
+    ],
+)
 def test_corrupt_or_foreign_state_is_bad_input_and_kept(tmp_path: Path, content: str, words: str) -> None:
     (tmp_path / "state.json").write_text(content)
     with pytest.raises(BadInput) as err:
@@ -161,12 +167,20 @@ def test_atomic_write_leaves_old_or_new(tmp_path: Path) -> None:
 
 
 def test_lock_is_exclusive_and_names_holder(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys,time; sys.path.insert(0, sys.argv[2]);"
-                               "from pathlib import Path; from ascend_setup.engine.runlock import RunLock;"
-                               "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True);"
-                               "time.sleep(30)",
-                               str(tmp_path / "lock"), str(REPO)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; sys.path.insert(0, sys.argv[2]);"
+            "from pathlib import Path; from ascend_setup.engine.runlock import RunLock;"
+            "l = RunLock(Path(sys.argv[1])); l.acquire(); print('locked', flush=True);"
+            "time.sleep(30)",
+            str(tmp_path / "lock"),
+            str(REPO),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(LockHeld) as err:
@@ -182,11 +196,18 @@ def test_lock_is_exclusive_and_names_holder(tmp_path: Path) -> None:
 def test_second_install_exits_3(cli, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
-                               "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
-                               "print('locked', flush=True); time.sleep(30)", str(workdir / "run.lock")],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
+            "print('locked', flush=True); time.sleep(30)",
+            str(workdir / "run.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         proc = cli("install", "--cann", "9.1.0", "--workdir", str(workdir), "--yes")
@@ -198,9 +219,14 @@ def test_second_install_exits_3(cli, tmp_path: Path) -> None:
 
 
 def _run_child(workdir: Path, home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(REPO / "tests" / "helpers" / "crash_pipeline.py"), str(workdir)],
-                            env=clean_env(home), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "helpers" / "crash_pipeline.py"), str(workdir)],
+        env=clean_env(home),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _events(workdir: Path) -> List[str]:
@@ -251,12 +277,23 @@ def test_the_engine_imports_nothing_of_the_domain() -> None:
     message it records) and itself only."""
     import ast
 
-    allowed = {"ascend_setup.engine", "ascend_setup.errors", "ascend_setup.utils.files", "ascend_setup.utils.diskfull",
-               "ascend_setup.utils.inputs", "ascend_setup.utils.redact"}
+    allowed = {
+        "ascend_setup.engine",
+        "ascend_setup.errors",
+        "ascend_setup.utils.files",
+        "ascend_setup.utils.diskfull",
+        "ascend_setup.utils.inputs",
+        "ascend_setup.utils.redact",
+    }
     for path in (REPO / "ascend_setup" / "engine").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 if name.startswith("ascend_setup"):
                     assert any(name == a or name.startswith(a + ".") for a in allowed), f"{path.name} imports {name}"

@@ -15,13 +15,18 @@ IMPORTS = "import torch, torch_npu, xgrammar, triton, vllm, vllm_ascend"
 
 
 def _pip(venv: Path, *args: str) -> None:
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-                   check=True, env=clean_env(venv.parent), capture_output=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        check=True,
+        env=clean_env(venv.parent),
+        capture_output=True,
+    )
 
 
 def _imports(venv: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(venv / "bin" / "python"), "-c", IMPORTS], capture_output=True, text=True,
-                          env=clean_env(venv.parent))
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", IMPORTS], capture_output=True, text=True, env=clean_env(venv.parent)
+    )
 
 
 def test_the_fix_plan_never_breaks_imports_and_ends_clean(wheel_stack, tmp_path: Path) -> None:
@@ -33,16 +38,28 @@ def test_the_fix_plan_never_breaks_imports_and_ends_clean(wheel_stack, tmp_path:
     # Break it as the field did: the index's own torch (the CUDA build on x86_64, with its nvidia-* wheels),
     # upstream triton over triton-ascend, a CANN compiler dependency gone, system site-packages on.
     if platform.machine() == "x86_64":
-        _pip(venv, "--index-url", main, "--no-deps", "--force-reinstall", "torch==2.10.0", "nvidia-cublas-cu12",
-             "nvidia-cudnn-cu12")
+        _pip(
+            venv,
+            "--index-url",
+            main,
+            "--no-deps",
+            "--force-reinstall",
+            "torch==2.10.0",
+            "nvidia-cublas-cu12",
+            "nvidia-cudnn-cu12",
+        )
     else:
         _pip(venv, "--index-url", main, "--no-deps", "torch==2.11.0")
     _pip(venv, "--index-url", main, "--no-deps", "triton==3.5.0")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "decorator"], check=True,
-                   env=clean_env(tmp_path))
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "decorator"],
+        check=True,
+        env=clean_env(tmp_path),
+    )
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
-                                           "include-system-site-packages = true"))
+    cfg.write_text(
+        cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true")
+    )
     assert _imports(venv).returncode == 0  # broken for vLLM-Ascend, but every module still imports
 
     audit = wheel_stack.cli("audit", "--venv", str(venv), "--json")

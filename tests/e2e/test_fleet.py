@@ -36,40 +36,75 @@ class Fleet:
         self.inventory = root / "inventory.yml"
         command = [sys.executable, "-m", "ascend_setup"]
         indexes = dict(arg.split("=", 1) for arg in stack.index_args()[3::2])
-        self.inventory.write_text(yaml.safe_dump({"ascend": {
-            "hosts": {h: {"ascend_workdir": str(self.workdir(h)),
-                          **({"ascend_index_url": mirror.url} if h == "host3" else {})} for h in HOSTS},
-            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                     "ascend_setup_command": command, "ascend_cann_home": str(stack.cann.root),
-                     "ascend_python": sys.executable, "ascend_index_url": stack.main.url, "ascend_indexes": indexes,
-                     "ascend_mirror": "none", "ascend_fleet_dir": str(self.fleet_dir)}}}))
+        self.inventory.write_text(
+            yaml.safe_dump(
+                {
+                    "ascend": {
+                        "hosts": {
+                            h: {
+                                "ascend_workdir": str(self.workdir(h)),
+                                **({"ascend_index_url": mirror.url} if h == "host3" else {}),
+                            }
+                            for h in HOSTS
+                        },
+                        "vars": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": sys.executable,
+                            "ascend_setup_command": command,
+                            "ascend_cann_home": str(stack.cann.root),
+                            "ascend_python": sys.executable,
+                            "ascend_index_url": stack.main.url,
+                            "ascend_indexes": indexes,
+                            "ascend_mirror": "none",
+                            "ascend_fleet_dir": str(self.fleet_dir),
+                        },
+                    }
+                }
+            )
+        )
 
     def workdir(self, host: str) -> Path:
         return self.root / host / "ascend-setup"
 
     def env(self) -> Dict[str, str]:
         tmp = self.root / "ansible-tmp"
-        return self.stack.env(ANSIBLE_LOCAL_TEMP=str(tmp / "local"), ANSIBLE_REMOTE_TEMP=str(tmp / "remote"),
-                              ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
-                              LC_ALL="C.UTF-8", LANG="C.UTF-8")
+        return self.stack.env(
+            ANSIBLE_LOCAL_TEMP=str(tmp / "local"),
+            ANSIBLE_REMOTE_TEMP=str(tmp / "remote"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_FORCE_COLOR="0",
+            ANSIBLE_RETRY_FILES_ENABLED="0",
+            LC_ALL="C.UTF-8",
+            LANG="C.UTF-8",
+        )
 
     def argv(self, playbook: str, *extra: str) -> List[str]:
-        return [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
-                str(ANSIBLE / playbook), *extra]
+        return [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.inventory),
+            str(ANSIBLE / playbook),
+            *extra,
+        ]
 
     def play(self, playbook: str, *extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(self.argv(playbook, *extra), capture_output=True, text=True, env=self.env(),
-                              timeout=900)
+        return subprocess.run(self.argv(playbook, *extra), capture_output=True, text=True, env=self.env(), timeout=900)
 
     def spawn(self, playbook: str) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(playbook), env=self.env(), start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            self.argv(playbook),
+            env=self.env(),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def builds(fleet: Fleet) -> int:
     """Source builds of vllm-ascend across the fleet (each build compiles its 6 stages once)."""
-    return sum((fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text().count("[100%] Building CXX object")
-               for h in HOSTS)
+    return sum(
+        (fleet.workdir(h) / "logs" / "vllm-ascend.log").read_text().count("[100%] Building CXX object") for h in HOSTS
+    )
 
 
 def report(fleet: Fleet) -> dict:
@@ -136,9 +171,22 @@ def test_second_play_changes_nothing(converged: Fleet) -> None:
 
 def test_audit_report_names_the_broken_host(converged: Fleet) -> None:
     venv = converged.workdir("host2") / "venv"
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--index-url",
-                    converged.stack.main.url, "triton==3.5.0"], check=True, capture_output=True,
-                   env=converged.stack.env())
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--index-url",
+            converged.stack.main.url,
+            "triton==3.5.0",
+        ],
+        check=True,
+        capture_output=True,
+        env=converged.stack.env(),
+    )
     proc = converged.play("audit.yml")
     assert proc.returncode != 0
     assert "host2: triton-upstream (triton)" in proc.stdout and "not clean: host2" in proc.stdout
@@ -158,8 +206,9 @@ def test_doctor_play_says_each_hosts_lock(converged: Fleet) -> None:
     assert installed_locks["host3"] != installed_locks["host1"] == installed_locks["host2"]
 
 
-def test_a_killed_play_converges_on_the_next(source_stack: Stack, mirror: LocalIndex, converged: Fleet,
-                                             tmp_path: Path) -> None:
+def test_a_killed_play_converges_on_the_next(
+    source_stack: Stack, mirror: LocalIndex, converged: Fleet, tmp_path: Path
+) -> None:
     fleet = Fleet(source_stack, tmp_path, mirror)
     proc = fleet.spawn("install.yml")
     deadline = time.monotonic() + 300
@@ -189,14 +238,33 @@ def test_bootstrap_puts_the_tool_on_a_bare_host(tmp_path: Path) -> None:
     next play installs nothing."""
     tool = tmp_path / "host" / "tool"
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"ascend": {"hosts": {"bare": {}}, "vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ascend_bootstrap": True,
-        "ascend_tool_home": str(tool), "ascend_tool_python": sys.executable,
-        "ascend_workdir": str(tmp_path / "host" / "ascend-setup"), "ascend_fleet_dir": str(tmp_path / "controller"),
-        "ascend_setup_command": ["/nonexistent/ascend-setup"]}}}))  # bootstrapped: never used on the host
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "ascend": {
+                    "hosts": {"bare": {}},
+                    "vars": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": sys.executable,
+                        "ascend_bootstrap": True,
+                        "ascend_tool_home": str(tool),
+                        "ascend_tool_python": sys.executable,
+                        "ascend_workdir": str(tmp_path / "host" / "ascend-setup"),
+                        "ascend_fleet_dir": str(tmp_path / "controller"),
+                        "ascend_setup_command": ["/nonexistent/ascend-setup"],
+                    },
+                }
+            }
+        )
+    )  # bootstrapped: never used on the host
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ASCEND_"))}
-    env.update(HOME=str(tmp_path / "host"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1",
-               LC_ALL="C.UTF-8", LANG="C.UTF-8")
+    env.update(
+        HOME=str(tmp_path / "host"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_NOCOLOR="1",
+        LC_ALL="C.UTF-8",
+        LANG="C.UTF-8",
+    )
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(ANSIBLE / "doctor.yml")]
     first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]

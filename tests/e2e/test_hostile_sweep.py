@@ -38,10 +38,24 @@ TIMEOUT = 10.0
 def _lock_text() -> str:
     from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget, lock_text
 
-    lock = Lock(cann="9.1.0", target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"),
-                indexes={"mirror": DEAD}, inputs="0" * 16,
-                packages=[LockedPackage(name="six", version="1.16.0", outcome="wheel", index="mirror", file="six.whl",
-                                        url=DEAD + "six.whl", sha256="a" * 64, size=10)])
+    lock = Lock(
+        cann="9.1.0",
+        target=LockTarget(arch="aarch64", glibc="2.31", python="3.11"),
+        indexes={"mirror": DEAD},
+        inputs="0" * 16,
+        packages=[
+            LockedPackage(
+                name="six",
+                version="1.16.0",
+                outcome="wheel",
+                index="mirror",
+                file="six.whl",
+                url=DEAD + "six.whl",
+                sha256="a" * 64,
+                size=10,
+            )
+        ],
+    )
     return lock_text(lock)
 
 
@@ -52,8 +66,9 @@ def _shard(header: bytes, body: bytes = b"") -> bytes:
 GOOD_HEADER = json.dumps({"w": {"dtype": "BF16", "shape": [64, 64], "data_offsets": [0, 8192]}}).encode()
 GOOD: Dict[str, bytes] = {
     "lock": _lock_text().encode(),
-    "state": json.dumps({"format": "ascend-setup-state", "version": 1, "options": {"cann": "9.1.0"},
-                         "steps": {}}, indent=2).encode(),
+    "state": json.dumps(
+        {"format": "ascend-setup-state", "version": 1, "options": {"cann": "9.1.0"}, "steps": {}}, indent=2
+    ).encode(),
     "config": b'{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}\n',
     "index": b'{"weight_map": {"w": "model-00001-of-00001.safetensors"}}\n',
     "probe": b'{"device": "npu:0", "gbps": 1267.0}\n',
@@ -161,11 +176,13 @@ def _nothing(case: Path) -> None:
 
 def _root_without(member: str) -> Callable[[Path], None]:
     """A fake host root (`--root`) with `member` taken away, for the hostile thing to take its place."""
+
     def setup(case: Path) -> None:
         from ascend_setup.simulate.fake_devices import build_fake_root
 
         build_fake_root(case / "root")
         (case / "root" / member).unlink()
+
     return setup
 
 
@@ -173,70 +190,158 @@ def _dist_member(member: str) -> Callable[[Path], None]:
     def setup(case: Path) -> None:
         _audit_venv(case)
         (_site(case / "venv") / "foo-1.0.dist-info" / member).unlink()
+
     return setup
 
 
 ALL = FILE_KINDS
 NOT_TEXT = ("symlink", "fifo", "dev-zero", "directory", "huge", "binary")
 FILE_TARGETS: List[FileTarget] = [
-    ("install --lock", "lock", ALL,
-     ["install", "--cann", "9.1.0", "--dry-run", "--workdir", "{c}/wd", *ISOLATED, "--lock", "{c}/the.lock"],
-     "the.lock", _nothing),
-    ("audit --lock", "lock", ALL, ["audit", "--venv", "{c}/venv", "--cann", "9.1.0", "--lock", "{c}/the.lock"],
-     "the.lock", lambda c: _venv(c / "venv")),
+    (
+        "install --lock",
+        "lock",
+        ALL,
+        ["install", "--cann", "9.1.0", "--dry-run", "--workdir", "{c}/wd", *ISOLATED, "--lock", "{c}/the.lock"],
+        "the.lock",
+        _nothing,
+    ),
+    (
+        "audit --lock",
+        "lock",
+        ALL,
+        ["audit", "--venv", "{c}/venv", "--cann", "9.1.0", "--lock", "{c}/the.lock"],
+        "the.lock",
+        lambda c: _venv(c / "venv"),
+    ),
     ("--matrix", "matrix", ALL, ["matrix", "list", "--matrix", "{c}/matrix.yaml"], "matrix.yaml", _nothing),
     ("matrix validate FILE", "matrix", ALL, ["matrix", "validate", "{c}/matrix.yaml"], "matrix.yaml", _nothing),
     ("fit CONFIG", "config", ALL, ["fit", "{c}/config.json", "--workdir", "{c}/wd"], "config.json", _nothing),
-    ("fit MODEL/config.json", "config", ("fifo", "dev-zero", "directory", "huge", "binary", "deep", "truncated"),
-     ["fit", "{c}/model", "--workdir", "{c}/wd"], "model/config.json", _nothing),
-    ("fit MODEL/*.safetensors", "safetensors", ("symlink", "fifo", "dev-zero", "directory", "binary", "deep",
-                                                 "truncated"),
-     ["fit", "{c}/model", "--workdir", "{c}/wd", "--bandwidth", "1000"], "model/model.safetensors", _model_dir),
-    ("fit MODEL/index.json", "index", ALL, ["fit", "{c}/model", "--workdir", "{c}/wd", "--bandwidth", "1000"],
-     "model/model.safetensors.index.json", _sharded),
-    ("fit WORKDIR/probe.json", "probe", ALL, ["fit", "{c}/model", "--workdir", "{c}/wd"], "wd/probe.json",
-     _model_dir),
-    ("fit CACHE/speed/points.json", "speed", ALL, ["fit", "{c}/model", "--workdir", "{c}/wd"],
-     "home/.cache/ascend-setup/speed/points.json", _model_dir),
+    (
+        "fit MODEL/config.json",
+        "config",
+        ("fifo", "dev-zero", "directory", "huge", "binary", "deep", "truncated"),
+        ["fit", "{c}/model", "--workdir", "{c}/wd"],
+        "model/config.json",
+        _nothing,
+    ),
+    (
+        "fit MODEL/*.safetensors",
+        "safetensors",
+        ("symlink", "fifo", "dev-zero", "directory", "binary", "deep", "truncated"),
+        ["fit", "{c}/model", "--workdir", "{c}/wd", "--bandwidth", "1000"],
+        "model/model.safetensors",
+        _model_dir,
+    ),
+    (
+        "fit MODEL/index.json",
+        "index",
+        ALL,
+        ["fit", "{c}/model", "--workdir", "{c}/wd", "--bandwidth", "1000"],
+        "model/model.safetensors.index.json",
+        _sharded,
+    ),
+    ("fit WORKDIR/probe.json", "probe", ALL, ["fit", "{c}/model", "--workdir", "{c}/wd"], "wd/probe.json", _model_dir),
+    (
+        "fit CACHE/speed/points.json",
+        "speed",
+        ALL,
+        ["fit", "{c}/model", "--workdir", "{c}/wd"],
+        "home/.cache/ascend-setup/speed/points.json",
+        _model_dir,
+    ),
     ("status WORKDIR/state.json", "state", ALL, ["status", "--workdir", "{c}/wd"], "wd/state.json", _nothing),
     ("resume WORKDIR/state.json", "state", ALL, ["resume", "--workdir", "{c}/wd"], "wd/state.json", _nothing),
-    ("status WORKDIR/run.lock", "run-lock", ("symlink", "fifo", "dev-zero", "directory"),
-     ["status", "--workdir", "{c}/wd"], "wd/run.lock", _workdir_with_state),
-    ("install WORKDIR/run.lock", "run-lock", ("symlink", "fifo", "dev-zero", "directory"),
-     ["install", "--cann", "9.1.0", "--yes", "--workdir", "{c}/wd", *ISOLATED, "--mirror", "none"], "wd/run.lock",
-     _nothing),
-    ("fleet report DIR/host", "fleet", ALL, ["fleet", "report", "{c}/fleet", "--out", "{c}/out/report.json"],
-     "fleet/h.audit.json", lambda c: (c / "out").mkdir()),
+    (
+        "status WORKDIR/run.lock",
+        "run-lock",
+        ("symlink", "fifo", "dev-zero", "directory"),
+        ["status", "--workdir", "{c}/wd"],
+        "wd/run.lock",
+        _workdir_with_state,
+    ),
+    (
+        "install WORKDIR/run.lock",
+        "run-lock",
+        ("symlink", "fifo", "dev-zero", "directory"),
+        ["install", "--cann", "9.1.0", "--yes", "--workdir", "{c}/wd", *ISOLATED, "--mirror", "none"],
+        "wd/run.lock",
+        _nothing,
+    ),
+    (
+        "fleet report DIR/host",
+        "fleet",
+        ALL,
+        ["fleet", "report", "{c}/fleet", "--out", "{c}/out/report.json"],
+        "fleet/h.audit.json",
+        lambda c: (c / "out").mkdir(),
+    ),
     ("doctor --nodes", "inventory", ALL, ["doctor", "--nodes", "{c}/nodes.yml"], "nodes.yml", _nothing),
-    ("run-command ROOT/version.info", "host-info", ("fifo", "dev-zero", "directory", "huge"),
-     ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
-     "root/usr/local/Ascend/driver/version.info", _root_without("usr/local/Ascend/driver/version.info")),
-    ("run-command ROOT/ascend_install.info", "host-info", ("fifo", "dev-zero", "directory", "huge"),
-     ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
-     "root/etc/ascend_install.info", _root_without("etc/ascend_install.info")),
-    ("audit VENV/METADATA", "metadata", NOT_TEXT, ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],
-     "venv/lib/{py}/site-packages/foo-1.0.dist-info/METADATA", _dist_member("METADATA")),
-    ("audit VENV/WHEEL", "metadata", NOT_TEXT, ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],
-     "venv/lib/{py}/site-packages/foo-1.0.dist-info/WHEEL", _dist_member("WHEEL")),
+    (
+        "run-command ROOT/version.info",
+        "host-info",
+        ("fifo", "dev-zero", "directory", "huge"),
+        ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
+        "root/usr/local/Ascend/driver/version.info",
+        _root_without("usr/local/Ascend/driver/version.info"),
+    ),
+    (
+        "run-command ROOT/ascend_install.info",
+        "host-info",
+        ("fifo", "dev-zero", "directory", "huge"),
+        ["container", "run-command", "--root", "{c}/root", "--image", "my/image:1"],
+        "root/etc/ascend_install.info",
+        _root_without("etc/ascend_install.info"),
+    ),
+    (
+        "audit VENV/METADATA",
+        "metadata",
+        NOT_TEXT,
+        ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],
+        "venv/lib/{py}/site-packages/foo-1.0.dist-info/METADATA",
+        _dist_member("METADATA"),
+    ),
+    (
+        "audit VENV/WHEEL",
+        "metadata",
+        NOT_TEXT,
+        ["audit", "--venv", "{c}/venv", "--cann", "9.1.0"],
+        "venv/lib/{py}/site-packages/foo-1.0.dist-info/WHEEL",
+        _dist_member("WHEEL"),
+    ),
 ]
 
 #: Path arguments: (name, argv with {p} for the path, which hostile path kinds apply). Read-only commands
 #: that accept a missing directory have no "unwritable" case (they only read).
 PATH_TARGETS: List[Tuple[str, List[str], Tuple[str, ...]]] = [
-    ("install --workdir", ["install", "--cann", "9.1.0", "--yes", "--workdir", "{p}", *ISOLATED, "--mirror", "none"],
-     PATH_KINDS),
-    ("install --venv", ["install", "--cann", "9.1.0", "--yes", "--workdir", "{c}/wd", "--venv", "{p}", *ISOLATED,
-                        "--mirror", "none"], PATH_KINDS),
-    ("install --cann-home", ["install", "--cann", "9.1.0", "--dry-run", "--workdir", "{c}/wd", "--cann-home", "{p}",
-                             *ISOLATED], PATH_KINDS),
+    (
+        "install --workdir",
+        ["install", "--cann", "9.1.0", "--yes", "--workdir", "{p}", *ISOLATED, "--mirror", "none"],
+        PATH_KINDS,
+    ),
+    (
+        "install --venv",
+        ["install", "--cann", "9.1.0", "--yes", "--workdir", "{c}/wd", "--venv", "{p}", *ISOLATED, "--mirror", "none"],
+        PATH_KINDS,
+    ),
+    (
+        "install --cann-home",
+        ["install", "--cann", "9.1.0", "--dry-run", "--workdir", "{c}/wd", "--cann-home", "{p}", *ISOLATED],
+        PATH_KINDS,
+    ),
     ("status --workdir", ["status", "--workdir", "{p}"], PATH_KINDS),
     ("resume --workdir", ["resume", "--workdir", "{p}"], PATH_KINDS),
     ("doctor --workdir", ["doctor", "--workdir", "{p}", *ISOLATED[:2]], ("dangling", "loop", "too-long", "a-file")),
-    ("mirrors --workdir", ["mirrors", "--only", "--candidate", DEAD, "--budget", "1", "--workdir", "{p}"],
-     ("dangling", "loop", "too-long", "a-file")),
+    (
+        "mirrors --workdir",
+        ["mirrors", "--only", "--candidate", DEAD, "--budget", "1", "--workdir", "{p}"],
+        ("dangling", "loop", "too-long", "a-file"),
+    ),
     ("fit --workdir", ["fit", "{c}/model", "--workdir", "{p}"], ("dangling", "loop", "too-long", "a-file")),
-    ("probe --workdir", ["probe", "--device", "cpu", "--gib", "0.01", "--venv", "{c}/venv", "--workdir", "{p}"],
-     ("dangling", "loop", "too-long", "a-file")),
+    (
+        "probe --workdir",
+        ["probe", "--device", "cpu", "--gib", "0.01", "--venv", "{c}/venv", "--workdir", "{p}"],
+        ("dangling", "loop", "too-long", "a-file"),
+    ),
     ("audit --venv", ["audit", "--venv", "{p}", "--cann", "9.1.0"], PATH_KINDS),
     ("demo --workdir", ["demo", "--workdir", "{p}"], PATH_KINDS),
     ("fleet report DIR", ["fleet", "report", "{p}"], PATH_KINDS),
@@ -278,8 +383,11 @@ def _path_case(name: str, how: str, argv: List[str]) -> Case:
 
 
 def cases() -> List[Case]:
-    found = [_file_case(name, kind, how, argv, where, setup)
-             for name, kind, kinds, argv, where, setup in FILE_TARGETS for how in kinds]
+    found = [
+        _file_case(name, kind, how, argv, where, setup)
+        for name, kind, kinds, argv, where, setup in FILE_TARGETS
+        for how in kinds
+    ]
     found += [_path_case(name, how, argv) for name, argv, kinds in PATH_TARGETS for how in kinds]
     return found
 
@@ -304,8 +412,9 @@ def snapshot(root: Path) -> Dict[str, Tuple]:
     return seen
 
 
-def run_case(root: Path, index: int, case: Case, victim: Path) -> Tuple[Case, subprocess.CompletedProcess, float,
-                                                                         Dict, Dict]:
+def run_case(
+    root: Path, index: int, case: Case, victim: Path
+) -> Tuple[Case, subprocess.CompletedProcess, float, Dict, Dict]:
     import time
 
     sandbox = root / f"case-{index}"
@@ -317,8 +426,14 @@ def run_case(root: Path, index: int, case: Case, victim: Path) -> Tuple[Case, su
     env = clean_env(sandbox / "home", {"TMPDIR": str(sandbox / "tmp"), **case.env})
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "ascend_setup", *argv], capture_output=True, text=True, env=env,
-                              timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ascend_setup", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         proc = subprocess.CompletedProcess(argv, -1, "", f"hung for more than {TIMEOUT} s")
     return case, proc, time.monotonic() - start, before, snapshot(sandbox)
@@ -389,4 +504,4 @@ def test_the_sweep_would_catch_a_reader_that_trusts_its_input(tmp_path: Path, ho
     with pytest.raises(BadInput):
         load_json(path, "state")
     with pytest.raises((ValueError, RecursionError, UnicodeDecodeError)):
-        json.loads(path.read_bytes()[:1 << 20] if how == "huge" else path.read_bytes())
+        json.loads(path.read_bytes()[: 1 << 20] if how == "huge" else path.read_bytes())

@@ -66,10 +66,13 @@ def assorted_index(tmp_path_factory) -> LocalIndex:
         if tag == "sdist":
             path = build_sdist(root, name, version)
         else:
-            path = build_wheel(root, name, version, tag=tag, build=opts.get("build"),
-                               requires=[f"dep-of-{name}>=1"])
-        index.add(path, yanked=opts.get("yanked", False), requires_python=opts.get("requires_python"),
-                  metadata=(name == "beta"))
+            path = build_wheel(root, name, version, tag=tag, build=opts.get("build"), requires=[f"dep-of-{name}>=1"])
+        index.add(
+            path,
+            yanked=opts.get("yanked", False),
+            requires_python=opts.get("requires_python"),
+            metadata=(name == "beta"),
+        )
     yield index
     index.close()
 
@@ -89,8 +92,9 @@ def test_target_tags_follow_the_rules() -> None:
     assert "manylinux2010_aarch64" not in platforms(target)
 
 
-@pytest.mark.parametrize("glibc, arch, python", [("2.x", "aarch64", "3.11"), ("2.31", "sparc", "3.11"),
-                                                   ("2.31", "aarch64", "three")])
+@pytest.mark.parametrize(
+    "glibc, arch, python", [("2.x", "aarch64", "3.11"), ("2.31", "sparc", "3.11"), ("2.31", "aarch64", "three")]
+)
 def test_bad_target_is_bad_input(glibc: str, arch: str, python: str) -> None:
     with pytest.raises(BadInput):
         Target.parse(glibc, arch, python)
@@ -103,12 +107,15 @@ def test_json_and_html_pages_agree(assorted_index: LocalIndex) -> None:
         html_page = SimpleIndex(assorted_index.url).project("gamma")
     finally:
         assorted_index.behaviour.json_pages = True
+
     def key(f):
         return (f.filename, f.sha256, f.yanked, f.requires_python)
 
     assert sorted(map(key, json_page.files)) == sorted(map(key, html_page.files))
     assert {f.filename: f.yanked for f in json_page.files} == {
-        "gamma-3.0-py3-none-any.whl": True, "gamma-2.0-py3-none-any.whl": False}
+        "gamma-3.0-py3-none-any.whl": True,
+        "gamma-2.0-py3-none-any.whl": False,
+    }
     assert all(len(f.sha256) == 64 for f in json_page.files)
     assert all(f.size for f in json_page.files) and not any(f.size for f in html_page.files)
 
@@ -160,16 +167,38 @@ def _pip_venv(root: Path, glibc: str) -> Path:
     major, minor = glibc.split(".")
     (site / "_manylinux.py").write_text(
         "def manylinux_compatible(tag_major, tag_minor, tag_arch, **_):\n"
-        f"    return (tag_major, tag_minor) <= ({major}, {minor})\n")
+        f"    return (tag_major, tag_minor) <= ({major}, {minor})\n"
+    )
     return root / "bin" / "python"
 
 
-def _pip_download(python: Path, index: str, names: List[str], dest: Path, home: Path,
-                  platform_tags: Optional[List[str]] = None) -> subprocess.CompletedProcess:
+def _pip_download(
+    python: Path, index: str, names: List[str], dest: Path, home: Path, platform_tags: Optional[List[str]] = None
+) -> subprocess.CompletedProcess:
     explicit = [arg for tag in platform_tags or [] for arg in ("--platform", tag)]
-    return subprocess.run([str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                           "--python-version", "3.11", *explicit, "--index-url", index, "-d", str(dest), "-q", *names],
-                          capture_output=True, text=True, env=clean_env(home), timeout=300)
+    return subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            *explicit,
+            "--index-url",
+            index,
+            "-d",
+            str(dest),
+            "-q",
+            *names,
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(home),
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("glibc", ["2.17", "2.28", "2.31", "2.35"])
@@ -184,8 +213,11 @@ def test_forecast_equals_real_pip(assorted_index: LocalIndex, tmp_path: Path, ho
         choice = choose(name, indexes.pages(name), SpecifierSet(), target, binary_only=True)
         ours[name] = choice.file.filename if choice.file else "unavailable"
     host_glibc = glibc_version()
-    playable = platform.machine() == X86 and host_glibc is not None and \
-        tuple(map(int, host_glibc.split("."))) >= target.glibc_tuple
+    playable = (
+        platform.machine() == X86
+        and host_glibc is not None
+        and tuple(map(int, host_glibc.split("."))) >= target.glibc_tuple
+    )
     python = _pip_venv(tmp_path / "venv", glibc)
     tags = None if playable else platforms(target)
     available = [n for n in NAMES if ours[n] != "unavailable"]
@@ -254,8 +286,9 @@ class _MirrorTest:
 
         if name == "torch":
             self.on_torch()
-        return ProjectPage(name, self.url, [make_file(f"{name}-1.0-py3-none-any.whl", f"{self.url}{name}.whl",
-                                                      self.url)])
+        return ProjectPage(
+            name, self.url, [make_file(f"{name}-1.0-py3-none-any.whl", f"{self.url}{name}.whl", self.url)]
+        )
 
 
 def test_a_page_that_never_came_is_not_a_missing_version() -> None:

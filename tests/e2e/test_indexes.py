@@ -48,8 +48,10 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("torch==2.11.0\ntransformers==5.6.0\n")  # conflicts with the row
     config = tmp_path / "pip.conf"
-    config.write_text(f"[global]\nconstraint = {constraints}\nfind-links = {trap}\n"
-                      "extra-index-url = http://dead.invalid/simple\ntimeout = 7\n")
+    config.write_text(
+        f"[global]\nconstraint = {constraints}\nfind-links = {trap}\n"
+        "extra-index-url = http://dead.invalid/simple\ntimeout = 7\n"
+    )
     env = {"PIP_CONFIG_FILE": str(config), "PIP_PRE": "1"}
     workdir = tmp_path / "wd"
     proc = source_stack.install(workdir, "--installer", "pip", env=env)
@@ -59,8 +61,9 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
     assert versions["transformers"] == "5.5.4" and versions["torch"].startswith("2.10.0")
     preflight = (workdir / "logs" / "preflight.log").read_text()
     assert "ignored pip setting: global.constraint" in preflight and "PIP_PRE" in preflight
-    doctor = source_stack.cli("doctor", "--cann-home", str(source_stack.cann.root), "--workdir", str(workdir),
-                              "--json", env=env)
+    doctor = source_stack.cli(
+        "doctor", "--cann-home", str(source_stack.cann.root), "--workdir", str(workdir), "--json", env=env
+    )
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "pip-config")
     assert check["status"] == "warn"
     assert "global.constraint" in check["detail"] and "global.find-links" in check["detail"]
@@ -70,15 +73,30 @@ def test_a_hostile_pip_configuration_is_ignored_and_listed(source_stack, tmp_pat
 
 def _host_lock(source_stack, lock: Path) -> str:
     """plan's lock for this host; its text."""
-    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", platform.machine(),
-                            "--python", "%d.%d" % sys.version_info[:2], *source_stack.index_args(), "--lock", str(lock))
+    made = source_stack.cli(
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        glibc_version(),
+        "--arch",
+        platform.machine(),
+        "--python",
+        "%d.%d" % sys.version_info[:2],
+        *source_stack.index_args(),
+        "--lock",
+        str(lock),
+    )
     assert made.returncode == 0, made.stderr
     return lock.read_text()
 
 
 def _locked(text: str, name: str) -> dict:
-    return next(p for p in json.loads(text.split("# ascend-setup-lock: ", 1)[1].splitlines()[0])["packages"]
-                if p["name"] == name)
+    return next(
+        p
+        for p in json.loads(text.split("# ascend-setup-lock: ", 1)[1].splitlines()[0])["packages"]
+        if p["name"] == name
+    )
 
 
 def test_a_file_that_does_not_match_the_locks_hash_is_refused(source_stack, tmp_path: Path) -> None:
@@ -100,7 +118,8 @@ def test_a_file_that_does_not_match_the_locks_hash_is_refused(source_stack, tmp_
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_a_fetched_file_changed_on_disk_is_refused_by_the_installer_and_fetched_again(
-        source_stack, tmp_path: Path, installer: str) -> None:
+    source_stack, tmp_path: Path, installer: str
+) -> None:
     """The installer checks the fetched files against the lock's sha256 again (--require-hashes, with both
     installers): a file changed after it was checked fails the step, is removed, and the rerun fetches it."""
     lock = tmp_path / "host.lock"
@@ -134,8 +153,20 @@ def test_a_lock_made_by_plan_installs_here_and_only_here(source_stack, tmp_path:
 
     other = "aarch64" if platform.machine() == "x86_64" else "x86_64"
     foreign = tmp_path / "foreign.lock"
-    made = source_stack.cli("plan", "--cann", "9.1.0", "--glibc", glibc_version(), "--arch", other, "--python", python,
-                            *source_stack.index_args(), "--lock", str(foreign))
+    made = source_stack.cli(
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        glibc_version(),
+        "--arch",
+        other,
+        "--python",
+        python,
+        *source_stack.index_args(),
+        "--lock",
+        str(foreign),
+    )
     assert made.returncode == 0, made.stderr
     refused = source_stack.install(tmp_path / "wd2", "--lock", str(foreign))
     line = assert_one_line_error(refused)
@@ -143,5 +174,6 @@ def test_a_lock_made_by_plan_installs_here_and_only_here(source_stack, tmp_path:
     assert not (tmp_path / "wd2").exists()
     garbage = tmp_path / "garbage.lock"
     garbage.write_text("torch==2.10.0\n")
-    assert "not an ascend-setup lock" in assert_one_line_error(source_stack.install(tmp_path / "wd3", "--lock",
-                                                                                     str(garbage)))
+    assert "not an ascend-setup lock" in assert_one_line_error(
+        source_stack.install(tmp_path / "wd3", "--lock", str(garbage))
+    )

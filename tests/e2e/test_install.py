@@ -73,8 +73,9 @@ def test_install_builds_from_source_and_verifies(source_stack, tmp_path: Path) -
     assert resumed.returncode == 0 and all(s["state"] == "done" for s in json.loads(resumed.stdout)["steps"])
 
     # someone removes vllm-ascend by hand: the check notices, and the kept wheel is reused (no rebuild)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
-                   capture_output=True, check=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"], capture_output=True, check=True
+    )
     repaired = source_stack.install(workdir)
     assert repaired.returncode == 0 and "vllm-ascend" in repaired.stderr
     log = (workdir / "logs" / "vllm-ascend.log").read_text()

@@ -42,8 +42,9 @@ class Driver:
     def attempt(self) -> bool:
         """One attempt; True when it ran to the end."""
         workdir = self.workdir
-        done_before = ({n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists()
-                       else set())
+        done_before = (
+            {n for n, r in self.store.load().steps.items() if r.state == "done"} if workdir.exists() else set()
+        )
         headers_before = _headers(workdir)
         self.stack.main.requests.clear()
         proc = self.stack.spawn(workdir)
@@ -119,8 +120,13 @@ def _dist_file(venv: Path, name: str, min_size: int = 10) -> Path:
     (site,) = site_packages(venv)
     (info,) = [p for p in site.glob("*.dist-info") if p.name.split("-")[0].lower().replace("_", "-") == name]
     for row in csv.reader((info / "RECORD").read_text().splitlines()):
-        if len(row) > 2 and row[2].isdigit() and int(row[2]) >= min_size and not row[0].startswith("..") \
-                and ".dist-info/" not in row[0]:
+        if (
+            len(row) > 2
+            and row[2].isdigit()
+            and int(row[2]) >= min_size
+            and not row[0].startswith("..")
+            and ".dist-info/" not in row[0]
+        ):
             return site / row[0]
     raise AssertionError(f"no file of {name} in its RECORD")
 
@@ -211,8 +217,11 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
             attempts += 1
             seen = venv_log.read_text().count("pip install") if venv_log.exists() else 0
             proc = wheel_stack.spawn(workdir, "--installer", "pip")
-            hit = _wait_for(lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen, proc,  # noqa: B023
-                            poll=0.005)  # (the lambda is called only within this iteration)
+            hit = _wait_for(
+                lambda: venv_log.exists() and venv_log.read_text().count("pip install") > seen,  # noqa: B023
+                proc,
+                poll=0.005,
+            )  # (the lambda is called only within this iteration)
             assert hit, (attempts, proc.returncode, proc.stderr_path.read_text()[-2000:])
             time.sleep(rng.uniform(0.0, 0.04))
             kill_group(proc)
@@ -226,8 +235,10 @@ def test_kill_the_venvs_pip_install_ten_times(wheel_stack, tmp_path: Path) -> No
     assert final.returncode == 0, (final.stderr[-3000:], {p.name: p.read_text()[-3000:] for p in logs})
     assert _pip_whole(workdirs[-1] / "venv")
     assert installed(workdirs[-1] / "venv") == lock_versions(workdirs[-1])
-    print(f"{hits} kills of the venv's pip install in {attempts} attempts over {len(workdirs)} workdirs; "
-          f"{torn} left pip half-written; the rerun converged")
+    print(
+        f"{hits} kills of the venv's pip install in {attempts} attempts over {len(workdirs)} workdirs; "
+        f"{torn} left pip half-written; the rerun converged"
+    )
 
 
 def test_broken_venv_is_recreated_only_when_the_tool_made_it(wheel_stack, tmp_path: Path) -> None:

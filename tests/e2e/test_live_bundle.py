@@ -24,8 +24,21 @@ def _reachable(url: str) -> bool:
 @pytest.mark.live
 def test_bundle_for_aarch64_holds_what_the_reachable_indexes_serve(cli, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
-    proc = cli("bundle", "--cann", "9.1.0", "--arch", "aarch64", "--glibc", "2.31", "--python", "3.11", "-o",
-               str(out), "--json", timeout=3600)
+    proc = cli(
+        "bundle",
+        "--cann",
+        "9.1.0",
+        "--arch",
+        "aarch64",
+        "--glibc",
+        "2.31",
+        "--python",
+        "3.11",
+        "-o",
+        str(out),
+        "--json",
+        timeout=3600,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     data = json.loads(proc.stdout)
     lock = read_lock(out / "lock.txt")
@@ -45,6 +58,8 @@ def test_bundle_for_aarch64_holds_what_the_reachable_indexes_serve(cli, tmp_path
     tool = sorted(f["path"].split("/")[-1] for f in manifest["files"] if f["role"] == "tool-dependency")
     assert any(name.startswith("uv-") and "aarch64" in name for name in tool)
     assert not any("x86_64" in name for name in tool)
-    print(f"\nbundle: {data['size'] / 1e6:.1f} MB in {data['files']} files; missing: "
-          f"{', '.join(m['package'] for m in manifest['missing'])}\ntool dependency wheels for aarch64 "
-          f"({len(tool)}):\n  " + "\n  ".join(tool))
+    print(
+        f"\nbundle: {data['size'] / 1e6:.1f} MB in {data['files']} files; missing: "
+        f"{', '.join(m['package'] for m in manifest['missing'])}\ntool dependency wheels for aarch64 "
+        f"({len(tool)}):\n  " + "\n  ".join(tool)
+    )

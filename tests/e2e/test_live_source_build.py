@@ -30,8 +30,16 @@ from ascend_setup.sourcebuild.tree import build_key, tree_for
 from ascend_setup.utils.procs import run_logged
 
 SDIST = "vllm_ascend-0.23.0.tar.gz"
-BUILD_DEPS = ["setuptools>=67.1", "setuptools-scm>=8", "wheel", "pybind11", "cmake>=3.26", "decorator", "attrs",
-              "sympy"]
+BUILD_DEPS = [
+    "setuptools>=67.1",
+    "setuptools-scm>=8",
+    "wheel",
+    "pybind11",
+    "cmake>=3.26",
+    "decorator",
+    "attrs",
+    "sympy",
+]
 
 
 def _cache(text: str, key: str) -> str:
@@ -56,8 +64,12 @@ def test_the_real_sdist_builds_in_the_venv_offline(tmp_path: Path) -> None:
     base = capture_env([cann.set_env]).apply()
     tree = tree_for(sdist, tmp_path / "src", build_key(soc="ascend910b1", cann="9.1.0", torch="2.10.0")).path
     archives = thirdparty.read_archives(tree)
-    assert [a.name for a in archives] == ["include.zip", "abseil-cpp-20230802.1.tar.gz", "protobuf-25.1.tar.gz",
-                                          "makeself-release-2.5.0-patch1.tar.gz"]
+    assert [a.name for a in archives] == [
+        "include.zip",
+        "abseil-cpp-20230802.1.tar.gz",
+        "protobuf-25.1.tar.gz",
+        "makeself-release-2.5.0-patch1.tar.gz",
+    ]
     assert all(a.url.startswith("https://") for a in archives) and archives[3].sha256
     with pytest.raises(StepFailed, match="4 third-party archive"):  # every one, at once, before any download
         thirdparty.gate(archives, tmp_path / "cache", "http://127.0.0.1:9", timeout=2)
@@ -65,19 +77,43 @@ def test_the_real_sdist_builds_in_the_venv_offline(tmp_path: Path) -> None:
     stand_ins = tmp_path / "stand-ins"
     build_stub_archives(stand_ins, "http://unused")
     (stand_ins / "cann-src-third-party" / "protobuf-25.1.tar.gz").write_bytes(
-        (stand_ins / "cann-src-third-party" / "abseil-cpp-20230802.1.tar.gz").read_bytes())
+        (stand_ins / "cann-src-third-party" / "abseil-cpp-20230802.1.tar.gz").read_bytes()
+    )
     thirdparty.place(archives, stand_ins / "cann-src-third-party", tree)
 
     timings = {}
     for soc in ("ascend910b1", "910b"):  # 910b: setup.py maps it to A2 and skips build_aclnn, reaching configure
-        built = build_env(base, host=dict(os.environ), venv=venv, soc=soc, jobs=2, ascend_home=str(cann.toolkit),
-                          home=tmp_path / "build-home")
+        built = build_env(
+            base,
+            host=dict(os.environ),
+            venv=venv,
+            soc=soc,
+            jobs=2,
+            ascend_home=str(cann.toolkit),
+            home=tmp_path / "build-home",
+        )
         log = tmp_path / f"build-{soc}.log"
         began = time.monotonic()
         with pytest.raises(StepFailed):  # CMake stops: the fake CANN has no devel files
-            run_logged(["unshare", "-n", str(venv / "bin" / "python"), "-m", "pip", "wheel", "-v",
-                        "--no-build-isolation", "--no-deps", "--wheel-dir", str(tmp_path / "out"), str(tree)], log,
-                       env=built.env, what="vllm-ascend build")
+            run_logged(
+                [
+                    "unshare",
+                    "-n",
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "-v",
+                    "--no-build-isolation",
+                    "--no-deps",
+                    "--wheel-dir",
+                    str(tmp_path / "out"),
+                    str(tree),
+                ],
+                log,
+                env=built.env,
+                what="vllm-ascend build",
+            )
         timings[soc] = time.monotonic() - began
         text = log.read_text()
         assert "need download" not in text and "Downloading" not in text, text[-3000:]
@@ -93,9 +129,12 @@ def test_the_real_sdist_builds_in_the_venv_offline(tmp_path: Path) -> None:
     subprocess.run([compiler_python, "-c", "import decorator, attrs, sympy"], check=True)
     (temp_cache,) = tree.glob("build/temp.*/CMakeCache.txt")
     text = temp_cache.read_text()
-    assert _cache(text, "TORCH_NPU_PATH").startswith(f"{venv}/lib/") and _cache(text, "TORCH_NPU_PATH") \
-        .endswith("site-packages/torch_npu")
+    assert _cache(text, "TORCH_NPU_PATH").startswith(f"{venv}/lib/") and _cache(text, "TORCH_NPU_PATH").endswith(
+        "site-packages/torch_npu"
+    )
     assert _cache(text, "CMAKE_COMMAND").startswith(str(venv)), _cache(text, "CMAKE_COMMAND")
     assert _cache(text, "SOC_VERSION") == "ascend910b1"
-    print(f"live build: sdist + venv {prepared - start:.0f}s, builds " +
-          ", ".join(f"{s} {t:.0f}s" for s, t in timings.items()))
+    print(
+        f"live build: sdist + venv {prepared - start:.0f}s, builds "
+        + ", ".join(f"{s} {t:.0f}s" for s, t in timings.items())
+    )

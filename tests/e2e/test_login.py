@@ -26,8 +26,13 @@ def test_a_login_after_a_stop_resumes_and_the_block_goes(source_stack, tmp_path:
     (home / ".bashrc").write_text("alias ll='ls -l'  # the user's own line stays\n")
     env = source_stack.env(HOME=str(home))
     workdir = tmp_path / "wd"
-    proc = subprocess.Popen(source_stack.install_argv(workdir, "--resume-on-login"), env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        source_stack.install_argv(workdir, "--resume-on-login"),
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (workdir / "logs" / "plugin-deps.log").exists() and proc.poll() is None:
         time.sleep(0.05)
@@ -40,8 +45,12 @@ def test_a_login_after_a_stop_resumes_and_the_block_goes(source_stack, tmp_path:
     deadline = time.monotonic() + 300
     states = []
     while time.monotonic() < deadline:
-        out = subprocess.run(source_stack.install_argv(workdir)[:3] + ["status", "--workdir", str(workdir), "--json"],
-                             env=env, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            source_stack.install_argv(workdir)[:3] + ["status", "--workdir", str(workdir), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout
         states = [s["state"] for s in json.loads(out)["steps"]]
         if all(s == "done" for s in states) and "resume-on-login" not in (home / ".bashrc").read_text():
             break

@@ -36,7 +36,7 @@ def release(tmp_path_factory):
 def managed_argv(stack, workdir: Path, builds: Path, *extra: str) -> List[str]:
     argv = stack.install_argv(workdir, "--python-builds", str(builds), *extra)
     at = argv.index("--python")
-    return argv[:at] + ["--python", "managed"] + argv[at + 2:]
+    return argv[:at] + ["--python", "managed"] + argv[at + 2 :]
 
 
 def test_an_install_with_a_managed_python(wheel_stack, release, tmp_path: Path) -> None:
@@ -65,8 +65,9 @@ def test_an_install_with_a_managed_python(wheel_stack, release, tmp_path: Path) 
     again = wheel_stack.install(workdir, argv=managed_argv(wheel_stack, workdir, builds))
     assert again.returncode == 0, again.stderr[-2000:]
     assert len([r for r in server.requests if r[0] == "GET" and r[1].endswith(archive.name)]) == 1
-    assert not (Path.home() / ".local" / "bin" / f"python{minor}").is_symlink() or \
-        "python/cpython" not in str((Path.home() / ".local" / "bin" / f"python{minor}").resolve())
+    assert not (Path.home() / ".local" / "bin" / f"python{minor}").is_symlink() or "python/cpython" not in str(
+        (Path.home() / ".local" / "bin" / f"python{minor}").resolve()
+    )
 
 
 def test_a_stop_mid_download_resumes_from_its_byte(wheel_stack, release, tmp_path: Path) -> None:
@@ -77,8 +78,9 @@ def test_a_stop_mid_download_resumes_from_its_byte(wheel_stack, release, tmp_pat
         builds = write_builds_file(tmp_path / "builds.json", archive, version, sha256, [slow.url])
         workdir = tmp_path / "w"
         argv = managed_argv(wheel_stack, workdir, builds)
-        proc = subprocess.Popen(argv, env=wheel_stack.env(), start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, env=wheel_stack.env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         part = workdir / "downloads" / "python" / (archive.name + ".part")
         assert wait_for(lambda: part.exists() and part.stat().st_size > len(data) // 4, proc, timeout=120)
         kill_group(proc)
@@ -96,16 +98,15 @@ def test_a_stop_mid_download_resumes_from_its_byte(wheel_stack, release, tmp_pat
 
 def test_no_mirror_with_the_file_is_one_error_naming_each(wheel_stack, release, tmp_path: Path) -> None:
     archive, version, _, server = release
-    builds = write_builds_file(tmp_path / "builds.json", archive, version, "0" * 64,
-                               [f"{server.url}/nothing-here", "http://127.0.0.1:9/pbs"])
+    builds = write_builds_file(
+        tmp_path / "builds.json", archive, version, "0" * 64, [f"{server.url}/nothing-here", "http://127.0.0.1:9/pbs"]
+    )
     workdir = tmp_path / "w"
     failed = wheel_stack.install(workdir, argv=managed_argv(wheel_stack, workdir, builds))
     assert failed.returncode == 1, failed.stderr[-2000:]
     assert "no mirror has" in failed.stderr and "HTTP 404" in failed.stderr and "connection refused" in failed.stderr
     assert "--python-mirror" in failed.stderr
     assert not (workdir / "venv").exists()
-
-
 
 
 def test_an_interrupted_unpack_is_reinstalled(wheel_stack, release, tmp_path: Path) -> None:
@@ -149,27 +150,33 @@ def test_the_real_pinned_build_unpacks_and_runs(tmp_path: Path) -> None:
     assert build is not None
     probes = probe_all([build.url(p) for p in builds.prefixes()])
     if not any(p.ok for p in probes):
-        pytest.skip("no mirror of the release answers here: " + "; ".join(f"{p.url.split('/')[2]}: {p.problem}"
-                                                                        for p in probes))
+        pytest.skip(
+            "no mirror of the release answers here: " + "; ".join(f"{p.url.split('/')[2]}: {p.problem}" for p in probes)
+        )
     log = tmp_path / "python.log"
     archive = fetch_archive(builds, build, tmp_path / "downloads", log)
     interp = install_build(build, archive, tmp_path / "python", tmp_path / "cache", log, network={})
     assert interp.version == build.version and interp.has_venv
-    out = subprocess.run([interp.path, "-c", "import ssl, sqlite3, ctypes, venv; print('ok')"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [interp.path, "-c", "import ssl, sqlite3, ctypes, venv; print('ok')"], capture_output=True, text=True
+    )
     assert out.stdout.strip() == "ok", out.stderr
 
 
 def _can_mask() -> bool:
     import shutil as _shutil
 
-    return os.geteuid() == 0 and _shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "--mount", "true"], capture_output=True).returncode == 0
+    return (
+        os.geteuid() == 0
+        and _shutil.which("unshare") is not None
+        and subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not _can_mask(), reason="needs root and unshare --mount to hide this machine's interpreters")
-def test_a_host_with_no_python_in_its_range_gets_a_managed_one(wheel_stack, release, tmp_path: Path,
-                                                              monkeypatch) -> None:
+def test_a_host_with_no_python_in_its_range_gets_a_managed_one(
+    wheel_stack, release, tmp_path: Path, monkeypatch
+) -> None:
     """No --python at all, on a host whose interpreters are all outside the row's range (each one in range
     that the search would find is hidden under an empty file in a private mount namespace, as on Ubuntu
     20.04 with its 3.8): preflight chooses the managed build and the install reaches a verified venv."""
@@ -184,8 +191,7 @@ def test_a_host_with_no_python_in_its_range_gets_a_managed_one(wheel_stack, rele
         monkeypatch.delenv(var, raising=False)
     own = os.path.realpath(sys.executable)
     found = candidate_paths(home=env["HOME"], path_env=env["PATH"])
-    hide = sorted({os.path.realpath(p) for p in found
-                   if (i := probe(p)) is not None and row.python_allows(i.version)})
+    hide = sorted({os.path.realpath(p) for p in found if (i := probe(p)) is not None and row.python_allows(i.version)})
     if own in hide:
         pytest.skip(f"the suite's own interpreter {own} is on the search path: it cannot be hidden from itself")
     empty = tmp_path / "not-a-python"
@@ -194,10 +200,15 @@ def test_a_host_with_no_python_in_its_range_gets_a_managed_one(wheel_stack, rele
     workdir = tmp_path / "w"
     argv = managed_argv(wheel_stack, workdir, builds)
     at = argv.index("--python")
-    argv = argv[:at] + argv[at + 2:]  # no --python: the search decides
+    argv = argv[:at] + argv[at + 2 :]  # no --python: the search decides
     masks = " && ".join(f"mount --bind {empty} {shlex.quote(p)}" for p in hide) or "true"
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{masks} && exec "$@"',
-                           "sh", *argv], capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{masks} && exec "$@"', "sh", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no Python in" in done.stderr and "a managed CPython" in done.stderr, done.stderr[-2000:]
     (python,) = (workdir / "python").glob(f"cpython-{version}-*/bin/python{version.rsplit('.', 1)[0]}")

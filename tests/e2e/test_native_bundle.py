@@ -24,15 +24,33 @@ def test_bundle_names_the_wheel_whose_library_needs_a_newer_glibc_than_its_tag(t
     try:
         home = tmp_path / "home"
         home.mkdir()
-        argv = [sys.executable, "-m", "ascend_setup", "bundle", "--cann", "9.1.0", "--arch", platform.machine(),
-                "--glibc", "2.31", "--python", "%d.%d" % sys.version_info[:2], *host.index_args(),
-                "--tool-index-url", host.tools.url, "-o", str(tmp_path / "bundle")]
+        argv = [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "bundle",
+            "--cann",
+            "9.1.0",
+            "--arch",
+            platform.machine(),
+            "--glibc",
+            "2.31",
+            "--python",
+            "%d.%d" % sys.version_info[:2],
+            *host.index_args(),
+            "--tool-index-url",
+            host.tools.url,
+            "-o",
+            str(tmp_path / "bundle"),
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, env=clean_env(home), timeout=900)
     finally:
         host.close()
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     named = [line for line in proc.stderr.splitlines() if "needs GLIBC_" in line]
-    assert named == [f"einops-0.1-py3-none-manylinux_2_28_{platform.machine()}.whl: tagged for glibc 2.28, but "
-                     "einops/_native.so needs GLIBC_2.34 (read from its ELF); the target's glibc 2.31 cannot load "
-                     "it: build that package from source for it"], proc.stderr[-3000:]
+    assert named == [
+        f"einops-0.1-py3-none-manylinux_2_28_{platform.machine()}.whl: tagged for glibc 2.28, but "
+        "einops/_native.so needs GLIBC_2.34 (read from its ELF); the target's glibc 2.31 cannot load "
+        "it: build that package from source for it"
+    ], proc.stderr[-3000:]
     assert (tmp_path / "bundle" / "files" / f"einops-0.1-py3-none-manylinux_2_28_{platform.machine()}.whl").is_file()

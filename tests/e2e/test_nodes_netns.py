@@ -31,8 +31,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def preflight(inventory: Path, *extra: str) -> Tuple[int, dict, float]:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json",
-                           *extra], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     seconds = time.monotonic() - start
     print(f"preflight {' '.join(extra)}: {seconds:.2f} s")
     assert done.stdout, done.stderr
@@ -49,10 +53,19 @@ def test_all_pass(cluster: Cluster) -> None:
     assert [n["answered"] for n in report["nodes"]] == [True, True, True]
     # around the ring, 3 pairs x 2 NPUs, each a real ICMP ping inside the namespaces
     assert [(p["source"], p["npu"], p["target"], p["ok"]) for p in report["pings"]] == [
-        ("node1", 0, "node2", True), ("node1", 1, "node2", True), ("node2", 0, "node3", True),
-        ("node2", 1, "node3", True), ("node3", 0, "node1", True), ("node3", 1, "node1", True)]
-    assert report["env"]["node2"][:4] == ["export HCCL_IF_IP=10.231.0.2", "export GLOO_SOCKET_IFNAME=eth0",
-                                          "export TP_SOCKET_IFNAME=eth0", "export HCCL_SOCKET_IFNAME=eth0"]
+        ("node1", 0, "node2", True),
+        ("node1", 1, "node2", True),
+        ("node2", 0, "node3", True),
+        ("node2", 1, "node3", True),
+        ("node3", 0, "node1", True),
+        ("node3", 1, "node1", True),
+    ]
+    assert report["env"]["node2"][:4] == [
+        "export HCCL_IF_IP=10.231.0.2",
+        "export GLOO_SOCKET_IFNAME=eth0",
+        "export TP_SOCKET_IFNAME=eth0",
+        "export HCCL_SOCKET_IFNAME=eth0",
+    ]
     assert "export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1" in report["env"]["node1"]
     assert seconds < 30
 
@@ -65,14 +78,21 @@ def test_two_nodes(tmp_path: Path) -> None:
         pair.close()
     assert code == 0 and report["problems"] == []
     assert [(p["source"], p["npu"], p["target"], p["ok"]) for p in report["pings"]] == [
-        ("node1", 0, "node2", True), ("node1", 1, "node2", True)]
+        ("node1", 0, "node2", True),
+        ("node1", 1, "node2", True),
+    ]
     assert "export ASCEND_RT_VISIBLE_DEVICES=0,1" in report["env"]["node1"]
 
 
 def test_the_table_reads_at_80_columns(cluster: Cluster) -> None:
     cluster.node(2).env["GLOO_SOCKET_IFNAME"] = "eth9"
-    done = subprocess.run([sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(cluster.inventory())],
-                          capture_output=True, text=True, timeout=300, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(cluster.inventory())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines if not line.startswith("export ")), done.stdout
@@ -117,7 +137,9 @@ def test_an_npu_that_does_not_answer_pings(cluster: Cluster) -> None:
     assert fails(report) == [("node2", "npu-ping"), ("node3", "npu-ping")]
     failed = [p for p in report["pings"] if not p["ok"]]
     assert {(p["source"], p["target"], p["address"]) for p in failed} == {
-        ("node2", "node3", "10.232.0.3"), ("node3", "node1", "10.232.0.1")}
+        ("node2", "node3", "10.232.0.3"),
+        ("node3", "node1", "10.232.0.1"),
+    }
     assert next(p for p in failed if p["source"] == "node2")["detail"].startswith("recv time out")
 
 

@@ -41,8 +41,11 @@ def test_a_terminal_shows_the_current_action(wheel_stack, tmp_path: Path) -> Non
     log = str(tmp_path / "wd" / "logs" / "plugin-deps.log")
     assert re.search(r"plugin-deps: .* · \d+ s", screen) and log in screen  # the live line; the log on the step's line
     # the installer's own action on the live line: pip's words, or uv's (the default)
-    assert re.search(r"(Collecting|Processing|Installing collected packages|Successfully installed|Resolved|"
-                     r"Prepared|Installed|Downloading) ", screen), screen[-2000:]
+    assert re.search(
+        r"(Collecting|Processing|Installing collected packages|Successfully installed|Resolved|"
+        r"Prepared|Installed|Downloading) ",
+        screen,
+    ), screen[-2000:]
 
 
 def test_off_a_terminal_lines_are_plain_and_whole(wheel_stack, tmp_path: Path) -> None:

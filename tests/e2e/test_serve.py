@@ -30,11 +30,15 @@ RATE = re.compile(r"\[simulated\] decode rate ([\d.]+) tok/s")
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("serve-e2e")
-    return {"root": root, "a2": str(build_fake_cann(root / "A2").root),
-            "310p": str(build_fake_cann(root / "310P", chip="310P3").root),
-            "venv": str(serving_venv(root / "ok")), "shadowed": str(serving_venv(root / "shadowed", shadowed=True)),
-            "post": str(serving_venv(root / "post", vllm="0.23.0+empty", plugin="0.23.0.post1")),
-            "model": build_model(root / "models" / "dense", "dense")}
+    return {
+        "root": root,
+        "a2": str(build_fake_cann(root / "A2").root),
+        "310p": str(build_fake_cann(root / "310P", chip="310P3").root),
+        "venv": str(serving_venv(root / "ok")),
+        "shadowed": str(serving_venv(root / "shadowed", shadowed=True)),
+        "post": str(serving_venv(root / "post", vllm="0.23.0+empty", plugin="0.23.0.post1")),
+        "model": build_model(root / "models" / "dense", "dense"),
+    }
 
 
 def free_port() -> int:
@@ -44,8 +48,24 @@ def free_port() -> int:
 
 
 def argv(world: dict, workdir: Path, *extra: str, venv: str = "venv", cann: str = "a2") -> List[str]:
-    return [sys.executable, "-m", "ascend_setup", "serve", str(world["model"]), "--venv", world[venv], "--workdir",
-            str(workdir), "--cann-home", world[cann], "--port", str(free_port()), "--measure-tokens", "48", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "serve",
+        str(world["model"]),
+        "--venv",
+        world[venv],
+        "--workdir",
+        str(workdir),
+        "--cann-home",
+        world[cann],
+        "--port",
+        str(free_port()),
+        "--measure-tokens",
+        "48",
+        *extra,
+    ]
 
 
 def run(cmd: List[str], home: Path, **env: str) -> subprocess.CompletedProcess:
@@ -83,8 +103,11 @@ def test_ready_smoke_measure_then_stop_by_pid_and_start_time(world: dict, tmp_pa
     assert saved["card"] == "910B3" and saved["graph_mode"] is True and saved["predicted_tok_s"] > 0
     pids = server_pids(log)
     assert len(pids) == 2 and all(pid_alive(p) for p in pids)  # detached: it outlives the tool
-    status = json.loads(run([sys.executable, "-m", "ascend_setup", "serve", "status", "--workdir", str(tmp_path),
-                             "--json"], home).stdout)
+    status = json.loads(
+        run(
+            [sys.executable, "-m", "ascend_setup", "serve", "status", "--workdir", str(tmp_path), "--json"], home
+        ).stdout
+    )
     assert status["servers"][0]["running"] is True
     second = run(argv(world, tmp_path), home)  # the same card, a free port: another server of ours is there
     assert second.returncode == 3, second.stderr
@@ -94,8 +117,9 @@ def test_ready_smoke_measure_then_stop_by_pid_and_start_time(world: dict, tmp_pa
     assert {p.name: p.stat().st_mtime_ns for p in world["model"].iterdir()} == before
 
 
-def test_a_post_release_and_a_source_built_vllm_pass_preflight_and_serve(world: dict, tmp_path: Path,
-                                                                         home: Path) -> None:
+def test_a_post_release_and_a_source_built_vllm_pass_preflight_and_serve(
+    world: dict, tmp_path: Path, home: Path
+) -> None:
     """vllm-ascend 0.23.0.post1 (the current 0.23 release) and a vLLM built with VLLM_TARGET_DEVICE=empty: the
     row's pins, said so; the dry run runs the same check and says what it found."""
     proc = run(argv(world, tmp_path, "--json", "--detach", venv="post"), home)
@@ -129,10 +153,12 @@ def test_a_served_name_after_dashes_is_served_and_waited_for(world: dict, tmp_pa
 
 def test_the_stub_vllm_refuses_what_the_real_parser_refuses(world: dict, tmp_path: Path) -> None:
     vllm = Path(world["venv"]) / "bin" / "vllm"
-    proc = subprocess.run([str(vllm), "serve", str(world["model"]), "--no-such-flag"], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 2 and proc.stderr.splitlines()[-1] == \
-        "vllm: error: unrecognized arguments: --no-such-flag"
+    proc = subprocess.run(
+        [str(vllm), "serve", str(world["model"]), "--no-such-flag"], capture_output=True, text=True, timeout=60
+    )
+    assert (
+        proc.returncode == 2 and proc.stderr.splitlines()[-1] == "vllm: error: unrecognized arguments: --no-such-flag"
+    )
 
 
 def _stub(world: dict, tmp_path: Path, *extra: str, venv: str = "venv"):
@@ -140,10 +166,22 @@ def _stub(world: dict, tmp_path: Path, *extra: str, venv: str = "venv"):
     from ascend_setup.serve.run import http_get
 
     port = free_port()
-    proc = subprocess.Popen([str(Path(world[venv]) / "bin" / "vllm"), "serve", str(world["model"]), "--host",
-                             "127.0.0.1", "--port", str(port), "--enforce-eager", *extra],
-                            stdout=(tmp_path / "stub.log").open("w"), stderr=subprocess.STDOUT,
-                            env={**os.environ, "VLLM_SIM_PHASE_SECONDS": "0.01"})
+    proc = subprocess.Popen(
+        [
+            str(Path(world[venv]) / "bin" / "vllm"),
+            "serve",
+            str(world["model"]),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--enforce-eager",
+            *extra,
+        ],
+        stdout=(tmp_path / "stub.log").open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "VLLM_SIM_PHASE_SECONDS": "0.01"},
+    )
     base = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 30
     while http_get(f"{base}/health") is None and time.monotonic() < end:
@@ -163,17 +201,26 @@ def test_the_stub_keeps_the_real_servers_contract(world: dict, tmp_path: Path) -
 
         def ttft(prompt: str) -> float:
             sent = time.perf_counter()
-            first = next(arrived for arrived, _ in stream(f"{base}/v1/completions", {
-                "model": str(world["model"]), "prompt": prompt, "max_tokens": 2}, 30))
+            first = next(
+                arrived
+                for arrived, _ in stream(
+                    f"{base}/v1/completions", {"model": str(world["model"]), "prompt": prompt, "max_tokens": 2}, 30
+                )
+            )
             return first - sent
 
         repeated = PROMPT * 8  # 7 blocks of 128 words: about 1.8 s of simulated prefill
         cold, warm, fresh = ttft(repeated), ttft(repeated), ttft(fresh_prompt() + PROMPT * 7)
         assert warm < cold / 3 and fresh > cold * 0.8, (cold, warm, fresh)  # a fresh prefix is a real prefill
         metrics = (http_get(f"{base}/metrics") or b"").decode()
-        for name in ("vllm:num_preemptions_total", "vllm:time_to_first_token_seconds_count",
-                     "vllm:inter_token_latency_seconds_sum", "vllm:e2e_request_latency_seconds_count",
-                     "vllm:prompt_tokens_total", "vllm:generation_tokens_total"):
+        for name in (
+            "vllm:num_preemptions_total",
+            "vllm:time_to_first_token_seconds_count",
+            "vllm:inter_token_latency_seconds_sum",
+            "vllm:e2e_request_latency_seconds_count",
+            "vllm:prompt_tokens_total",
+            "vllm:generation_tokens_total",
+        ):
             assert f"{name}{{" in metrics, name
         assert "Capturing CUDA graphs" not in (tmp_path / "stub.log").read_text()  # eager: no capture
     finally:
@@ -186,9 +233,11 @@ def test_the_stub_fails_mid_stream_with_200_an_error_event_and_done(world: dict,
 
     proc, base = _stub(world, tmp_path, venv="shadowed")
     try:
-        request = urllib.request.Request(f"{base}/v1/completions", data=json.dumps(
-            {"model": str(world["model"]), "prompt": "hi", "max_tokens": 4, "stream": True}).encode(),
-            headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base}/v1/completions",
+            data=json.dumps({"model": str(world["model"]), "prompt": "hi", "max_tokens": 4, "stream": True}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             status, events = response.status, [line.decode().strip() for line in response if line.strip()]
         assert status == 200 and events[-1] == "data: [DONE]"
@@ -234,8 +283,13 @@ def test_a_deadline_is_triaged_and_the_group_stopped(world: dict, tmp_path: Path
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_no_process_is_left_when_the_tool_stops(world: dict, tmp_path: Path, home: Path, sig: int) -> None:
-    tool = subprocess.Popen(argv(world, tmp_path), env=clean_env(home), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    tool = subprocess.Popen(
+        argv(world, tmp_path),
+        env=clean_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     record = tmp_path / "serve" / "dense.server.json"
     end = time.monotonic() + 60
     while time.monotonic() < end and not (record.exists() and json.loads(record.read_text()).get("figures")):
@@ -248,8 +302,9 @@ def test_no_process_is_left_when_the_tool_stops(world: dict, tmp_path: Path, hom
 
 
 def test_serve_stop_ends_a_foreground_server_cleanly(world: dict, tmp_path: Path, home: Path) -> None:
-    tool = subprocess.Popen(argv(world, tmp_path), env=clean_env(home), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    tool = subprocess.Popen(
+        argv(world, tmp_path), env=clean_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     record = tmp_path / "serve" / "dense.server.json"
     end = time.monotonic() + 60
     while time.monotonic() < end and not (record.exists() and json.loads(record.read_text()).get("figures")):

@@ -52,9 +52,27 @@ def test_a_signal_stops_the_builds_pip_cleanly_and_the_rerun_resumes(source_stac
 def test_ctrl_c_in_mirrors_takes_effect_at_once(tmp_path: Path) -> None:
     hole = BlackHole()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "ascend_setup", "mirrors", "--cann", "9.1.0", "--only",
-                                 "--candidate", hole.url, "--budget", "60", "--workdir", str(tmp_path / "wd")],
-                                env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ascend_setup",
+                "mirrors",
+                "--cann",
+                "9.1.0",
+                "--only",
+                "--candidate",
+                hole.url,
+                "--budget",
+                "60",
+                "--workdir",
+                str(tmp_path / "wd"),
+            ],
+            env=clean_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.5)  # well into the wait for a mirror that never answers
         start = time.monotonic()
         proc.send_signal(signal.SIGINT)

@@ -51,8 +51,9 @@ def _hit(store: StateStore, before: Dict[str, int], after: Dict[str, int]) -> st
     `started`; 'startup' when it was killed before it started any (checking the done ones)."""
     steps = store.load().steps  # parses, whatever the moment of the kill
     began = [n for n in after if after[n] != before.get(n, 0)]
-    return next((n for n in began if n in steps and steps[n].state == "started"), "startup" if not began else
-                "between steps")
+    return next(
+        (n for n in began if n in steps and steps[n].state == "started"), "startup" if not began else "between steps"
+    )
 
 
 @pytest.mark.soak
@@ -84,8 +85,9 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
                 assert not _group_alive(proc.pid), f"seed {seed}: processes of the group survived the kill"
                 hits[installer][_hit(install_store(Workdir(workdir)), before, _headers(workdir))] += 1
                 continue
-            assert proc.returncode == 0, f"seed {seed}: a run between kills failed: " + \
-                proc.stderr_path.read_text()[-3000:]
+            assert proc.returncode == 0, (
+                f"seed {seed}: a run between kills failed: " + proc.stderr_path.read_text()[-3000:]
+            )
             finished.append(workdir)
             round_ += 1
             workdir = tmp_path / f"{installer}-{round_}"
@@ -97,7 +99,8 @@ def test_soak_sigkill_the_pipeline_50_times(source_stack, tmp_path: Path) -> Non
         assert set(states.values()) == {"done"} and "verify" in states, (seed, workdir, states)
         assert installed(workdir / "venv") == lock_versions(workdir), (seed, workdir)
     total = sum(sum(c.values()) for c in hits.values())
-    print(f"\nsoak: seed {seed}, {total} SIGKILLs in {time.monotonic() - began:.0f} s, {len(finished)} installs "
-          "converged")
+    print(
+        f"\nsoak: seed {seed}, {total} SIGKILLs in {time.monotonic() - began:.0f} s, {len(finished)} installs converged"
+    )
     for installer, counter in hits.items():
         print(f"  {installer}: " + ", ".join(f"{step} {n}" for step, n in counter.most_common()))

@@ -27,8 +27,14 @@ def test_build_in_the_venv_with_kernels_then_another_key_offline(source_stack, t
     workdir = tmp_path / "wd"
     host_site = tmp_path / "host-site"
     host_site.mkdir()
-    proc = source_stack.install(workdir, env={"COMPILE_CUSTOM_KERNELS": "0", "PIP_CONSTRAINT": "/nonexistent.txt",
-                                              "PYTHONPATH": f"{host_site}:{Path(__file__).parents[2]}"})
+    proc = source_stack.install(
+        workdir,
+        env={
+            "COMPILE_CUSTOM_KERNELS": "0",
+            "PIP_CONSTRAINT": "/nonexistent.txt",
+            "PYTHONPATH": f"{host_site}:{Path(__file__).parents[2]}",
+        },
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "COMPILE_CUSTOM_KERNELS=0 in the environment is overridden with 1" in proc.stderr
     assert "note: a vllm-ascend source build would use MAX_JOBS=" in proc.stderr
@@ -65,10 +71,18 @@ def test_build_in_the_venv_with_kernels_then_another_key_offline(source_stack, t
     # the network cut (no interface but a downed loopback): a tree extracted again builds from the prefetch
     def offline_rebuild() -> subprocess.CompletedProcess:
         _wheel(workdir, "ascend910b1").unlink()
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
-                       capture_output=True, check=True)
-        return subprocess.run(["unshare", "-n", *source_stack.install_argv(workdir, "--soc", "ascend910b1")],
-                              capture_output=True, text=True, env=source_stack.env(), timeout=900)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "vllm-ascend"],
+            capture_output=True,
+            check=True,
+        )
+        return subprocess.run(
+            ["unshare", "-n", *source_stack.install_argv(workdir, "--soc", "ascend910b1")],
+            capture_output=True,
+            text=True,
+            env=source_stack.env(),
+            timeout=900,
+        )
 
     shutil.rmtree(tree)
     offline = offline_rebuild()
@@ -83,8 +97,9 @@ def test_build_in_the_venv_with_kernels_then_another_key_offline(source_stack, t
     assert (workdir / "logs" / "vllm-ascend.log").read_text().split("incremental")[-1].count("Building CXX") == 0
 
 
-def test_an_unreachable_archive_origin_stops_before_the_build_and_names_the_mirror_flag(source_stack,
-                                                                                         tmp_path: Path) -> None:
+def test_an_unreachable_archive_origin_stops_before_the_build_and_names_the_mirror_flag(
+    source_stack, tmp_path: Path
+) -> None:
     """Every archive the CMake files name, checked before any is fetched; --build-deps-url fixes it."""
     workdir = tmp_path / "wd"
     dead = "http://127.0.0.1:9/mirror"

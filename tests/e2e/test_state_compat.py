@@ -16,11 +16,19 @@ from ascend_setup.host.interpreters import probe
 from ascend_setup.host.machine import glibc_version
 
 #: The pipeline of that release (step, the steps it depends on), in order: its fingerprints chain along it.
-PIPELINE = [("preflight", ()), ("mirror", ("preflight",)), ("resolve", ("preflight", "mirror")),
-            ("venv", ("preflight", "mirror", "resolve")), ("cann-python-deps", ("venv",)),
-            ("torch-stack", ("cann-python-deps",)),
-            ("vllm", ("torch-stack",)), ("plugin-deps", ("vllm",)), ("triton", ("plugin-deps",)),
-            ("vllm-ascend", ("triton",)), ("verify", ("vllm-ascend",))]
+PIPELINE = [
+    ("preflight", ()),
+    ("mirror", ("preflight",)),
+    ("resolve", ("preflight", "mirror")),
+    ("venv", ("preflight", "mirror", "resolve")),
+    ("cann-python-deps", ("venv",)),
+    ("torch-stack", ("cann-python-deps",)),
+    ("vllm", ("torch-stack",)),
+    ("plugin-deps", ("vllm",)),
+    ("triton", ("plugin-deps",)),
+    ("vllm-ascend", ("triton",)),
+    ("verify", ("vllm-ascend",)),
+]
 
 #: Written by a stub-world `install --installer uv` of that release, with this machine's values replaced by marks.
 OLD_STATE = Path(__file__).resolve().parents[1] / "data" / "state" / "state-0.json"
@@ -32,10 +40,19 @@ def old_state_for(stack, workdir: Path, installer: Optional[str] = "uv") -> str:
     the key is left out, the default then)."""
     interp = probe(sys.executable)
     marked: dict = {}
-    marks = {"@WORKDIR@": str(workdir), "@CANN@": str(stack.cann.root), "@MAIN@": stack.main.url,
-             "@ASCEND@": stack.ascend.url, "@PYTORCH_CPU@": stack.pytorch_cpu.url, "@PYTHON@": sys.executable,
-             "@ARCH@": platform.machine(), "@GLIBC@": glibc_version(), "@PYTHON_VERSION@": interp.version,
-             "@PYTHON_MINOR@": interp.minor}
+    marks = {
+        "@WORKDIR@": str(workdir),
+        "@CANN@": str(stack.cann.root),
+        "@MAIN@": stack.main.url,
+        "@ASCEND@": stack.ascend.url,
+        "@PYTORCH_CPU@": stack.pytorch_cpu.url,
+        "@PYTHON@": sys.executable,
+        "@ARCH@": platform.machine(),
+        "@GLIBC@": glibc_version(),
+        "@PYTHON_VERSION@": interp.version,
+        "@PYTHON_MINOR@": interp.minor,
+    }
+
     def placed(value):
         if isinstance(value, str):
             for mark, real in marks.items():
@@ -64,8 +81,9 @@ def old_state_for(stack, workdir: Path, installer: Optional[str] = "uv") -> str:
 
 
 @pytest.mark.parametrize("recorded, resumed", [("uv", "uv"), ("pip", "pip"), (None, "pip")])
-def test_a_state_file_of_the_previous_release_resumes(wheel_stack, tmp_path: Path, recorded: Optional[str],
-                                                      resumed: str) -> None:
+def test_a_state_file_of_the_previous_release_resumes(
+    wheel_stack, tmp_path: Path, recorded: Optional[str], resumed: str
+) -> None:
     """With the installer it recorded: an install that started with pip (named, or the default of a release
     that did not record it) keeps pip now that uv is the default."""
     workdir = tmp_path / "wd"

@@ -49,21 +49,46 @@ def world(tmp_path_factory):
 def _venv_with_upstream_triton(tmp_path: Path, eco) -> Path:
     venv = tmp_path / "venv"
     venv_module.create(venv, with_pip=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
-                    str(eco.main), "--no-deps", "triton==3.5.0"], check=True, env=clean_env(tmp_path))
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(eco.main),
+            "--no-deps",
+            "triton==3.5.0",
+        ],
+        check=True,
+        env=clean_env(tmp_path),
+    )
     return venv
 
 
 def _context(tmp_path: Path, venv: Path, entry: LockedPackage, ascend_url: str) -> InstallSession:
     python = "%d.%d" % sys.version_info[:2]
-    lock = Lock(cann="9.1.0", target=LockTarget(arch=ARCH, glibc=glibc_version() or "2.17", python=python),
-                indexes={"mirror": "http://mirror.invalid/simple/", "ascend": ascend_url}, inputs="test",
-                packages=[entry])
+    lock = Lock(
+        cann="9.1.0",
+        target=LockTarget(arch=ARCH, glibc=glibc_version() or "2.17", python=python),
+        indexes={"mirror": "http://mirror.invalid/simple/", "ascend": ascend_url},
+        inputs="test",
+        packages=[entry],
+    )
     path = write_lock(lock, tmp_path / "wd" / "lock" / "test.txt")
     matrix = MATRIX.with_indexes({"ascend": ascend_url})
-    return session_for(tmp_path / "wd", {"resolve": LockRef(lock=str(path))},
-                       console=Console(file=open(tmp_path / "console.txt", "w")), venv=str(venv), installer="pip",
-                       matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
+    return session_for(
+        tmp_path / "wd",
+        {"resolve": LockRef(lock=str(path))},
+        console=Console(file=open(tmp_path / "console.txt", "w")),
+        venv=str(venv),
+        installer="pip",
+        matrix=matrix,
+        row=select_row(matrix, "9.1.0", ARCH),
+        pip_settings=pip_settings(),
+    )
 
 
 def _entry(ascend: LocalIndex, python: str) -> LockedPackage:
@@ -104,8 +129,9 @@ def test_a_hash_mismatch_leaves_upstream_triton(world, tmp_path: Path) -> None:
     entry = _entry(ascend, "%d.%d" % sys.version_info[:2])
     if entry.outcome == "unavailable":
         pytest.skip("the stub triton-ascend has cp311 wheels only")
-    ctx = _context(tmp_path, _venv_with_upstream_triton(tmp_path, eco), entry.model_copy(update={"sha256": "0" * 64}),
-                   ascend.url)
+    ctx = _context(
+        tmp_path, _venv_with_upstream_triton(tmp_path, eco), entry.model_copy(update={"sha256": "0" * 64}), ascend.url
+    )
     with pytest.raises(StepFailed) as err:
         Triton().run(ctx, tmp_path / "triton.log")
     assert "sha256" in err.value.message and "does not match" in err.value.message

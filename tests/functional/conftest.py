@@ -14,8 +14,9 @@ ROW = load_matrix().rows["9.1.0"]
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory):
-    eco = build_ecosystem(tmp_path_factory.mktemp("eco"), dict(ROW.packages), dict(ROW.cann_python_deps),
-                          venv_tools=venv_tools_for(ROW))
+    eco = build_ecosystem(
+        tmp_path_factory.mktemp("eco"), dict(ROW.packages), dict(ROW.cann_python_deps), venv_tools=venv_tools_for(ROW)
+    )
     main, ascend, torch_cpu = LocalIndex(), LocalIndex(), LocalIndex()
     main.add_dir(eco.main)
     ascend.add_dir(eco.ascend)

@@ -119,8 +119,9 @@ def test_venv_shape_rules(tmp_path: Path) -> None:
 def test_python_outside_range(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v")
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text("\n".join(l if not l.startswith("version") else "version = 3.9.18"
-                             for l in cfg.read_text().splitlines()) + "\n")
+    cfg.write_text(
+        "\n".join(l if not l.startswith("version") else "version = 3.9.18" for l in cfg.read_text().splitlines()) + "\n"
+    )
     assert "python-range" in _ids(run_audit(MATRIX, venv))
 
 
@@ -134,9 +135,10 @@ def test_row_inference_and_override(tmp_path: Path) -> None:
 
 def test_audit_is_read_only(tmp_path: Path, cli) -> None:
     venv = clean_venv(tmp_path / "v", override={"torch": "2.11.0"})
+
     def snapshot():
-        return {p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
-                for p in sorted(venv.rglob("*"))}
+        return {p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None for p in sorted(venv.rglob("*"))}
+
     before = snapshot()
     proc = cli("audit", "--venv", str(venv))
     assert proc.returncode == 1 and "fix plan" in proc.stdout
@@ -150,9 +152,13 @@ def test_not_a_venv(cli, tmp_path: Path) -> None:
 
 def test_provenance(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", skip=("vllm-ascend", "torch-npu"))
-    fake_install(venv, "vllm-ascend", "0.23.0", requires=PLUGIN_REQUIRES,
-                 direct_url={"url": "file:///mnt/workspace/wheelhouse/vllm_ascend-0.23.0-py3-none-any.whl",
-                             "archive_info": {}})
+    fake_install(
+        venv,
+        "vllm-ascend",
+        "0.23.0",
+        requires=PLUGIN_REQUIRES,
+        direct_url={"url": "file:///mnt/workspace/wheelhouse/vllm_ascend-0.23.0-py3-none-any.whl", "archive_info": {}},
+    )
     fake_install(venv, "torch-npu", "2.10.0.post4", installer="conda")
     found = _ids(run_audit(MATRIX, venv))
     assert "wheelhouse" in found["direct-url"][0].message and found["direct-url"][0].severity == "info"
@@ -180,8 +186,13 @@ def test_cuda_only_package_that_a_kept_package_needs_is_info(tmp_path: Path) -> 
 def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(tmp_path: Path) -> None:
     nvidia = ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]
     venv = clean_venv(tmp_path / "v", skip=("torch", "torch-npu"))
-    fake_install(venv, "torch", "2.10.0", requires=nvidia, files={"torch/__init__.py": "",
-                                                               "torch/version.py": "cuda: Optional[str] = '12.8'\n"})
+    fake_install(
+        venv,
+        "torch",
+        "2.10.0",
+        requires=nvidia,
+        files={"torch/__init__.py": "", "torch/version.py": "cuda: Optional[str] = '12.8'\n"},
+    )
     for name in nvidia:
         fake_install(venv, name, "12.8.0")
     torch_cpu = ROW.packages["torch"]
@@ -203,8 +214,9 @@ def test_cuda_torch_is_found_from_its_metadata_and_replaced_before_nvidia_goes(t
 def test_fix_plan_turns_system_site_packages_off_first(tmp_path: Path) -> None:
     venv = clean_venv(tmp_path / "v", skip=("decorator",), override={"torch": "2.11.0"})
     cfg = venv / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false",
-                                           "include-system-site-packages = true"))
+    cfg.write_text(
+        cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true")
+    )
     plan = run_audit(MATRIX, venv).plan
     assert plan[0].startswith("sed -i") and "include-system-site-packages = false" in plan[0]
     assert any("decorator" in step for step in plan[1:]) and any("torch==" in step for step in plan[1:])
@@ -217,8 +229,13 @@ def test_audit_and_doctor_read_well_at_80_and_200_columns(cli, tmp_path: Path) -
         for argv in (["audit", "--venv", str(venv)], ["doctor", "--workdir", str(tmp_path / "wd")]):
             out = cli(*argv, env={"COLUMNS": columns}).stdout
             lines = out.splitlines()
-            wrapped = [l for l in lines if len(l) > int(columns) and " " in l.strip()[:int(columns)]
-                       and not l.lstrip().startswith(("1.", "2.", "3.", "4.", "5.", "6."))]
+            wrapped = [
+                l
+                for l in lines
+                if len(l) > int(columns)
+                and " " in l.strip()[: int(columns)]
+                and not l.lstrip().startswith(("1.", "2.", "3.", "4.", "5.", "6."))
+            ]
             assert not wrapped, wrapped  # prose wraps at words; only a fix command may run long (to copy whole)
             text = " ".join(l.strip() for l in lines)
             for word in ("triton-ascend", "displaced,", "not subscriptable") if argv[0] == "audit" else ("libatb.so",):
@@ -251,10 +268,12 @@ def test_audit_start_up_loads_no_http_or_triage_stack(tmp_path: Path) -> None:
     import sys
 
     venv = clean_venv(tmp_path / "v")
-    probe = ("import sys\nfrom ascend_setup.cli.main import main\n"
-             "try:\n    main(['audit', '--venv', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
-             "heavy = ['requests', 'tenacity', 'ascend_setup.index.http', 'ascend_setup.knowledge.scan']\n"
-             "sys.stderr.write(repr([m for m in heavy if m in sys.modules]))\n")
+    probe = (
+        "import sys\nfrom ascend_setup.cli.main import main\n"
+        "try:\n    main(['audit', '--venv', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ['requests', 'tenacity', 'ascend_setup.index.http', 'ascend_setup.knowledge.scan']\n"
+        "sys.stderr.write(repr([m for m in heavy if m in sys.modules]))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", probe, str(venv)], capture_output=True, text=True, timeout=120)
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr[-2000:]
     assert json.loads(proc.stdout)["row"] == "9.1.0"

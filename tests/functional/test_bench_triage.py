@@ -16,8 +16,10 @@ from ascend_setup.serve.server_records import ServerRecord
 from ascend_setup.utils.procstat import start_ticks
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
-OOM = "(EngineCore_DP0 pid=4121) ERROR 12-01 09:00:01 [core.py:708] RuntimeError: NPU out of memory. " \
-      "Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)"
+OOM = (
+    "(EngineCore_DP0 pid=4121) ERROR 12-01 09:00:01 [core.py:708] RuntimeError: NPU out of memory. "
+    "Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)"
+)
 
 
 @pytest.fixture
@@ -51,9 +53,17 @@ def failing_server(tmp_path: Path) -> Iterator[dict]:
     thread.start()
     workdir = tmp_path / "wd"
     (workdir / "serve").mkdir(parents=True)
-    record = ServerRecord(name="dense", pid=os.getpid(), start_ticks=start_ticks(os.getpid()) or 0,
-                          port=server.server_address[1], cards=[0], log=str(log), argv=["vllm", "serve"],
-                          detached=True, started_at=0.0)  # this test's process stands for the running server
+    record = ServerRecord(
+        name="dense",
+        pid=os.getpid(),
+        start_ticks=start_ticks(os.getpid()) or 0,
+        port=server.server_address[1],
+        cards=[0],
+        log=str(log),
+        argv=["vllm", "serve"],
+        detached=True,
+        started_at=0.0,
+    )  # this test's process stands for the running server
     (workdir / "serve" / "dense.server.json").write_text(record.model_dump_json())
     yield {"workdir": workdir, "log": log, "url": f"http://127.0.0.1:{server.server_address[1]}"}
     server.shutdown()
@@ -61,8 +71,18 @@ def failing_server(tmp_path: Path) -> Iterator[dict]:
 
 
 def test_a_level_that_fails_is_triaged_from_the_servers_log(cli, failing_server: dict) -> None:
-    proc = cli("bench", "dense", "--workdir", str(failing_server["workdir"]), "--concurrency", "1", "--requests",
-               "1", "--output-len", "8")
+    proc = cli(
+        "bench",
+        "dense",
+        "--workdir",
+        str(failing_server["workdir"]),
+        "--concurrency",
+        "1",
+        "--requests",
+        "1",
+        "--output-len",
+        "8",
+    )
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ascend-setup: error: a request at concurrency 1 failed"), last

@@ -12,12 +12,15 @@ from ascend_setup.simulate.model_dirs import build_model
 URL = "http://127.0.0.1:9"  # never reached: each case fails before the sweep
 
 
-@pytest.mark.parametrize("extra, said", [
-    (["--model-dir", "/nowhere"], "/nowhere holds no config.json"),
-    (["--card", "H100"], "'H100' is not a card of fit's table"),
-    (["--tp", "0"], "0 is not a number of cards"),
-    (["--tp", "two"], "'two' is not a number"),
-])
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--model-dir", "/nowhere"], "/nowhere holds no config.json"),
+        (["--card", "H100"], "'H100' is not a card of fit's table"),
+        (["--tp", "0"], "0 is not a number of cards"),
+        (["--tp", "two"], "'two' is not a number"),
+    ],
+)
 def test_bad_values_are_one_line_and_exit_2(cli, extra: list, said: str) -> None:
     proc = cli("bench", "--url", URL, *extra)
     assert proc.returncode == 2, proc.stderr

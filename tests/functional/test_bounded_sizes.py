@@ -82,23 +82,39 @@ def liar() -> Iterator[type]:
 #: Each fetch of the tool that has a size to keep to, as a script run in a subprocess against the liar's URL.
 FETCHES: Dict[str, Tuple[Optional[int], str, str]] = {
     # name: (what HEAD advertises, the script's fetch, the words of the refusal)
-    "managed-python:head-says-1000": (1000, """
+    "managed-python:head-says-1000": (
+        1000,
+        """
         from ascend_setup.managed.uv_python import fetch_archive
         fetch_archive(BUILDS, BUILDS.builds[0], OUT, OUT / "log", mirror=URL)
-        """, "sent more than the file's 1000 bytes"),
-    "managed-python:no-size-said": (None, """
+        """,
+        "sent more than the file's 1000 bytes",
+    ),
+    "managed-python:no-size-said": (
+        None,
+        """
         from ascend_setup.managed import uv_python
         uv_python.MAX_ARCHIVE = 8 << 20  # the real bound (512 MiB) the same way, in a 64th of the time
         uv_python.fetch_archive(BUILDS, BUILDS.builds[0], OUT, OUT / "log", mirror=URL)
-        """, f"sent more than the file's {8 << 20} bytes"),
-    "lock-pin:1000": (None, """
+        """,
+        f"sent more than the file's {8 << 20} bytes",
+    ),
+    "lock-pin:1000": (
+        None,
+        """
         from ascend_setup.index.download import download
         download([URL + "/w/f.whl"], OUT / "f.whl", size=1000)
-        """, "sent more than the file's 1000 bytes"),
-    "lock-pin:split-in-parts": (None, """
+        """,
+        "sent more than the file's 1000 bytes",
+    ),
+    "lock-pin:split-in-parts": (
+        None,
+        """
         from ascend_setup.index.download import SPLIT_ABOVE, download_split
         download_split([URL + "/w/f.whl"], OUT / "f.whl", sha256=None, size=SPLIT_ABOVE)
-        """, "sent more than the file's"),
+        """,
+        "sent more than the file's",
+    ),
 }
 
 PRELUDE = """
@@ -128,8 +144,13 @@ def test_a_download_stops_past_the_size_it_was_given(liar, tmp_path: Path, case:
     out = tmp_path / "out"
     out.mkdir()
     script = PRELUDE.replace("BODY", textwrap.indent(textwrap.dedent(body).strip(), "    "))
-    proc = subprocess.run([sys.executable, "-c", script, url, str(out)], capture_output=True, text=True,
-                          timeout=120, env=clean_env(tmp_path, {"PYTHONPATH": str(REPO)}))
+    proc = subprocess.run(
+        [sys.executable, "-c", script, url, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path, {"PYTHONPATH": str(REPO)}),
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     print(case, f"{sum(sent) / CHUNK:.0f} MiB sent, {result['seconds']:.2f} s, peak RSS {result['rss_mb']:.0f} MB")
@@ -156,14 +177,21 @@ def _gzip_tar_of_spaces(path: Path, name: str, size: int) -> Path:
 
 def _measured(argv: List[str], home: Path) -> Tuple[subprocess.CompletedProcess, float, float]:
     """The CLI run as a child of a small wrapper that reports its peak RSS (RUSAGE_CHILDREN) and time."""
-    wrapper = ("import json, resource, subprocess, sys, time\n"
-               "t = time.monotonic()\n"
-               "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-               "sys.stderr.write(p.stderr)\n"
-               "print(json.dumps({'rc': p.returncode, 's': time.monotonic() - t,\n"
-               "                  'mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n")
-    proc = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "ascend_setup", *argv],
-                          capture_output=True, text=True, timeout=300, env=clean_env(home))
+    wrapper = (
+        "import json, resource, subprocess, sys, time\n"
+        "t = time.monotonic()\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stderr.write(p.stderr)\n"
+        "print(json.dumps({'rc': p.returncode, 's': time.monotonic() - t,\n"
+        "                  'mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper, sys.executable, "-m", "ascend_setup", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(home),
+    )
     measured = json.loads(proc.stdout)
     return (subprocess.CompletedProcess(argv, measured["rc"], "", proc.stderr), measured["s"], measured["mb"])
 
@@ -172,8 +200,22 @@ def _measured(argv: List[str], home: Path) -> Tuple[subprocess.CompletedProcess,
 def test_a_manifest_of_a_gib_of_spaces_is_refused_from_its_header(tmp_path: Path, command: str) -> None:
     tar = _gzip_tar_of_spaces(tmp_path / "bundle.tar.gz", "manifest.json", GIB)
     assert tar.stat().st_size < 8 << 20
-    argv = ["bundle", "verify", str(tar)] if command == "verify" else \
-        ["install", "--cann", "9.1.0", "--bundle", str(tar), "--workdir", str(tmp_path / "wd"), "--soc", SOC, "--yes"]
+    argv = (
+        ["bundle", "verify", str(tar)]
+        if command == "verify"
+        else [
+            "install",
+            "--cann",
+            "9.1.0",
+            "--bundle",
+            str(tar),
+            "--workdir",
+            str(tmp_path / "wd"),
+            "--soc",
+            SOC,
+            "--yes",
+        ]
+    )
     home = tmp_path / "home"
     home.mkdir()
     proc, seconds, rss_mb = _measured(argv, home)

@@ -13,14 +13,17 @@ import pytest
 from helpers.cli import assert_one_line_error, clean_env
 
 
-@pytest.mark.parametrize("args", [
-    ["install"],
-    ["install", "--cann", "9.1.0", "--bogus"],
-    ["install", "--cann", "9.1.0", "--installer", "conda"],
-    ["frobnicate"],
-    ["matrix"],
-    ["status", "--json", "extra"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["install"],
+        ["install", "--cann", "9.1.0", "--bogus"],
+        ["install", "--cann", "9.1.0", "--installer", "conda"],
+        ["frobnicate"],
+        ["matrix"],
+        ["status", "--json", "extra"],
+    ],
+)
 def test_bad_flags(cli, args) -> None:
     assert_one_line_error(cli(*args))
 
@@ -31,16 +34,44 @@ def test_bad_paths(cli, tmp_path: Path) -> None:
     cases = [
         (["install", "--cann", "9.1.0", "--workdir", str(a_file), "--dry-run"], "not a directory"),
         (["install", "--cann", "9.1.0", "--workdir", str(a_file / "sub"), "--dry-run"], "not a directory"),
-        (["install", "--cann", "9.1.0", "--venv", str(a_file), "--workdir", str(tmp_path / "w"), "--dry-run"],
-         "not a directory"),
-        (["install", "--cann", "9.1.0", "--cann-home", str(tmp_path / "none"), "--workdir", str(tmp_path / "w"),
-          "--dry-run"], "is not a directory"),
-        (["install", "--cann", "9.1.0", "--python", str(tmp_path / "py"), "--workdir", str(tmp_path / "w"),
-          "--dry-run"], "does not exist"),
-        (["install", "--cann", "9.1.0", "--index-url", "ftp://x", "--workdir", str(tmp_path / "w"), "--dry-run"],
-         "not an http(s)"),
-        (["install", "--cann", "9.1.0", "--mirror", "fast", "--workdir", str(tmp_path / "w"), "--dry-run"],
-         "not an http(s)"),
+        (
+            ["install", "--cann", "9.1.0", "--venv", str(a_file), "--workdir", str(tmp_path / "w"), "--dry-run"],
+            "not a directory",
+        ),
+        (
+            [
+                "install",
+                "--cann",
+                "9.1.0",
+                "--cann-home",
+                str(tmp_path / "none"),
+                "--workdir",
+                str(tmp_path / "w"),
+                "--dry-run",
+            ],
+            "is not a directory",
+        ),
+        (
+            [
+                "install",
+                "--cann",
+                "9.1.0",
+                "--python",
+                str(tmp_path / "py"),
+                "--workdir",
+                str(tmp_path / "w"),
+                "--dry-run",
+            ],
+            "does not exist",
+        ),
+        (
+            ["install", "--cann", "9.1.0", "--index-url", "ftp://x", "--workdir", str(tmp_path / "w"), "--dry-run"],
+            "not an http(s)",
+        ),
+        (
+            ["install", "--cann", "9.1.0", "--mirror", "fast", "--workdir", str(tmp_path / "w"), "--dry-run"],
+            "not an http(s)",
+        ),
         (["status", "--workdir", str(a_file)], "not a directory"),
         (["resume", "--workdir", str(tmp_path / "nothing-here")], "does not exist"),
         (["resume", "--workdir", str(tmp_path)], "nothing to resume"),
@@ -61,8 +92,21 @@ def test_env_var_paths_are_checked_too(cli, tmp_path: Path) -> None:
 def test_dry_run_touches_nothing_and_status_json(cli, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
     dead = "http://127.0.0.1:9/simple/"  # refused: the closure preview says it cannot resolve, in an instant
-    proc = cli("install", "--cann", "9.1.0", "--workdir", str(workdir), "--dry-run", "--json", "--index-url", dead,
-               "--index", f"ascend={dead}", "--index", f"pytorch-cpu={dead}")
+    proc = cli(
+        "install",
+        "--cann",
+        "9.1.0",
+        "--workdir",
+        str(workdir),
+        "--dry-run",
+        "--json",
+        "--index-url",
+        dead,
+        "--index",
+        f"ascend={dead}",
+        "--index",
+        f"pytorch-cpu={dead}",
+    )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert plan["dry_run"] is True and plan["steps"][0]["name"] == "preflight"
@@ -91,8 +135,11 @@ def test_corrupt_state_is_exit_2_and_kept(cli, tmp_path: Path) -> None:
     workdir = tmp_path / "wd"
     workdir.mkdir()
     (workdir / "state.json").write_text("{half a file")
-    for args in (["status", "--workdir", str(workdir)], ["resume", "--workdir", str(workdir)],
-                 ["install", "--cann", "9.1.0", "--workdir", str(workdir), "--yes"]):
+    for args in (
+        ["status", "--workdir", str(workdir)],
+        ["resume", "--workdir", str(workdir)],
+        ["install", "--cann", "9.1.0", "--workdir", str(workdir), "--yes"],
+    ):
         line = assert_one_line_error(cli(*args))
         assert "state.json is corrupt" in line
     assert (workdir / "state.json").read_text() == "{half a file"
@@ -112,15 +159,24 @@ def test_status_tells_running_from_interrupted(cli, tmp_path: Path) -> None:
     workdir.mkdir()
     store = install_store(Workdir(workdir))
     state = store.empty()
-    state.steps["preflight"] = StepRecord(state="started", fingerprint="x", started_at=1.0,
-                                          log=str(workdir / "logs" / "preflight.log"))
+    state.steps["preflight"] = StepRecord(
+        state="started", fingerprint="x", started_at=1.0, log=str(workdir / "logs" / "preflight.log")
+    )
     store.save(state)
     first = json.loads(cli("status", "--workdir", str(workdir), "--json").stdout)["steps"][0]
     assert first["state"] == "interrupted"
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|"
-                               "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
-                               "print('locked', flush=True); time.sleep(30)", str(workdir / "run.lock")],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|"
+            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
+            "print('locked', flush=True); time.sleep(30)",
+            str(workdir / "run.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         first = json.loads(cli("status", "--workdir", str(workdir), "--json").stdout)["steps"][0]
@@ -134,8 +190,9 @@ def _private_mounts() -> bool:
     """Root with unshare, where / is a mount point (not inside a chroot): a read-only bind can be made safely."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return False
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not _private_mounts(), reason="needs root, unshare and a private mount namespace for a ro mount")
@@ -145,23 +202,51 @@ def test_read_commands_work_on_a_read_only_workdir(home: Path, tmp_path: Path) -
 
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    (workdir / "state.json").write_text(json.dumps({"format": "ascend-setup-state", "version": 1, "options": {},
-                                                    "steps": {}}))
+    (workdir / "state.json").write_text(
+        json.dumps({"format": "ascend-setup-state", "version": 1, "options": {}, "steps": {}})
+    )
     venv_module.create(tmp_path / "venv", with_pip=False)
     dead = "http://127.0.0.1:9/simple/"
     # (command, the worst exit code that is not a refusal: doctor and audit report findings with 1)
-    commands = [(["status", "--workdir", str(workdir), "--json"], 0),
-                (["doctor", "--workdir", str(workdir), "--json"], 1),
-                (["install", "--cann", "9.1.0", "--workdir", str(workdir), "--dry-run", "--json", "--index-url", dead,
-                  "--index", f"ascend={dead}", "--index", f"pytorch-cpu={dead}"], 0),
-                (["audit", "--venv", str(tmp_path / "venv"), "--json"], 1)]
-    script = f"mount --bind {workdir} {workdir} && mount -o remount,bind,ro {workdir} || exit 98; " \
-             f"touch {workdir}/probe 2>/dev/null && exit 99; "
+    commands = [
+        (["status", "--workdir", str(workdir), "--json"], 0),
+        (["doctor", "--workdir", str(workdir), "--json"], 1),
+        (
+            [
+                "install",
+                "--cann",
+                "9.1.0",
+                "--workdir",
+                str(workdir),
+                "--dry-run",
+                "--json",
+                "--index-url",
+                dead,
+                "--index",
+                f"ascend={dead}",
+                "--index",
+                f"pytorch-cpu={dead}",
+            ],
+            0,
+        ),
+        (["audit", "--venv", str(tmp_path / "venv"), "--json"], 1),
+    ]
+    script = (
+        f"mount --bind {workdir} {workdir} && mount -o remount,bind,ro {workdir} || exit 98; "
+        f"touch {workdir}/probe 2>/dev/null && exit 99; "
+    )
     for i, (command, worst) in enumerate(commands):
-        script += (" ".join([sys.executable, "-m", "ascend_setup", *command, ">/dev/null"])
-                   + f"; [ $? -le {worst} ] || exit {i + 10}; ")
-    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script],
-                          capture_output=True, text=True, env=clean_env(home), timeout=300)
+        script += (
+            " ".join([sys.executable, "-m", "ascend_setup", *command, ">/dev/null"])
+            + f"; [ $? -le {worst} ] || exit {i + 10}; "
+        )
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env=clean_env(home),
+        timeout=300,
+    )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert sorted(p.name for p in workdir.iterdir()) == ["state.json"]
 
@@ -189,8 +274,19 @@ def test_resume_on_login_is_not_left_after_a_failure_a_rerun_cannot_fix(cli, hom
     """No CANN here: preflight fails, the same at every login; the block would rerun it in the background forever."""
     (home / ".bashrc").write_text("alias ll='ls -l'\n")
     (tmp_path / "none").mkdir()  # an empty CANN root: no toolkit in it
-    proc = cli("install", "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"), "--cann-home", str(tmp_path / "none"),
-               "--mirror", "none", "--yes", "--resume-on-login")
+    proc = cli(
+        "install",
+        "--cann",
+        "9.1.0",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--cann-home",
+        str(tmp_path / "none"),
+        "--mirror",
+        "none",
+        "--yes",
+        "--resume-on-login",
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "a rerun at login cannot fix this failure" in proc.stderr
     assert (home / ".bashrc").read_text() == "alias ll='ls -l'\n"
@@ -200,11 +296,26 @@ def test_read_commands_need_no_writable_home(cli, tmp_path: Path) -> None:
     """fit writes nothing: with HOME unset it still answers (an install or probe, which write, still need one)."""
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 1000, "torch_dtype": "bfloat16"}))
-    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "fit", str(model), "--json"], capture_output=True,
-                          text=True, env={k: v for k, v in clean_env(tmp_path).items() if k != "HOME"})
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 1000,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "fit", str(model), "--json"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in clean_env(tmp_path).items() if k != "HOME"},
+    )
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout)
 
@@ -212,8 +323,19 @@ def test_read_commands_need_no_writable_home(cli, tmp_path: Path) -> None:
 def test_the_dry_run_predicts_preflights_verdict(cli, tmp_path: Path) -> None:
     (tmp_path / "no-cann").mkdir()
     (tmp_path / "index").mkdir()
-    proc = cli("install", "--cann", "9.1.0", "--dry-run", "--json", "--workdir", str(tmp_path / "wd"),
-               "--cann-home", str(tmp_path / "no-cann"), "--index-url", (tmp_path / "index").as_uri())
+    proc = cli(
+        "install",
+        "--cann",
+        "9.1.0",
+        "--dry-run",
+        "--json",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--cann-home",
+        str(tmp_path / "no-cann"),
+        "--index-url",
+        (tmp_path / "index").as_uri(),
+    )
     assert proc.returncode == 0, proc.stderr
     verdict = json.loads(proc.stdout)["preflight"]
     assert verdict["will_fail"] and "no CANN toolkit found" in verdict["problems"][0]["what"]

@@ -14,8 +14,15 @@ import pytest
 from helpers.cli import assert_one_line_error
 from helpers.handmade_bundle import ARCHIVE, SOC, add_file, builds_doc, make_bundle, tar_of
 
-CONFIG = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-          "intermediate_size": 128, "vocab_size": 1000, "torch_dtype": "bfloat16"}
+CONFIG = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "torch_dtype": "bfloat16",
+}
 Setup = Callable[[Path], Tuple[List[str], List[str]]]  # case dir -> (argv, words the one line must hold)
 
 
@@ -69,21 +76,35 @@ def _tensor(start: int, end: int) -> Dict[str, Any]:
 
 
 CASES: Dict[str, Tuple[Setup, List[str]]] = {
-    "builds:same-minor-and-arch": (_builds_flag({"version": "3.11.15", "file": "other.tar.gz"}, []),
-                                   ["builds.0 and builds.1 both pin CPython 3.11 for x86_64"]),
-    "builds:same-archive": (_builds_flag({"version": "3.12.14"}, []), ["builds.0 and builds.1 both name the archive",
-                                                                       ARCHIVE]),
-    "bundle-builds:same-minor-and-arch": (_builds_in_bundle({"version": "3.11.15", "file": "other.tar.gz"}, []),
-                                          ["builds.0 and builds.1 both pin CPython 3.11 for x86_64"]),
+    "builds:same-minor-and-arch": (
+        _builds_flag({"version": "3.11.15", "file": "other.tar.gz"}, []),
+        ["builds.0 and builds.1 both pin CPython 3.11 for x86_64"],
+    ),
+    "builds:same-archive": (
+        _builds_flag({"version": "3.12.14"}, []),
+        ["builds.0 and builds.1 both name the archive", ARCHIVE],
+    ),
+    "bundle-builds:same-minor-and-arch": (
+        _builds_in_bundle({"version": "3.11.15", "file": "other.tar.gz"}, []),
+        ["builds.0 and builds.1 both pin CPython 3.11 for x86_64"],
+    ),
     "tar:member-twice": (_member_twice, []),
-    "safetensors:overlap": (_shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(32, 96)}, 96),
-                            ["tensors 'a.weight' and 'b.weight' overlap", "bytes 32-64"]),
-    "safetensors:same-bytes": (_shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(0, 64)}, 64),
-                               ["'a.weight' and 'b.weight' overlap"]),
-    "safetensors:inside-another": (_shard({"big": _tensor(0, 128), "small": _tensor(32, 64),
-                                           "__metadata__": {"format": "pt"}}, 128), ["'big' and 'small' overlap"]),
-    "safetensors:past-the-end": (_shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(64, 256)}, 128),
-                                 ["tensor 'b.weight'", "offsets 64-256 do not lie in the file's 128 data bytes"]),
+    "safetensors:overlap": (
+        _shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(32, 96)}, 96),
+        ["tensors 'a.weight' and 'b.weight' overlap", "bytes 32-64"],
+    ),
+    "safetensors:same-bytes": (
+        _shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(0, 64)}, 64),
+        ["'a.weight' and 'b.weight' overlap"],
+    ),
+    "safetensors:inside-another": (
+        _shard({"big": _tensor(0, 128), "small": _tensor(32, 64), "__metadata__": {"format": "pt"}}, 128),
+        ["'big' and 'small' overlap"],
+    ),
+    "safetensors:past-the-end": (
+        _shard({"a.weight": _tensor(0, 64), "b.weight": _tensor(64, 256)}, 128),
+        ["tensor 'b.weight'", "offsets 64-256 do not lie in the file's 128 data bytes"],
+    ),
 }
 
 

@@ -45,16 +45,21 @@ def test_whole_dist_passes_and_pyc_without_size_is_not_required(tmp_path: Path) 
 
 def test_truncated_missing_and_same_size_other_content_are_found(tmp_path: Path) -> None:
     big = b"a" * (HASH_LIMIT + 10)
-    info = _dist(tmp_path, {"demo/__init__.py": b"x = 1\n", "demo/core.py": b"y = 2\n", "demo/lib.so": big,
-                            "demo/util.py": b"z = 3\n"})
+    info = _dist(
+        tmp_path,
+        {"demo/__init__.py": b"x = 1\n", "demo/core.py": b"y = 2\n", "demo/lib.so": big, "demo/util.py": b"z = 3\n"},
+    )
     (tmp_path / "demo" / "__init__.py").write_bytes(b"x")  # truncated
     (tmp_path / "demo" / "core.py").unlink()  # never written
     (tmp_path / "demo" / "util.py").write_bytes(b"z = 4\n")  # another version's file, same size
     (tmp_path / "demo" / "lib.so").write_bytes(b"b" * len(big))  # large: judged by its size alone
     damage = check_dist("demo", info)
     assert damage is not None and damage.record_readable
-    assert sorted(damage.problems) == ["demo/__init__.py has 1 bytes, RECORD says 6", "demo/core.py is missing",
-                                       "demo/util.py differs from its RECORD sha256"]
+    assert sorted(damage.problems) == [
+        "demo/__init__.py has 1 bytes, RECORD says 6",
+        "demo/core.py is missing",
+        "demo/util.py differs from its RECORD sha256",
+    ]
     assert damage.summary().startswith("demo: ") and "(+2 more)" in damage.summary()
 
 
@@ -67,9 +72,21 @@ def test_missing_record_is_damage_that_cannot_be_uninstalled(tmp_path: Path) -> 
 
 # -- --venv: absent, empty, a venv; a foreign venv only with --adopt-venv; some places never -----------
 
+
 def _install(cli, tmp_path: Path, venv: Path, *extra: str):
-    return cli("install", "--cann", "9.1.0", "--venv", str(venv), "--workdir", str(tmp_path / "w"), "--dry-run",
-               "--mirror", "none", *extra)
+    return cli(
+        "install",
+        "--cann",
+        "9.1.0",
+        "--venv",
+        str(venv),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--dry-run",
+        "--mirror",
+        "none",
+        *extra,
+    )
 
 
 def _foreign_venv(path: Path) -> Path:
@@ -120,8 +137,9 @@ def test_foreign_venv_needs_adopt_venv_which_says_what_it_changes(cli, tmp_path:
 
 @pytest.mark.parametrize("where", ["own", "base", "dot-local", "usr"])
 def test_places_that_are_never_a_target(cli, tmp_path: Path, home: Path, where: str) -> None:
-    venv = {"own": Path(sys.prefix), "base": Path(sys.base_prefix), "dot-local": home / ".local",
-            "usr": Path("/usr")}[where]
+    venv = {"own": Path(sys.prefix), "base": Path(sys.base_prefix), "dot-local": home / ".local", "usr": Path("/usr")}[
+        where
+    ]
     if where == "dot-local":
         (venv / "bin").mkdir(parents=True)
     line = assert_one_line_error(_install(cli, tmp_path, venv, "--adopt-venv"))

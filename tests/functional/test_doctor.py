@@ -104,28 +104,57 @@ def test_doctor_reports_the_install_target_a_fleet_groups_by(cli, tmp_path: Path
 
     fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0", chip="910B3")
     workdir = tmp_path / "wd"
-    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python", sys.executable,
-               "--soc", "Ascend910B4", "--json")
+    proc = cli(
+        "doctor",
+        "--cann-home",
+        str(fake.root),
+        "--workdir",
+        str(workdir),
+        "--python",
+        sys.executable,
+        "--soc",
+        "Ascend910B4",
+        "--json",
+    )
     target = FleetTarget(**json.loads(proc.stdout)["facts"]["target"])
     minor = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert (target.python, target.python_executable, target.soc) == (minor, sys.executable, "ascend910b4")
     assert target.lock_name == lock_file_name("9.1.0", this_machine(minor)) and target.unknown == []
     assert set(target.indexes) >= {"mirror", "ascend"} and target.lock_key.startswith(target.lock_name[:-4] + "-")
-    elsewhere = json.loads(cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python",
-                               sys.executable, "--index-url", "http://127.0.0.1:9/simple/", "--json").stdout)
+    elsewhere = json.loads(
+        cli(
+            "doctor",
+            "--cann-home",
+            str(fake.root),
+            "--workdir",
+            str(workdir),
+            "--python",
+            sys.executable,
+            "--index-url",
+            "http://127.0.0.1:9/simple/",
+            "--json",
+        ).stdout
+    )
     other = FleetTarget(**elsewhere["facts"]["target"])  # behind another mirror: same target, a lock of its own
     assert other.indexes["mirror"] == "http://127.0.0.1:9/simple/" and other.lock_name == target.lock_name
     assert other.lock_key != target.lock_key
-    key = wheelhouse_key(version=load_matrix().rows["9.1.0"].packages["vllm-ascend"], cann="9.1.0",
-                         arch=target.arch, python=minor, glibc=glibc_version() or "unknown", soc="ascend910b4")
+    key = wheelhouse_key(
+        version=load_matrix().rows["9.1.0"].packages["vllm-ascend"],
+        cann="9.1.0",
+        arch=target.arch,
+        python=minor,
+        glibc=glibc_version() or "unknown",
+        soc="ascend910b4",
+    )
     assert (target.wheelhouse_key, target.wheelhouse) == (key, str(workdir / "wheelhouse" / key))
     human = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(workdir), "--python", sys.executable)
     assert f"lock {target.lock_name}, wheelhouse key {key.replace('ascend910b4', 'ascend910b3')}" in human.stdout
 
     empty = tmp_path / "nothing"
     empty.mkdir()
-    bare = json.loads(cli("doctor", "--cann-home", str(empty), "--workdir", str(workdir), "--python", sys.executable,
-                          "--json").stdout)["facts"]["target"]
+    bare = json.loads(
+        cli("doctor", "--cann-home", str(empty), "--workdir", str(workdir), "--python", sys.executable, "--json").stdout
+    )["facts"]["target"]
     assert bare["wheelhouse_key"] is None and any(u.startswith("cann:") for u in bare["unknown"])
     assert any(u.startswith("soc:") for u in bare["unknown"]) and bare["lock_name"] == target.lock_name
 
@@ -135,10 +164,24 @@ def _failed_install(workdir: Path, log_text: str) -> Path:
     log = workdir / "logs" / "vllm-ascend.log"
     log.parent.mkdir(parents=True)
     log.write_text(log_text)
-    record = {"state": "failed", "fingerprint": "f", "started_at": 1.0, "ended_at": 2.0, "log": str(log),
-              "error": "step vllm-ascend failed"}
-    (workdir / "state.json").write_text(json.dumps({"format": "ascend-setup-state", "version": 1,
-                                                    "options": {"cann": "9.1.0"}, "steps": {"vllm-ascend": record}}))
+    record = {
+        "state": "failed",
+        "fingerprint": "f",
+        "started_at": 1.0,
+        "ended_at": 2.0,
+        "log": str(log),
+        "error": "step vllm-ascend failed",
+    }
+    (workdir / "state.json").write_text(
+        json.dumps(
+            {
+                "format": "ascend-setup-state",
+                "version": 1,
+                "options": {"cann": "9.1.0"},
+                "steps": {"vllm-ascend": record},
+            }
+        )
+    )
     return log
 
 
@@ -197,11 +240,13 @@ def test_index_answers_fine_slow_refusing_and_silent_within_the_bound(tmp_path: 
     slow = _serving(tmp_path, {"torch": "2.10.0"}, page_delay=1.0)
     stale = _serving(tmp_path, {"triton-ascend": "3.1.0"})
     silent = BlackHole()
-    needs = [IndexNeed("mirror", [fine.url], {"vllm": "0.23.0"}),
-             IndexNeed("pytorch-cpu", [slow.url], {"torch": "2.10.0"}),
-             IndexNeed("ascend", [stale.url], {"triton-ascend": "3.2.2"}),
-             IndexNeed("refusing", [_refusing()], {"vllm": "0.23.0"}),
-             IndexNeed("silent", [silent.url], {"vllm": "0.23.0"})]
+    needs = [
+        IndexNeed("mirror", [fine.url], {"vllm": "0.23.0"}),
+        IndexNeed("pytorch-cpu", [slow.url], {"torch": "2.10.0"}),
+        IndexNeed("ascend", [stale.url], {"triton-ascend": "3.2.2"}),
+        IndexNeed("refusing", [_refusing()], {"vllm": "0.23.0"}),
+        IndexNeed("silent", [silent.url], {"vllm": "0.23.0"}),
+    ]
     start = time.monotonic()
     answers = {a.name: a for a in ask_indexes(needs, within=2.5, slow=0.5)}
     took = time.monotonic() - start
@@ -222,8 +267,20 @@ def test_doctor_asks_each_index_and_reports_it_in_json(cli, tmp_path: Path) -> N
     ascend_pin = next(iter(row.packages_from("ascend").items()))
     slow = _serving(tmp_path, dict([ascend_pin]), page_delay=3.0)
     fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    proc = cli("doctor", "--cann-home", str(fake.root), "--workdir", str(tmp_path / "wd"), "--json",
-               "--index-url", mirror.url, "--index", f"ascend={slow.url}", "--index", f"pytorch-cpu={_refusing()}")
+    proc = cli(
+        "doctor",
+        "--cann-home",
+        str(fake.root),
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--json",
+        "--index-url",
+        mirror.url,
+        "--index",
+        f"ascend={slow.url}",
+        "--index",
+        f"pytorch-cpu={_refusing()}",
+    )
     data = json.loads(proc.stdout)
     answers = {a["name"]: a for a in data["facts"]["indexes"]}
     assert answers["mirror"]["status"] == "reachable" and answers["mirror"]["url"] == mirror.url

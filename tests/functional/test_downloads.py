@@ -54,7 +54,7 @@ class ShapedOrigin:
                     step = RATE // 20
                     for i in range(start, len(data), step):  # the last byte sent ends the request here too
                         time.sleep(step / RATE)
-                        self.wfile.write(data[i:i + step])
+                        self.wfile.write(data[i : i + step])
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
@@ -73,9 +73,18 @@ class ShapedOrigin:
 
 
 def _archives(origin: ShapedOrigin) -> List[thirdparty.Archive]:
-    return [thirdparty.Archive(name=name, url=f"{origin.url}/{name}", cmake_file=f"{name}.cmake",
-                               sha256=hashlib.sha256(data).hexdigest(), md5=None, unpack_to=None, strip_top=False)
-            for name, data in origin.files.items()]
+    return [
+        thirdparty.Archive(
+            name=name,
+            url=f"{origin.url}/{name}",
+            cmake_file=f"{name}.cmake",
+            sha256=hashlib.sha256(data).hexdigest(),
+            md5=None,
+            unpack_to=None,
+            strip_top=False,
+        )
+        for name, data in origin.files.items()
+    ]
 
 
 def _origin(count: int) -> ShapedOrigin:
@@ -90,8 +99,9 @@ def test_archives_are_fetched_at_once_never_more_than_the_bound_per_host(tmp_pat
         took = time.monotonic() - start
     finally:
         origin.close()
-    assert len(lines) == PER_HOST + 2 and all((tmp_path / "cache" / n).read_bytes() == d
-                                               for n, d in origin.files.items())
+    assert len(lines) == PER_HOST + 2 and all(
+        (tmp_path / "cache" / n).read_bytes() == d for n, d in origin.files.items()
+    )
     assert origin.most_in_flight == PER_HOST, origin.most_in_flight  # overlapping, and never above the bound
     one = SIZE / RATE
     assert took < 3.5 * one, f"{took:.1f} s for {len(lines)} files of {one:.1f} s each"  # one at a time: 6x
@@ -112,11 +122,13 @@ def test_a_kill_mid_way_resumes_each_file_from_its_own_byte(tmp_path: Path) -> N
     cache = tmp_path / "cache"
     parts = {name: cache / f"{name}.part" for name in origin.files}
     try:
-        proc = subprocess.Popen([sys.executable, "-c", FETCH, ",".join(origin.files), origin.url, str(cache)],
-                                env=clean_env(tmp_path))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FETCH, ",".join(origin.files), origin.url, str(cache)], env=clean_env(tmp_path)
+        )
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(p.exists() and p.stat().st_size > 0 for p in parts.values()) \
-                < PER_HOST:
+        while (
+            time.monotonic() < deadline and sum(p.exists() and p.stat().st_size > 0 for p in parts.values()) < PER_HOST
+        ):
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -152,8 +164,9 @@ def test_a_big_file_comes_in_parts_over_the_bound_of_connections(tmp_path: Path,
     data = bytes(range(256)) * (SIZE // 256)
     origin, url = _split_origin(tmp_path, data)
     try:
-        dest = dl.download_split([url], tmp_path / "dl" / "big-1.0.tar.gz",
-                                 sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        dest = dl.download_split(
+            [url], tmp_path / "dl" / "big-1.0.tar.gz", sha256=hashlib.sha256(data).hexdigest(), size=len(data)
+        )
     finally:
         origin.close()
     assert dest.read_bytes() == data
@@ -172,7 +185,7 @@ def test_each_part_resumes_from_its_own_byte_and_a_wrong_file_is_refused(tmp_pat
     step = SIZE // PER_HOST
     dest = tmp_path / "dl" / "big-1.0.tar.gz"
     dest.parent.mkdir()
-    dest.with_name(dest.name + ".part2").write_bytes(data[2 * step:2 * step + 100_000])  # what a kill left
+    dest.with_name(dest.name + ".part2").write_bytes(data[2 * step : 2 * step + 100_000])  # what a kill left
     origin, url = _split_origin(tmp_path, data)
     try:
         dl.download_split([url], dest, sha256=hashlib.sha256(data).hexdigest(), size=len(data))

@@ -43,8 +43,13 @@ def python_builds_flag(case: Path, hostile: Callable[[Path], str]) -> Tuple[List
     return _install(case, "--python-builds", str(case / "builds.json")), "builds.0.file"
 
 
-def _bundle_case(command: str, as_tar: bool, field: str, edit: Callable[[Path, Callable[[Path], str]], Dict[str, Any]],
-                 extra: Callable[[Path, Callable[[Path], str]], Any] = lambda b, h: None) -> Setup:
+def _bundle_case(
+    command: str,
+    as_tar: bool,
+    field: str,
+    edit: Callable[[Path, Callable[[Path], str]], Dict[str, Any]],
+    extra: Callable[[Path, Callable[[Path], str]], Any] = lambda b, h: None,
+) -> Setup:
     """A bundle (directory or tar) with one part made hostile, read by `install --bundle` or `bundle verify`."""
 
     def setup(case: Path, hostile: Callable[[Path], str]) -> Tuple[List[str], str]:
@@ -94,15 +99,18 @@ for _command in ("install", "verify"):
         _form = "tar" if _as_tar else "dir"
         KINDS[f"manifest-entry:{_command}:{_form}"] = _bundle_case(_command, _as_tar, "files.1.path", _manifest_entry)
         if _command == "install":
-            KINDS[f"bundle-builds:install:{_form}"] = _bundle_case(_command, _as_tar, "builds.0.file",
-                                                                   _builds_in_bundle)
+            KINDS[f"bundle-builds:install:{_form}"] = _bundle_case(
+                _command, _as_tar, "builds.0.file", _builds_in_bundle
+            )
             KINDS[f"lock-file:install:{_form}"] = _bundle_case(_command, _as_tar, "packages.0.file", _lock_file)
         if _as_tar:
             KINDS[f"tar-member:{_command}"] = _bundle_case(_command, True, "member", _none, _member("file"))
-            KINDS[f"tar-symlink:{_command}"] = _bundle_case(_command, True, "member 'files/evil'", _none,
-                                                            _member("symlink"))
-            KINDS[f"tar-hardlink:{_command}"] = _bundle_case(_command, True, "member 'files/evil'", _none,
-                                                             _member("hardlink"))
+            KINDS[f"tar-symlink:{_command}"] = _bundle_case(
+                _command, True, "member 'files/evil'", _none, _member("symlink")
+            )
+            KINDS[f"tar-hardlink:{_command}"] = _bundle_case(
+                _command, True, "member 'files/evil'", _none, _member("hardlink")
+            )
 
 #: How a name leaves its folder: climbing to the sentinel, or naming it from /.
 NAMES: Dict[str, Callable[[Path], Callable[[Path], str]]] = {
@@ -113,8 +121,14 @@ NAMES: Dict[str, Callable[[Path], Callable[[Path], str]]] = {
 
 def _everything(root: Path) -> Dict[str, bytes]:
     """Every path under `root` (folders and links too), with a file's bytes."""
-    return {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<%s>" % p.stat(
-        follow_symlinks=False).st_mode.to_bytes(4, "big")) for p in sorted(root.rglob("*"))}
+    return {
+        str(p): (
+            p.read_bytes()
+            if p.is_file() and not p.is_symlink()
+            else b"<%s>" % p.stat(follow_symlinks=False).st_mode.to_bytes(4, "big")
+        )
+        for p in sorted(root.rglob("*"))
+    }
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -170,8 +184,9 @@ def test_a_lock_that_is_not_a_lock_is_refused_before_a_folder_is_made(cli, tmp_p
 
 
 @pytest.mark.parametrize("name", ["../outside/sentinel.txt", "/etc/passwd", "sub/../../outside/sentinel.txt"])
-def test_a_hub_listing_that_names_a_path_outside_the_model_is_refused_before_a_request(tmp_path: Path,
-                                                                                        name: str) -> None:
+def test_a_hub_listing_that_names_a_path_outside_the_model_is_refused_before_a_request(
+    tmp_path: Path, name: str
+) -> None:
     """model fetch joins each listed file to the model's folder: a hub (or a mirror answering for it) that
     lists one outside is refused, nothing asked of the network."""
     from ascend_setup.errors import BadInput

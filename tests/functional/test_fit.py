@@ -16,10 +16,17 @@ from ascend_setup.fit.model_files import ModelFiles, kv_layout, local_files, wei
 
 
 def test_exact_weight_bytes_from_sharded_headers(tmp_path: Path) -> None:
-    model = _model(tmp_path / "m", QWEN3_VL_8B, {
-        "model-00001-of-00002.safetensors": {"model.language_model.layers.0.mlp.up_proj.weight": ("BF16", 4096),
-                                             "model.visual.blocks.0.attn.qkv.weight": ("BF16", 1000)},
-        "model-00002-of-00002.safetensors": {"lm_head.weight": ("BF16", 2048), "scale": ("F32", 12)}})
+    model = _model(
+        tmp_path / "m",
+        QWEN3_VL_8B,
+        {
+            "model-00001-of-00002.safetensors": {
+                "model.language_model.layers.0.mlp.up_proj.weight": ("BF16", 4096),
+                "model.visual.blocks.0.attn.qkv.weight": ("BF16", 1000),
+            },
+            "model-00002-of-00002.safetensors": {"lm_head.weight": ("BF16", 2048), "scale": ("F32", 12)},
+        },
+    )
     w = weights(local_files(model))
     assert (w.total_bytes, w.source, w.dtype) == (4096 + 1000 + 2048 + 12, "safetensors", "BF16")
     assert w.per_token_bytes == 4096 + 2048 + 12  # the vision tower is not read per decoded token
@@ -30,8 +37,9 @@ def test_the_reports_hybrid_27b_needs_64_kib_per_token_and_decodes_at_19(tmp_pat
     assert kv.per_token_bytes == 64 * 1024 and (kv.full_layers, kv.state_layers) == (16, 48)
     assert kv.state_bytes_per_sequence == 48 * 48 * 128 * 128 * 4  # the DeltaNet state, once per sequence
     # 27e9 bf16 parameters, as its safetensors headers declare (the data itself is not needed)
-    model = _model(tmp_path / "m", HYBRID_27B, {"model.safetensors": {"model.weight": ("BF16", 54_000_000_000)}},
-                   data=False)
+    model = _model(
+        tmp_path / "m", HYBRID_27B, {"model.safetensors": {"model.weight": ("BF16", 54_000_000_000)}}, data=False
+    )
     fit = estimate(local_files(model), CARD, ROW, context=32768, utilisation=0.9, kv_dtype="bf16")
     assert fit.decode_tok_s == pytest.approx(19.3, rel=0.07)  # the field report's measurement
     assert fit.decode_tok_s_at_context < fit.decode_tok_s  # 32K tokens of KV and the DeltaNet state, every token
@@ -47,7 +55,7 @@ def test_qwen3_vl_8b_decodes_at_59_and_gets_its_hints(tmp_path: Path) -> None:
     # 15.14 GB in bf16, and 1,024 tokens of 144 KiB KV: 15.29 GB per token; the card's two terms give the 58.9 measured
     assert fit.decode["bytes_per_token"] == pytest.approx(15.14e9 + 1024 * 147456, rel=0.001)
     assert fit.decode_tok_s == pytest.approx(58.9, rel=0.07)
-    assert fit.vision_bytes / 2 ** 30 == pytest.approx(1.07, abs=0.01)  # the tower is resident: in the budget
+    assert fit.vision_bytes / 2**30 == pytest.approx(1.07, abs=0.01)  # the tower is resident: in the budget
     assert fit.kv_bytes_per_token == 2 * 36 * 8 * 128 * 2  # the text_config's layers only
     assert not fit.env  # a vision model: FlashComm1 off by --additional-config since vllm-ascend 0.20.2rc1
     (config,) = [json.loads(b) for a, b in zip(fit.serve_args, fit.serve_args[1:]) if a == "--additional-config"]
@@ -80,10 +88,13 @@ def test_fp8_outside_deepseek_is_a_blocker_and_modelslim_is_the_way(tmp_path: Pa
     assert not fit.blockers and any("ModelSlim" in n for n in fit.notes)
 
 
-@pytest.mark.parametrize("fields, blocked", [({}, True), ({"o_groups": 8}, True), ({"o_lora_rank": 1024}, True),
-                                             ({"o_groups": 8, "o_lora_rank": 1024}, False)])
-def test_fp8_is_refused_unless_the_config_has_what_the_fp8_path_reads(tmp_path: Path, fields: dict,
-                                                                     blocked: bool) -> None:
+@pytest.mark.parametrize(
+    "fields, blocked",
+    [({}, True), ({"o_groups": 8}, True), ({"o_lora_rank": 1024}, True), ({"o_groups": 8, "o_lora_rank": 1024}, False)],
+)
+def test_fp8_is_refused_unless_the_config_has_what_the_fp8_path_reads(
+    tmp_path: Path, fields: dict, blocked: bool
+) -> None:
     """0.23.0's FP8 path reads o_groups and o_lora_rank: a DeepSeek-V3 FP8 config (neither) fails at load."""
     model = _model(tmp_path / "ds", {**MLA, "quantization_config": {"quant_method": "fp8"}, **fields})
     fit = estimate(local_files(model), CARD, ROW, context=8192, utilisation=0.9, kv_dtype="bf16")
@@ -94,22 +105,38 @@ def test_fit_command_and_probe_on_cpu_in_a_real_venv(cli, tmp_path: Path) -> Non
     model = _model(tmp_path / "m", HYBRID_27B, {"model.safetensors": {"w": ("BF16", 54_000_000_000)}}, data=False)
     data = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
     assert data["bandwidth_source"] == "card-table" and data["kv_bytes_per_token"] == 65536
-    assert set(data) >= {"model", "card", "weights_bytes", "weights_source", "kv_bytes_per_token", "kv_layers",
-                         "state_bytes_per_sequence", "kv_tokens", "concurrency", "decode_tok_s", "bandwidth_source",
-                         "blockers", "serve_args", "env"}
+    assert set(data) >= {
+        "model",
+        "card",
+        "weights_bytes",
+        "weights_source",
+        "kv_bytes_per_token",
+        "kv_layers",
+        "state_bytes_per_sequence",
+        "kv_tokens",
+        "concurrency",
+        "decode_tok_s",
+        "bandwidth_source",
+        "blockers",
+        "serve_args",
+        "env",
+    }
     human = cli("fit", str(model), "--workdir", str(tmp_path / "wd")).stdout
     assert "decode: time per token = t_fixed + bytes per token / (eta x bandwidth)" in human
     assert "decode at 1,024 tokens: " in human and "decode at 32,768 tokens: " in human and "speed: the card's" in human
     venv = tmp_path / "venv"
     venv_module.create(venv, with_pip=False)
-    probe = cli("probe", "--venv", str(venv), "--device", "cpu", "--gib", "0.02", "--workdir", str(tmp_path / "wd"),
-                "--json")
+    probe = cli(
+        "probe", "--venv", str(venv), "--device", "cpu", "--gib", "0.02", "--workdir", str(tmp_path / "wd"), "--json"
+    )
     result = json.loads(probe.stdout)
     assert probe.returncode == 0 and result["device"] == "cpu" and result["gbps"] > 0 and result["copies"] == 20
     assert json.loads((tmp_path / "wd" / "probe.json").read_text())["backend"] == result["backend"]
     # a CPU measurement says nothing about HBM: fit keeps the card's figure; an NPU's measurement wins
-    assert json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)[
-        "bandwidth_source"] == "card-table"
+    assert (
+        json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)["bandwidth_source"]
+        == "card-table"
+    )
     (tmp_path / "wd" / "probe.json").write_text(json.dumps({"device": "npu:0", "gbps": 1267.0}))
     measured = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
     assert measured["bandwidth_source"] == "probe" and measured["bandwidth_gbps"] == 1267.0

@@ -19,9 +19,19 @@ HOST = Terms(eta=0.6, t_fixed_s=0.006)
 
 
 def _record(cache: Path, name: str, nbytes: float, tok_s: float = 0, graph_mode: bool = True) -> None:
-    record_point(SpeedPoint(card="910B3", cann="9.1.0", tp=1, graph_mode=graph_mode, model=name,
-                            bytes_per_token=nbytes, tok_s=tok_s or predict(HOST, nbytes, CARD.peak_gbps).tok_s,
-                            measured_at=now_utc()), cache / "ascend-setup")
+    record_point(
+        SpeedPoint(
+            card="910B3",
+            cann="9.1.0",
+            tp=1,
+            graph_mode=graph_mode,
+            model=name,
+            bytes_per_token=nbytes,
+            tok_s=tok_s or predict(HOST, nbytes, CARD.peak_gbps).tok_s,
+            measured_at=now_utc(),
+        ),
+        cache / "ascend-setup",
+    )
 
 
 @pytest.fixture

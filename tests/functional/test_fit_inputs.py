@@ -24,18 +24,35 @@ def _config_only(config: dict) -> ModelFiles:
 
 
 def _fit(config: dict, **kw):
-    return estimate(_config_only(config), kw.pop("card", CARD), ROW, context=kw.pop("context", 32768),
-                    utilisation=0.9, kv_dtype="bf16", **kw)
+    return estimate(
+        _config_only(config),
+        kw.pop("card", CARD),
+        ROW,
+        context=kw.pop("context", 32768),
+        utilisation=0.9,
+        kv_dtype="bf16",
+        **kw,
+    )
 
 
 def test_the_input_embedding_is_one_row_per_token_and_a_tied_one_is_the_lm_head(tmp_path: Path) -> None:
-    untied = _model(tmp_path / "u", DENSE, {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 1000 * 64 * 2),
-                                                                  "lm_head.weight": ("BF16", 1000 * 64 * 2),
-                                                                  "model.layers.0.w": ("BF16", 5000)}})
+    untied = _model(
+        tmp_path / "u",
+        DENSE,
+        {
+            "model.safetensors": {
+                "model.embed_tokens.weight": ("BF16", 1000 * 64 * 2),
+                "lm_head.weight": ("BF16", 1000 * 64 * 2),
+                "model.layers.0.w": ("BF16", 5000),
+            }
+        },
+    )
     w = weights(local_files(untied))
     assert w.total_bytes == 128000 * 2 + 5000  # a 1-D "embedding" is not taken for a matrix: all read
-    header = {"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [0, 128000]},
-              "lm_head.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [128000, 256000]}}
+    header = {
+        "model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [0, 128000]},
+        "lm_head.weight": {"dtype": "BF16", "shape": [1000, 64], "data_offsets": [128000, 256000]},
+    }
     _write(untied / "model.safetensors", header, 256000)
     w = weights(local_files(untied))
     assert (w.total_bytes, w.per_token_bytes) == (256000, 128000 + 128)  # the LM head, and one 64 x 2-byte row
@@ -62,7 +79,7 @@ def test_deepseek_shared_experts_and_dense_first_layers_count() -> None:
 
 def test_the_vision_tower_is_in_the_hbm_budget() -> None:
     with_tower, text_only = _fit(QWEN3_VL_8B), _fit({k: v for k, v in QWEN3_VL_8B.items() if k != "vision_config"})
-    assert with_tower.vision_bytes / 2 ** 30 == pytest.approx(1.1, abs=0.05)  # Qwen3-VL-8B's tower, by hand 1.07
+    assert with_tower.vision_bytes / 2**30 == pytest.approx(1.1, abs=0.05)  # Qwen3-VL-8B's tower, by hand 1.07
     assert with_tower.weights_bytes - text_only.weights_bytes == with_tower.vision_bytes
     assert with_tower.kv_tokens < text_only.kv_tokens and with_tower.decode_tok_s == text_only.decode_tok_s
 
@@ -85,8 +102,21 @@ def test_any_card_with_its_figures_labelled(cli, tmp_path: Path) -> None:
     card = card_for("310P", 24, 204.8)
     assert (card.hbm_gib, card.peak_gbps) == (24, 204.8) and "given: --hbm-gib 24 --bandwidth 204.8" in card.source
     model = _model(tmp_path / "m", DENSE)
-    out = json.loads(cli("fit", str(model), "--card", "310P", "--hbm-gib", "24", "--bandwidth", "204.8", "--json",
-                         "--workdir", str(tmp_path / "wd")).stdout)
+    out = json.loads(
+        cli(
+            "fit",
+            str(model),
+            "--card",
+            "310P",
+            "--hbm-gib",
+            "24",
+            "--bandwidth",
+            "204.8",
+            "--json",
+            "--workdir",
+            str(tmp_path / "wd"),
+        ).stdout
+    )
     assert out["card"] == "310P" and "given" in out["card_source"] and out["bandwidth_gbps"] == 204.8
     assert_one_line_error(cli("fit", str(model), "--card", "910C", "--workdir", str(tmp_path / "wd")))
 
@@ -128,8 +158,11 @@ def _bad_models(t: Path) -> dict:
             (d / file).write_text(text)
         cases[name] = d
 
-    model("header-claims-32-GB", header={"w": {"dtype": "BF16", "shape": [16_000_000_000],
-                                               "data_offsets": [0, 32_000_000_000]}}, data=b"\0" * 60)
+    model(
+        "header-claims-32-GB",
+        header={"w": {"dtype": "BF16", "shape": [16_000_000_000], "data_offsets": [0, 32_000_000_000]}},
+        data=b"\0" * 60,
+    )
     model("reversed-offsets", header={"w": {"dtype": "BF16", "shape": [4], "data_offsets": [8, 0]}})
     model("negative-layers", config={**DENSE, "num_hidden_layers": -36})
     model("interval-zero", config={**DENSE, "full_attention_interval": 0})
@@ -149,16 +182,32 @@ def _bad_models(t: Path) -> dict:
     model("zero-shape", header={"w": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [0, 0]}})
     model("shape-disagrees", header={"w": {"dtype": "BF16", "shape": [400], "data_offsets": [0, 8]}})
     model("index-not-json", header={"w": OK_TENSOR}, extra={"model.safetensors.index.json": "{nope"})
-    model("index-weight-map-list", header={"w": OK_TENSOR},
-          extra={"model.safetensors.index.json": '{"weight_map": []}'})
-    model("partial-download", extra={"model.safetensors.index.json": json.dumps(
-        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})})
+    model(
+        "index-weight-map-list", header={"w": OK_TENSOR}, extra={"model.safetensors.index.json": '{"weight_map": []}'}
+    )
+    model(
+        "partial-download",
+        extra={
+            "model.safetensors.index.json": json.dumps(
+                {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+            )
+        },
+    )
     _shard(t / "partial-download" / "model-00001-of-00002.safetensors", {"a": OK_TENSOR}, b"\0" * 8)
     model("hy3-no-fields", config={"_stated_total_params": 295e9, "model_type": "hy3"})
     model("hybrid-no-state-sizes", config={**DENSE, "full_attention_interval": 4})
     # the referee's partial Qwen3.8-27B: a hybrid that lacks its core fields and its state size at once
-    model("hybrid-partial", config={"text_config": {"num_hidden_layers": 64, "full_attention_interval": 4,
-                                                    "num_key_value_heads": 4, "head_dim": 256}})
+    model(
+        "hybrid-partial",
+        config={
+            "text_config": {
+                "num_hidden_layers": 64,
+                "full_attention_interval": 4,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+            }
+        },
+    )
     model("per-layer-list-of-strings", config={**DENSE, "num_experts": 8, "moe_intermediate_size": ["3072"] * 36})
     model("fifo-shard")
     os.mkfifo(t / "fifo-shard" / "model.safetensors")
@@ -179,8 +228,10 @@ def test_fit_believes_no_lying_or_broken_input(cli, tmp_path: Path) -> None:
     # a config nobody can estimate names every field it lacks, on one line
     assert "no estimate: the config lacks num_hidden_layers, hidden_size, num_attention_heads" in lines["hy3-no-fields"]
     assert "no estimate: linear-attention layers without their state sizes" in lines["hybrid-no-state-sizes"]
-    assert ("the config lacks hidden_size, num_attention_heads, linear_num_value_heads (or mamba_d_state) ("
-            in lines["hybrid-partial"])
+    assert (
+        "the config lacks hidden_size, num_attention_heads, linear_num_value_heads (or mamba_d_state) ("
+        in lines["hybrid-partial"]
+    )
 
 
 @pytest.mark.parametrize("total", ["-5", "0", "\"big\"", "true"])
@@ -197,14 +248,16 @@ def test_fit_prefers_this_hosts_device_memory(cli, tmp_path: Path) -> None:
     table = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "none")).stdout)
     assert table["device_memory_bytes"] == 65452113920 and "#6250" in table["device_memory_source"]
     (tmp_path / "wd").mkdir()
-    (tmp_path / "wd" / "probe.json").write_text(json.dumps({"device": "npu:0", "gbps": 1267,
-                                                             "total_memory": 61 * 2 ** 30}))
+    (tmp_path / "wd" / "probe.json").write_text(
+        json.dumps({"device": "npu:0", "gbps": 1267, "total_memory": 61 * 2**30})
+    )
     host = json.loads(cli("fit", str(model), "--json", "--workdir", str(tmp_path / "wd")).stdout)
-    assert host["device_memory_bytes"] == 61 * 2 ** 30 and "this host" in host["device_memory_source"]
+    assert host["device_memory_bytes"] == 61 * 2**30 and "this host" in host["device_memory_source"]
     assert host["kv_available_bytes"] - table["kv_available_bytes"] == pytest.approx(
-        0.9 * (61 * 2 ** 30 - 65452113920), abs=2)
+        0.9 * (61 * 2**30 - 65452113920), abs=2
+    )
     given = json.loads(cli("fit", str(model), "--json", "--hbm-gib", "32", "--workdir", str(tmp_path / "wd")).stdout)
-    assert given["device_memory_bytes"] == 32 * 2 ** 30  # --hbm-gib is what the user says: it wins
+    assert given["device_memory_bytes"] == 32 * 2**30  # --hbm-gib is what the user says: it wins
 
 
 @pytest.mark.parametrize("gbps", ["-5", "NaN", "0", "\"fast\""])
@@ -217,15 +270,38 @@ def test_a_probe_result_that_is_not_a_bandwidth_is_refused(cli, tmp_path: Path, 
 
 
 HUNYUAN_A13B = {  # Tencent-Hunyuan/Hunyuan-A13B models/config.json: per-layer MoE lists, attention_head_dim
-    "model_type": "hunyuan", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 3072, "num_experts": 64,
-    "moe_intermediate_size": [3072] * 32, "moe_topk": [8] * 32, "num_shared_expert": [1] * 32,
-    "use_mixed_mlp_moe": True, "vocab_size": 128167, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+    "model_type": "hunyuan",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "attention_head_dim": 128,
+    "intermediate_size": 3072,
+    "num_experts": 64,
+    "moe_intermediate_size": [3072] * 32,
+    "moe_topk": [8] * 32,
+    "num_shared_expert": [1] * 32,
+    "use_mixed_mlp_moe": True,
+    "vocab_size": 128167,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
 OMNI_7B = {  # Qwen2.5-Omni-7B: vLLM serves the thinker, whose language model is thinker_config.text_config
-    "model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniModel"],
-    "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": {
-        "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-        "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768}}}
+    "model_type": "qwen2_5_omni",
+    "architectures": ["Qwen2_5OmniModel"],
+    "thinker_config": {
+        "model_type": "qwen2_5_omni_thinker",
+        "text_config": {
+            "vocab_size": 152064,
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 32768,
+        },
+    },
+}
 
 
 def test_per_layer_moe_lists_are_read_layer_by_layer() -> None:
@@ -253,9 +329,11 @@ def test_eager_mode_has_its_own_figure_and_flag(cli, tmp_path: Path) -> None:
     assert graph["decode_tok_s_eager"] == eager["decode_tok_s"] < graph["decode_tok_s"] / 4
     assert "eager: one measurement" in eager["speed_source"] and "fitted on" in graph["speed_source"]
     assert next(t for t in eager["memory_terms"] if t["name"] == "graph pool")["source"].startswith("none")
-    more = json.loads(cli("fit", str(model), "--json", "--max-num-batched-tokens", "65536", "--workdir",
-                          str(tmp_path / "wd")).stdout)
+    more = json.loads(
+        cli("fit", str(model), "--json", "--max-num-batched-tokens", "65536", "--workdir", str(tmp_path / "wd")).stdout
+    )
     peak = {t["name"]: t["bytes"] for t in more["memory_terms"]}["profiling peak"]
     assert peak > {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"]
     assert more["kv_available_bytes"] == graph["kv_available_bytes"] - (
-        peak - {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"])
+        peak - {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"]
+    )

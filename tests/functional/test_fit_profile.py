@@ -12,17 +12,40 @@ from helpers.models import make_model as _model
 from ascend_setup.fit.profile import GIB, IN_USE_AT_STARTUP, Serving, non_kv_terms, segment_slack
 
 #: Qwen3-0.6B's config.json (the fields fit reads).
-QWEN3_06B = {"model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16,
-             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "vocab_size": 151936,
-             "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+QWEN3_06B = {
+    "model_type": "qwen3",
+    "hidden_size": 1024,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 3072,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "torch_dtype": "bfloat16",
+}
 #: Qwen3-8B's (vllm-ascend #5044's model).
-QWEN3_8B = {**QWEN3_06B, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
-            "intermediate_size": 12288, "tie_word_embeddings": False}
+QWEN3_8B = {
+    **QWEN3_06B,
+    "hidden_size": 4096,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "intermediate_size": 12288,
+    "tie_word_embeddings": False,
+}
 
 
 def _terms(serving: Serving) -> dict:
-    terms = non_kv_terms(QWEN3_06B, tp=1, weights_card=int(1.14 * GIB), weights_source="safetensors", dtype=2,
-                         max_model_len=40960, serving=serving, moe=False)
+    terms = non_kv_terms(
+        QWEN3_06B,
+        tp=1,
+        weights_card=int(1.14 * GIB),
+        weights_source="safetensors",
+        dtype=2,
+        max_model_len=40960,
+        serving=serving,
+        moe=False,
+    )
     return {t.name: t for t in terms}
 
 
@@ -35,8 +58,9 @@ def test_the_profiling_peak_is_the_forward_not_a_sampler_vllm_ascend_does_not_ru
     assert "forward pass" in peak.source
 
 
-@pytest.mark.parametrize("release, counted", [((0, 9), True), ((0, 11), True), ((0, 14), True), ((0, 15), False),
-                                              ((0, 23), False)])
+@pytest.mark.parametrize(
+    "release, counted", [((0, 9), True), ((0, 11), True), ((0, 14), True), ((0, 15), False), ((0, 23), False)]
+)
 def test_releases_up_to_0_14_count_what_the_device_held_before_vllm_started(release: tuple, counted: bool) -> None:
     """worker determine_available_memory: non_torch_allocations (the whole device's) up to 0.14.0rc1, the increase
     since the worker's start-up snapshot from 0.15.0rc1."""
@@ -48,8 +72,12 @@ def test_releases_up_to_0_14_count_what_the_device_held_before_vllm_started(rele
 
 def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) -> None:
     model = _model(tmp_path / "m", QWEN3_06B, {"model.safetensors": {"model.w": ("BF16", 1 << 20)}})
-    old, new = (json.loads(cli("fit", str(model), "--json", "--no-calibration", "--workdir", str(tmp_path / "w"),
-                               *extra).stdout) for extra in (["--vllm-ascend", "0.11.0rc3"], []))
+    old, new = (
+        json.loads(
+            cli("fit", str(model), "--json", "--no-calibration", "--workdir", str(tmp_path / "w"), *extra).stdout
+        )
+        for extra in (["--vllm-ascend", "0.11.0rc3"], [])
+    )
     slack = {t["name"]: t["bytes"] for t in old["memory_terms"]}["allocator slack"]
     assert old["kv_available_bytes"] == new["kv_available_bytes"] - IN_USE_AT_STARTUP - slack
     assert "0.11" in " ".join(old["arithmetic"])
@@ -62,12 +90,29 @@ def test_the_vision_encoder_peak_counts_every_tensor_alive_in_the_last_blocks_at
     """Qwen3-VL-8B's tower on its largest image (65,536 patches of 3 x 2 x 16 x 16 pixels, hidden 1152, 16 heads
     of 72 padded to 128, deepstack after blocks 8, 16 and 24 of 27), traced tensor by tensor through vLLM 0.23.0's
     qwen3_vl.py / qwen2_5_vl.py and vllm-ascend 0.23.0's mm_encoder_attention.py at the FIA call of block 26."""
-    vision = {"hidden_size": 1152, "num_heads": 16, "depth": 27, "intermediate_size": 4304, "patch_size": 16,
-              "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": 4096,
-              "deepstack_visual_indexes": [8, 16, 24]}
-    config = {"model_type": "qwen3_vl", "vision_config": vision,
-              "text_config": {**QWEN3_06B, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
-                              "intermediate_size": 12288}}
+    vision = {
+        "hidden_size": 1152,
+        "num_heads": 16,
+        "depth": 27,
+        "intermediate_size": 4304,
+        "patch_size": 16,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+        "spatial_merge_size": 2,
+        "out_hidden_size": 4096,
+        "deepstack_visual_indexes": [8, 16, 24],
+    }
+    config = {
+        "model_type": "qwen3_vl",
+        "vision_config": vision,
+        "text_config": {
+            **QWEN3_06B,
+            "hidden_size": 4096,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 32,
+            "intermediate_size": 12288,
+        },
+    }
     n = 65536
     alive = {
         "pixel_values (profile_run's dummy batch)": 3 * 2 * 16 * 16,
@@ -82,8 +127,19 @@ def test_the_vision_encoder_peak_counts_every_tensor_alive_in_the_last_blocks_at
         "FIA output": 16 * 128,
         "_restore_batch_layout copy": 1152,
     }
-    terms = {t.name: t for t in non_kv_terms(config, tp=1, weights_card=int(16.63 * GIB), weights_source="safetensors",
-                                             dtype=2, max_model_len=32768, serving=Serving(), moe=False)}
+    terms = {
+        t.name: t
+        for t in non_kv_terms(
+            config,
+            tp=1,
+            weights_card=int(16.63 * GIB),
+            weights_source="safetensors",
+            dtype=2,
+            max_model_len=32768,
+            serving=Serving(),
+            moe=False,
+        )
+    }
     peak = terms["profiling peak"]
     assert "vision encoder" in peak.source, peak
     assert peak.bytes == n * 2 * sum(alive.values()), (peak.bytes / GIB, n * 2 * sum(alive.values()) / GIB)
@@ -103,8 +159,19 @@ def test_the_slack_is_counted_only_by_the_releases_with_fixed_segments_and_absol
     """Qwen3-8B at TP1: 144 of its 146 large weights are whole 2 MiB multiples (0.28 GiB); vllm-ascend 0.14.0rc1
     turns expandable segments on, and 0.15.0rc1 stops counting non-torch memory absolutely."""
     for release, counted in (((0, 9), True), ((0, 13), True), ((0, 14), False), ((0, 23), False)):
-        terms = {t.name: t for t in non_kv_terms(QWEN3_8B, tp=1, weights_card=0, weights_source="", dtype=2,
-                                                 max_model_len=10000, serving=Serving(vllm_ascend=release), moe=False)}
+        terms = {
+            t.name: t
+            for t in non_kv_terms(
+                QWEN3_8B,
+                tp=1,
+                weights_card=0,
+                weights_source="",
+                dtype=2,
+                max_model_len=10000,
+                serving=Serving(vllm_ascend=release),
+                moe=False,
+            )
+        }
         assert ("allocator slack" in terms) is counted
         if counted:
             assert terms["allocator slack"].bytes == 144 * (2 * (1 << 20) - 512)

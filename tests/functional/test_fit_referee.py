@@ -18,8 +18,10 @@ from helpers.referee import GIB, REFEREE, Result, rows, run, within
 
 from ascend_setup.fit.estimate import KV_MARGIN
 
-pytestmark = pytest.mark.skipif(not (REFEREE / "MEASUREMENTS.tsv").is_file(),
-                                reason=f"the referee is not beside this checkout ({REFEREE}: CI copies shared/ there)")
+pytestmark = pytest.mark.skipif(
+    not (REFEREE / "MEASUREMENTS.tsv").is_file(),
+    reason=f"the referee is not beside this checkout ({REFEREE}: CI copies shared/ there)",
+)
 ROWS = rows() if (REFEREE / "MEASUREMENTS.tsv").is_file() else []
 
 

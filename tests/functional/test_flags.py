@@ -20,11 +20,18 @@ from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.simulate.fake_cann import build_fake_cann
 
 
-@pytest.mark.parametrize("command, variable, named", [
-    (["status"], "ASCEND_SETUP_WORKDIR", True), (["doctor"], "ASCEND_SETUP_WORKDIR", True),
-    (["mirrors"], "ASCEND_SETUP_WORKDIR", True), (["probe"], "ASCEND_SETUP_VENV", True),
-    (["demo"], "ASCEND_SETUP_WORKDIR", False),  # the demo never runs in a real workdir: it reads no variable
-    (["audit"], "ASCEND_SETUP_VENV", False), (["mirrors"], "ASCEND_SETUP_VENV", False)])
+@pytest.mark.parametrize(
+    "command, variable, named",
+    [
+        (["status"], "ASCEND_SETUP_WORKDIR", True),
+        (["doctor"], "ASCEND_SETUP_WORKDIR", True),
+        (["mirrors"], "ASCEND_SETUP_WORKDIR", True),
+        (["probe"], "ASCEND_SETUP_VENV", True),
+        (["demo"], "ASCEND_SETUP_WORKDIR", False),  # the demo never runs in a real workdir: it reads no variable
+        (["audit"], "ASCEND_SETUP_VENV", False),
+        (["mirrors"], "ASCEND_SETUP_VENV", False),
+    ],
+)
 def test_a_path_flag_names_its_variable_where_the_command_reads_it(command, variable, named) -> None:
     from ascend_setup.cli.main import build_parser
 
@@ -41,12 +48,19 @@ def test_target_parse_names_the_value_not_a_flag() -> None:
         assert "--" not in caught.value.message, caught.value.message
 
 
-@pytest.mark.parametrize("args, env, said", [
-    (["--glibc", "2.x"], {}, "--glibc '2.x' is not a glibc version"),
-    (["--glibc", "2.31", "--arch", "sparc"], {}, "--arch 'sparc' is not one of"),
-    (["--glibc", "2.31", "--arch", "x86_64", "--python", "three"], {}, "--python three is not a CPython 3 version"),
-    (["--glibc", "2.31", "--arch", "x86_64"], {"ASCEND_SETUP_PYTHON": "3.99"},
-     "ASCEND_SETUP_PYTHON 3.99 is Python 3.99, outside the row's range")])
+@pytest.mark.parametrize(
+    "args, env, said",
+    [
+        (["--glibc", "2.x"], {}, "--glibc '2.x' is not a glibc version"),
+        (["--glibc", "2.31", "--arch", "sparc"], {}, "--arch 'sparc' is not one of"),
+        (["--glibc", "2.31", "--arch", "x86_64", "--python", "three"], {}, "--python three is not a CPython 3 version"),
+        (
+            ["--glibc", "2.31", "--arch", "x86_64"],
+            {"ASCEND_SETUP_PYTHON": "3.99"},
+            "ASCEND_SETUP_PYTHON 3.99 is Python 3.99, outside the row's range",
+        ),
+    ],
+)
 def test_plan_errors_name_the_flag_or_the_variable_given(cli, args, env, said) -> None:
     line = assert_one_line_error(cli("plan", "--cann", "9.1.0", *args, env=env))
     assert said.replace("three", "'three'") in line, line
@@ -59,17 +73,39 @@ def test_preflight_and_doctor_say_the_same_of_a_cann_that_differs(cli, tmp_path:
     fake = build_fake_cann(tmp_path / "Ascend", version="9.0.1")
     matrix = load_matrix()
     (tmp_path / "wd").mkdir()
-    ctx = session_for(tmp_path / "wd", cann_home=str(fake.root), matrix=matrix, row=select_row(matrix, "9.1.0"),
-                      console=Console(file=io.StringIO()))
+    ctx = session_for(
+        tmp_path / "wd",
+        cann_home=str(fake.root),
+        matrix=matrix,
+        row=select_row(matrix, "9.1.0"),
+        console=Console(file=io.StringIO()),
+    )
     (refused,) = [p for p in host_problems(ctx) if p.id == "cann"]
-    proc = cli("doctor", "--cann-home", str(fake.root), "--cann", "9.1.0", "--workdir", str(tmp_path / "wd"),
-               "--index-url", "http://127.0.0.1:9/simple/", "--json")
+    proc = cli(
+        "doctor",
+        "--cann-home",
+        str(fake.root),
+        "--cann",
+        "9.1.0",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--index-url",
+        "http://127.0.0.1:9/simple/",
+        "--json",
+    )
     (checked,) = [c for c in json.loads(proc.stdout)["checks"] if c["id"] == "cann"]
     assert checked["status"] == refused.status == "fail" and checked["detail"] == refused.detail
     assert "the row needs CANN 9.1.0" in refused.detail
     assert refused.fix == f"{checked['fix']}; or --force"
-    assert not [p for p in host_problems(session_for(tmp_path / "wd", cann_home=str(fake.root), force=True,
-                                                     matrix=matrix, row=select_row(matrix, "9.1.0"))) if p.id == "cann"]
+    assert not [
+        p
+        for p in host_problems(
+            session_for(
+                tmp_path / "wd", cann_home=str(fake.root), force=True, matrix=matrix, row=select_row(matrix, "9.1.0")
+            )
+        )
+        if p.id == "cann"
+    ]
 
 
 def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -87,8 +123,18 @@ def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, caps
 
     monkeypatch.setattr(pythons, "find_interpreters", second_search)
     fake = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    cli.main(["doctor", "--cann-home", str(fake.root), "--workdir", str(tmp_path / "wd"),
-              "--index-url", "http://127.0.0.1:9/simple/", "--json"])
+    cli.main(
+        [
+            "doctor",
+            "--cann-home",
+            str(fake.root),
+            "--workdir",
+            str(tmp_path / "wd"),
+            "--index-url",
+            "http://127.0.0.1:9/simple/",
+            "--json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert searches == [1]
     assert data["facts"]["target"]["python_executable"] == sys.executable
@@ -118,6 +164,16 @@ def test_mirrors_apply_venv_expands_the_home(cli, home: Path) -> None:
     import venv as venv_module
 
     venv_module.create(home / "v", with_pip=False)
-    proc = cli("mirrors", "--only", "--candidate", "http://127.0.0.1:9/simple/", "--budget", "1", "--apply",
-               "--venv=~/v", "--workdir", str(home / "wd"))
+    proc = cli(
+        "mirrors",
+        "--only",
+        "--candidate",
+        "http://127.0.0.1:9/simple/",
+        "--budget",
+        "1",
+        "--apply",
+        "--venv=~/v",
+        "--workdir",
+        str(home / "wd"),
+    )
     assert "not a venv" not in proc.stderr and proc.returncode == 1, proc.stderr  # ranked: no index answered

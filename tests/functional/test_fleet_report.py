@@ -7,18 +7,33 @@ from pathlib import Path
 
 from ascend_setup.fleet.merged_report import grid, read_fleet
 
-CLEAN = {"venv": "/v", "lock": "/l", "ok": True, "findings": [
-    {"id": "direct-url", "severity": "info", "package": "vllm-ascend", "message": "from a file"}]}
-BROKEN = {"venv": "/v", "lock": "/l", "ok": False, "findings": [
-    {"id": "triton-upstream", "severity": "error", "package": "triton",
-     "message": "upstream triton 3.5.0 is installed"},
-    {"id": "extra", "severity": "warning", "package": "foo", "message": "foo is not in the lock"}]}
+CLEAN = {
+    "venv": "/v",
+    "lock": "/l",
+    "ok": True,
+    "findings": [{"id": "direct-url", "severity": "info", "package": "vllm-ascend", "message": "from a file"}],
+}
+BROKEN = {
+    "venv": "/v",
+    "lock": "/l",
+    "ok": False,
+    "findings": [
+        {
+            "id": "triton-upstream",
+            "severity": "error",
+            "package": "triton",
+            "message": "upstream triton 3.5.0 is installed",
+        },
+        {"id": "extra", "severity": "warning", "package": "foo", "message": "foo is not in the lock"},
+    ],
+}
 
 
 def write(directory: Path, host: str, rc: int, audit, stderr: str = "") -> None:
     directory.mkdir(exist_ok=True)
-    (directory / f"{host}.audit.json").write_text(json.dumps({"host": host, "rc": rc, "stderr": stderr,
-                                                              "audit": audit}))
+    (directory / f"{host}.audit.json").write_text(
+        json.dumps({"host": host, "rc": rc, "stderr": stderr, "audit": audit})
+    )
 
 
 def test_report_names_each_host_and_finding(cli, tmp_path: Path) -> None:
@@ -28,8 +43,11 @@ def test_report_names_each_host_and_finding(cli, tmp_path: Path) -> None:
     write(results, "c3", 2, None, stderr="ascend-setup: error: --venv /x does not exist\n")
     hosts = read_fleet(results)
     assert [h.result() for h in hosts] == ["clean (1 info)", "1 error, 1 warning", "did not run"]
-    assert grid(hosts) == [["a1", "clean (1 info)", "", ""], ["b2", "1 error, 1 warning", "error", "warning"],
-                           ["c3", "did not run", "", ""]]
+    assert grid(hosts) == [
+        ["a1", "clean (1 info)", "", ""],
+        ["b2", "1 error, 1 warning", "error", "warning"],
+        ["c3", "did not run", "", ""],
+    ]
     proc = cli("fleet", "report", str(results), "--json")
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
@@ -61,7 +79,9 @@ def test_plain_audit_json_files_are_read_and_an_unknown_severity_is_not_clean(cl
     newer = {**CLEAN, "findings": [{"id": "hbm-low", "severity": "critical", "package": None, "message": "m"}]}
     (results / "n2.audit.json").write_text(json.dumps(newer))
     hosts = read_fleet(results)
-    assert [(h.host, h.ok, h.result()) for h in hosts] == [("n1", True, "clean (1 info)"),
-                                                          ("n2", False, "1 of unknown severity")]
+    assert [(h.host, h.ok, h.result()) for h in hosts] == [
+        ("n1", True, "clean (1 info)"),
+        ("n2", False, "1 of unknown severity"),
+    ]
     proc = cli("fleet", "report", str(results), "--json")
     assert proc.returncode == 1 and [h["ok"] for h in json.loads(proc.stdout)["hosts"]] == [True, False]

@@ -21,17 +21,32 @@ from helpers.models import make_model as _model
 from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
 
 DENSE_GQA = {  # Qwen3-8B
-    "model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
-    "max_position_embeddings": 40960, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
 }
-DEEPSEEK_LITE = {**MLA, "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2,
-                 "first_k_dense_replace": 1, "moe_intermediate_size": 1408}
+DEEPSEEK_LITE = {
+    **MLA,
+    "n_routed_experts": 64,
+    "num_experts_per_tok": 6,
+    "n_shared_experts": 2,
+    "first_k_dense_replace": 1,
+    "moe_intermediate_size": 1408,
+}
 SHARDS = {  # two shards, a few MB of real bytes, as a sharded checkpoint is laid out
-    "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": ("BF16", 1024 * 1024),
-                                         "model.layers.0.mlp.up_proj.weight": ("BF16", 2 * 1024 * 1024)},
-    "model-00002-of-00002.safetensors": {"lm_head.weight": ("BF16", 1024 * 1024),
-                                         "model.norm.weight": ("F32", 4096)},
+    "model-00001-of-00002.safetensors": {
+        "model.embed_tokens.weight": ("BF16", 1024 * 1024),
+        "model.layers.0.mlp.up_proj.weight": ("BF16", 2 * 1024 * 1024),
+    },
+    "model-00002-of-00002.safetensors": {"lm_head.weight": ("BF16", 1024 * 1024), "model.norm.weight": ("F32", 4096)},
 }
 
 
@@ -43,8 +58,12 @@ def hub(tmp_path: Path):
         "deepseek-ai/DeepSeek-V2-Lite": _model(tmp_path / "models" / "mla", DEEPSEEK_LITE),
         "Qwen/Qwen3-VL-8B-Instruct": _model(tmp_path / "models" / "vl", QWEN3_VL_8B),
         "Qwen/Qwen3-30B-A3B": _model(tmp_path / "models" / "moe", MOE_30B_A3B),
-        "big/Too-Big": _model(tmp_path / "models" / "big", DENSE_GQA,  # 70 GiB declared, a sparse file
-                              {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 70 * 2 ** 30)}}, data=False),
+        "big/Too-Big": _model(
+            tmp_path / "models" / "big",
+            DENSE_GQA,  # 70 GiB declared, a sparse file
+            {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 70 * 2**30)}},
+            data=False,
+        ),
     }
     server = LocalHub(models, HubBehaviour(chunk=64 * 1024))
     yield server
@@ -52,14 +71,22 @@ def hub(tmp_path: Path):
 
 
 def _env(tmp_path: Path, hub: LocalHub, **extra: str) -> dict:
-    return clean_env(tmp_path / "home", {"XDG_CACHE_HOME": str(tmp_path / "cache"), "MODELSCOPE_DOMAIN": hub.url,
-                                         "HF_ENDPOINT": hub.url, **extra})
+    return clean_env(
+        tmp_path / "home",
+        {"XDG_CACHE_HOME": str(tmp_path / "cache"), "MODELSCOPE_DOMAIN": hub.url, "HF_ENDPOINT": hub.url, **extra},
+    )
 
 
 def _run(tmp_path: Path, hub: LocalHub, *args: str, **extra: str) -> subprocess.CompletedProcess:
     (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "ascend_setup", *args], capture_output=True, text=True,
-                          env=_env(tmp_path, hub, **extra), timeout=300, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "ascend_setup", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, hub, **extra),
+        timeout=300,
+        cwd=REPO,
+    )
 
 
 def _header_len(path: Path) -> int:
@@ -74,8 +101,9 @@ def _figures(data: dict) -> dict:
 
 @pytest.mark.parametrize("source", ["modelscope", "huggingface"])
 def test_fit_by_id_equals_fit_on_disk_and_reads_no_weight_byte(tmp_path: Path, hub: LocalHub, source: str) -> None:
-    remote = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--source", source, "--json",
-                  "--workdir", str(tmp_path / "wd"))
+    remote = _run(
+        tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--source", source, "--json", "--workdir", str(tmp_path / "wd")
+    )
     assert remote.returncode == 0, remote.stderr
     local = _run(tmp_path, hub, "fit", str(hub.models["Qwen/Qwen3-8B"]), "--json", "--workdir", str(tmp_path / "wd"))
     r, l = json.loads(remote.stdout), json.loads(local.stdout)
@@ -96,20 +124,24 @@ def test_fit_by_id_equals_fit_on_disk_and_reads_no_weight_byte(tmp_path: Path, h
 
 def test_default_source_is_modelscope_then_huggingface(tmp_path: Path, hub: LocalHub) -> None:
     dead = "http://127.0.0.1:9"  # nothing listens: ModelScope unreachable, Hugging Face answers
-    out = _run(tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--json", "--workdir", str(tmp_path / "wd"),
-               MODELSCOPE_DOMAIN=dead)
+    out = _run(
+        tmp_path, hub, "fit", "Qwen/Qwen3-8B", "--json", "--workdir", str(tmp_path / "wd"), MODELSCOPE_DOMAIN=dead
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["origin"].startswith("huggingface")
     missing = _run(tmp_path, hub, "fit", "nobody/Nothing", "--workdir", str(tmp_path / "wd"))
     assert missing.returncode == 2 and "no model nobody/Nothing" in missing.stderr and "Traceback" not in missing.stderr
 
 
-@pytest.mark.parametrize("repo,check", [
-    ("Qwen/Qwen3.8-27B", lambda d: d["kv_bytes_per_token"] == 65536 and d["kv_layers"]["state"] == 48),
-    ("deepseek-ai/DeepSeek-V2-Lite", lambda d: abs(d["weights_read_per_token"] / 2 / 1e9 - 2.45) < 0.05),
-    ("Qwen/Qwen3-VL-8B-Instruct", lambda d: abs(d["vision_bytes"] / 2 ** 30 - 1.07) < 0.01),
-    ("Qwen/Qwen3-30B-A3B", lambda d: abs(d["weights_read_per_token"] / 1e9 - 6.08) < 0.06),
-])
+@pytest.mark.parametrize(
+    "repo,check",
+    [
+        ("Qwen/Qwen3.8-27B", lambda d: d["kv_bytes_per_token"] == 65536 and d["kv_layers"]["state"] == 48),
+        ("deepseek-ai/DeepSeek-V2-Lite", lambda d: abs(d["weights_read_per_token"] / 2 / 1e9 - 2.45) < 0.05),
+        ("Qwen/Qwen3-VL-8B-Instruct", lambda d: abs(d["vision_bytes"] / 2**30 - 1.07) < 0.01),
+        ("Qwen/Qwen3-30B-A3B", lambda d: abs(d["weights_read_per_token"] / 1e9 - 6.08) < 0.06),
+    ],
+)
 def test_real_shaped_configs_by_id(tmp_path: Path, hub: LocalHub, repo: str, check) -> None:
     out = _run(tmp_path, hub, "fit", repo, "--source", "modelscope", "--json", "--workdir", str(tmp_path / "wd"))
     data = json.loads(out.stdout)
@@ -117,8 +149,19 @@ def test_real_shaped_configs_by_id(tmp_path: Path, hub: LocalHub, repo: str, che
 
 
 def test_model_fetch_refuses_what_does_not_fit_before_a_weight_byte(tmp_path: Path, hub: LocalHub) -> None:
-    out = _run(tmp_path, hub, "model", "fetch", "big/Too-Big", "--to", str(tmp_path / "dl"), "--source", "huggingface",
-               "--workdir", str(tmp_path / "wd"))
+    out = _run(
+        tmp_path,
+        hub,
+        "model",
+        "fetch",
+        "big/Too-Big",
+        "--to",
+        str(tmp_path / "dl"),
+        "--source",
+        "huggingface",
+        "--workdir",
+        str(tmp_path / "wd"),
+    )
     assert out.returncode == 1 and "refused before downloading" in out.stderr and "--force" in out.stderr
     blob_len = _header_len(hub.models["big/Too-Big"] / "model.safetensors")
     assert hub.ranges("big/Too-Big", "model.safetensors") == [(0, 8), (8, 8 + blob_len)]  # the header only
@@ -150,22 +193,52 @@ def test_model_fetch_survives_three_sigkills_and_catches_a_corrupted_file(tmp_pa
     repo, shard = "Qwen/Qwen3-8B", "model-00001-of-00002.safetensors"
     size = (hub.models[repo] / shard).stat().st_size
     dest = tmp_path / "dl"
-    args = [sys.executable, "-m", "ascend_setup", "model", "fetch", repo, "--to", str(dest), "--source", "modelscope",
-            "--workdir", str(tmp_path / "wd")]
+    args = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "model",
+        "fetch",
+        repo,
+        "--to",
+        str(dest),
+        "--source",
+        "modelscope",
+        "--workdir",
+        str(tmp_path / "wd"),
+    ]
     (tmp_path / "home").mkdir(exist_ok=True)
     _run(tmp_path, hub, "fit", repo, "--source", "modelscope", "--workdir", str(tmp_path / "wd"))  # headers cached
     header_bytes = hub.served(repo, shard)
     hub.behaviour.chunk, hub.behaviour.chunk_delay = 32 * 1024, 0.05
     part = dest / (shard + ".part")
     for kill in range(3):
-        proc = subprocess.Popen(args, env=_env(tmp_path, hub), cwd=REPO, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            env=_env(tmp_path, hub),
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         _kill_when_written(proc, hub, repo, shard, part, (kill + 1) * size // 4)
     assert part.exists() and 0 < part.stat().st_size < size
     hub.behaviour.chunk_delay = 0.0
     hub.behaviour.corrupt_once.add((repo, "model-00002-of-00002.safetensors"))
-    done = _run(tmp_path, hub, "model", "fetch", repo, "--to", str(dest), "--source", "modelscope", "--json",
-                "--workdir", str(tmp_path / "wd"))
+    done = _run(
+        tmp_path,
+        hub,
+        "model",
+        "fetch",
+        repo,
+        "--to",
+        str(dest),
+        "--source",
+        "modelscope",
+        "--json",
+        "--workdir",
+        str(tmp_path / "wd"),
+    )
     assert done.returncode == 0, done.stderr
     assert (dest / shard).read_bytes() == (hub.models[repo] / shard).read_bytes() and not part.exists()
     served = _download_served(hub, repo, shard)
@@ -184,8 +257,19 @@ def test_model_fetch_checks_the_disk_before_the_first_byte(tmp_path: Path, hub: 
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)]).returncode:
         pytest.skip("no tmpfs mount here")
     try:
-        out = _run(tmp_path, hub, "model", "fetch", "Qwen/Qwen3-8B", "--to", str(small / "m"), "--source",
-                   "huggingface", "--workdir", str(tmp_path / "wd"))
+        out = _run(
+            tmp_path,
+            hub,
+            "model",
+            "fetch",
+            "Qwen/Qwen3-8B",
+            "--to",
+            str(small / "m"),
+            "--source",
+            "huggingface",
+            "--workdir",
+            str(tmp_path / "wd"),
+        )
         assert out.returncode == 1 and "free on that disk" in out.stderr
         assert hub.served("Qwen/Qwen3-8B", "config.json") > 0 and not (small / "m").exists()
         assert all(end <= 8 + 4096 for _, end in hub.ranges("Qwen/Qwen3-8B", "model-00001-of-00002.safetensors"))
@@ -199,8 +283,13 @@ def test_live_hub_fit() -> None:
         socket.create_connection(("www.modelscope.cn", 443), timeout=5).close()
     except OSError:
         pytest.skip("ModelScope is not reachable from here")
-    out = subprocess.run([sys.executable, "-m", "ascend_setup", "fit", "Qwen/Qwen3-0.6B", "--source", "modelscope",
-                          "--json"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "fit", "Qwen/Qwen3-0.6B", "--source", "modelscope", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert out.returncode == 0 and json.loads(out.stdout)["weights_source"] == "safetensors"
 
 
@@ -210,16 +299,48 @@ def test_model_fetch_resumes_on_login_and_removes_its_block(tmp_path: Path, hub:
     (tmp_path / "home").mkdir()
     bashrc.write_text("export KEEP=1\n")
     hub.behaviour.chunk, hub.behaviour.chunk_delay = 32 * 1024, 0.05
-    args = [sys.executable, "-m", "ascend_setup", "model", "fetch", repo, "--to", str(dest), "--source", "modelscope",
-            "--workdir", str(tmp_path / "wd"), "--resume-on-login"]
-    proc = subprocess.Popen(args, env=_env(tmp_path, hub), cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    args = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "model",
+        "fetch",
+        repo,
+        "--to",
+        str(dest),
+        "--source",
+        "modelscope",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--resume-on-login",
+    ]
+    proc = subprocess.Popen(
+        args,
+        env=_env(tmp_path, hub),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     _kill_when_written(proc, hub, repo, shard, dest / (shard + ".part"), 64 * 1024)
     block = bashrc.read_text()
     assert block.startswith("export KEEP=1\n") and f"model fetch {repo} --to {dest}" in block and "--on-login" in block
     hub.behaviour.chunk_delay = 0.0
-    login = _run(tmp_path, hub, "model", "fetch", repo, "--to", str(dest), "--source", "modelscope", "--workdir",
-                 str(tmp_path / "wd"), "--resume-on-login", "--on-login")
+    login = _run(
+        tmp_path,
+        hub,
+        "model",
+        "fetch",
+        repo,
+        "--to",
+        str(dest),
+        "--source",
+        "modelscope",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--resume-on-login",
+        "--on-login",
+    )
     assert login.returncode == 0 and "continuing in the background" in login.stderr
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and bashrc.read_text() != "export KEEP=1\n":

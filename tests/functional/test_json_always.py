@@ -24,8 +24,19 @@ from helpers.cli import clean_env
 #: empty HOME ({t}: a temp dir; {hole}: an index that accepts connections and never answers).
 READ_COMMANDS: Dict[str, List[str]] = {
     "status": ["status", "--workdir", "{t}/wd"],
-    "plan": ["plan", "--cann", "9.1.0", "--arch", "aarch64", "--glibc", "2.31", "--python", "3.11",
-             "--index-url", "{hole}"],
+    "plan": [
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--arch",
+        "aarch64",
+        "--glibc",
+        "2.31",
+        "--python",
+        "3.11",
+        "--index-url",
+        "{hole}",
+    ],
     "audit": ["audit", "--venv", "{t}"],
     "mirrors": ["mirrors", "--only", "--candidate", "{hole}", "--budget", "1", "--workdir", "{t}/wd"],
     "doctor": ["doctor", "--workdir", "{t}/wd", "--index-url", "{hole}"],
@@ -83,8 +94,13 @@ def one_document(stdout: str) -> dict:
 
 
 def start(args: List[str], home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ascend_setup", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=clean_env(home))
+    return subprocess.Popen(
+        [sys.executable, "-m", "ascend_setup", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(home),
+    )
 
 
 @pytest.mark.parametrize("name", sorted(READ_COMMANDS))
@@ -133,8 +149,9 @@ def test_a_signal_mid_run_prints_one_document(name: str, tmp_path: Path, home: P
         assert "interrupted by SIGTERM" in stderr
 
 
-def test_a_defect_prints_one_line_and_one_document(monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_defect_prints_one_line_and_one_document(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An exception no layer expected: one line naming it, the error document, exit 1; no traceback."""
     from ascend_setup.cli import main as cli
     from ascend_setup.commands import triage
@@ -150,5 +167,6 @@ def test_a_defect_prints_one_line_and_one_document(monkeypatch: pytest.MonkeyPat
     assert one_document(captured.out) == {
         "error": "internal error: KeyError: 'a defect'",
         "hint": "a defect of ascend-setup: run again with ASCEND_SETUP_DEBUG=1 for the traceback, and report it",
-        "exit": 1}
+        "exit": 1,
+    }
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err

@@ -69,8 +69,20 @@ def _python_builds(change: Change, field: str) -> Setup:
         doc = builds_doc(b"archive")
         change(doc)
         (case / "builds.json").write_text(json.dumps(doc))
-        return (["install", "--cann", "9.1.0", "--python-builds", str(case / "builds.json"), "--workdir",
-                 str(case / "wd"), "--yes"], case / "builds.json", field)
+        return (
+            [
+                "install",
+                "--cann",
+                "9.1.0",
+                "--python-builds",
+                str(case / "builds.json"),
+                "--workdir",
+                str(case / "wd"),
+                "--yes",
+            ],
+            case / "builds.json",
+            field,
+        )
 
     return setup
 
@@ -87,17 +99,22 @@ def _bundle_manifest(change: Change, field: str) -> Setup:
 
 BAD = {
     "inventory:timeout-is-text": _inventory("nodes: [{name: a}]\ntimeout: '12'\n", "timeout"),
-    "inventory:ansible-port-is-a-list": _inventory("all: {hosts: {h: {ansible_port: [22]}}}\n",
-                                                   "all.hosts.h.ansible_port"),
+    "inventory:ansible-port-is-a-list": _inventory(
+        "all: {hosts: {h: {ansible_port: [22]}}}\n", "all.hosts.h.ansible_port"
+    ),
     "inventory:ansible-vars-a-string": _inventory("all: {hosts: {h: }, vars: x}\n", "all.vars"),
     "inventory:ansible-groups-alias-30-deep": _inventory(
-        "g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
-                                             for i in range(1, 31)), "YAML aliases expand"),
-    "python-builds:file-climbs-out": _python_builds(lambda d: d["builds"][0].update(file="../../../victim.tar.gz"),
-                                                    "builds.0.file"),
+        "g0: &g0 {hosts: {h: }}\n"
+        + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n" for i in range(1, 31)),
+        "YAML aliases expand",
+    ),
+    "python-builds:file-climbs-out": _python_builds(
+        lambda d: d["builds"][0].update(file="../../../victim.tar.gz"), "builds.0.file"
+    ),
     "python-builds:pinned-twice": _python_builds(lambda d: d["builds"].append(d["builds"][0]), "builds"),
-    "bundle-manifest:path-climbs-out": _bundle_manifest(lambda d: d["files"][0].update(path="../outside.txt"),
-                                                        "files.0.path"),
+    "bundle-manifest:path-climbs-out": _bundle_manifest(
+        lambda d: d["files"][0].update(path="../outside.txt"), "files.0.path"
+    ),
     "bundle-manifest:size-is-text": _bundle_manifest(lambda d: d["files"][0].update(size="12"), "files.0.size"),
     "fleet:finding-without-id": _fleet([{"severity": "error", "message": "m"}]),
     "fleet:findings-are-strings": _fleet(["triton-upstream", "extra"]),
@@ -105,7 +122,7 @@ BAD = {
     "venv-record:lock-is-a-number": _venv_record({"lock": 5}, "lock"),
     "venv-record:indexes-nested": _venv_record({"indexes": {"mirror": {"url": {"deeper": "x"}}}}, "indexes.mirror"),
     "venv-record:created-is-text": _venv_record({"created": "yes"}, "created"),
-    "fit:a-billion-layers": _fit({"num_hidden_layers": 10 ** 9}, "num_hidden_layers"),
+    "fit:a-billion-layers": _fit({"num_hidden_layers": 10**9}, "num_hidden_layers"),
     "fit:quantization-config-is-a-string": _fit({"quantization_config": "fp8"}, "quantization_config"),
 }
 
@@ -137,8 +154,9 @@ def test_a_host_name_with_escapes_reaches_the_terminal_escaped(cli, tmp_path: Pa
     results = tmp_path / "run"
     results.mkdir()
     host = "node1\x1b]0;owned\x07\x1b[2J"
-    (results / "node1.audit.json").write_text(json.dumps({"host": host, "rc": 1, "stderr": "",
-                                                          "audit": {"findings": [FINDING]}}))
+    (results / "node1.audit.json").write_text(
+        json.dumps({"host": host, "rc": 1, "stderr": "", "audit": {"findings": [FINDING]}})
+    )
     for columns in ("200", "20"):  # the grid, and the plain lines a narrow console falls back to
         proc = cli("fleet", "report", str(results), env={"COLUMNS": columns})
         assert proc.returncode == 1, proc.stderr

@@ -36,8 +36,15 @@ def test_top_level_matrix_is_the_packaged_one() -> None:
 
 def test_cuda_only_patterns_match_normalized_names() -> None:
     row = select_row(load_matrix(), "9.1.0")
-    for name in ["flashinfer_python", "flashinfer-cubin", "nvidia-cudnn-frontend", "tilelang", "torch",
-                 "Apache_TVM_FFI", "nvidia-cutlass-dsl"]:
+    for name in [
+        "flashinfer_python",
+        "flashinfer-cubin",
+        "nvidia-cudnn-frontend",
+        "tilelang",
+        "torch",
+        "Apache_TVM_FFI",
+        "nvidia-cutlass-dsl",
+    ]:
         assert row.is_cuda_only(name), name
     for name in ["openai", "transformers", "xgrammar", "numba", "torch-npu"]:
         assert not row.is_cuda_only(name), name
@@ -60,16 +67,28 @@ def test_unknown_version_lists_known_ones() -> None:
     assert "9.1.0, 9.0.1, 9.0.0" in err.value.message
 
 
-@pytest.mark.parametrize("mutate, line, words", [
-    (lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'), "torch-npu: \"2.10.x\"",
-     "not a valid version"),
-    (lambda t: t.replace('      transformers: "5.5.4"\n', "", 1), '    packages:', "missing pins for transformers"),
-    (lambda t: t.replace('    python: ">=3.10,<3.13"\n', "", 1), '  "9.1.0":', "python: required field is missing"),
-    (lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1), "surprise: 1",
-     "unknown field"),
-    (lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1), None,
-     "unknown index 'nowhere'"),
-])
+@pytest.mark.parametrize(
+    "mutate, line, words",
+    [
+        (
+            lambda t: t.replace('torch-npu: "2.10.0.post4"', 'torch-npu: "2.10.x"'),
+            "torch-npu: \"2.10.x\"",
+            "not a valid version",
+        ),
+        (lambda t: t.replace('      transformers: "5.5.4"\n', "", 1), '    packages:', "missing pins for transformers"),
+        (lambda t: t.replace('    python: ">=3.10,<3.13"\n', "", 1), '  "9.1.0":', "python: required field is missing"),
+        (
+            lambda t: t.replace("    disk_gib: 40\n", "    disk_gib: 40\n    surprise: 1\n", 1),
+            "surprise: 1",
+            "unknown field",
+        ),
+        (
+            lambda t: t.replace("      triton-ascend: ascend", "      triton-ascend: nowhere", 1),
+            None,
+            "unknown index 'nowhere'",
+        ),
+    ],
+)
 def test_malformed_matrix_names_the_line(mutate, line, words) -> None:
     text = mutate(GOOD)
     assert text != GOOD
@@ -125,13 +144,18 @@ def test_missing_matrix_file(cli, tmp_path: Path) -> None:
     assert "does not exist" in line
 
 
-@pytest.mark.parametrize("mutate, words", [
-    (lambda t: t.replace("  x86_64:\n    packages:", "  sparc:\n    packages:", 1), "unknown architecture 'sparc'"),
-    (lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1),
-     "unknown index 'nowhere'"),
-    (lambda t: t.replace('{torch: "2.10.0+cpu"', '{tensorflow: "2.10.0"', 1), "tensorflow (x86_64)"),
-    (lambda t: t.replace('torchaudio: "2.10.0+cpu"}', 'torchaudio: "2.10.x"}', 1), "not a valid version"),
-])
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda t: t.replace("  x86_64:\n    packages:", "  sparc:\n    packages:", 1), "unknown architecture 'sparc'"),
+        (
+            lambda t: t.replace("torch: pytorch-cpu, torchvision", "torch: nowhere, torchvision", 1),
+            "unknown index 'nowhere'",
+        ),
+        (lambda t: t.replace('{torch: "2.10.0+cpu"', '{tensorflow: "2.10.0"', 1), "tensorflow (x86_64)"),
+        (lambda t: t.replace('torchaudio: "2.10.0+cpu"}', 'torchaudio: "2.10.x"}', 1), "not a valid version"),
+    ],
+)
 def test_per_architecture_variants_are_validated(mutate, words) -> None:
     text = mutate(GOOD)
     assert text != GOOD
@@ -153,12 +177,20 @@ def test_a_row_as_each_architecture_takes_it() -> None:
 def test_additional_config_flags_become_one_json_object() -> None:
     from ascend_setup.matrix.serve_hints import merged_serve_args
 
-    merged = merged_serve_args(["--additional-config", '{"ascend_fusion_config": {"fuse_qknorm_rope": false}}',
-                                "--default-chat-template-kwargs", '{"enable_thinking": false}',
-                                '--additional-config={"enable_flashcomm1": false, "ascend_fusion_config": {"x": 1}}'])
+    merged = merged_serve_args(
+        [
+            "--additional-config",
+            '{"ascend_fusion_config": {"fuse_qknorm_rope": false}}',
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false}',
+            '--additional-config={"enable_flashcomm1": false, "ascend_fusion_config": {"x": 1}}',
+        ]
+    )
     assert merged[0] == "--additional-config" and merged.count("--additional-config") == 1
-    assert json.loads(merged[1]) == {"ascend_fusion_config": {"fuse_qknorm_rope": False, "x": 1},
-                                     "enable_flashcomm1": False}
+    assert json.loads(merged[1]) == {
+        "ascend_fusion_config": {"fuse_qknorm_rope": False, "x": 1},
+        "enable_flashcomm1": False,
+    }
     assert merged[2:] == ["--default-chat-template-kwargs", '{"enable_thinking": false}']  # the rest, in order
     assert merged_serve_args(["--port", "8000"]) == ["--port", "8000"]
 
@@ -170,8 +202,9 @@ def test_hints_follow_the_rows_plugin_version() -> None:
     flashcomm = [h for h in matrix.rows["9.1.0"].hints() if h.id == "vision-flashcomm"]
     assert len(flashcomm) == 1 and not flashcomm[0].env  # 0.23.0: the config key, not the deprecated variable
     assert json.loads(flashcomm[0].serve_args[1]) == {"enable_flashcomm1": False}
-    old = matrix.rows["9.1.0"].model_copy(update={"packages": {**matrix.rows["9.1.0"].packages,
-                                                               "vllm-ascend": "0.19.1rc1"}})
+    old = matrix.rows["9.1.0"].model_copy(
+        update={"packages": {**matrix.rows["9.1.0"].packages, "vllm-ascend": "0.19.1rc1"}}
+    )
     (env_hint,) = [h for h in old.hints() if h.id == "vision-flashcomm"]
     assert dict(env_hint.env) == {"VLLM_ASCEND_ENABLE_FLASHCOMM1": "0"}  # before the key existed: the variable
     lines = hint_lines(matrix.rows["9.1.0"])
@@ -189,14 +222,18 @@ def test_a_hint_the_plugin_source_no_longer_reads_is_flagged(tmp_path: Path) -> 
 
     sdist = tmp_path / "vllm_ascend-0.23.0.tar.gz"
     with tarfile.open(sdist, "w:gz") as archive:
-        for name, text in (("vllm_ascend-0.23.0/vllm_ascend/envs.py", 'os.getenv("VLLM_ASCEND_KEPT")\n'),
-                           ("vllm_ascend-0.23.0/tests/test_env.py", 'os.getenv("VLLM_ASCEND_GONE")\n')):
+        for name, text in (
+            ("vllm_ascend-0.23.0/vllm_ascend/envs.py", 'os.getenv("VLLM_ASCEND_KEPT")\n'),
+            ("vllm_ascend-0.23.0/tests/test_env.py", 'os.getenv("VLLM_ASCEND_GONE")\n'),
+        ):
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
-    hints = [RuntimeHint(id="kept", text="t", env={"VLLM_ASCEND_KEPT": "0"}),
-             RuntimeHint(id="gone", text="t", env={"VLLM_ASCEND_GONE": "0"})]  # only a test reads it
+    hints = [
+        RuntimeHint(id="kept", text="t", env={"VLLM_ASCEND_KEPT": "0"}),
+        RuntimeHint(id="gone", text="t", env={"VLLM_ASCEND_GONE": "0"}),
+    ]  # only a test reads it
     assert unread_variables(hints, sdist) == [f"hint gone: {sdist.name}'s source no longer reads VLLM_ASCEND_GONE"]
 
 

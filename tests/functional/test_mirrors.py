@@ -20,8 +20,16 @@ from ascend_setup.simulate.index_server import Behaviour, BlackHole, LocalIndex
 
 ROW = load_matrix().rows["9.1.0"].for_arch(platform.machine())
 TARGET = Target(glibc="2.31", arch=platform.machine(), python="3.11")
-EXPECTED = {"fast": "ok", "medium": "slow", "crawler": "slow", "stall": "timeout", "404": "error",
-            "stale": "stale", "garbage": "error", "refused": "error"}
+EXPECTED = {
+    "fast": "ok",
+    "medium": "slow",
+    "crawler": "slow",
+    "stall": "timeout",
+    "404": "error",
+    "stale": "stale",
+    "garbage": "error",
+    "refused": "error",
+}
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +81,18 @@ def test_mirrors_command_json_cache_and_apply(cli, farm, tmp_path: Path) -> None
 
     venv = tmp_path / "venv"
     venv_module.create(venv, with_pip=False)
-    argv = ["mirrors", "--cann", "9.1.0", "--only", "--json", "--workdir", str(tmp_path / "wd"), "--apply",
-            "--venv", str(venv)]
+    argv = [
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--json",
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--apply",
+        "--venv",
+        str(venv),
+    ]
     for shape in ("crawler", "fast", "stale", "404"):
         argv += ["--candidate", farm.url(shape)]
     proc = cli(*argv)
@@ -90,14 +108,34 @@ def test_mirrors_command_json_cache_and_apply(cli, farm, tmp_path: Path) -> None
 
 
 def test_no_usable_mirror_exits_1(cli, farm, tmp_path: Path) -> None:
-    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("stale"), "--candidate",
-               farm.url("404"), "--workdir", str(tmp_path), "--json")
+    proc = cli(
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        farm.url("stale"),
+        "--candidate",
+        farm.url("404"),
+        "--workdir",
+        str(tmp_path),
+        "--json",
+    )
     assert proc.returncode == 1 and json.loads(proc.stdout)["chosen"] is None
 
 
 def test_missing_file_index_is_an_error_not_a_crash(cli, tmp_path: Path) -> None:
-    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", (tmp_path / "nowhere").as_uri(),
-               "--workdir", str(tmp_path), "--json")
+    proc = cli(
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        (tmp_path / "nowhere").as_uri(),
+        "--workdir",
+        str(tmp_path),
+        "--json",
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     entry = json.loads(proc.stdout)["mirrors"][0]
     assert entry["status"] == "error" and "does not exist" in entry["detail"]
@@ -120,9 +158,14 @@ def test_download_fails_over_and_resumes_from_the_same_byte(tmp_path: Path) -> N
         good.add(blob)
         moves = []
         part = tmp_path / "dl" / f"{blob.name}.part"
-        dest = download([f"{stalling.base}/files/{blob.name}", f"{good.base}/files/{blob.name}"],
-                        tmp_path / "dl" / blob.name, sha256=sha256_of(blob), size=blob.stat().st_size,
-                        stall_seconds=1.0, on_failover=lambda url, why: moves.append((url, part.stat().st_size)))
+        dest = download(
+            [f"{stalling.base}/files/{blob.name}", f"{good.base}/files/{blob.name}"],
+            tmp_path / "dl" / blob.name,
+            sha256=sha256_of(blob),
+            size=blob.stat().st_size,
+            stall_seconds=1.0,
+            on_failover=lambda url, why: moves.append((url, part.stat().st_size)),
+        )
         assert dest.read_bytes() == blob.read_bytes()
         assert len(moves) == 1 and moves[0][0].startswith(stalling.base)
         ranged = [h.get("Range") for p, h in good.requests if p.endswith(blob.name)]
@@ -162,8 +205,19 @@ def test_install_mirror_step_measures_once_then_reuses(farm, tmp_path: Path, mon
 
 
 def test_apply_global_uses_pip_config_in_the_users_home(cli, farm, home: Path, tmp_path: Path) -> None:
-    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--global",
-               "--workdir", str(tmp_path), env={"PIP_CONFIG_FILE": ""})
+    proc = cli(
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        farm.url("fast"),
+        "--apply",
+        "--global",
+        "--workdir",
+        str(tmp_path),
+        env={"PIP_CONFIG_FILE": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     written = (home / ".config" / "pip" / "pip.conf").read_text()
     assert f"index-url = {farm.url('fast')}" in written
@@ -180,8 +234,10 @@ def test_install_download_knows_the_same_file_on_fallback_mirrors(farm, tmp_path
     mirror_b = LocalIndex()
     try:
         mirror_b.add(sdist)
-        ctx = session_for(tmp_path, outputs={"mirror": MirrorChoice(index_url=farm.url("fast"), fallbacks=[
-            farm.url("fast"), mirror_b.url])})
+        ctx = session_for(
+            tmp_path,
+            outputs={"mirror": MirrorChoice(index_url=farm.url("fast"), fallbacks=[farm.url("fast"), mirror_b.url])},
+        )
         assert alternate_urls(ctx, sdist.name) == [f"{mirror_b.base}/files/{sdist.name}"]
         assert alternate_urls(session_for(tmp_path), sdist.name) == []
     finally:
@@ -215,8 +271,10 @@ def test_the_budget_holds_against_black_holes_and_dead_names(cli, farm, tmp_path
         # all bad: nothing chosen, and nothing cached that would fail the next run
         proc = cli(*argv, *[a for url in bad[:2] for a in ("--candidate", url)])
         assert proc.returncode == 1 and json.loads(proc.stdout)["chosen"] is None
-        assert not (tmp_path / "wd" / "mirrors.json").exists() or \
-            json.loads((tmp_path / "wd" / "mirrors.json").read_text())["result"]["chosen"]
+        assert (
+            not (tmp_path / "wd" / "mirrors.json").exists()
+            or json.loads((tmp_path / "wd" / "mirrors.json").read_text())["result"]["chosen"]
+        )
         proc = cli(*argv, "--candidate", farm.url("fast"))
         assert json.loads(proc.stdout)["chosen"] == farm.url("fast")
     finally:
@@ -282,19 +340,36 @@ def test_apply_edits_a_pip_conf_with_six_other_settings_and_keeps_them(cli, farm
     venv = tmp_path / "venv"
     venv_module.create(venv, with_pip=False)
     (venv / "pip.conf").write_text(USER_PIP_CONF)
-    (venv / "uv.toml").write_text('# mine\nnative-tls = true\nindex-url = "https://old.invalid/simple"\n\n[pip]\n'
-                                  'compile-bytecode = true\n')
-    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--venv",
-               str(venv), "--workdir", str(tmp_path / "wd"))
+    (venv / "uv.toml").write_text(
+        '# mine\nnative-tls = true\nindex-url = "https://old.invalid/simple"\n\n[pip]\ncompile-bytecode = true\n'
+    )
+    proc = cli(
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        farm.url("fast"),
+        "--apply",
+        "--venv",
+        str(venv),
+        "--workdir",
+        str(tmp_path / "wd"),
+    )
     assert proc.returncode == 0, proc.stderr
     written = (venv / "pip.conf").read_text()
     assert written == USER_PIP_CONF.replace("https://old.invalid/simple", farm.url("fast"))
     parsed = configparser.RawConfigParser()
     parsed.read_string(written)
     kept = {(s, k): parsed.get(s, k) for s in parsed.sections() for k in parsed.options(s) if k != "index-url"}
-    assert kept == {("global", "timeout"): "60", ("global", "trusted-host"): "old.invalid",
-                    ("global", "retries"): "7", ("global", "cert"): "/etc/ssl/corp.pem",
-                    ("install", "no-compile"): "true", ("install", "progress-bar"): "off"}
+    assert kept == {
+        ("global", "timeout"): "60",
+        ("global", "trusted-host"): "old.invalid",
+        ("global", "retries"): "7",
+        ("global", "cert"): "/etc/ssl/corp.pem",
+        ("install", "no-compile"): "true",
+        ("install", "progress-bar"): "off",
+    }
     uv = (venv / "uv.toml").read_text()
     assert uv == f'# mine\nnative-tls = true\nindex-url = "{farm.url("fast")}"\n\n[pip]\ncompile-bytecode = true\n'
 
@@ -302,25 +377,41 @@ def test_apply_edits_a_pip_conf_with_six_other_settings_and_keeps_them(cli, farm
 def test_edit_pip_conf_sets_extras_and_command_sections_and_keeps_the_rest() -> None:
     from ascend_setup.mirrors.apply import edit_pip_conf, edit_uv_toml
 
-    text = "[global]\nextra-index-url =\n    https://a.invalid/simple\n    https://b.invalid/simple\ntimeout = 5\n" \
-           "[download]\nindex_url = https://d.invalid/simple\nno-deps = true\n"
+    text = (
+        "[global]\nextra-index-url =\n    https://a.invalid/simple\n    https://b.invalid/simple\ntimeout = 5\n"
+        "[download]\nindex_url = https://d.invalid/simple\nno-deps = true\n"
+    )
     assert edit_pip_conf(text, "https://new.invalid/", None) == (
         "[global]\nextra-index-url =\n    https://a.invalid/simple\n    https://b.invalid/simple\ntimeout = 5\n"
-        "index-url = https://new.invalid/\n[download]\nindex-url = https://new.invalid/\nno-deps = true\n")
+        "index-url = https://new.invalid/\n[download]\nindex-url = https://new.invalid/\nno-deps = true\n"
+    )
     assert edit_pip_conf(text, "https://new.invalid/", ["https://x.invalid/"]) == (
         "[global]\nindex-url = https://new.invalid/\nextra-index-url =\n    https://x.invalid/\ntimeout = 5\n"
-        "[download]\nindex-url = https://new.invalid/\nextra-index-url =\n    https://x.invalid/\nno-deps = true\n")
-    assert edit_pip_conf("# only a comment", "https://n.invalid/", None) == \
-        "# only a comment\n[global]\nindex-url = https://n.invalid/\n"
+        "[download]\nindex-url = https://new.invalid/\nextra-index-url =\n    https://x.invalid/\nno-deps = true\n"
+    )
+    assert (
+        edit_pip_conf("# only a comment", "https://n.invalid/", None)
+        == "# only a comment\n[global]\nindex-url = https://n.invalid/\n"
+    )
     toml = 'extra-index-url = [\n  "https://a.invalid/",\n]\nindex-url = "x"\n[pip]\nindex-url = "keep"\n'
     assert edit_uv_toml(toml, "https://n.invalid/", ["https://e.invalid/"]) == (
         'index-url = "https://n.invalid/"\nextra-index-url = ["https://e.invalid/"]\n'
-        'index-strategy = "unsafe-best-match"\n[pip]\nindex-url = "keep"\n')
+        'index-strategy = "unsafe-best-match"\n[pip]\nindex-url = "keep"\n'
+    )
 
 
 def test_apply_global_with_venv_is_exit_2_with_json(cli, tmp_path: Path) -> None:
-    proc = cli("mirrors", "--only", "--candidate", "http://127.0.0.1:9/simple/", "--apply", "--global", "--venv",
-               str(tmp_path), "--json")
+    proc = cli(
+        "mirrors",
+        "--only",
+        "--candidate",
+        "http://127.0.0.1:9/simple/",
+        "--apply",
+        "--global",
+        "--venv",
+        str(tmp_path),
+        "--json",
+    )
     line = assert_one_line_error(proc)
     assert "--global and --venv" in line
     assert json.loads(proc.stdout)["exit"] == 2
@@ -330,8 +421,19 @@ def test_apply_global_keeps_the_users_other_settings(cli, farm, home: Path, tmp_
     conf = home / ".config" / "pip" / "pip.conf"
     conf.parent.mkdir(parents=True)
     conf.write_text(USER_PIP_CONF)
-    proc = cli("mirrors", "--cann", "9.1.0", "--only", "--candidate", farm.url("fast"), "--apply", "--global",
-               "--workdir", str(tmp_path), env={"PIP_CONFIG_FILE": ""})
+    proc = cli(
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        farm.url("fast"),
+        "--apply",
+        "--global",
+        "--workdir",
+        str(tmp_path),
+        env={"PIP_CONFIG_FILE": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     assert conf.read_text() == USER_PIP_CONF.replace("https://old.invalid/simple", farm.url("fast"))
 
@@ -396,8 +498,11 @@ def test_throughput_is_measured_over_as_many_connections_as_the_install_opens(tm
         (measured,) = ranking.mirrors
         assert measured.status == "ok", measured
         assert measured.throughput_bps > 0.7 * PER_HOST * 500_000, measured  # one connection: <= 500 kB/s
-        starts = sorted(int(h["Range"][6:].split("-")[0]) for p, h in server.requests
-                        if "/files/torch_npu" in p and h.get("Range", "") != "bytes=0-0")
+        starts = sorted(
+            int(h["Range"][6:].split("-")[0])
+            for p, h in server.requests
+            if "/files/torch_npu" in p and h.get("Range", "") != "bytes=0-0"
+        )
         assert len(starts) == PER_HOST and len(set(starts)) == PER_HOST, starts  # each its own part of the sample
     finally:
         server.close()

@@ -27,8 +27,10 @@ from ascend_setup.simulate import native_stubs
 from ascend_setup.simulate.fake_cann import build_fake_cann
 
 #: The C library and the toolchain decide what these files need: the glibc 2.31 root runs this file too.
-pytestmark = [pytest.mark.userland,
-              pytest.mark.skipif(native_stubs.compiler() is None, reason="no C compiler to build shared objects")]
+pytestmark = [
+    pytest.mark.userland,
+    pytest.mark.skipif(native_stubs.compiler() is None, reason="no C compiler to build shared objects"),
+]
 
 HOST_GLIBC = tuple(int(p) for p in (glibc_version() or "0.0").split("."))
 PLUGIN_SO = "vllm_ascend/vllm_ascend_C.cpython-311-x86_64-linux-gnu.so"
@@ -79,9 +81,13 @@ def _ldd(path: Path, env: Dict[str, str]) -> Dict[str, Optional[str]]:
 def library_files(tmp_path_factory) -> Dict[str, Path]:
     """Each kind of test file the simulated world carries, and two of this machine's own libraries."""
     root = tmp_path_factory.mktemp("libs")
-    made = {"plain": native_stubs.plain_library(), "libatb": native_stubs.nnal_libatb("9.1.0"),
-            "plugin": native_stubs.plugin_extension("9.1.0"), "post231": native_stubs.post_231_library(),
-            "glibc-2.99": native_stubs.stand_in_glibc_library("2.99")}
+    made = {
+        "plain": native_stubs.plain_library(),
+        "libatb": native_stubs.nnal_libatb("9.1.0"),
+        "plugin": native_stubs.plugin_extension("9.1.0"),
+        "post231": native_stubs.post_231_library(),
+        "glibc-2.99": native_stubs.stand_in_glibc_library("2.99"),
+    }
     files = {}
     for name, data in made.items():
         assert data is not None
@@ -90,8 +96,14 @@ def library_files(tmp_path_factory) -> Dict[str, Path]:
     if BUILT_ON_2_36.exists() and os.uname().machine == "x86_64":
         files["built-on-2.36"] = BUILT_ON_2_36
     for name in ("libstdc++.so.6", "libz.so.1"):
-        system = next((Path(d) / name for d in ("/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64",
-                                                "/lib64") if (Path(d) / name).exists()), None)
+        system = next(
+            (
+                Path(d) / name
+                for d in ("/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64")
+                if (Path(d) / name).exists()
+            ),
+            None,
+        )
         if system is not None:
             files[name] = Path(os.path.realpath(system))
     return files
@@ -146,10 +158,17 @@ def _venv_with(tmp_path: Path, data: bytes, dist: str = "stub-ext", wrapped: boo
     does with vllm_ascend_C: a failed load is a warning)."""
     venv = clean_venv(tmp_path / "v")
     module = dist.replace("-", "_")
-    init = (f"try:\n    from . import _ext  # noqa: F401\nexcept ImportError as exc:\n"
-            f"    import warnings; warnings.warn(f'Failed to import {module}._ext: {{exc}}')\n") if wrapped else ""
-    fake_install(venv, dist, "1.0", files={f"{module}/__init__.py": init,
-                                          f"{module}/_ext.cpython-311-x86_64-linux-gnu.so": data})
+    init = (
+        (
+            f"try:\n    from . import _ext  # noqa: F401\nexcept ImportError as exc:\n"
+            f"    import warnings; warnings.warn(f'Failed to import {module}._ext: {{exc}}')\n"
+        )
+        if wrapped
+        else ""
+    )
+    fake_install(
+        venv, dist, "1.0", files={f"{module}/__init__.py": init, f"{module}/_ext.cpython-311-x86_64-linux-gnu.so": data}
+    )
     return venv
 
 
@@ -196,8 +215,12 @@ def test_a_library_built_on_glibc_2_36_is_found_and_fails_verify(cli, tmp_path: 
     if HOST_GLIBC >= (2, 34):
         return
     python = venv / "bin" / "python"
-    imported = subprocess.run([str(python), "-W", "always", "-c", "import stub_ext; print('imported')"],
-                              capture_output=True, text=True, timeout=60)
+    imported = subprocess.run(
+        [str(python), "-W", "always", "-c", "import stub_ext; print('imported')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert imported.stdout.strip() == "imported" and "GLIBC_2.34' not found" in imported.stderr
     problems = native_problems(session_for(tmp_path, venv=str(venv)))
     assert len(problems) == 1 and "needs GLIBC_2.34" in problems[0] and "stub-ext 1.0" in problems[0], problems
@@ -225,8 +248,12 @@ def test_verify_fails_on_it_though_the_import_is_caught(tmp_path: Path) -> None:
     newer = f"2.{HOST_GLIBC[1] + 1}"
     venv = _venv_with(tmp_path, native_stubs.stand_in_glibc_library(newer) or b"")
     python = venv / "bin" / "python"
-    imported = subprocess.run([str(python), "-W", "always", "-c", "import stub_ext; print('imported')"],
-                              capture_output=True, text=True, timeout=60)
+    imported = subprocess.run(
+        [str(python), "-W", "always", "-c", "import stub_ext; print('imported')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert imported.stdout.strip() == "imported" and f"GLIBC_{newer}' not found" in imported.stderr
     problems = native_problems(session_for(tmp_path, venv=str(venv)))
     assert len(problems) == 1 and f"needs GLIBC_{newer}" in problems[0] and "stub-ext 1.0" in problems[0], problems
@@ -239,6 +266,7 @@ def nnal(tmp_path: Path):
         found = primary_cann(str(cann.root))
         assert found is not None and found.nnal is not None and found.nnal.set_env
         return cann, capture_env([Path(found.nnal.set_env)]).apply()
+
     return build
 
 
@@ -266,8 +294,9 @@ def test_an_nnal_of_another_cann_lacks_the_symbol(cli, tmp_path: Path, nnal) -> 
     found = [f for f in json.loads(proc.stdout)["findings"] if f["id"].startswith("native")]
     assert [f["id"] for f in found] == ["native-symbol"], found
     assert "needs symbol atb_runtime_9_1" in found[0]["message"] and "libatb.so" in found[0]["message"]
-    ldd_r = _tool("ldd", "-r", str(site_of(venv) / "vllm_ascend_ops" / "_ext.cpython-311-x86_64-linux-gnu.so"),
-                  env=sourced)
+    ldd_r = _tool(
+        "ldd", "-r", str(site_of(venv) / "vllm_ascend_ops" / "_ext.cpython-311-x86_64-linux-gnu.so"), env=sourced
+    )
     assert "undefined symbol: atb_runtime_9_1" in ldd_r
 
 
@@ -276,13 +305,15 @@ def test_the_reader_reads_no_file_whole(library_files: Dict[str, Path]) -> None:
     path = library_files.get("libstdc++.so.6")
     if path is None:
         pytest.skip("no libstdc++ here")
-    code = ("import sys, builtins, io\nfrom pathlib import Path\nimport ascend_setup.native.elf as elf\n"
-            "total = 0\nreal = elf.os.fdopen\n"
-            "class Counting(io.BufferedReader):\n"
-            "    def read(self, n=-1):\n        global total\n        data = super().read(n)\n"
-            "        total += len(data)\n        return data\n"
-            "elf.os.fdopen = lambda fd, mode: Counting(io.FileIO(fd, 'rb'))\n"
-            f"needs = elf.read_needs(Path({str(path)!r}))\nprint(total)\n")
+    code = (
+        "import sys, builtins, io\nfrom pathlib import Path\nimport ascend_setup.native.elf as elf\n"
+        "total = 0\nreal = elf.os.fdopen\n"
+        "class Counting(io.BufferedReader):\n"
+        "    def read(self, n=-1):\n        global total\n        data = super().read(n)\n"
+        "        total += len(data)\n        return data\n"
+        "elf.os.fdopen = lambda fd, mode: Counting(io.FileIO(fd, 'rb'))\n"
+        f"needs = elf.read_needs(Path({str(path)!r}))\nprint(total)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) < path.stat().st_size / 4, (done.stdout, path.stat().st_size)
@@ -320,10 +351,22 @@ def test_a_loop_of_needed_is_one_finding_and_no_hang(tmp_path: Path) -> None:
     tmp = tmp_path / "build"
     tmp.mkdir()
     _compiled(tmp, "libA.so", "int a(void) { return 1; }\n", "-Wl,-soname,libA.so")
-    lib_b = _compiled(tmp, "libB.so", "int a(void);\nint b(void) { return a(); }\n", "-Wl,-soname,libB.so", "-lA",
-                      "-Wl,-rpath,$ORIGIN")
-    lib_a = _compiled(tmp, "libA.so", "int b(void);\nint a(void) { return 1; }\nint c(void) { return b(); }\n",
-                      "-Wl,-soname,libA.so", "-lB", "-Wl,-rpath,$ORIGIN")
+    lib_b = _compiled(
+        tmp,
+        "libB.so",
+        "int a(void);\nint b(void) { return a(); }\n",
+        "-Wl,-soname,libB.so",
+        "-lA",
+        "-Wl,-rpath,$ORIGIN",
+    )
+    lib_a = _compiled(
+        tmp,
+        "libA.so",
+        "int b(void);\nint a(void) { return 1; }\nint c(void) { return b(); }\n",
+        "-Wl,-soname,libA.so",
+        "-lB",
+        "-Wl,-rpath,$ORIGIN",
+    )
     venv = make_venv(tmp_path / "v")
     fake_install(venv, "loops", "1.0", files={"loops/libA.so": lib_a, "loops/libB.so": lib_b})
     report = check_venv(read_venv(venv), host_target({}))
@@ -350,8 +393,9 @@ def test_a_version_count_that_would_loop_is_one_finding(tmp_path: Path) -> None:
     venv = make_venv(tmp_path / "v")
     fake_install(venv, "hostile", "1.0", files={"hostile/x.so": bytes(data)})
     report = check_venv(read_venv(venv), host_target({}))
-    assert [p.problem.kind for p in report.problems] == ["damaged"] and ".gnu.version_r" in \
-        report.problems[0].problem.detail
+    assert [p.problem.kind for p in report.problems] == ["damaged"] and ".gnu.version_r" in report.problems[
+        0
+    ].problem.detail
 
 
 def test_a_wheel_whose_library_needs_more_than_its_tag_claims(tmp_path: Path) -> None:
@@ -361,19 +405,32 @@ def test_a_wheel_whose_library_needs_more_than_its_tag_claims(tmp_path: Path) ->
     from ascend_setup.simulate.dists import build_wheel
 
     lib = native_stubs.post_231_library() or b""
-    liar = build_wheel(tmp_path, "fastops", "1.0", tag="cp311-cp311-manylinux_2_28_x86_64",
-                       files={"fastops/__init__.py": "", "fastops/_ops.cpython-311-x86_64-linux-gnu.so": lib})
-    honest = build_wheel(tmp_path, "honestops", "1.0", tag="cp311-cp311-manylinux_2_34_x86_64",
-                         files={"honestops/_ops.so": lib})
-    plain = build_wheel(tmp_path, "plainops", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
-                        files={"plainops/_ops.so": native_stubs.plain_library()})
+    liar = build_wheel(
+        tmp_path,
+        "fastops",
+        "1.0",
+        tag="cp311-cp311-manylinux_2_28_x86_64",
+        files={"fastops/__init__.py": "", "fastops/_ops.cpython-311-x86_64-linux-gnu.so": lib},
+    )
+    honest = build_wheel(
+        tmp_path, "honestops", "1.0", tag="cp311-cp311-manylinux_2_34_x86_64", files={"honestops/_ops.so": lib}
+    )
+    plain = build_wheel(
+        tmp_path,
+        "plainops",
+        "1.0",
+        tag="cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
+        files={"plainops/_ops.so": native_stubs.plain_library()},
+    )
     found = wheel_glibc(liar)
     assert found.claimed == (2, 28) and found.needed == (2, 34) and found.understated
     assert found.member == "fastops/_ops.cpython-311-x86_64-linux-gnu.so"
     lines = glibc_lines([liar, honest, plain], "2.31")
     assert len(lines) == 2, lines
-    assert lines[0].startswith("fastops-1.0-cp311-cp311-manylinux_2_28_x86_64.whl: tagged for glibc 2.28, but "
-                               "fastops/_ops.cpython-311-x86_64-linux-gnu.so needs GLIBC_2.34")
+    assert lines[0].startswith(
+        "fastops-1.0-cp311-cp311-manylinux_2_28_x86_64.whl: tagged for glibc 2.28, but "
+        "fastops/_ops.cpython-311-x86_64-linux-gnu.so needs GLIBC_2.34"
+    )
     assert "the target's glibc 2.31 cannot load it" in lines[0] and "honestops" in lines[1]
     cannot = "the target's glibc 2.31 cannot load it: build that package from source for it"
     assert glibc_lines([liar, honest, plain], "2.34") == [lines[0].replace(cannot, "the target's glibc 2.34 has it")]
@@ -397,8 +454,9 @@ def test_a_library_the_interpreter_already_loaded_resolves_by_name(tmp_path: Pat
         pytest.skip("this Python is not built with a shared libpython")
     libdir, ldlibrary = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
     name = sysconfig.get_config_var("INSTSONAME") or ldlibrary
-    data = native_stubs._compile("int uses_python(void) { return 0; }\n", "ext.so",
-                                 [f"-L{libdir}", "-Wl,--no-as-needed", f"-l:{ldlibrary}"])
+    data = native_stubs._compile(
+        "int uses_python(void) { return 0; }\n", "ext.so", [f"-L{libdir}", "-Wl,--no-as-needed", f"-l:{ldlibrary}"]
+    )
     venv = make_venv(tmp_path / "v")
     fake_install(venv, "pyext", "1.0", files={"pyext/ext.so": data})
     assert name in read_needs(site_of(venv) / "pyext" / "ext.so").needed

@@ -81,9 +81,19 @@ def memo_damaged(home: Path, env: Dict[str, str]) -> str:
     return "https://a.example/simple"
 
 
-@pytest.mark.parametrize("change", [edited_in_place_same_size, legacy_file_appears, file_removed, variable_set,
-                                    config_file_moved, xdg_config_home_moved, memo_damaged],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "change",
+    [
+        edited_in_place_same_size,
+        legacy_file_appears,
+        file_removed,
+        variable_set,
+        config_file_moved,
+        xdg_config_home_moved,
+        memo_damaged,
+    ],
+    ids=lambda c: c.__name__,
+)
 def test_the_remembered_answer_follows_every_change_pip_would_see(change: Change, tmp_path: Path) -> None:
     home = tmp_path / "home"
     _conf(home / ".config/pip/pip.conf", "https://a.example/simple")
@@ -103,11 +113,18 @@ def test_a_command_keeps_the_answer_and_a_refused_one_writes_nothing(tmp_path: P
     _conf(home / ".config/pip/pip.conf", "https://a.example/simple")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "XDG_"))}
     env.update({"HOME": str(home), "PYTHONPATH": str(REPO)})
-    mirrors = [sys.executable, "-m", "ascend_setup", "mirrors", "--only", "--json", "--candidate",
-               "http://127.0.0.1:9/simple/"]
+    mirrors = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "mirrors",
+        "--only",
+        "--json",
+        "--candidate",
+        "http://127.0.0.1:9/simple/",
+    ]
     (tmp_path / "a-file").write_text("x")
-    refused = subprocess.run([*mirrors, "--workdir", str(tmp_path / "a-file")], capture_output=True, text=True,
-                             env=env)
+    refused = subprocess.run([*mirrors, "--workdir", str(tmp_path / "a-file")], capture_output=True, text=True, env=env)
     assert refused.returncode == 2, refused.stderr
     assert not (home / ".cache").exists()
     ran = subprocess.run([*mirrors, "--workdir", str(tmp_path / "wd")], capture_output=True, text=True, env=env)

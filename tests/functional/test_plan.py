@@ -28,17 +28,37 @@ ROW = load_matrix().rows["9.1.0"]
 
 def _plan(cli, indexes, glibc="2.31", arch="aarch64", python="3.11", ascend=None, *extra):
     main, asc, torch_cpu, _ = indexes
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch, "--python", python,
-               "--index-url", main.url, "--index", f"ascend={ascend or asc.url}", "--index",
-               f"pytorch-cpu={torch_cpu.url}", "--json", *extra)
+    proc = cli(
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        glibc,
+        "--arch",
+        arch,
+        "--python",
+        python,
+        "--index-url",
+        main.url,
+        "--index",
+        f"ascend={ascend or asc.url}",
+        "--index",
+        f"pytorch-cpu={torch_cpu.url}",
+        "--json",
+        *extra,
+    )
     return proc, (json.loads(proc.stdout) if proc.stdout.strip() else None)
 
 
 def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
     proc, data = _plan(cli, indexes)
     assert proc.returncode == 0, proc.stderr
-    assert data["scope"] == "closure" and data["target"] == {"glibc": "2.31", "arch": "aarch64", "python": "3.11",
-                                                                  "device": "A2"}
+    assert data["scope"] == "closure" and data["target"] == {
+        "glibc": "2.31",
+        "arch": "aarch64",
+        "python": "3.11",
+        "device": "A2",
+    }
     pkgs = {p["name"]: p for p in data["packages"]}
     # transitive packages, at the versions caps two levels down decide
     assert pkgs["starlette"]["version"] == "0.50.0" and "fastapi -> starlette" in pkgs["starlette"]["via"][0]
@@ -69,8 +89,9 @@ def test_plan_is_the_whole_closure_on_glibc_231_aarch64(cli, indexes) -> None:
 
 def _ours(index: LocalIndex, since: int) -> list:
     """The paths ascend-setup itself (not uv) asked of `index` since request number `since`."""
-    return [path for path, headers in index.requests[since:]
-            if headers.get("User-Agent", "").startswith("ascend-setup/")]
+    return [
+        path for path, headers in index.requests[since:] if headers.get("User-Agent", "").startswith("ascend-setup/")
+    ]
 
 
 def test_files_come_from_uv_and_what_was_read_once_is_not_read_again(cli, indexes) -> None:
@@ -129,9 +150,26 @@ def test_unreachable_and_unpublished_are_different_outcomes(cli, indexes) -> Non
 def test_plan_table_at_80_columns_and_the_lock(cli, indexes, tmp_path: Path) -> None:
     main, asc, torch_cpu, _ = indexes
     lock = tmp_path / "x86.lock"
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", "2.28", "--arch", "x86_64", "--python", "3.11",
-               "--index-url", main.url, "--index", f"ascend={asc.url}", "--index", f"pytorch-cpu={torch_cpu.url}",
-               "--lock", str(lock), env={"COLUMNS": "80"})
+    proc = cli(
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        "2.28",
+        "--arch",
+        "x86_64",
+        "--python",
+        "3.11",
+        "--index-url",
+        main.url,
+        "--index",
+        f"ascend={asc.url}",
+        "--index",
+        f"pytorch-cpu={torch_cpu.url}",
+        "--lock",
+        str(lock),
+        env={"COLUMNS": "80"},
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "packages" in lines[0] and "wheels" in lines[0] and "source builds" in lines[0]  # counts first
@@ -152,20 +190,37 @@ def test_plan_rows_are_never_cropped(capsys, monkeypatch) -> None:
     from ascend_setup.commands.plan import render_plan
     from ascend_setup.resolve.lockfile import Lock, LockedPackage, LockTarget
 
-    packages = [LockedPackage(name="opentelemetry-exporter-otlp-proto-common", version="1.45.2", outcome="wheel",
-                              index="mirror", size=43_210),
-                LockedPackage(name="certifi", version="2026.10.19.post1", outcome="wheel", index="mirror", size=1),
-                LockedPackage(name="torch", version="2.10.0+cpu", outcome="wheel", index="pytorch-cpu",
-                              size=266_012_345),
-                LockedPackage(name="triton-ascend", version="3.2.2", outcome="unavailable", index="ascend",
-                              reason="index 'ascend' could not be reached")]
-    lock = Lock(cann="9.1.0", target=LockTarget(arch="x86_64", glibc="2.28", python="3.11"),
-                indexes={"mirror": "http://m/simple/", "ascend": "http://a/simple/", "pytorch-cpu": "http://p/simple/"},
-                inputs="0", packages=packages)
-    cells = [["opentelemetry-exporter-otlp-proto-common==1.45.2", "wheel", "0.0", "mirror"],
-             ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"],
-             ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
-             ["triton-ascend==3.2.2", "unavailable", "-", "ascend"]]
+    packages = [
+        LockedPackage(
+            name="opentelemetry-exporter-otlp-proto-common",
+            version="1.45.2",
+            outcome="wheel",
+            index="mirror",
+            size=43_210,
+        ),
+        LockedPackage(name="certifi", version="2026.10.19.post1", outcome="wheel", index="mirror", size=1),
+        LockedPackage(name="torch", version="2.10.0+cpu", outcome="wheel", index="pytorch-cpu", size=266_012_345),
+        LockedPackage(
+            name="triton-ascend",
+            version="3.2.2",
+            outcome="unavailable",
+            index="ascend",
+            reason="index 'ascend' could not be reached",
+        ),
+    ]
+    lock = Lock(
+        cann="9.1.0",
+        target=LockTarget(arch="x86_64", glibc="2.28", python="3.11"),
+        indexes={"mirror": "http://m/simple/", "ascend": "http://a/simple/", "pytorch-cpu": "http://p/simple/"},
+        inputs="0",
+        packages=packages,
+    )
+    cells = [
+        ["opentelemetry-exporter-otlp-proto-common==1.45.2", "wheel", "0.0", "mirror"],
+        ["certifi==2026.10.19.post1", "wheel", "0.0", "mirror"],
+        ["torch==2.10.0+cpu", "wheel", "266.0", "pytorch-cpu"],
+        ["triton-ascend==3.2.2", "unavailable", "-", "ascend"],
+    ]
     for columns in (80, 50):
         monkeypatch.setenv("COLUMNS", str(columns))
         render_plan(lock)
@@ -204,14 +259,34 @@ def test_forecast_for_this_host_equals_real_pip(cli, indexes, tmp_path: Path) ->
     roots.write_text("\n".join(f"{n}=={v}" for n, v in lock.items()) + "\n")
     report = tmp_path / "report.json"
     try:
-        done = subprocess.run([python.path, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                               "--report", str(report), "--index-url", server.url, "-r", str(roots)],
-                              capture_output=True, text=True, env=clean_env(tmp_path), timeout=300)
+        done = subprocess.run(
+            [
+                python.path,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--report",
+                str(report),
+                "--index-url",
+                server.url,
+                "-r",
+                str(roots),
+            ],
+            capture_output=True,
+            text=True,
+            env=clean_env(tmp_path),
+            timeout=300,
+        )
     finally:
         server.close()
     assert done.returncode == 0, done.stderr[-2000:]
-    pip = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
-           for item in json.loads(report.read_text())["install"]}
+    pip = {
+        item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
     pip.pop("triton", None)  # upstream triton: pip cannot exclude it; the lock substitutes triton-ascend
     assert pip == lock
 
@@ -257,8 +332,21 @@ def test_known_build_warnings_and_toolchains() -> None:
 @pytest.mark.parametrize("glibc, arch, python", [("2.31", "aarch64", "3.11"), ("2.35", "x86_64", "3.12")])
 def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
     public = pip_settings().index
-    proc = cli("plan", "--cann", "9.1.0", "--glibc", glibc, "--arch", arch, "--python", python, "--index-url",
-               public, "--json", timeout=900)
+    proc = cli(
+        "plan",
+        "--cann",
+        "9.1.0",
+        "--glibc",
+        glibc,
+        "--arch",
+        arch,
+        "--python",
+        python,
+        "--index-url",
+        public,
+        "--json",
+        timeout=900,
+    )
     data = json.loads(proc.stdout)
     pkgs = {p["name"]: p for p in data["packages"]}
     assert data["scope"] == "closure" and len(pkgs) > 150, proc.stderr
@@ -270,12 +358,15 @@ def test_live_closure_on_the_public_index(cli, glibc, arch, python) -> None:
     assert Version(pkgs["tokenizers"]["version"]) <= Version("0.23.0")
     assert Version(pkgs["prometheus-fastapi-instrumentator"]["version"]) < Version("8")
     if glibc == "2.31":
-        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], \
-            pkgs["vllm-ascend"]
+        assert pkgs["vllm-ascend"]["outcome"] == "sdist" and "glibc 2.34" in pkgs["vllm-ascend"]["reason"], pkgs[
+            "vllm-ascend"
+        ]
         assert any(w["package"] == "vllm-ascend" for w in data["warnings"])
     # the Ascend and PyTorch CPU indexes cannot be reached from everywhere: then those are unreachable,
     # not unpublished, and the rest of the closure is still forecast
     for p in data["packages"]:
         if p["outcome"] == "unavailable":
-            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], \
-                (p["name"], p["reason"])
+            assert p["index"] in ("ascend", "pytorch-cpu") and "could not be reached" in p["reason"], (
+                p["name"],
+                p["reason"],
+            )

@@ -24,8 +24,9 @@ run_logged([sys.executable, "-c", child], Path(sys.argv[1]))
 
 def test_a_killed_step_keeps_what_its_child_printed(tmp_path: Path) -> None:
     log = tmp_path / "torch-stack.log"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(log)], env={**os.environ, "PYTHONPATH": str(REPO)},
-                              start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(log)], env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "downloading 40\n" not in (log.read_text() if log.exists() else ""):

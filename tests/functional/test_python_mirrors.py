@@ -39,11 +39,13 @@ def test_probes_name_each_problem_in_the_order_of_preference() -> None:
     page = _serve(_Page)
     slow = _serve(type("Slow", (_Page,), {"delay": 3.0}))
     try:
-        urls = ["http://127.0.0.1:9/r/20990101/cpython.tar.gz",
-                f"{release.url}/20990101/other.tar.gz",
-                f"http://127.0.0.1:{page.server_address[1]}/20990101/cpython.tar.gz",
-                f"http://127.0.0.1:{slow.server_address[1]}/20990101/cpython.tar.gz",
-                f"{release.url}/20990101/cpython.tar.gz"]
+        urls = [
+            "http://127.0.0.1:9/r/20990101/cpython.tar.gz",
+            f"{release.url}/20990101/other.tar.gz",
+            f"http://127.0.0.1:{page.server_address[1]}/20990101/cpython.tar.gz",
+            f"http://127.0.0.1:{slow.server_address[1]}/20990101/cpython.tar.gz",
+            f"{release.url}/20990101/cpython.tar.gz",
+        ]
         probes = probe_all(urls, timeout=1.0)
         assert [p.url for p in probes] == urls
         assert [p.problem for p in probes[:2]] == ["connection refused", "HTTP 404"]

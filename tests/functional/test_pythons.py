@@ -38,9 +38,11 @@ ARCH, GLIBC = platform.machine(), glibc_version() or "2.17"
 def fake_python(path: Path, version: str) -> Path:
     """An executable that answers the interpreter probe like CPython `version` would."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n"
-                    f'if [ "$1" = "--version" ]; then echo "Python {version}"; exit 0; fi\n'
-                    f'echo \'{{"version": "{version}", "venv": true, "executable": "{path}"}}\'\n')
+    path.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "--version" ]; then echo "Python {version}"; exit 0; fi\n'
+        f'echo \'{{"version": "{version}", "venv": true, "executable": "{path}"}}\'\n'
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 
@@ -84,8 +86,11 @@ def test_the_newest_python_whose_wheels_exist_is_chosen(stub) -> None:
     row = select_row(matrix, "9.1.0", ARCH)
     sources = IndexSources.for_row(matrix, row, mirror)
     pages = pythons.row_pages(row, sources, deadline=10)
-    candidates = [Interpreter("/x/python3.12", "3.12.7", True), Interpreter("/x/python3.11", "3.11.9", True),
-                  Interpreter("/x/python3.10", "3.10.14", True)]
+    candidates = [
+        Interpreter("/x/python3.12", "3.12.7", True),
+        Interpreter("/x/python3.11", "3.11.9", True),
+        Interpreter("/x/python3.10", "3.10.14", True),
+    ]
     choice = pythons.choose_python(row, candidates, ARCH, GLIBC, pages)
     assert choice.interpreter.minor == "3.11" and not any("triton-ascend" in g for g in choice.gaps)
     # what every interpreter lacks (vllm-ascend's manylinux_2_34 wheels on an older glibc) is not a reason
@@ -103,9 +108,16 @@ def test_preflight_picks_311_over_312_and_says_why(stub, tmp_path: Path, monkeyp
         pytest.skip("needs the suite's interpreter to be 3.11, the one the stub triton-ascend publishes for")
     monkeypatch.setattr(pythons, "find_interpreters", lambda: [Interpreter(str(python312), "3.12.7", True), real])
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    ctx = session_for(tmp_path / "wd", console=Console(file=io.StringIO()),
-                      cann_home=str(cann.root), index_url=mirror, soc="ascend910b3",
-                      matrix=matrix, row=select_row(matrix, "9.1.0", ARCH), pip_settings=pip_settings())
+    ctx = session_for(
+        tmp_path / "wd",
+        console=Console(file=io.StringIO()),
+        cann_home=str(cann.root),
+        index_url=mirror,
+        soc="ascend910b3",
+        matrix=matrix,
+        row=select_row(matrix, "9.1.0", ARCH),
+        pip_settings=pip_settings(),
+    )
     (tmp_path / "wd").mkdir()
     log = tmp_path / "preflight.log"
     facts = Preflight().run(ctx, log)
@@ -128,10 +140,20 @@ def test_doctor_names_the_python_the_install_takes(stub, tmp_path: Path, monkeyp
     monkeypatch.setattr(pythons, "find_interpreters", lambda: found)
     monkeypatch.setattr(doctor, "find_interpreters", lambda *extra: found)
     cann = build_fake_cann(tmp_path / "Ascend", version="9.1.0")
-    argv = ["doctor", "--cann-home", str(cann.root), "--workdir", str(tmp_path / "wd"), "--index-url", mirror,
-            "--index", f"ascend={matrix.index_url('ascend')}", "--index",
-            f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
-            "--json"]
+    argv = [
+        "doctor",
+        "--cann-home",
+        str(cann.root),
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--index-url",
+        mirror,
+        "--index",
+        f"ascend={matrix.index_url('ascend')}",
+        "--index",
+        f"pytorch-cpu={matrix.index_url('pytorch-cpu')}",
+        "--json",
+    ]
     cli.main(argv)
     data = json.loads(capsys.readouterr().out)
     (check,) = [c for c in data["checks"] if c["id"] == "python"]
@@ -156,8 +178,10 @@ def test_pip_configuration_of_every_pip_generation_is_read() -> None:
     from ascend_setup.index.pipconfig import _classify
 
     old = {":env:.cert": "/ca.pem", "global.constraint": "/c.txt", "global.index-url": "http://i/simple"}
-    new = {":env:": {":env:.cert": "/ca.pem", ":env:.config-file": "/p.conf"},
-           "/etc/pip.conf": {"global.constraint": "/c.txt", "global.index-url": "http://i/simple"}}
+    new = {
+        ":env:": {":env:.cert": "/ca.pem", ":env:.config-file": "/p.conf"},
+        "/etc/pip.conf": {"global.constraint": "/c.txt", "global.index-url": "http://i/simple"},
+    }
     for items in (old, new):
         index, network, ignored = _classify(items)
         assert index == "http://i/simple" and network == {"cert": "/ca.pem"}
@@ -165,15 +189,18 @@ def test_pip_configuration_of_every_pip_generation_is_read() -> None:
     assert _classify(new)[2]["global.constraint"] == "/c.txt (in /etc/pip.conf)"
 
 
-@pytest.mark.parametrize("release, words", [
-    ({"ID": "ubuntu", "VERSION_ID": "20.04"}, "ppa:deadsnakes/ppa"),
-    ({"ID": "ubuntu", "VERSION_ID": "22.04"}, "ppa:deadsnakes/ppa"),
-    ({"ID": "debian", "VERSION_ID": "11"}, "pyenv install 3.11"),
-    ({"ID": "debian", "VERSION_ID": "12"}, "apt-get install python3.11 python3.11-venv"),
-    ({"ID": "openEuler", "VERSION_ID": "22.03"}, "dnf install python3.11"),
-    ({"ID": "kylin", "VERSION_ID": "V10"}, "uv python install 3.11"),
-    ({}, "UV_PYTHON_INSTALL_MIRROR"),
-])
+@pytest.mark.parametrize(
+    "release, words",
+    [
+        ({"ID": "ubuntu", "VERSION_ID": "20.04"}, "ppa:deadsnakes/ppa"),
+        ({"ID": "ubuntu", "VERSION_ID": "22.04"}, "ppa:deadsnakes/ppa"),
+        ({"ID": "debian", "VERSION_ID": "11"}, "pyenv install 3.11"),
+        ({"ID": "debian", "VERSION_ID": "12"}, "apt-get install python3.11 python3.11-venv"),
+        ({"ID": "openEuler", "VERSION_ID": "22.03"}, "dnf install python3.11"),
+        ({"ID": "kylin", "VERSION_ID": "V10"}, "uv python install 3.11"),
+        ({}, "UV_PYTHON_INSTALL_MIRROR"),
+    ],
+)
 def test_python_hints_fit_the_os(release, words) -> None:
     assert words in python_install_hint("3.11", release)
     assert "apt-get install python3.11 " not in python_install_hint("3.11", {"ID": "debian", "VERSION_ID": "11"})
@@ -192,5 +219,6 @@ def test_an_index_that_cannot_be_asked_falls_back_to_the_pythons_the_matrix_know
     for pages in (None, {n: [] for n in row.packages}):
         choice = choose_python(row, found, "aarch64", "2.31", pages)
         assert choice.interpreter.minor == "3.11", choice
-        assert choice.reasons[0].startswith("3.11: its index could not be asked") and "triton-ascend" in \
-            choice.reasons[0]
+        assert (
+            choice.reasons[0].startswith("3.11: its index could not be asked") and "triton-ascend" in choice.reasons[0]
+        )

@@ -24,8 +24,9 @@ LONG = "/srv/" + "a-very-long-directory-name/" * 4 + "logs/plugin-deps.log"
 def _render(monkeypatch, columns: str, rows, terminal: bool = True) -> str:
     monkeypatch.setenv("COLUMNS", columns)
     out = io.StringIO()
-    console = Console(file=out, force_terminal=terminal, width=int(columns) if int(columns) >= 20 else 400,
-                      color_system=None)
+    console = Console(
+        file=out, force_terminal=terminal, width=int(columns) if int(columns) >= 20 else 400, color_system=None
+    )
     print_table(console, "a title that names " + LONG, ["step", "state", "log"], rows, status_column=1)
     return out.getvalue()
 
@@ -75,20 +76,30 @@ def _state(workdir: Path) -> List[str]:
     state = store.empty()
     state.options = {"cann": "9.1.0"}
     for i, name in enumerate(("preflight", "mirror", "resolve")):
-        state.steps[name] = StepRecord(state="done" if i < 2 else "failed", fingerprint="f", started_at=1.0,
-                                       ended_at=2.5, log=str(logs / f"{name}.log"),
-                                       error="uv found no installable set of versions" if i == 2 else None)
+        state.steps[name] = StepRecord(
+            state="done" if i < 2 else "failed",
+            fingerprint="f",
+            started_at=1.0,
+            ended_at=2.5,
+            log=str(logs / f"{name}.log"),
+            error="uv found no installable set of versions" if i == 2 else None,
+        )
     store.save(state)
     return [str(logs / f"{n}.log") for n in ("preflight", "mirror", "resolve")]
 
 
 def _fleet(directory: Path) -> None:
     directory.mkdir()
-    findings = [{"id": "cann-dep-missing", "severity": "error", "package": "decorator", "message": "missing"},
-                {"id": "torch-npu-version-mismatch", "severity": "warning", "package": "torch-npu", "message": "m"}]
+    findings = [
+        {"id": "cann-dep-missing", "severity": "error", "package": "decorator", "message": "missing"},
+        {"id": "torch-npu-version-mismatch", "severity": "warning", "package": "torch-npu", "message": "m"},
+    ]
     for host in ("atlas-a2-node-017.cluster.example", "b2"):
-        (directory / f"{host}.audit.json").write_text(json.dumps(
-            {"host": host, "rc": 1, "audit": {"venv": "/v", "lock": "/l", "ok": False, "findings": findings}}))
+        (directory / f"{host}.audit.json").write_text(
+            json.dumps(
+                {"host": host, "rc": 1, "audit": {"venv": "/v", "lock": "/l", "ok": False, "findings": findings}}
+            )
+        )
 
 
 @pytest.mark.parametrize("columns", ["80", "0"])
@@ -97,8 +108,7 @@ def test_every_table_command_prints_each_value_whole(cli, tmp_path: Path, column
     width = int(columns)
     listing = json.loads(cli("matrix", "list", "--json").stdout)
     text = cli("matrix", "list", env=env).stdout
-    assert_whole(text, [str(v) for r in listing["rows"] for v in r.values()] + ["vllm-ascend", "triton-ascend"],
-                 width)
+    assert_whole(text, [str(v) for r in listing["rows"] for v in r.values()] + ["vllm-ascend", "triton-ascend"], width)
     row = json.loads(cli("matrix", "show", "9.1.0", "--json").stdout)
     text = cli("matrix", "show", "9.1.0", env=env).stdout
     assert_whole(text, [*row["packages"], *row["packages"].values()], width)
@@ -109,8 +119,7 @@ def test_every_table_command_prints_each_value_whole(cli, tmp_path: Path, column
 
     _fleet(tmp_path / "run")
     text = cli("fleet", "report", str(tmp_path / "run"), env=env).stdout
-    assert_whole(text, ["atlas-a2-node-017.cluster.example", "cann-dep-missing", "torch-npu-version-mismatch"],
-                 width)
+    assert_whole(text, ["atlas-a2-node-017.cluster.example", "cann-dep-missing", "torch-npu-version-mismatch"], width)
 
     text = cli("doctor", "--workdir", str(tmp_path / "wd"), env=env).stdout
     checks = json.loads(cli("doctor", "--workdir", str(tmp_path / "wd"), "--json").stdout)["checks"]
@@ -168,6 +177,9 @@ def test_off_a_terminal_a_heartbeat_names_the_step_and_its_last_output() -> None
     time.sleep(0.8)
     reporter.finished("vllm-ascend", 0.8)
     beats = [line for line in out.getvalue().splitlines() if "still running" in line]
-    assert beats and beats[0].startswith("… vllm-ascend: still running") and beats[0].endswith(
-        "last output: [3/8] compiling kernels")
+    assert (
+        beats
+        and beats[0].startswith("… vllm-ascend: still running")
+        and beats[0].endswith("last output: [3/8] compiling kernels")
+    )
     assert clock is not None and not clock.is_alive()  # the step's clock ends with the step (other tests' may live)

@@ -17,13 +17,26 @@ from ascend_setup.simulate.model_dirs import build_model
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("serve-bad")
-    return {"root": root, "cann": str(build_fake_cann(root / "Ascend").root), "venv": str(serving_venv(root)),
-            "model": build_model(root / "models" / "dense", "dense")}
+    return {
+        "root": root,
+        "cann": str(build_fake_cann(root / "Ascend").root),
+        "venv": str(serving_venv(root)),
+        "model": build_model(root / "models" / "dense", "dense"),
+    }
 
 
 def serve(cli, host: dict, model: Path, *extra: str):
-    return cli("serve", str(model), "--venv", host["venv"], "--workdir", str(host["root"] / "wd"),
-               "--cann-home", host["cann"], *extra)
+    return cli(
+        "serve",
+        str(model),
+        "--venv",
+        host["venv"],
+        "--workdir",
+        str(host["root"] / "wd"),
+        "--cann-home",
+        host["cann"],
+        *extra,
+    )
 
 
 def snapshot(model: Path) -> dict:
@@ -77,8 +90,9 @@ def test_preflight_names_every_problem_at_once(cli, host: dict, tmp_path: Path) 
     (cann.driver / "npu-processes").write_text("0 4242 python3 2944\n")
     model = build_model(tmp_path / "cut", "dense")
     (model / "tokenizer.json.part").write_bytes(b"{")
-    proc = cli("serve", str(model), "--venv", host["venv"], "--workdir", str(tmp_path / "wd"), "--cann-home",
-               str(cann.root))
+    proc = cli(
+        "serve", str(model), "--venv", host["venv"], "--workdir", str(tmp_path / "wd"), "--cann-home", str(cann.root)
+    )
     assert proc.returncode == 1, proc.stderr
     assert "3 problem(s)" in proc.stderr
     assert "card 0 is busy: npu-smi lists 4242 python3" in proc.stderr

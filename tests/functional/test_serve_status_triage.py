@@ -13,10 +13,20 @@ LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 
 
 def _record(workdir: Path, name: str, log: Path) -> None:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True, check=True)  # a pid of ours that has ended: this record's server is gone
-    record = ServerRecord(name=name, pid=int(finished.stdout), start_ticks=1, port=8000, cards=[0], log=str(log),
-                          argv=["vllm", "serve"], detached=True, started_at=0.0)
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )  # a pid of ours that has ended: this record's server is gone
+    record = ServerRecord(
+        name=name,
+        pid=int(finished.stdout),
+        start_ticks=1,
+        port=8000,
+        cards=[0],
+        log=str(log),
+        argv=["vllm", "serve"],
+        detached=True,
+        started_at=0.0,
+    )
     (workdir / "serve").mkdir(parents=True, exist_ok=True)
     (workdir / "serve" / f"{name}.server.json").write_text(record.model_dump_json())
 

@@ -22,11 +22,17 @@ pytestmark = pytest.mark.userland
 
 
 def test_build_env_puts_the_venv_first_and_keeps_only_cannss_pythonpath(tmp_path: Path) -> None:
-    host = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/home/u/site", "PIP_CONSTRAINT": "/c.txt",
-            "PYTHONHOME": "/opt/py", "COMPILE_CUSTOM_KERNELS": "0"}
+    host = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": "/home/u/site",
+        "PIP_CONSTRAINT": "/c.txt",
+        "PYTHONHOME": "/opt/py",
+        "COMPILE_CUSTOM_KERNELS": "0",
+    }
     cann = {**host, "PATH": "/cann/bin:/usr/bin:/bin", "PYTHONPATH": "/cann/python/site-packages:/home/u/site"}
-    built = build_env(cann, host=host, venv=tmp_path / "venv", soc="ascend910b3", jobs=3, ascend_home="/cann",
-                      home=tmp_path / "home")
+    built = build_env(
+        cann, host=host, venv=tmp_path / "venv", soc="ascend910b3", jobs=3, ascend_home="/cann", home=tmp_path / "home"
+    )
     env = built.env
     assert env["PATH"].split(":")[0] == str(tmp_path / "venv" / "bin") and "/cann/bin" in env["PATH"]
     assert env["PYTHONPATH"] == "/cann/python/site-packages"
@@ -61,20 +67,28 @@ def test_max_jobs_follows_the_tighter_of_memavailable_and_the_cgroup(tmp_path: P
 def test_progress_moves_for_makefiles_and_ninja() -> None:
     seen = []
     watch = stage_watcher(lambda n, m: seen.append((n, m)))
-    for line in ("[ 42%] Building CXX object x.o", "[3/7] Building CXX object y.o", "[100%] Linking CXX",
-                 "-- checking [nothing]"):
+    for line in (
+        "[ 42%] Building CXX object x.o",
+        "[3/7] Building CXX object y.o",
+        "[100%] Linking CXX",
+        "-- checking [nothing]",
+    ):
         watch(line)
     assert seen == [(42, 100), (3, 7), (100, 100)]
 
 
 def test_kernels_as_the_published_wheel_holds_them() -> None:
-    published = ["vllm_ascend/vllm_ascend_C.cpython-311-x86_64-linux-gnu.so", "vllm_ascend/libvllm_ascend_kernels.so",
-                 "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so"]
+    published = [
+        "vllm_ascend/vllm_ascend_C.cpython-311-x86_64-linux-gnu.so",
+        "vllm_ascend/libvllm_ascend_kernels.so",
+        "vllm_ascend/_cann_ops_custom/vendors/custom_transformer/op_api/lib/libcust_opapi.so",
+    ]
     assert missing_kernels(published, "ascend910b3") == []
     assert len(missing_kernels(["vllm_ascend/__init__.py"], "ascend910b3")) == 3
     assert missing_kernels([published[0], published[2]], "ascend310p1") == []  # 310P builds no AscendC kernels
-    assert missing_kernels([published[0], published[2]], "ascend910b1") == ["the AscendC kernels "
-                                                                            "(vllm_ascend/libvllm_ascend_kernels.so)"]
+    assert missing_kernels([published[0], published[2]], "ascend910b1") == [
+        "the AscendC kernels (vllm_ascend/libvllm_ascend_kernels.so)"
+    ]
 
 
 def test_a_tree_per_build_key(tmp_path: Path) -> None:

@@ -53,9 +53,13 @@ WHY_NOT = _namespaces()
 @pytest.mark.parametrize(("site", "case"), CASES)
 def test_nothing_that_is_not_proven_ours_is_signalled(site: str, case: str, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
-    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(DRIVER), site, case,
-                           str(workdir)], capture_output=True, text=True, env=clean_env(tmp_path / "home"),
-                          timeout=120)
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(DRIVER), site, case, str(workdir)],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path / "home"),
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout, done.stderr  # the namespace's pid 1 (the driver) lived
     result = json.loads(done.stdout.splitlines()[-1])
     assert all(result["alive"]), result  # the victim and the canary
@@ -63,9 +67,10 @@ def test_nothing_that_is_not_proven_ours_is_signalled(site: str, case: str, tmp_
     if case == "dotdot-name":
         assert (tmp_path / "victim.server.json").read_text() == "{}"
     if site == "serve stop":
-        line = assert_one_line_error(subprocess.CompletedProcess([], result["code"], result["stdout"],
-                                                                 result["stderr"]))
-        assert not [c for c in line if ord(c) < 32 or ord(c) == 0x7f], line
+        line = assert_one_line_error(
+            subprocess.CompletedProcess([], result["code"], result["stdout"], result["stderr"])
+        )
+        assert not [c for c in line if ord(c) < 32 or ord(c) == 0x7F], line
         assert "Traceback" not in result["stderr"] and "internal error" not in line
         assert (workdir / "serve").is_dir() and list((workdir / "serve").iterdir()), "the record is kept"
     else:
@@ -75,9 +80,21 @@ def test_nothing_that_is_not_proven_ours_is_signalled(site: str, case: str, tmp_
 def _record(workdir: Path, pid: int, token: str) -> None:
     from ascend_setup.serve.server_records import ServerRecord, save
 
-    save(workdir, ServerRecord(name="dense", pid=pid, start_ticks=start_ticks(pid) or 0, port=8000, cards=[0],
-                               log=str(workdir / "serve" / "dense.log"), argv=["vllm"], detached=True,
-                               started_at=time.time(), token=token))
+    save(
+        workdir,
+        ServerRecord(
+            name="dense",
+            pid=pid,
+            start_ticks=start_ticks(pid) or 0,
+            port=8000,
+            cards=[0],
+            log=str(workdir / "serve" / "dense.log"),
+            argv=["vllm"],
+            detached=True,
+            started_at=time.time(),
+            token=token,
+        ),
+    )
 
 
 SERVER = """
@@ -109,8 +126,9 @@ def test_a_real_server_of_ours_and_its_escaped_grandchild_are_stopped(cli, tmp_p
     from ascend_setup.utils.procs import carriers
 
     token = new_run_token()
-    server = subprocess.Popen([sys.executable, "-c", SERVER], env={**os.environ, RUN_TOKEN_VAR: token},
-                              start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], env={**os.environ, RUN_TOKEN_VAR: token}, start_new_session=True
+    )
     pids = _wait_for(lambda: carriers(token), 2)
     _record(tmp_path, server.pid, token)
     done = cli("serve", "stop", "dense", "--workdir", str(tmp_path))
@@ -149,8 +167,7 @@ def test_a_node_command_s_setsid_grandchild_is_ended(cli, tmp_path: Path) -> Non
     pid_file = tmp_path / "grandchild.pid"
     script = tmp_path / "escaper.py"
     script.write_text(ESCAPER)
-    done = cli("doctor", "--nodes", str(_inventory(tmp_path, [sys.executable, str(script), str(pid_file)])),
-               "--json")
+    done = cli("doctor", "--nodes", str(_inventory(tmp_path, [sys.executable, str(script), str(pid_file)])), "--json")
     assert done.returncode == 1, done.stderr
     pid = int(pid_file.read_text())
     assert _gone([pid]), f"the grandchild {pid} outlived doctor --nodes"
@@ -179,8 +196,13 @@ def test_a_node_s_stdout_flood_is_cut(tmp_path: Path) -> None:
     inventory = _inventory(tmp_path, [sys.executable, str(script)], timeout=120)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json"],
-                          capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "doctor", "--nodes", str(inventory), "--json"],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path / "home"),
+        timeout=120,
+    )
     seconds = time.monotonic() - start
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert done.returncode == 1, done.stderr
@@ -193,9 +215,21 @@ def test_a_node_s_stdout_flood_is_cut(tmp_path: Path) -> None:
 def test_serve_status_shows_a_record_s_escapes_visibly(cli, tmp_path: Path) -> None:
     from ascend_setup.serve.server_records import ServerRecord, save
 
-    save(tmp_path, ServerRecord(name="dense", pid=4242, start_ticks=1, port=8000, cards=[0],
-                                log="/w/\x1b]0;owned\x07dense.log", argv=["vllm"], detached=True, started_at=1.0,
-                                figures="ready\x1b[2J in 1 s"))
+    save(
+        tmp_path,
+        ServerRecord(
+            name="dense",
+            pid=4242,
+            start_ticks=1,
+            port=8000,
+            cards=[0],
+            log="/w/\x1b]0;owned\x07dense.log",
+            argv=["vllm"],
+            detached=True,
+            started_at=1.0,
+            figures="ready\x1b[2J in 1 s",
+        ),
+    )
     done = cli("serve", "status", "--workdir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout

@@ -30,8 +30,11 @@ def _start(tmp: Path, seconds: float) -> subprocess.Popen:
 
 def _enter_once(tmp: Path) -> None:
     enter_and_leave = "from ascend_setup.utils import tempdirs; tempdirs.enter(); tempdirs.leave()"
-    subprocess.run([sys.executable, "-c", enter_and_leave],
-                   env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)}, check=True)
+    subprocess.run(
+        [sys.executable, "-c", enter_and_leave],
+        env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)},
+        check=True,
+    )
 
 
 def test_the_next_run_removes_a_killed_runs_root_and_nothing_else(tmp_path: Path) -> None:

@@ -44,12 +44,16 @@ def https_index(tmp_path_factory):
 
 
 def _ask(url: str, tmp_path: Path, **extra: str) -> str:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PIP_") and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-                                                      "CURL_CA_BUNDLE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PIP_")
+        and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+    }
     env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull, **extra})
-    return subprocess.run([sys.executable, "-c", ASK, url], capture_output=True, text=True, env=env,
-                          timeout=60).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", ASK, url], capture_output=True, text=True, env=env, timeout=60
+    ).stdout.strip()
 
 
 def test_an_untrusted_site_ca_is_named_with_the_fix(https_index, tmp_path: Path) -> None:
@@ -90,11 +94,13 @@ def test_threads_that_open_sessions_at_once_all_get_through(https_index, tmp_pat
     of them makes an SSL context (a race here recursed in ssl and passed for an index that did not answer)."""
     index, site = https_index
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update({"PYTHONPATH": str(REPO), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull,
-                "SSL_CERT_FILE": str(site.ca)})
+    env.update(
+        {"PYTHONPATH": str(REPO), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull, "SSL_CERT_FILE": str(site.ca)}
+    )
     for _ in range(4):
-        out = subprocess.run([sys.executable, "-c", MANY, index.url + "alpha/"], capture_output=True, text=True,
-                             env=env, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", MANY, index.url + "alpha/"], capture_output=True, text=True, env=env, timeout=120
+        )
         assert out.stdout.strip() == "['200']", out.stdout + out.stderr[-2000:]
 
 
@@ -115,14 +121,17 @@ def _python_3_9_with_the_http_deps() -> Optional[str]:
     from ascend_setup.host.interpreters import find_interpreters
 
     for interp in find_interpreters():
-        if interp.version.startswith("3.9.") and subprocess.run(
-                [interp.path, "-c", "import requests, tenacity"], capture_output=True).returncode == 0:
+        if (
+            interp.version.startswith("3.9.")
+            and subprocess.run([interp.path, "-c", "import requests, tenacity"], capture_output=True).returncode == 0
+        ):
             return interp.path
     return None
 
 
-def _with_the_site_ca_in_the_system_store(site_ca: Path, tmp_path: Path, argv: List[str],
-                                          env: Dict[str, str]) -> subprocess.CompletedProcess:
+def _with_the_site_ca_in_the_system_store(
+    site_ca: Path, tmp_path: Path, argv: List[str], env: Dict[str, str]
+) -> subprocess.CompletedProcess:
     """Run `argv` with `site_ca` added to the system's bundle: a copy of it plus the CA, bind-mounted over
     /etc/ssl/certs/ca-certificates.crt in a private mount namespace, so the host's file is untouched."""
     import shutil
@@ -134,9 +143,23 @@ def _with_the_site_ca_in_the_system_store(site_ca: Path, tmp_path: Path, argv: L
     bundle.write_text((system.read_text() if system.is_file() else "") + site_ca.read_text())
 
     def in_own_mounts(propagation: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["unshare", "--mount", "--propagation", propagation, "sh", "-c",
-                               f'mkdir -p /etc/ssl/certs && touch {system} && mount --bind "$0" {system} && exec "$@"',
-                               str(bundle), *argv], capture_output=True, text=True, env=env, timeout=600)
+        return subprocess.run(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                propagation,
+                "sh",
+                "-c",
+                f'mkdir -p /etc/ssl/certs && touch {system} && mount --bind "$0" {system} && exec "$@"',
+                str(bundle),
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
 
     # In a chroot (the glibc 2.31 root) '/' is no mount point and its propagation cannot be set: there every
     # mount must be private already.
@@ -152,8 +175,11 @@ def _with_the_site_ca_in_the_system_store(site_ca: Path, tmp_path: Path, argv: L
 
 
 def _without_a_ca_setting(env: Dict[str, str]) -> Dict[str, str]:
-    return {k: v for k, v in env.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-                                                      "CURL_CA_BUNDLE")}
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+    }
 
 
 def test_python_3_9_without_truststore_trusts_the_system_store(https_index, tmp_path: Path) -> None:
@@ -184,9 +210,27 @@ def test_plan_trusts_the_system_store_in_uv_too(indexes, https_index, home: Path
         for server, folder in zip(servers, (eco.main, eco.ascend, eco.pytorch_cpu)):
             server.add_dir(folder)
         main, ascend, torch_cpu = servers
-        argv = [sys.executable, "-m", "ascend_setup", "plan", "--cann", "9.1.0", "--glibc", "2.31", "--arch",
-                "aarch64", "--python", "3.11", "--index-url", main.url, "--index", f"ascend={ascend.url}",
-                "--index", f"pytorch-cpu={torch_cpu.url}", "--json"]
+        argv = [
+            sys.executable,
+            "-m",
+            "ascend_setup",
+            "plan",
+            "--cann",
+            "9.1.0",
+            "--glibc",
+            "2.31",
+            "--arch",
+            "aarch64",
+            "--python",
+            "3.11",
+            "--index-url",
+            main.url,
+            "--index",
+            f"ascend={ascend.url}",
+            "--index",
+            f"pytorch-cpu={torch_cpu.url}",
+            "--json",
+        ]
         env = _without_a_ca_setting(clean_env(home))
         proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, argv, env)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -237,8 +281,13 @@ def tls_stack(https_index, tmp_path_factory):
     from ascend_setup.host.machine import glibc_version
 
     _, site = https_index
-    stack = _stack(tmp_path_factory, plugin_wheel_arches=("x86_64", "aarch64"), plugin_wheel_glibc=glibc_version(),
-                   tool_dependencies=True, tls=(site.cert, site.key))
+    stack = _stack(
+        tmp_path_factory,
+        plugin_wheel_arches=("x86_64", "aarch64"),
+        plugin_wheel_glibc=glibc_version(),
+        tool_dependencies=True,
+        tls=(site.cert, site.key),
+    )
     yield stack, site
     stack.close()
 
@@ -298,14 +347,18 @@ def _repair_from_the_index(workdir: Path) -> None:
 
     (site,) = site_packages(workdir / "venv")
     (info,) = [p for p in site.glob("torch-*.dist-info")]
-    rows = [r for r in csv.reader((info / "RECORD").read_text().splitlines())
-            if len(r) > 2 and r[2].isdigit() and int(r[2]) >= 10 and ".dist-info/" not in r[0] and "../" not in r[0]]
+    rows = [
+        r
+        for r in csv.reader((info / "RECORD").read_text().splitlines())
+        if len(r) > 2 and r[2].isdigit() and int(r[2]) >= 10 and ".dist-info/" not in r[0] and "../" not in r[0]
+    ]
     victim = site / rows[0][0]
     victim.write_bytes(victim.read_bytes()[: len(victim.read_bytes()) // 3])
     store = install_store(Workdir(workdir))
     state = store.load()
-    store.mark(state, "torch-stack", state.steps["torch-stack"].model_copy(update={"state": "started",
-                                                                                  "ended_at": None}))
+    store.mark(
+        state, "torch-stack", state.steps["torch-stack"].model_copy(update={"state": "started", "ended_at": None})
+    )
 
 
 def test_bundle_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
@@ -314,9 +367,23 @@ def test_bundle_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
     from ascend_setup.host.machine import glibc_version
 
     stack, site = tls_stack
-    argv = [sys.executable, "-m", "ascend_setup", "bundle", "--cann", "9.1.0", "--arch", platform.machine(),
-            "--glibc", glibc_version() or "", "--python", "%d.%d" % sys.version_info[:2], *stack.index_args(),
-            "--tool-index-url", stack.host.tools.url]
+    argv = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "bundle",
+        "--cann",
+        "9.1.0",
+        "--arch",
+        platform.machine(),
+        "--glibc",
+        glibc_version() or "",
+        "--python",
+        "%d.%d" % sys.version_info[:2],
+        *stack.index_args(),
+        "--tool-index-url",
+        stack.host.tools.url,
+    ]
     env = _without_a_ca_setting(stack.env())
     _assert_tls_hint(_untrusted([*argv, "-o", str(tmp_path / "refused")], env))
     proc = _with_the_site_ca_in_the_system_store(site.ca, tmp_path, [*argv, "-o", str(tmp_path / "bundle")], env)
@@ -329,8 +396,22 @@ def test_mirrors_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
     from ascend_setup.index.http import TLS_HINT
 
     stack, site = tls_stack
-    argv = [sys.executable, "-m", "ascend_setup", "mirrors", "--cann", "9.1.0", "--only", "--candidate",
-            stack.main.url, "--workdir", str(tmp_path / "wd"), "--json", "--budget", "20"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "mirrors",
+        "--cann",
+        "9.1.0",
+        "--only",
+        "--candidate",
+        stack.main.url,
+        "--workdir",
+        str(tmp_path / "wd"),
+        "--json",
+        "--budget",
+        "20",
+    ]
     env = _without_a_ca_setting(stack.env())
     refused = _untrusted(argv, env)
     assert refused.returncode == 1, refused.stderr[-2000:]
@@ -349,9 +430,19 @@ def tls_hub(https_index, tmp_path_factory):
     from ascend_setup.simulate.hub_server import LocalHub
 
     _, site = https_index
-    config = {"model_type": "qwen3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512, "vocab_size": 1024,
-              "max_position_embeddings": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    config = {
+        "model_type": "qwen3",
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 512,
+        "vocab_size": 1024,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
     shards = {"model.safetensors": {"model.embed_tokens.weight": ("BF16", 256 * 1024)}}
     model = make_model(tmp_path_factory.mktemp("tls-model") / "tiny", config, shards)
     hub = LocalHub({"Qwen/Tiny": model}, tls=(site.cert, site.key))
@@ -360,13 +451,30 @@ def tls_hub(https_index, tmp_path_factory):
 
 
 def _fetch(hub, source: str, tmp_path: Path, name: str) -> List[str]:
-    return [sys.executable, "-m", "ascend_setup", "model", "fetch", "Qwen/Tiny", "--source", source, "--to",
-            str(tmp_path / name), "--card", "910B3", "--json"]
+    return [
+        sys.executable,
+        "-m",
+        "ascend_setup",
+        "model",
+        "fetch",
+        "Qwen/Tiny",
+        "--source",
+        source,
+        "--to",
+        str(tmp_path / name),
+        "--card",
+        "910B3",
+        "--json",
+    ]
 
 
 def _hub_env(hub, home: Path, tmp_path: Path, **extra: str) -> Dict[str, str]:
-    return _without_a_ca_setting(clean_env(home, {"XDG_CACHE_HOME": str(tmp_path / "cache"),
-                                                  "MODELSCOPE_DOMAIN": hub.url, "HF_ENDPOINT": hub.url, **extra}))
+    return _without_a_ca_setting(
+        clean_env(
+            home,
+            {"XDG_CACHE_HOME": str(tmp_path / "cache"), "MODELSCOPE_DOMAIN": hub.url, "HF_ENDPOINT": hub.url, **extra},
+        )
+    )
 
 
 @pytest.mark.parametrize("source", ["huggingface", "modelscope"])
@@ -391,7 +499,12 @@ def test_huggingface_hub_is_handed_pips_cert_too(tls_hub, home: Path, tmp_path: 
     hub, site, _ = tls_hub
     config = tmp_path / "pip.conf"
     config.write_text(f"[global]\ncert = {site.ca}\n")
-    proc = subprocess.run(_fetch(hub, "huggingface", tmp_path, "dl"), capture_output=True, text=True, timeout=300,
-                          env=_hub_env(hub, home, tmp_path, PIP_CONFIG_FILE=str(config)))
+    proc = subprocess.run(
+        _fetch(hub, "huggingface", tmp_path, "dl"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_hub_env(hub, home, tmp_path, PIP_CONFIG_FILE=str(config)),
+    )
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert json.loads(proc.stdout)["source"] == "huggingface"

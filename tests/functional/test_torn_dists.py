@@ -28,15 +28,36 @@ NAME = "torn-pkg"
 
 
 def _uv_install(venv: Path, wheel: Path, *flags: str) -> None:
-    subprocess.run([*uv_command(), "pip", "install", "--python", str(venv / "bin" / "python"), "--no-config",
-                    "--offline", "--no-deps", *flags, str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *uv_command(),
+            "pip",
+            "install",
+            "--python",
+            str(venv / "bin" / "python"),
+            "--no-config",
+            "--offline",
+            "--no-deps",
+            *flags,
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def _make(root: Path):
     """A venv with the stub distribution installed by real uv: a package, a module, a console script."""
-    wheel = build_wheel(root / "wheels", NAME, "1.0", files={
-        "torn_pkg/__init__.py": "from torn_pkg.core import VALUE\n", "torn_pkg/core.py": "VALUE = 42\n",
-        "torn_pkg-1.0.data/scripts/torn-tool": "#!python\nprint('ok')\n"})
+    wheel = build_wheel(
+        root / "wheels",
+        NAME,
+        "1.0",
+        files={
+            "torn_pkg/__init__.py": "from torn_pkg.core import VALUE\n",
+            "torn_pkg/core.py": "VALUE = 42\n",
+            "torn_pkg-1.0.data/scripts/torn-tool": "#!python\nprint('ok')\n",
+        },
+    )
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     _uv_install(venv, wheel)
@@ -86,8 +107,9 @@ def test_any_file_a_stop_left_unwritten_is_seen_and_repaired(installed, tmp_path
     assert damage_in(read_venv(copy), {"torn-pkg"}) == []
     (info,) = copy_site.glob("torn_pkg-*.dist-info")
     assert check_dist("torn-pkg", info) is None
-    out = subprocess.run([str(copy / "bin" / "python"), "-c", "import torn_pkg; print(torn_pkg.VALUE)"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(copy / "bin" / "python"), "-c", "import torn_pkg; print(torn_pkg.VALUE)"], capture_output=True, text=True
+    )
     assert out.stdout.strip() == "42", (missing, out.stderr)
 
 

@@ -23,12 +23,24 @@ def test_a_known_cause_exits_0_with_line_context_and_fix(cli) -> None:
 
 def test_json_shape_and_standard_input(cli) -> None:
     text = (LOGS / "root-dir-unset.log").read_text()
-    proc = subprocess.run([sys.executable, "-m", "ascend_setup", "triage", "--json", "-"], input=text,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", "triage", "--json", "-"], input=text, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert set(data) == {"id", "line_number", "line", "cause", "fix", "context", "evidence", "processes", "reported_by",
-                         "codes", "unknown_codes"}
+    assert set(data) == {
+        "id",
+        "line_number",
+        "line",
+        "cause",
+        "fix",
+        "context",
+        "evidence",
+        "processes",
+        "reported_by",
+        "codes",
+        "unknown_codes",
+    }
     assert data["id"] == "root-dir-unset" and data["line_number"] == 541 and "setuptools" in data["fix"]
     assert data["line"] in data["context"] and data["evidence"] == []
 
@@ -48,9 +60,11 @@ def test_no_known_cause_exits_1_and_still_shows_the_most_error_like_line(cli, tm
 
 def test_codes_are_listed_with_their_meaning_and_the_unknown_ones_apart(cli, tmp_path: Path) -> None:
     log = tmp_path / "codes.log"
-    log.write_text("[ERROR] 2025-01-01-00:00:00 (PID:1, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n"
-                   "EZ9999: Inner Error!\n"
-                   "EZ8123: [PID: 1] some new failure\n")
+    log.write_text(
+        "[ERROR] 2025-01-01-00:00:00 (PID:1, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n"
+        "EZ9999: Inner Error!\n"
+        "EZ8123: [PID: 1] some new failure\n"
+    )
     data = json.loads(cli("triage", "--json", str(log)).stdout)
     assert [(c["code"], c["kind"]) for c in data["codes"]] == [("ERR00100", "generic"), ("EZ9999", "generic")]
     assert [(c["code"], c["family"], c["line_number"]) for c in data["unknown_codes"]] == [("EZ8123", "cann", 3)]
@@ -61,8 +75,13 @@ def test_codes_are_listed_with_their_meaning_and_the_unknown_ones_apart(cli, tmp
 
 @pytest.mark.parametrize("kind", ["missing", "a-dir", "a-fifo", "binary", "device"])
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path: Path, kind: str) -> None:
-    path = {"missing": tmp_path / "nope.log", "a-dir": tmp_path, "a-fifo": tmp_path / "fifo",
-            "binary": tmp_path / "core", "device": Path("/dev/zero")}[kind]
+    path = {
+        "missing": tmp_path / "nope.log",
+        "a-dir": tmp_path,
+        "a-fifo": tmp_path / "fifo",
+        "binary": tmp_path / "core",
+        "device": Path("/dev/zero"),
+    }[kind]
     if kind == "a-fifo":
         os.mkfifo(path)
     if kind == "binary":

@@ -84,11 +84,18 @@ CAUSE_IDS: Dict[str, FrozenSet[str]] = {
 #: What users paste around a log (before it, after it): none of it is a line of the log.
 FENCE = (["Here is the log:", "```text"], ["```"])
 BANNER = (["**NETWORK ERROR DUE TO HIGH TRAFFIC. PLEASE REGENERATE OR REFRESH THIS PAGE.**", ""], [])
-CHAT = (["I get this error when I start the server:", "### Error log"],
-        ["Any idea what causes this error? Thanks!", "It looks like the runtime failed: a RuntimeError: error code 5."])
+CHAT = (
+    ["I get this error when I start the server:", "### Error log"],
+    ["Any idea what causes this error? Thanks!", "It looks like the runtime failed: a RuntimeError: error code 5."],
+)
 TITLE = (["**RuntimeError: the server does not start (error code is 207004)**"], ["> quoted: see the error above"])
-WRAPPINGS = {"fence": FENCE, "banner": BANNER, "chat": CHAT, "title": TITLE,
-             "all": tuple([line for w in (BANNER, TITLE, CHAT, FENCE) for line in w[i]] for i in (0, 1))}
+WRAPPINGS = {
+    "fence": FENCE,
+    "banner": BANNER,
+    "chat": CHAT,
+    "title": TITLE,
+    "all": tuple([line for w in (BANNER, TITLE, CHAT, FENCE) for line in w[i]] for i in (0, 1)),
+}
 
 
 def _rows(corpus: Path) -> List[Dict[str, str]]:
@@ -120,8 +127,9 @@ def _judge(row: Dict[str, str], diagnosis: Optional[Diagnosis]) -> Tuple[bool, b
 
 @needs_corpus
 def test_the_real_corpora_are_triaged_right() -> None:
-    judged = {f"{c.name}/{r['file']}": _judge(r, _triage((c / r["file"]).read_bytes())) for c in CORPORA
-              for r in _rows(c)}
+    judged = {
+        f"{c.name}/{r['file']}": _judge(r, _triage((c / r["file"]).read_bytes())) for c in CORPORA for r in _rows(c)
+    }
     total = len(judged)
     lines = sum(line for line, _, _ in judged.values())
     causes = sum(cause for _, cause, _ in judged.values())
@@ -146,12 +154,17 @@ def test_the_command_gives_each_real_log_the_answer_triage_gives_it(cli, corpus:
 @needs_corpus
 @pytest.mark.parametrize("wrapping", sorted(WRAPPINGS))
 @pytest.mark.parametrize(("corpus", "row"), ROWS)
-def test_text_pasted_around_a_real_log_never_becomes_its_answer(corpus: Path, row: Dict[str, str],
-                                                                wrapping: str) -> None:
+def test_text_pasted_around_a_real_log_never_becomes_its_answer(
+    corpus: Path, row: Dict[str, str], wrapping: str
+) -> None:
     body = (corpus / row["file"]).read_bytes()
     before, after = WRAPPINGS[wrapping]
-    wrapped = "".join(f"{l}\n" for l in before).encode() + body + \
-        (b"" if body.endswith(b"\n") else b"\n") + "".join(f"{l}\n" for l in after).encode()
+    wrapped = (
+        "".join(f"{l}\n" for l in before).encode()
+        + body
+        + (b"" if body.endswith(b"\n") else b"\n")
+        + "".join(f"{l}\n" for l in after).encode()
+    )
     plain, pasted = _triage(body), _triage(wrapped)
     answer = (plain.id, plain.line) if plain else (None, None)
     assert ((pasted.id, pasted.line) if pasted else (None, None)) == answer

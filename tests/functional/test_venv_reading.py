@@ -39,9 +39,12 @@ def _summary(venv: Path) -> Dict[str, Any]:
         contents = read_venv(venv)
     except BadInput as exc:
         return {"error": exc.message}
-    return {"dists": sorted((d.name, d.version) for d in contents.dists), "config": contents.config,
-            "damaged": sorted(f"{p.parent.name}/{p.name}" for p, _ in contents.damaged),
-            "nameless": sorted(p.name for p in contents.nameless)}
+    return {
+        "dists": sorted((d.name, d.version) for d in contents.dists),
+        "config": contents.config,
+        "damaged": sorted(f"{p.parent.name}/{p.name}" for p, _ in contents.damaged),
+        "nameless": sorted(p.name for p in contents.nameless),
+    }
 
 
 def _foo(venv: Path, member: str) -> Path:
@@ -94,8 +97,9 @@ def _edit_pyvenv_cfg(venv: Path) -> None:
 CHANGES: Dict[str, Callable[[Path], None]] = {
     "a distribution added": lambda venv: fake_install(venv, "baz", "3.0"),
     "a distribution removed": lambda venv: shutil.rmtree(site_of(venv) / "bar-2.0.dist-info"),
-    "a member edited in place, same size": lambda venv: _rewrite_same_size(_foo(venv, "METADATA"), "Version: 1.0",
-                                                                           "Version: 1.1"),
+    "a member edited in place, same size": lambda venv: _rewrite_same_size(
+        _foo(venv, "METADATA"), "Version: 1.0", "Version: 1.1"
+    ),
     "a member replaced by rename": _replace_by_rename,
     "a member made a symlink": _symlink,
     "a member made a FIFO": _fifo,

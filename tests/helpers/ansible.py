@@ -11,5 +11,6 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 
 def recap(proc: subprocess.CompletedProcess) -> Dict[str, Dict[str, int]]:
     """host -> {ok, changed, unreachable, failed} from the PLAY RECAP."""
-    return {m[0]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m[1:])))
-            for m in RECAP.findall(proc.stdout)}
+    return {
+        m[0]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m[1:]))) for m in RECAP.findall(proc.stdout)
+    }

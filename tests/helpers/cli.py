@@ -13,10 +13,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 def clean_env(home: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """An environment free of the developer's pip and ascend-setup settings."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "ASCEND_", "UV_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update({"HOME": str(home), "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "200"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "ASCEND_", "UV_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
+    env.update(
+        {
+            "HOME": str(home),
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PYTHONPATH": str(REPO),
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+        }
+    )
     env.update(extra or {})
     return env
 

@@ -53,8 +53,11 @@ class WriteChunks(Step[Chunks]):
         return {"chunks": CHUNKS}
 
     def is_done(self, ctx):
-        return all((ctx.root / "chunks" / f"{i}.txt").is_file() and
-                   (ctx.root / "chunks" / f"{i}.txt").read_text() == expected_chunk(i) for i in range(CHUNKS))
+        return all(
+            (ctx.root / "chunks" / f"{i}.txt").is_file()
+            and (ctx.root / "chunks" / f"{i}.txt").read_text() == expected_chunk(i)
+            for i in range(CHUNKS)
+        )
 
     def run(self, ctx, log):
         event(ctx.root, f"start {self.name}")
@@ -81,14 +84,20 @@ class Digest(Step[Digested]):
 
     def run(self, ctx, log):
         event(ctx.root, f"start {self.name}")
-        code = ("import hashlib,pathlib,sys,time\n"
-                "d=pathlib.Path(sys.argv[1]); h=hashlib.sha256()\n"
-                "for i in range(int(sys.argv[2])):\n"
-                "    h.update((d/'chunks'/f'{i}.txt').read_bytes()); time.sleep(0.01)\n"
-                "tmp=d/'digest.tmp'; tmp.write_text(h.hexdigest()); tmp.replace(d/'digest.txt')\n")
+        code = (
+            "import hashlib,pathlib,sys,time\n"
+            "d=pathlib.Path(sys.argv[1]); h=hashlib.sha256()\n"
+            "for i in range(int(sys.argv[2])):\n"
+            "    h.update((d/'chunks'/f'{i}.txt').read_bytes()); time.sleep(0.01)\n"
+            "tmp=d/'digest.tmp'; tmp.write_text(h.hexdigest()); tmp.replace(d/'digest.txt')\n"
+        )
         with log.open("a") as handle:
-            subprocess.run([sys.executable, "-c", code, str(ctx.root), str(ctx.get(WriteChunks).count)],
-                           check=True, stdout=handle, stderr=subprocess.STDOUT)
+            subprocess.run(
+                [sys.executable, "-c", code, str(ctx.root), str(ctx.get(WriteChunks).count)],
+                check=True,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )
         return Digested(digest=(ctx.root / "digest.txt").read_text())
 
 

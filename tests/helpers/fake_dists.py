@@ -25,8 +25,17 @@ def make_venv(path: Path, system_site_packages: bool = False) -> Path:
     if python == sys.executable:
         venv.create(path, with_pip=False, system_site_packages=system_site_packages)
     else:
-        subprocess.run([python, "-m", "venv", "--without-pip", str(path),
-                        *(["--system-site-packages"] if system_site_packages else [])], check=True)
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "venv",
+                "--without-pip",
+                str(path),
+                *(["--system-site-packages"] if system_site_packages else []),
+            ],
+            check=True,
+        )
     return path
 
 
@@ -34,9 +43,18 @@ def site_of(venv_path: Path) -> Path:
     return next((venv_path / "lib").glob("python3*/site-packages"))
 
 
-def fake_install(venv_path: Path, name: str, version: str, *, requires: Iterable[str] = (),
-                 files: Optional[Mapping[str, Union[str, bytes]]] = None, tag: Optional[str] = "py3-none-any",
-                 installer: str = "pip", direct_url: Optional[dict] = None, dist_dir: Optional[str] = None) -> Path:
+def fake_install(
+    venv_path: Path,
+    name: str,
+    version: str,
+    *,
+    requires: Iterable[str] = (),
+    files: Optional[Mapping[str, Union[str, bytes]]] = None,
+    tag: Optional[str] = "py3-none-any",
+    installer: str = "pip",
+    direct_url: Optional[dict] = None,
+    dist_dir: Optional[str] = None,
+) -> Path:
     """Write `<name>-<version>.dist-info` (METADATA, RECORD, INSTALLER, WHEEL) and the files it records."""
     site = site_of(venv_path)
     stem = canonicalize_name(name).replace("-", "_")

@@ -41,25 +41,44 @@ def _sha(data: bytes) -> str:
 
 
 def lock_doc(wheel: bytes) -> Dict[str, Any]:
-    lock = Lock(cann="9.1.0", target=LockTarget(arch=platform.machine(), glibc=glibc_version() or "2.31",
-                                                python=PYTHON),
-                indexes={"mirror": DEAD}, inputs="x",
-                packages=[LockedPackage(name="decorator", version="5.1.1", outcome="wheel", index="mirror", file=WHEEL,
-                                        url=DEAD + "decorator/" + WHEEL, sha256=_sha(wheel), size=len(wheel))])
+    lock = Lock(
+        cann="9.1.0",
+        target=LockTarget(arch=platform.machine(), glibc=glibc_version() or "2.31", python=PYTHON),
+        indexes={"mirror": DEAD},
+        inputs="x",
+        packages=[
+            LockedPackage(
+                name="decorator",
+                version="5.1.1",
+                outcome="wheel",
+                index="mirror",
+                file=WHEEL,
+                url=DEAD + "decorator/" + WHEEL,
+                sha256=_sha(wheel),
+                size=len(wheel),
+            )
+        ],
+    )
     return lock.to_json()
 
 
 def builds_doc(archive: bytes) -> Dict[str, Any]:
-    return {"source": "a test's pin", "release": "http://127.0.0.1:9/releases", "mirrors": [],
-            "builds": [{"version": "3.11.16", "arch": "x86_64", "build": "20260814", "file": ARCHIVE,
-                        "sha256": _sha(archive)}]}
+    return {
+        "source": "a test's pin",
+        "release": "http://127.0.0.1:9/releases",
+        "mirrors": [],
+        "builds": [
+            {"version": "3.11.16", "arch": "x86_64", "build": "20260814", "file": ARCHIVE, "sha256": _sha(archive)}
+        ],
+    }
 
 
 Edit = Callable[[Dict[str, Any]], None]
 
 
-def make_bundle(root: Path, *, lock: Optional[Edit] = None, builds: Optional[Edit] = None,
-                manifest: Optional[Edit] = None) -> Path:
+def make_bundle(
+    root: Path, *, lock: Optional[Edit] = None, builds: Optional[Edit] = None, manifest: Optional[Edit] = None
+) -> Path:
     """The bundle directory `root`; each `Edit` changes its document (the lock's, the builds file's, the
     manifest's) before it is written."""
     wheel, archive = b"wheel bytes", b"archive bytes"
@@ -74,11 +93,19 @@ def make_bundle(root: Path, *, lock: Optional[Edit] = None, builds: Optional[Edi
     (root / LOCK).write_text(f"# a lock written by hand\n{DATA_PREFIX}{json.dumps(lock_data)}\n")
     (root / PYTHONS / BUNDLED_BUILDS).write_text(json.dumps(builds_data))
     row = load_matrix().rows["9.1.0"].for_arch(platform.machine())
-    made = Manifest(tool_version="0", created="2026-12-01T00:00:00+00:00", cann="9.1.0", row=row.to_json(),
-                    target=BundleTarget(arch=platform.machine(), glibc=glibc_version() or "2.31", python=PYTHON),
-                    files=[entry(root, root / LOCK, "lock"), entry(root, root / FILES / WHEEL, "package", "decorator"),
-                           entry(root, root / PYTHONS / ARCHIVE, "python", "cpython"),
-                           entry(root, root / PYTHONS / BUNDLED_BUILDS, "python", "cpython")])
+    made = Manifest(
+        tool_version="0",
+        created="2026-12-01T00:00:00+00:00",
+        cann="9.1.0",
+        row=row.to_json(),
+        target=BundleTarget(arch=platform.machine(), glibc=glibc_version() or "2.31", python=PYTHON),
+        files=[
+            entry(root, root / LOCK, "lock"),
+            entry(root, root / FILES / WHEEL, "package", "decorator"),
+            entry(root, root / PYTHONS / ARCHIVE, "python", "cpython"),
+            entry(root, root / PYTHONS / BUNDLED_BUILDS, "python", "cpython"),
+        ],
+    )
     write_manifest(root, made)
     if manifest is not None:
         doc = json.loads((root / MANIFEST).read_text())

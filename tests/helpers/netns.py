@@ -53,13 +53,25 @@ class FakeNode:
         self.cann = build_fake_cann(self.dir / "Ascend", version=cann)
         self.bin = self.dir / "bin"
         self.npus: Dict[str, Dict[str, Any]] = {
-            str(j): {"link": "UP", "ip": NPU_NET.format(j, index), "netmask": "255.255.255.0", "health": "Success",
-                     "tls": 0} for j in range(npus)}
+            str(j): {
+                "link": "UP",
+                "ip": NPU_NET.format(j, index),
+                "netmask": "255.255.255.0",
+                "health": "Success",
+                "tls": 0,
+            }
+            for j in range(npus)
+        }
         self.hang = False
         self.env: Dict[str, str] = {
-            "HCCL_IF_IP": self.address, "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0",
-            "HCCL_SOCKET_IFNAME": "eth0", "HCCL_BUFFSIZE": "512", "HCCL_CONNECT_TIMEOUT": "1200",
-            "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"}
+            "HCCL_IF_IP": self.address,
+            "GLOO_SOCKET_IFNAME": "eth0",
+            "TP_SOCKET_IFNAME": "eth0",
+            "HCCL_SOCKET_IFNAME": "eth0",
+            "HCCL_BUFFSIZE": "512",
+            "HCCL_CONNECT_TIMEOUT": "1200",
+            "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
+        }
         self.write_tool()
 
     def write_tool(self) -> None:
@@ -68,8 +80,13 @@ class FakeNode:
     def run_prefix(self) -> List[str]:
         """Into the namespace, with a clean environment: the fake tools first on PATH, the fake CANN, the
         node's variables."""
-        env = {"PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(self.dir),
-               "LANG": "C.UTF-8", "ASCEND_SETUP_CANN_HOME": str(self.cann.root), **self.env}
+        env = {
+            "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(self.dir),
+            "LANG": "C.UTF-8",
+            "ASCEND_SETUP_CANN_HOME": str(self.cann.root),
+            **self.env,
+        }
         return ["ip", "netns", "exec", self.ns, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
 
     def remove_npu_address(self, npu: str) -> None:
@@ -78,10 +95,13 @@ class FakeNode:
 
     def listen(self, port: int) -> subprocess.Popen:
         """A process in this namespace listening on `port` (the caller ends it)."""
-        code = ("import socket,sys,time; s=socket.socket(); s.bind(('0.0.0.0',%d)); s.listen(); "
-                "print('ready', flush=True); time.sleep(600)" % port)
-        proc = subprocess.Popen(["ip", "netns", "exec", self.ns, sys.executable, "-c", code],
-                                stdout=subprocess.PIPE, text=True)
+        code = (
+            "import socket,sys,time; s=socket.socket(); s.bind(('0.0.0.0',%d)); s.listen(); "
+            "print('ready', flush=True); time.sleep(600)" % port
+        )
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         return proc
 
@@ -126,9 +146,17 @@ class Cluster:
         for n in self.nodes:
             n.write_tool()
         path = self.root / "nodes.yml"
-        path.write_text(yaml.safe_dump({
-            "command": [sys.executable, "-m", "ascend_setup"], "timeout": 60, "ping_timeout": 30, **extra,
-            "nodes": [{"name": n.name, "run": n.run_prefix()} for n in self.nodes]}))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "command": [sys.executable, "-m", "ascend_setup"],
+                    "timeout": 60,
+                    "ping_timeout": 30,
+                    **extra,
+                    "nodes": [{"name": n.name, "run": n.run_prefix()} for n in self.nodes],
+                }
+            )
+        )
         return path
 
     def close(self) -> None:

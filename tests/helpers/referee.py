@@ -28,7 +28,7 @@ SPEEDS = ("decode_tok_s_single", "tpot_ms_single")
 FITTED_ON = ("seed-vl8b-dec-graph", "seed-vl8b-dec-eager", "seed-q38-dec")
 #: The goal, the issue's: KV and concurrency within -5%..+2% of what vLLM printed; weights within 3%.
 KV_BOUNDS, WEIGHTS_BOUND = (-0.05, 0.02), 0.03
-GIB = 1024 ** 3
+GIB = 1024**3
 #: vLLM's LLM class profiles 8192 tokens where `vllm serve` profiles 2048 (vllm/engine/arg_utils.py).
 LLM_CLASS_TOKENS = 8192
 
@@ -81,8 +81,11 @@ class Row:
         """The vllm-ascend release of the run, for fit's --vllm-ascend (its memory accounting): the one named, else
         the vLLM release it pairs with, else the one a pre-release build came before; None for a dev build named
         by date only (fit's default)."""
-        found = re.search(r"vllm-ascend (\d+\.\d+\.\d+(?:rc\d+)?)", self.version) \
-            or re.search(r"vLLM (\d+\.\d+\.\d+)", self.version) or re.search(r"pre-v(\d+\.\d+\.\d+)", self.version)
+        found = (
+            re.search(r"vllm-ascend (\d+\.\d+\.\d+(?:rc\d+)?)", self.version)
+            or re.search(r"vLLM (\d+\.\d+\.\d+)", self.version)
+            or re.search(r"pre-v(\d+\.\d+\.\d+)", self.version)
+        )
         return found.group(1) if found else None
 
     @property
@@ -110,17 +113,33 @@ def rows(referee: Path = REFEREE, kinds: tuple = KINDS) -> List[Row]:
         if r["kind"] not in kinds:
             continue
         visible = re.search(r"([0-9.]+) GiB device-visible", r["card"])
-        out.append(Row(r["id"], r["model"], r["card"], int(r["tp"]), _number(r["gpu_memory_utilization"]) or 0.9,
-                       int(_number(r["max_model_len"]) or 0), r["kind"], float(r["value"]), r["version"],
-                       r["conditions"], r["config_file"], r["quant"], weights.get(r["id"].rsplit("-", 1)[0]),
-                       float(visible.group(1)) if visible else None))
+        out.append(
+            Row(
+                r["id"],
+                r["model"],
+                r["card"],
+                int(r["tp"]),
+                _number(r["gpu_memory_utilization"]) or 0.9,
+                int(_number(r["max_model_len"]) or 0),
+                r["kind"],
+                float(r["value"]),
+                r["version"],
+                r["conditions"],
+                r["config_file"],
+                r["quant"],
+                weights.get(r["id"].rsplit("-", 1)[0]),
+                float(visible.group(1)) if visible else None,
+            )
+        )
     return out
 
 
 def write_header_only(path: Path, nbytes: int) -> None:
     """A safetensors file whose header declares `nbytes` of BF16 weights; the data is a hole (a sparse file)."""
-    header = {"__metadata__": {"format": "pt"},
-              "model.weights": {"dtype": "BF16", "shape": [nbytes // 2], "data_offsets": [0, nbytes // 2 * 2]}}
+    header = {
+        "__metadata__": {"format": "pt"},
+        "model.weights": {"dtype": "BF16", "shape": [nbytes // 2], "data_offsets": [0, nbytes // 2 * 2]},
+    }
     blob = json.dumps(header).encode()
     with path.open("wb") as handle:
         handle.write(struct.pack("<Q", len(blob)) + blob)
@@ -141,14 +160,32 @@ def model_dir(row: Row, where: Path, referee: Path = REFEREE) -> Path:
 
 
 def fit_args(row: Row, model: Path, workdir: Path) -> List[str]:
-    args = ["fit", str(model), "--json", "--card", row.card_name, *row.card_args, "--tp", str(row.tp),
-            "--gpu-memory-utilization",
-            f"{row.utilisation:g}", "--context", str(row.context), "--max-num-batched-tokens", str(row.batched_tokens),
-            "--max-num-seqs", str(row.max_seqs), "--workdir", str(workdir), "--no-calibration"]
+    args = [
+        "fit",
+        str(model),
+        "--json",
+        "--card",
+        row.card_name,
+        *row.card_args,
+        "--tp",
+        str(row.tp),
+        "--gpu-memory-utilization",
+        f"{row.utilisation:g}",
+        "--context",
+        str(row.context),
+        "--max-num-batched-tokens",
+        str(row.batched_tokens),
+        "--max-num-seqs",
+        str(row.max_seqs),
+        "--workdir",
+        str(workdir),
+        "--no-calibration",
+    ]
     if row.visible_gib:  # the row's unnamed card: its own figure, as `probe` records it on that host
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "probe.json").write_text(json.dumps({"device": "npu:0", "gbps": 1490.0,
-                                                         "total_memory": int(row.visible_gib * GIB)}))
+        (workdir / "probe.json").write_text(
+            json.dumps({"device": "npu:0", "gbps": 1490.0, "total_memory": int(row.visible_gib * GIB)})
+        )
     args += ["--vllm-ascend", row.release] if row.release else []
     return args + (["--enforce-eager"] if row.eager else [])
 
@@ -182,8 +219,13 @@ class Result:
 
 def run(row: Row, where: Path, env: Dict[str, str], referee: Path = REFEREE) -> Result:
     model = model_dir(row, where, referee)
-    proc = subprocess.run([sys.executable, "-m", "ascend_setup", *fit_args(row, model, where / f"{row.id}-wd")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascend_setup", *fit_args(row, model, where / f"{row.id}-wd")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     data = json.loads(proc.stdout) if proc.stdout.strip() else {}
     if proc.returncode == 2 or "kv_tokens" not in data:
         return Result(row, None, (proc.stderr.strip().splitlines() or ["?"])[-1])
@@ -194,18 +236,27 @@ def run(row: Row, where: Path, env: Dict[str, str], referee: Path = REFEREE) -> 
 
 
 def _shown(kind: str, value: float) -> str:
-    return f"{value:,.0f}" if kind == "kv_cache_tokens" else f"{value:,.2f}" if kind == "max_concurrency" else \
-        f"{value:.2f} GiB"
+    return (
+        f"{value:,.0f}"
+        if kind == "kv_cache_tokens"
+        else f"{value:,.2f}"
+        if kind == "max_concurrency"
+        else f"{value:.2f} GiB"
+    )
 
 
 def table(results: List[Result]) -> List[str]:
     """The published figures against fit, one Markdown row each."""
-    lines = ["| row | model | card, TP, util, context | kind | published | fit | error | in bounds |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| row | model | card, TP, util, context | kind | published | fit | error | in bounds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         row = r.row
-        head = (f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp}, {row.utilisation:g}, {row.context:,} | "
-                f"{row.kind} | {_shown(row.kind, row.value)} |")
+        head = (
+            f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp}, {row.utilisation:g}, {row.context:,} | "
+            f"{row.kind} | {_shown(row.kind, row.value)} |"
+        )
         if r.estimate is None or r.error is None:
             said = r.said.split("no estimate: ", 1)[-1].split(" (hint:")[0].replace("|", "/")
             lines.append(f"{head} no estimate | {said} | no |")
@@ -221,15 +272,22 @@ def speed_table(results: List[Result]) -> List[str]:
     for r in results:
         row = r.row
         unit = "ms" if row.kind == "tpot_ms_single" else "tok/s"
-        said = "fitted on it" if row.id in FITTED_ON else (row.card_name + ": 64 GB and 1490 GB/s assumed"
-                                                           if row.card_args else "")
+        said = (
+            "fitted on it"
+            if row.id in FITTED_ON
+            else (row.card_name + ": 64 GB and 1490 GB/s assumed" if row.card_args else "")
+        )
         if r.estimate is None or r.error is None:
             why = r.said.split("no estimate: ", 1)[-1].split(" (hint:")[0].replace("|", "/")
-            lines.append(f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
-                         f"| no estimate | | {why} |")
+            lines.append(
+                f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
+                f"| no estimate | | {why} |"
+            )
         else:
-            lines.append(f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
-                         f"| {r.estimate:.1f} {unit} | {r.error:+.0%} | {said} |")
+            lines.append(
+                f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
+                f"| {r.estimate:.1f} {unit} | {r.error:+.0%} | {said} |"
+            )
     return lines
 
 

@@ -55,9 +55,18 @@ def plant(case: str, workdir: Path) -> Dict[str, Any]:
     else:  # the record cases: a real server of ours, which only the record's own flaw keeps from being stopped
         victim = spawn(token)
         pid, ticks = victim.pid, start_ticks(victim.pid) or 0
-    record: Dict[str, Any] = ServerRecord(name="victim", pid=max(pid, 2), start_ticks=ticks, port=8000, cards=[0],
-                                          log=str(workdir / "serve" / "victim.log"), argv=["vllm"], detached=True,
-                                          started_at=time.time(), token=token).model_dump()
+    record: Dict[str, Any] = ServerRecord(
+        name="victim",
+        pid=max(pid, 2),
+        start_ticks=ticks,
+        port=8000,
+        cards=[0],
+        log=str(workdir / "serve" / "victim.log"),
+        argv=["vllm"],
+        detached=True,
+        started_at=time.time(),
+        token=token,
+    ).model_dump()
     record["pid"] = pid
     if case == "record-without-token":
         del record["token"]
@@ -90,9 +99,21 @@ def stop(site: str, case: str, workdir: Path, planted: Dict[str, Any]) -> Dict[s
     record = planted["record"]
     if site == "serve stop":
         name = write_record(case, workdir, record)
-        done = subprocess.run([sys.executable, "-m", "ascend_setup", "serve", "stop",
-                               *([] if case in ("dotdot-name", "escape-name") else [name]),
-                               "--workdir", str(workdir)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ascend_setup",
+                "serve",
+                "stop",
+                *([] if case in ("dotdot-name", "escape-name") else [name]),
+                "--workdir",
+                str(workdir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return {"code": done.returncode, "stderr": done.stderr, "stdout": done.stdout}
     started = Started(int(record["pid"]), record["start_ticks"], record.get("token"))
     if site == "serve's own stop":

@@ -22,8 +22,7 @@ def dense(tmp_path_factory: pytest.TempPathFactory):
 def test_one_sequence_is_the_single_stream_model(dense) -> None:
     card = card_for("910B3")
     for tp, context in ((1, 1024), (1, 140), (2, 4096)):
-        one = step(card.decode.terms(tp), dense, concurrency=1, context=context, bandwidth_gbps=card.peak_gbps,
-                   tp=tp)
+        one = step(card.decode.terms(tp), dense, concurrency=1, context=context, bandwidth_gbps=card.peak_gbps, tp=tp)
         single = predict(card.decode.terms(tp), bytes_per_token(dense, context=context, tp=tp), card.peak_gbps)
         assert one.seconds == pytest.approx(single.seconds, rel=1e-12)
 

@@ -24,8 +24,17 @@ def level(c: int, tpot: float) -> Dict[str, Any]:
 
 
 def figure(**given: Any) -> Figure:
-    row = {"id": "x", "source": "s", "model": "Org/Qwen2.5-Omni-7B", "card": "910B3", "tp": 1, "concurrency": 20,
-           "input_len": 3500, "output_len": 1500, "tpot_ms": 25.0}
+    row = {
+        "id": "x",
+        "source": "s",
+        "model": "Org/Qwen2.5-Omni-7B",
+        "card": "910B3",
+        "tp": 1,
+        "concurrency": 20,
+        "input_len": 3500,
+        "output_len": 1500,
+        "tpot_ms": 25.0,
+    }
     return Figure(**{**row, **given})
 
 
@@ -42,8 +51,14 @@ def test_fit_is_quiet_for_a_bare_url_and_says_why() -> None:
 def test_a_published_figure_matches_on_model_card_tp_concurrency_and_lengths_within_2x() -> None:
     ctx = Context("qwen2.5-omni-7b", "", card="910b3", tp=1)
     assert len(verdict.published_references(ctx, 20, 2000, 1000, [figure()])) == 1
-    quiet = [figure(card="910B4"), figure(tp=2), figure(concurrency=16), figure(input_len=128),
-             figure(output_len=5000), figure(model="Qwen3-8B")]
+    quiet = [
+        figure(card="910B4"),
+        figure(tp=2),
+        figure(concurrency=16),
+        figure(input_len=128),
+        figure(output_len=5000),
+        figure(model="Qwen3-8B"),
+    ]
     for row in quiet:
         assert verdict.published_references(ctx, 20, 2000, 1000, [row]) == [], row
     assert len(verdict.published_references(ctx, 20, 9, 9, [figure(input_len=None, output_len=None)])) == 1
@@ -54,12 +69,24 @@ def test_calibration_is_the_median_of_the_same_server_model_and_lengths() -> Non
     ctx = Context("m", "vllm serve /m")
 
     def run(tpot: float, **given: Any) -> Run:
-        base = {"model": "m", "command": "vllm serve /m", "input_len": 128, "output_len": 24, "measured_at": 1.0,
-                "levels": [RunLevel(concurrency=4, tpot_ms=tpot)]}
+        base = {
+            "model": "m",
+            "command": "vllm serve /m",
+            "input_len": 128,
+            "output_len": 24,
+            "measured_at": 1.0,
+            "levels": [RunLevel(concurrency=4, tpot_ms=tpot)],
+        }
         return Run(**{**base, **given})
 
-    runs = [run(10), run(12), run(30), run(99, command="vllm serve /m --enforce-eager"), run(99, input_len=64),
-            run(99, model="other")]
+    runs = [
+        run(10),
+        run(12),
+        run(30),
+        run(99, command="vllm serve /m --enforce-eager"),
+        run(99, input_len=64),
+        run(99, model="other"),
+    ]
     ref = verdict.calibration_reference(runs, ctx, 4, 128, 24)
     assert ref.tpot_ms == 12 and "median of 3" in ref.what
     assert verdict.calibration_reference(runs, ctx, 16, 128, 24).tpot_ms is None  # no run at 16: quiet
@@ -81,11 +108,14 @@ def test_a_url_sweeps_calibration_is_keyed_by_its_url_and_model(tmp_path: Path) 
 
 def test_a_slow_level_carries_the_reasons_and_a_level_as_predicted_none(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = Context("qwen2.5-omni-7b", "", card="910B3")
-    monkeypatch.setattr(verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1),
-                                                                                 figure(concurrency=4)]))
+    monkeypatch.setattr(
+        verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1), figure(concurrency=4)])
+    )
     found = verdict.verdicts(ctx, [level(1, 26.0), level(4, 40.0)], 3500, 1500, [], [EAGER])
-    assert [(v.verdict, v.against) for v in found] == [("as predicted", "published"),
-                                                        ("slower than predicted", "published")]
+    assert [(v.verdict, v.against) for v in found] == [
+        ("as predicted", "published"),
+        ("slower than predicted", "published"),
+    ]
     assert found[0].reasons == [] and found[1].reasons == [f"eager-mode: {EAGER.evidence}"]
     faster = verdict.verdicts(ctx, [level(1, 20.0)], 3500, 1500, [], [EAGER])[0]
     assert faster.verdict == "faster than predicted" and faster.reasons == []
@@ -133,8 +163,9 @@ def test_each_shipped_figure_is_a_referee_row_with_the_same_figure() -> None:
 
 def test_a_level_gets_only_the_reasons_that_explain_its_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = Context("qwen2.5-omni-7b", "", card="910B3")
-    monkeypatch.setattr(verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1),
-                                                                                 figure(concurrency=4)]))
+    monkeypatch.setattr(
+        verdict, "published", lambda: verdict.Published(figures=[figure(concurrency=1), figure(concurrency=4)])
+    )
     cap = Reason("max-num-seqs", "the server's --max-num-seqs 2 is below concurrency 4", "f", levels=[4])
     cache = Reason("prefix-cache", "bench ran with --prefix-cache", "f", effect="faster")
     spec = Reason("speculative-decoding", "--speculative-config", "f", effect="either")
@@ -144,7 +175,6 @@ def test_a_level_gets_only_the_reasons_that_explain_its_gap(monkeypatch: pytest.
     fast = verdict.verdicts(ctx, [level(1, 20.0)], 3500, 1500, [], [cap, cache, spec])[0]
     assert fast.verdict == "faster than predicted"
     assert fast.reasons == [f"prefix-cache: {cache.evidence}", "speculative-decoding: --speculative-config"]
-
 
 
 def test_fits_reference_carries_its_eager_figure(tmp_path: Path) -> None:

@@ -31,8 +31,14 @@ DEAD = "http://127.0.0.1:9/simple/"  # refused at once: a page asked of the netw
 
 def _manifest(**target) -> Manifest:
     t = {"arch": "x86_64", "glibc": "2.31", "python": "3.11", "device": "A2", "soc": None, **target}
-    return Manifest(tool_version="0", created="2026-12-01T00:00:00+00:00", cann="9.1.0", row=ROW.to_json(),
-                    target=BundleTarget(**t), files=[])
+    return Manifest(
+        tool_version="0",
+        created="2026-12-01T00:00:00+00:00",
+        cann="9.1.0",
+        row=ROW.to_json(),
+        target=BundleTarget(**t),
+        files=[],
+    )
 
 
 def _check(manifest: Manifest, **host) -> None:
@@ -46,14 +52,17 @@ def test_a_bundle_for_this_host_row_and_soc_passes() -> None:
     _check(_manifest(), soc=None)  # no NPU known here: the target alone decides
 
 
-@pytest.mark.parametrize("manifest, host, words", [
-    (_manifest(arch="aarch64"), {}, "was made for aarch64 / glibc 2.31; this host is x86_64"),
-    (_manifest(glibc="2.35"), {}, "glibc 2.35"),
-    (_manifest(), {"cann": "9.0.1"}, "is for CANN 9.1.0, not --cann 9.0.1"),
-    (_manifest(soc="ascend910b1"), {}, "made for SOC ascend910b1; this host's is ascend910b3"),
-    (_manifest(device="A3"), {}, "made for A3 NPUs"),
-    (_manifest(), {"row": load_matrix().rows["9.1.0"].for_arch("aarch64")}, "another row"),
-])
+@pytest.mark.parametrize(
+    "manifest, host, words",
+    [
+        (_manifest(arch="aarch64"), {}, "was made for aarch64 / glibc 2.31; this host is x86_64"),
+        (_manifest(glibc="2.35"), {}, "glibc 2.35"),
+        (_manifest(), {"cann": "9.0.1"}, "is for CANN 9.1.0, not --cann 9.0.1"),
+        (_manifest(soc="ascend910b1"), {}, "made for SOC ascend910b1; this host's is ascend910b3"),
+        (_manifest(device="A3"), {}, "made for A3 NPUs"),
+        (_manifest(), {"row": load_matrix().rows["9.1.0"].for_arch("aarch64")}, "another row"),
+    ],
+)
 def test_a_bundle_for_another_target_row_or_soc_is_bad_input(manifest, host, words) -> None:
     with pytest.raises(BadInput, match=words.replace("(", r"\(")):
         _check(manifest, **host)
@@ -73,11 +82,24 @@ def _bundle(root: Path) -> tuple:
     wheel.write_bytes(b"wheel bytes")
     from ascend_setup.index.download import sha256_of
 
-    lock = Lock(cann="9.1.0", target=LockTarget(arch="x86_64", glibc="2.31", python="3.11"),
-                indexes={"mirror": DEAD}, inputs="x",
-                packages=[LockedPackage(name="decorator", version="5.1.1", outcome="wheel", index="mirror",
-                                        file=wheel.name, url=DEAD + "decorator/" + wheel.name,
-                                        sha256=sha256_of(wheel), size=wheel.stat().st_size)])
+    lock = Lock(
+        cann="9.1.0",
+        target=LockTarget(arch="x86_64", glibc="2.31", python="3.11"),
+        indexes={"mirror": DEAD},
+        inputs="x",
+        packages=[
+            LockedPackage(
+                name="decorator",
+                version="5.1.1",
+                outcome="wheel",
+                index="mirror",
+                file=wheel.name,
+                url=DEAD + "decorator/" + wheel.name,
+                sha256=sha256_of(wheel),
+                size=wheel.stat().st_size,
+            )
+        ],
+    )
     write_lock(lock, root / LOCK)
     manifest = _manifest()
     manifest.files = [entry(root, root / LOCK, "lock"), entry(root, wheel, "package", "decorator", "5.1.1")]
@@ -105,7 +127,7 @@ def test_a_tar_is_verified_member_by_member_and_unpacked_once(tmp_path: Path) ->
     assert verify_bundle(tar)[1] == []
     dest = tmp_path / "work" / "bundle"
     assert unpack(tar, dest) == dest and (dest / MANIFEST).is_file()
-    marker = (dest / "files" / "decorator-5.1.1-py3-none-any.whl")
+    marker = dest / "files" / "decorator-5.1.1-py3-none-any.whl"
     marker.write_bytes(b"changed after the unpacking")
     unpack(tar, dest)  # the same manifest: reused as it is
     assert marker.read_bytes() == b"changed after the unpacking"
@@ -113,9 +135,11 @@ def test_a_tar_is_verified_member_by_member_and_unpacked_once(tmp_path: Path) ->
     bad = tmp_path / "bad.tar"
     data = tar.read_bytes()
     at = data.index(b"wheel bytes")
-    bad.write_bytes(data[:at] + b"W" + data[at + 1:])
-    assert verify_bundle(bad)[1] == ["corrupt: files/decorator-5.1.1-py3-none-any.whl does not match its sha256 "
-                                     f"{verify_bundle(tar)[0].files[1].sha256[:12]}..."]
+    bad.write_bytes(data[:at] + b"W" + data[at + 1 :])
+    assert verify_bundle(bad)[1] == [
+        "corrupt: files/decorator-5.1.1-py3-none-any.whl does not match its sha256 "
+        f"{verify_bundle(tar)[0].files[1].sha256[:12]}..."
+    ]
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "x").write_text("mine")

@@ -54,16 +54,21 @@ def test_modes_and_owner_are_tamed(tmp_path: Path, filtering: str) -> None:
     assert run.st_uid == os.geteuid() and wheel.st_uid == os.geteuid()
 
 
-@pytest.mark.parametrize("member, words", [
-    (_file("../outside.txt"), "is not a relative path"),
-    (_file("/etc/cron.d/job"), "is not a relative path"),
-    (_special("files/evil", tarfile.SYMTYPE, "/etc/passwd"), "is a symbolic link"),
-    (_special("files/evil", tarfile.LNKTYPE, "../outside.txt"), "is a hard link"),
-    (_special("files/fifo", tarfile.FIFOTYPE), "is a device, FIFO"),
-    (_special("files/dev", tarfile.CHRTYPE), "is a device, FIFO"),
-], ids=["climbs", "absolute", "symlink", "hardlink", "fifo", "device"])
-def test_a_member_that_could_land_or_point_outside_unpacks_nothing(tmp_path: Path, filtering: str, member,
-                                                                    words: str) -> None:
+@pytest.mark.parametrize(
+    "member, words",
+    [
+        (_file("../outside.txt"), "is not a relative path"),
+        (_file("/etc/cron.d/job"), "is not a relative path"),
+        (_special("files/evil", tarfile.SYMTYPE, "/etc/passwd"), "is a symbolic link"),
+        (_special("files/evil", tarfile.LNKTYPE, "../outside.txt"), "is a hard link"),
+        (_special("files/fifo", tarfile.FIFOTYPE), "is a device, FIFO"),
+        (_special("files/dev", tarfile.CHRTYPE), "is a device, FIFO"),
+    ],
+    ids=["climbs", "absolute", "symlink", "hardlink", "fifo", "device"],
+)
+def test_a_member_that_could_land_or_point_outside_unpacks_nothing(
+    tmp_path: Path, filtering: str, member, words: str
+) -> None:
     tar = _tar(tmp_path / "b.tar", _file("files/ok.whl"), member)
     into = tmp_path / "into"
     into.mkdir()

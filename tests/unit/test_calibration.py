@@ -36,9 +36,19 @@ def _bytes(tmp_path: Path, name: str, config: dict, shards: Optional[dict] = Non
 
 
 def _point(name: str, nbytes: float, tok_s: Optional[float] = None, **kw) -> SpeedPoint:
-    return SpeedPoint(**{"card": "910B3", "cann": "9.1.0", "tp": 1, "graph_mode": True, "model": name,
-                         "bytes_per_token": nbytes, "tok_s": tok_s or predict(HOST, nbytes, BW).tok_s,
-                         "measured_at": now_utc(), **kw})
+    return SpeedPoint(
+        **{
+            "card": "910B3",
+            "cann": "9.1.0",
+            "tp": 1,
+            "graph_mode": True,
+            "model": name,
+            "bytes_per_token": nbytes,
+            "tok_s": tok_s or predict(HOST, nbytes, BW).tok_s,
+            "measured_at": now_utc(),
+            **kw,
+        }
+    )
 
 
 def _fit(files, calibration=None):
@@ -56,7 +66,8 @@ def test_two_points_refit_both_terms_and_move_a_third_models_prediction(tmp_path
     assert calibration.method == "both" and all(j.used for j in calibration.points)
     assert calibration.source.startswith("calibrated on this host from 2 measurements")
     assert calibration.terms.eta == pytest.approx(HOST.eta) and calibration.terms.t_fixed_s == pytest.approx(
-        HOST.t_fixed_s)
+        HOST.t_fixed_s
+    )
     third = local_files(_model(tmp_path / "moe", DEEPSEEK_V2_LITE))  # a MoE: 2.4B active of 15.7B
     card_fit, host_fit = _fit(third), _fit(third, calibration)
     expected = predict(HOST, bytes_per_token(third, context=1024), BW).tok_s
@@ -100,8 +111,11 @@ def test_a_corrupt_points_file_is_bad_input_and_never_overwritten(tmp_path: Path
     path.parent.mkdir(parents=True)
     for text in ("{not json", json.dumps({"version": 1, "points": [{"card": "910B3", "tok_s": -1}]})):
         path.write_text(text)
-        for call in (lambda: record_point(_point("m", 1e9, 50), tmp_path), lambda: load_points("910B3", tmp_path),
-                     lambda: forget_points("910B3", tmp_path)):
+        for call in (
+            lambda: record_point(_point("m", 1e9, 50), tmp_path),
+            lambda: load_points("910B3", tmp_path),
+            lambda: forget_points("910B3", tmp_path),
+        ):
             with pytest.raises(BadInput, match=r"speed measurements file .* corrupt") as exc:
                 call()
             assert exc.value.exit_code == 2 and "never overwrites" in exc.value.hint
@@ -109,8 +123,14 @@ def test_a_corrupt_points_file_is_bad_input_and_never_overwritten(tmp_path: Path
 
 
 def test_points_are_bounded_and_forgetting_keeps_other_cards(tmp_path: Path) -> None:
-    for bad in ({"tok_s": -5}, {"tok_s": float("nan")}, {"bytes_per_token": float("inf")}, {"tp": 0},
-                {"measured_at": "2026-12-01T10:00:00+08:00"}, {"measured_at": "yesterday"}):
+    for bad in (
+        {"tok_s": -5},
+        {"tok_s": float("nan")},
+        {"bytes_per_token": float("inf")},
+        {"tp": 0},
+        {"measured_at": "2026-12-01T10:00:00+08:00"},
+        {"measured_at": "yesterday"},
+    ):
         with pytest.raises(ValidationError):
             SpeedPoint.model_validate({**_point("m", 1e9, 50).model_dump(), **bad})
     record_point(_point("a", 1e9, 50), tmp_path)

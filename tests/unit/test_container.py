@@ -28,7 +28,7 @@ from ascend_setup.host.checks import Check
 from ascend_setup.simulate.fake_devices import build_fake_root
 
 CHIPS = [{"npu": "0", "name": "910B3"}, {"npu": "1", "name": "910B3"}]
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @pytest.fixture
@@ -54,11 +54,19 @@ def test_no_container_no_checks(tmp_path: Path) -> None:
     assert checks(tmp_path / "host") == {}
 
 
-@pytest.mark.parametrize("marker, text, said", [
-    (".dockerenv", "", "/.dockerenv"), ("run/.containerenv", "", "/run/.containerenv"),
-    ("proc/1/cgroup", "12:devices:/kubepods/burstable/pod1\n", "kubepods"),
-    ("proc/self/mountinfo", "600 500 0:52 / / rw - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A\n",
-     "overlay")])
+@pytest.mark.parametrize(
+    "marker, text, said",
+    [
+        (".dockerenv", "", "/.dockerenv"),
+        ("run/.containerenv", "", "/run/.containerenv"),
+        ("proc/1/cgroup", "12:devices:/kubepods/burstable/pod1\n", "kubepods"),
+        (
+            "proc/self/mountinfo",
+            "600 500 0:52 / / rw - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A\n",
+            "overlay",
+        ),
+    ],
+)
 def test_each_signal_alone_says_container(tmp_path: Path, marker: str, text: str, said: str) -> None:
     (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / marker).write_text(text)
@@ -101,8 +109,10 @@ def test_each_bad_device_node_is_named_with_its_flag(root: Path, node: str, how:
     if how == "plain file":
         path.write_text("")
     check = checks(root)["container-devices"]
-    assert check.status == "fail" and f"/dev/{node} is {'missing' if how == 'missing' else 'not a device node'}" \
-        in check.detail, check
+    assert (
+        check.status == "fail"
+        and f"/dev/{node} is {'missing' if how == 'missing' else 'not a device node'}" in check.detail
+    ), check
     assert f"--device /dev/{node}" in (check.fix or "")
 
 
@@ -122,8 +132,9 @@ def test_cards_the_driver_reports_against_the_nodes(root: Path) -> None:
 
 
 @pytest.mark.parametrize("size_gib, status", [(0.0625, "fail"), (4, "warn"), (16, "pass"), (64, "pass")])
-def test_shm_against_the_serving_need(root: Path, monkeypatch: pytest.MonkeyPatch, size_gib: float,
-                                      status: str) -> None:
+def test_shm_against_the_serving_need(
+    root: Path, monkeypatch: pytest.MonkeyPatch, size_gib: float, status: str
+) -> None:
     real = os.statvfs
     seen: List[str] = []
 
@@ -150,10 +161,15 @@ def test_shm_missing(root: Path) -> None:
     assert checks(root)["container-shm"].status == "fail"
 
 
-@pytest.mark.parametrize("uid, status, said", [
-    (0, "pass", "root"), (1000, "pass", "HwHiAiUser (uid 1000) is in HwHiAiUser"),
-    (1234, "fail", "uid 1234 has no entry in the image's /etc/passwd"),
-    (1001, "fail", "vllm (uid 1001) is not in the HwHiAiUser group")])
+@pytest.mark.parametrize(
+    "uid, status, said",
+    [
+        (0, "pass", "root"),
+        (1000, "pass", "HwHiAiUser (uid 1000) is in HwHiAiUser"),
+        (1234, "fail", "uid 1234 has no entry in the image's /etc/passwd"),
+        (1001, "fail", "vllm (uid 1001) is not in the HwHiAiUser group"),
+    ],
+)
 def test_the_user(root: Path, uid: int, status: str, said: str) -> None:
     with open(root / "etc/passwd", "a") as passwd:
         passwd.write("vllm:x:1001:1001::/home/vllm:/bin/bash\n")
@@ -168,9 +184,17 @@ def test_a_user_listed_in_the_group_passes(root: Path) -> None:
     assert checks(root, uid=1001)["container-user"].status == "pass"
 
 
-@pytest.mark.parametrize("driver, cann, status", [
-    ("25.2.0", "9.1.0", "pass"), ("24.1.rc3", "9.1.0", "fail"), ("25.3.0", "9.2.0", "pass"),
-    ("25.2.0", "9.2.0", "fail"), ("25.2.0", "7.0.0", "warn"), ("garbled", "9.1.0", "warn")])
+@pytest.mark.parametrize(
+    "driver, cann, status",
+    [
+        ("25.2.0", "9.1.0", "pass"),
+        ("24.1.rc3", "9.1.0", "fail"),
+        ("25.3.0", "9.2.0", "pass"),
+        ("25.2.0", "9.2.0", "fail"),
+        ("25.2.0", "7.0.0", "warn"),
+        ("garbled", "9.1.0", "warn"),
+    ],
+)
 def test_image_cann_against_host_driver(root: Path, driver: str, cann: str, status: str) -> None:
     (root / "usr/local/Ascend/driver/version.info").write_text(f"Version={driver}\n")
     check = checks(root, cann=cann)["container-cann-driver"]
@@ -184,13 +208,17 @@ def test_no_cann_in_the_image_is_a_warning(root: Path) -> None:
     assert found["container-cann-driver"].status == "warn"
 
 
-@pytest.mark.parametrize("env, status, said", [
-    ({}, "pass", "no visible-device variable set"),
-    ({"ASCEND_RT_VISIBLE_DEVICES": "0,1"}, "pass", "ASCEND_RT_VISIBLE_DEVICES=0,1"),
-    ({"ASCEND_RT_VISIBLE_DEVICES": "4"}, "fail", "sees 2 card(s), numbered from 0"),
-    ({"ASCEND_VISIBLE_DEVICES": "0-1"}, "pass", "ASCEND_VISIBLE_DEVICES=0-1"),
-    ({"ASCEND_VISIBLE_DEVICES": "6,7"}, "fail", "no node for"),
-    ({"ASCEND_RT_VISIBLE_DEVICES": "a"}, "fail", "is not a card list")])
+@pytest.mark.parametrize(
+    "env, status, said",
+    [
+        ({}, "pass", "no visible-device variable set"),
+        ({"ASCEND_RT_VISIBLE_DEVICES": "0,1"}, "pass", "ASCEND_RT_VISIBLE_DEVICES=0,1"),
+        ({"ASCEND_RT_VISIBLE_DEVICES": "4"}, "fail", "sees 2 card(s), numbered from 0"),
+        ({"ASCEND_VISIBLE_DEVICES": "0-1"}, "pass", "ASCEND_VISIBLE_DEVICES=0-1"),
+        ({"ASCEND_VISIBLE_DEVICES": "6,7"}, "fail", "no node for"),
+        ({"ASCEND_RT_VISIBLE_DEVICES": "a"}, "fail", "is not a card list"),
+    ],
+)
 def test_visible_device_variables(root: Path, env: Dict[str, str], status: str, said: str) -> None:
     check = checks(root, env=env)["container-visible"]
     assert check.status == status and said in check.detail, check
@@ -230,9 +258,13 @@ def test_host_files_are_found_where_the_host_has_them(tmp_path: Path) -> None:
     (tmp_path / "usr/local/sbin").mkdir()
     (tmp_path / "usr/local/sbin/npu-smi").write_text("")
     found = {m.name: host_source(tmp_path, m) for m in MOUNTS}
-    assert found == {"dcmi": "/usr/local/dcmi", "npu-smi": "/usr/local/sbin/npu-smi",
-                     "driver lib64": "/opt/Ascend/driver/lib64/", "version.info": "/opt/Ascend/driver/version.info",
-                     "ascend_install.info": "/etc/ascend_install.info"}
+    assert found == {
+        "dcmi": "/usr/local/dcmi",
+        "npu-smi": "/usr/local/sbin/npu-smi",
+        "driver lib64": "/opt/Ascend/driver/lib64/",
+        "version.info": "/opt/Ascend/driver/version.info",
+        "ascend_install.info": "/etc/ascend_install.info",
+    }
 
 
 def test_the_data_is_validated() -> None:

@@ -28,7 +28,7 @@ def test_the_last_step_is_the_readmes_test_command_on_TESTS() -> None:
 
 
 def test_TESTS_defaults_to_the_readmes_tiers_and_BASE_to_debian_11_with_python_3_11() -> None:
-    args = dict(l[len("ARG "):].split("=", 1) for l in _instructions() if l.startswith("ARG ") and "=" in l)
+    args = dict(l[len("ARG ") :].split("=", 1) for l in _instructions() if l.startswith("ARG ") and "=" in l)
     assert args["TESTS"].strip('"') == TIERS.strip()
     assert args["BASE"] == "python:3.11-bullseye"  # bullseye: Debian 11, glibc 2.31
 

@@ -42,8 +42,15 @@ def test_every_numeric_flag_declares_its_range() -> None:
 def test_a_number_out_of_its_range_is_bad_input(path: List[str], action: argparse.Action) -> None:
     low, high = action.type.range  # type: ignore[union-attr]
     flag = action.option_strings[-1]
-    for value in (str(low - (1 if isinstance(low, int) else low / 2 or 1e-12)), str(high * 2 + 1), "nan", "inf",
-                  "-inf", "1e-12" if low > 1e-12 else "-1", "twelve"):
+    for value in (
+        str(low - (1 if isinstance(low, int) else low / 2 or 1e-12)),
+        str(high * 2 + 1),
+        "nan",
+        "inf",
+        "-inf",
+        "1e-12" if low > 1e-12 else "-1",
+        "twelve",
+    ):
         with pytest.raises(BadInput) as err:
             parse([*path, f"{flag}={value}"])
         assert flag in err.value.message and value in err.value.message, err.value.message
@@ -56,7 +63,6 @@ def test_an_on_off_flag_given_both_ways_is_bad_input(path: List[str], action: fl
     for first, second in ((on, off), (off, on)):
         with pytest.raises(BadInput, match="contradict"):
             parse([*path, first, second])
-
 
 
 def test_an_on_off_flag_said_twice_the_same_way_is_one_answer() -> None:
@@ -72,6 +78,8 @@ def test_an_on_off_flag_said_twice_the_same_way_is_one_answer() -> None:
 def test_the_same_named_index_twice_must_agree() -> None:
     from ascend_setup.steps.options import parse_index_overrides
 
-    assert parse_index_overrides(["ascend=http://m/simple", "ascend=http://m/simple/"]) == {"ascend": "http://m/simple/"}
+    assert parse_index_overrides(["ascend=http://m/simple", "ascend=http://m/simple/"]) == {
+        "ascend": "http://m/simple/"
+    }
     with pytest.raises(BadInput, match="twice with different URLs"):
         parse_index_overrides(["ascend=http://m/simple", "ascend=http://n/simple"])

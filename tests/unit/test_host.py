@@ -92,8 +92,9 @@ def test_absent_cann(tmp_path: Path) -> None:
 def test_hostile_set_env_kills_a_strict_caller(tmp_path: Path) -> None:
     fake = build_fake_cann(tmp_path / "Ascend")
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
-    proc = subprocess.run(["bash", "-c", f"set -eu; source {fake.set_env}; echo survived"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        ["bash", "-c", f"set -eu; source {fake.set_env}; echo survived"], capture_output=True, text=True, env=env
+    )
     assert proc.returncode != 0 and "survived" not in proc.stdout
 
 
@@ -133,8 +134,12 @@ def test_capture_hang_and_missing_script(tmp_path: Path) -> None:
 def test_npu_smi_needs_driver_libs_and_gives_soc(tmp_path: Path, monkeypatch) -> None:
     fake = build_fake_cann(tmp_path / "Ascend", chip="910B3")
     monkeypatch.setenv("PATH", os.environ["PATH"])
-    bare = subprocess.run([str(fake.driver / "tools" / "npu-smi"), "info"], capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"]})
+    bare = subprocess.run(
+        [str(fake.driver / "tools" / "npu-smi"), "info"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert bare.returncode == 127 and "libc_sec.so" in bare.stderr
     facts = npu_facts(str(fake.driver))
     assert facts.error is None
@@ -171,8 +176,12 @@ def test_stale_lock_sweep_touches_only_dead_exact_locks(tmp_path: Path) -> None:
     (meta / "kernel_meta.lock").write_text(f"{dead.pid}\n")
     (tree / "kernel_meta.lock").write_text(f"{os.getpid()}\n")  # alive: ours
     (meta / "other.lock").write_text("not a pid")
-    innocent = [tree / "vllm_ascend" / "worker" / "block_table.py",
-                tree / "csrc" / "transpose_kv_cache_by_block.cpp", tree / "poetry.lock", tree / "deadlock.txt"]
+    innocent = [
+        tree / "vllm_ascend" / "worker" / "block_table.py",
+        tree / "csrc" / "transpose_kv_cache_by_block.cpp",
+        tree / "poetry.lock",
+        tree / "deadlock.txt",
+    ]
     for path in innocent:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{dead.pid}\n")
@@ -199,8 +208,10 @@ def test_hwhiaiuser_group_needed_for_non_root() -> None:
 
 
 def _fake_python(path: Path, version: str, calls: Path) -> None:
-    path.write_text(f"#!/bin/sh\necho run >> {calls}\n"
-                    f"echo '{{\"version\": \"{version}\", \"venv\": true, \"executable\": \"{path}\"}}'\n")
+    path.write_text(
+        f"#!/bin/sh\necho run >> {calls}\n"
+        f"echo '{{\"version\": \"{version}\", \"venv\": true, \"executable\": \"{path}\"}}'\n"
+    )
     path.chmod(0o755)
 
 

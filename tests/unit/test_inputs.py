@@ -50,8 +50,9 @@ def _doubling(levels: int, width: int = 2) -> str:
 
 def _groups(levels: int) -> str:
     """An Ansible inventory whose groups are each other's children twice over, `levels` deep (2**levels walks)."""
-    lines = ["g0: &g0 {hosts: {h: }}"] + [f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}"
-                                          for i in range(1, levels + 1)]
+    lines = ["g0: &g0 {hosts: {h: }}"] + [
+        f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}" for i in range(1, levels + 1)
+    ]
     return "\n".join(lines) + "\n"
 
 

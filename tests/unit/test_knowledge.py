@@ -21,17 +21,20 @@ from ascend_setup.sourcebuild.source import extract_once
 NOISE = "-- [cmake] checking feature: ok"
 
 
-@pytest.mark.parametrize("line, sig", [
-    ("ModuleNotFoundError: No module named 'decorator'", "compiler-module-missing"),
-    ("RuntimeError: Another process is using this dir: /x/kernel_meta", "compile-lock"),
-    ("ERROR: No matching distribution found for triton-ascend==3.2.2", "triton-ascend-index"),
-    ("ImportError: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found", "glibc-too-old"),
-    ("TypeError: 'function' object is not subscriptable", "triton-shadowed"),
-    ("AttributeError: '_OpNamespace' 'vllm' object has no attribute 'qkv_rmsnorm_rope'", "qkv-rmsnorm-rope"),
-    ("npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file", "libc-sec"),
-    ("OSError: libatb.so: cannot open shared object file: No such file or directory", "libatb"),
-    ("AttributeError: 'Qwen3VLConfig' object has no attribute 'o_groups'", "fp8-ds-linear"),
-])
+@pytest.mark.parametrize(
+    "line, sig",
+    [
+        ("ModuleNotFoundError: No module named 'decorator'", "compiler-module-missing"),
+        ("RuntimeError: Another process is using this dir: /x/kernel_meta", "compile-lock"),
+        ("ERROR: No matching distribution found for triton-ascend==3.2.2", "triton-ascend-index"),
+        ("ImportError: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found", "glibc-too-old"),
+        ("TypeError: 'function' object is not subscriptable", "triton-shadowed"),
+        ("AttributeError: '_OpNamespace' 'vllm' object has no attribute 'qkv_rmsnorm_rope'", "qkv-rmsnorm-rope"),
+        ("npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file", "libc-sec"),
+        ("OSError: libatb.so: cannot open shared object file: No such file or directory", "libatb"),
+        ("AttributeError: 'Qwen3VLConfig' object has no attribute 'o_groups'", "fp8-ds-linear"),
+    ],
+)
 def test_each_signature(line: str, sig: str) -> None:
     diagnosis = triage([NOISE] * 10 + [line] + [NOISE] * 10)
     assert diagnosis is not None and diagnosis.id == sig and diagnosis.line_number == 11
@@ -40,11 +43,18 @@ def test_each_signature(line: str, sig: str) -> None:
 
 def test_first_real_cause_in_50000_lines() -> None:
     lines = [f"[{i}/50000] Building CXX object op_{i}.o" for i in range(1, 20000)]
-    lines += ["Traceback (most recent call last):", '  File "tbe/common/utils.py", line 21',
-              "ModuleNotFoundError: No module named 'decorator'"]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "tbe/common/utils.py", line 21',
+        "ModuleNotFoundError: No module named 'decorator'",
+    ]
     lines += [NOISE] * 29000
-    lines += ["FAILED: CMakeFiles/vllm_ascend_C.dir/all", "ninja: build stopped: subcommand failed.",
-              "ERROR: Engine core initialization failed. See root cause above.", "error: subprocess-exited-with-error"]
+    lines += [
+        "FAILED: CMakeFiles/vllm_ascend_C.dir/all",
+        "ninja: build stopped: subcommand failed.",
+        "ERROR: Engine core initialization failed. See root cause above.",
+        "error: subprocess-exited-with-error",
+    ]
     lines += [NOISE] * (50000 - len(lines))
     assert len(lines) == 50000
     start = time.perf_counter()
@@ -57,8 +67,16 @@ def test_first_real_cause_in_50000_lines() -> None:
 
 
 def test_summaries_are_not_causes() -> None:
-    text = "\n".join([NOISE, "FAILED: build.ninja", "ERROR: Engine core initialization failed",
-                      "error: subprocess-exited-with-error", "OSError: [Errno 5] Input/output error", NOISE])
+    text = "\n".join(
+        [
+            NOISE,
+            "FAILED: build.ninja",
+            "ERROR: Engine core initialization failed",
+            "error: subprocess-exited-with-error",
+            "OSError: [Errno 5] Input/output error",
+            NOISE,
+        ]
+    )
     diagnosis = triage(text.splitlines())
     assert diagnosis.id is None and "Input/output error" in diagnosis.cause
     assert triage([NOISE]) is None
@@ -75,9 +93,12 @@ def test_stub_build_without_decorator_is_triaged(tmp_path: Path) -> None:
     (bare / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")  # no site-packages
     (bare / "python3").chmod(0o755)
     code = "import sys; sys.path.insert(0, sys.argv[1]); import _stub_backend; _stub_backend.build_wheel(sys.argv[2])"
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(source), str(tmp_path)],
-                          capture_output=True, text=True,
-                          env={"PATH": f"{bare}:{cann.toolkit}/bin:/usr/bin:/bin", "HOME": str(tmp_path)})
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(source), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bare}:{cann.toolkit}/bin:/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert proc.returncode != 0
     lines = proc.stdout.splitlines()
     assert len(lines) > 250 and lines[-1].startswith("-- [cmake]")  # the cause is buried, not last
@@ -92,16 +113,22 @@ RETRIES = [
 ] * 5
 #: What pip 25 printed on x86_64 for torch-npu with the PyPI torch (the real text, index names elided).
 PIP_CONFLICT = [
-    "Collecting torch==2.10.0", "  Using cached torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl (915.6 MB)",
+    "Collecting torch==2.10.0",
+    "  Using cached torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl (915.6 MB)",
     "Collecting torch-npu==2.10.0.post4",
     "  Downloading torch_npu-2.10.0.post4-cp311-cp311-manylinux_2_28_x86_64.whl (22.9 MB)",
     "INFO: pip is looking at multiple versions of torch-npu to determine which version is compatible.",
     "ERROR: Cannot install torch-npu==2.10.0.post4 and torch==2.10.0 because these package versions have "
-    "conflicting dependencies.", "",
-    "The conflict is caused by:", "    The user requested torch==2.10.0",
-    "    torch-npu 2.10.0.post4 depends on torch==2.10.0+cpu", "",
-    "To fix this you could try to:", "1. loosen the range of package versions you've specified",
-    "2. remove package versions to allow pip to attempt to solve the dependency conflict", "",
+    "conflicting dependencies.",
+    "",
+    "The conflict is caused by:",
+    "    The user requested torch==2.10.0",
+    "    torch-npu 2.10.0.post4 depends on torch==2.10.0+cpu",
+    "",
+    "To fix this you could try to:",
+    "1. loosen the range of package versions you've specified",
+    "2. remove package versions to allow pip to attempt to solve the dependency conflict",
+    "",
     "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/",
 ]
 
@@ -121,9 +148,11 @@ def test_a_resolver_conflict_shows_its_block() -> None:
     rendered = diagnosis.render()
     assert "The conflict is caused by:" in rendered and "depends on numpy<2" in rendered
     assert "The user requested torch==2.10.0" in rendered and "Retrying" not in rendered
-    uv = ["error: No solution found when resolving dependencies",
-          "  cause: Because torch-npu==2.10.0.post4 depends on torch==2.11.0 and you require torch==2.10.0, we can",
-          "         conclude that your requirements are unsatisfiable."]
+    uv = [
+        "error: No solution found when resolving dependencies",
+        "  cause: Because torch-npu==2.10.0.post4 depends on torch==2.11.0 and you require torch==2.10.0, we can",
+        "         conclude that your requirements are unsatisfiable.",
+    ]
     diagnosis = triage(["Resolved 3 packages"] + uv)
     assert diagnosis.id == "uv-no-solution" and "your requirements are unsatisfiable" in diagnosis.render()
 
@@ -207,9 +236,12 @@ def test_every_corpus_log_names_a_signature_and_every_signature_has_an_example()
 
 def test_file_names_never_name_a_cause() -> None:
     """The real build_py copies split_qkv_rmsnorm_rope_simt.py before any compile output."""
-    names = ["copying vllm_ascend/ops/triton/linearnorm/split_qkv_rmsnorm_rope_simt.py -> build/lib/vllm_ascend",
-             "-- Installing: /opt/vllm_ascend/include/error_code.h", "Compiling tbe/common/error_manager.py",
-             "[12/90] Building CXX object csrc/CMakeFiles/ops.dir/no_such_file_error.cpp.o"]
+    names = [
+        "copying vllm_ascend/ops/triton/linearnorm/split_qkv_rmsnorm_rope_simt.py -> build/lib/vllm_ascend",
+        "-- Installing: /opt/vllm_ascend/include/error_code.h",
+        "Compiling tbe/common/error_manager.py",
+        "[12/90] Building CXX object csrc/CMakeFiles/ops.dir/no_such_file_error.cpp.o",
+    ]
     assert triage(names * 50) is None
     diagnosis = triage(names + ["csrc/build_aclnn.sh: line 5: ROOT_DIR: ROOT_DIR is not set"] + names)
     assert diagnosis.id == "root-dir-unset" and diagnosis.line_number == 5
@@ -239,6 +271,7 @@ def test_the_fix_fits_the_host() -> None:
 
 def test_a_binary_file_is_bad_input(tmp_path: Path) -> None:
     from ascend_setup.errors import BadInput
+
     (tmp_path / "x.bin").write_bytes(b"\x7fELF\x00\x00\x01" * 100)
     with pytest.raises(BadInput), (tmp_path / "x.bin").open("rb") as stream:
         triage_stream(stream)

@@ -13,10 +13,20 @@ from ascend_setup.fit.kv_cache import plan_pool
 from ascend_setup.fit.model_files import layer_kinds
 
 QWEN3_NEXT = {  # Qwen3-Next-80B-A3B's attention and Gated DeltaNet fields
-    "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48, "full_attention_interval": 4,
-    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"}
+    "model_type": "qwen3_next",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "full_attention_interval": 4,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "torch_dtype": "bfloat16",
+}
 
 
 def _pool(config: dict, tp: int):
@@ -50,8 +60,15 @@ def test_qwen3_next_at_tp4_pads_attention_to_the_deltanet_state() -> None:
 
 
 def test_a_float32_state_and_tp2_as_qwen3_6_27b_declares() -> None:
-    config = {**QWEN3_NEXT, "hidden_size": 5120, "num_hidden_layers": 64, "num_attention_heads": 24,
-              "num_key_value_heads": 4, "linear_num_value_heads": 48, "mamba_ssm_dtype": "float32"}
+    config = {
+        **QWEN3_NEXT,
+        "hidden_size": 5120,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 4,
+        "linear_num_value_heads": 48,
+        "mamba_ssm_dtype": "float32",
+    }
     pool = _pool(config, 2)
     ssm = 24 * 128 * 128 * 4
     assert pool.block_size == 128 * -(-ssm // (128 * 256 * 2 * 2)) == 1536

@@ -20,11 +20,23 @@ DEAD = IndexSources.for_row(load_matrix(), ROW, "http://127.0.0.1:9/simple/")  #
 
 
 def builds(*minors: str, arch: str = "x86_64") -> PythonBuilds:
-    return PythonBuilds.model_validate({
-        "source": "test", "release": "https://example.invalid/r", "mirrors": [],
-        "builds": [{"version": f"{m}.4", "arch": arch, "build": "20990101",
+    return PythonBuilds.model_validate(
+        {
+            "source": "test",
+            "release": "https://example.invalid/r",
+            "mirrors": [],
+            "builds": [
+                {
+                    "version": f"{m}.4",
+                    "arch": arch,
+                    "build": "20990101",
                     "file": f"cpython-{m}.4+20990101-{arch}-unknown-linux-gnu-install_only_stripped.tar.gz",
-                    "sha256": str(i) * 64} for i, m in enumerate(minors)]})
+                    "sha256": str(i) * 64,
+                }
+                for i, m in enumerate(minors)
+            ],
+        }
+    )
 
 
 def host(*versions: str, venv: bool = True):
@@ -32,24 +44,25 @@ def host(*versions: str, venv: bool = True):
 
 
 def test_a_host_with_none_in_range_gets_a_managed_one() -> None:
-    choice = pick_python(ROW, DEAD, "x86_64", "2.31", found=host("3.8.10", "3.9.5"), builds=builds("3.11"),
-                         deadline=0.5)
+    choice = pick_python(
+        ROW, DEAD, "x86_64", "2.31", found=host("3.8.10", "3.9.5"), builds=builds("3.11"), deadline=0.5
+    )
     assert choice.managed is not None and choice.managed.version == "3.11.4"
     assert choice.interpreter.version == "3.11.4" and choice.interpreter.path == ""
     assert "seen: 3.8.10, 3.9.5" in choice.reasons[0] and "managed CPython 3.11.4" in choice.reasons[0]
 
 
 def test_one_in_range_without_venv_counts_as_none() -> None:
-    choice = pick_python(ROW, DEAD, "x86_64", "2.31", found=host("3.11.2", venv=False), builds=builds("3.11"),
-                         deadline=0.5)
+    choice = pick_python(
+        ROW, DEAD, "x86_64", "2.31", found=host("3.11.2", venv=False), builds=builds("3.11"), deadline=0.5
+    )
     assert choice.managed is not None
 
 
 def test_a_host_interpreter_in_range_wins_unless_managed_is_asked_for() -> None:
     found = host("3.8.10", "3.11.9")
     assert pick_python(ROW, DEAD, "x86_64", "2.31", found=found, builds=builds("3.11"), deadline=0.5).managed is None
-    asked = pick_python(ROW, DEAD, "x86_64", "2.31", explicit=MANAGED, found=found, builds=builds("3.11"),
-                        deadline=0.5)
+    asked = pick_python(ROW, DEAD, "x86_64", "2.31", explicit=MANAGED, found=found, builds=builds("3.11"), deadline=0.5)
     assert asked.managed is not None and "--python managed" in asked.reasons[0]
 
 
@@ -89,7 +102,6 @@ def test_urls_and_the_uv_listing(tmp_path: Path) -> None:
     assert json.loads(json.dumps(listing))  # what uv reads: plain JSON
     assert entry["url"] == (tmp_path / b.file).as_uri() and entry["sha256"] == b.sha256
     assert (entry["major"], entry["minor"], entry["patch"], entry["libc"]) == (3, 11, 4, "gnu")
-
 
 
 def test_doctor_warns_where_the_install_fetches_a_managed_python(tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ def test_every_command_and_option_is_in_the_reference() -> None:
         if section is None:
             missing.append(" ".join(words))
             continue
-        missing += [f"{' '.join(words)} {o}" for a in options(parser) for o in a.option_strings
-                    if f"`{o}`" not in section]
+        missing += [
+            f"{' '.join(words)} {o}" for a in options(parser) for o in a.option_strings if f"`{o}`" not in section
+        ]
     assert not missing, missing
     assert len(walked) > len(COMMANDS)  # sub-commands too (bundle verify, serve stop, ...)
 

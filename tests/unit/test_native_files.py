@@ -30,6 +30,7 @@ TARGET = Target(glibc="2.31", library_path=(), cache={}, system_dirs=(), label="
 @contextmanager
 def no_hang(seconds: int = 10) -> Iterator[None]:
     """A check that does not finish in `seconds` is a hang: SIGALRM fails the test instead of stalling it."""
+
     def expired(signum, frame):
         raise AssertionError(f"no answer within {seconds} s: a hang")
 
@@ -63,22 +64,23 @@ HOSTILE: Dict[str, Callable[[], bytes]] = {
     "not ELF": lambda: b"GNU ld script\nGROUP ( libc.so.6 )\n",
     "truncated in the identification": lambda: BASE[:12],
     "truncated in the header": lambda: BASE[:40],
-    "truncated before the section table": lambda: BASE[:_SHOFF + 10],
-    "truncated in the section table": lambda: BASE[:_SHOFF + 64 * 2 + 30],
+    "truncated before the section table": lambda: BASE[: _SHOFF + 10],
+    "truncated in the section table": lambda: BASE[: _SHOFF + 64 * 2 + 30],
     "unknown class": lambda: BASE[:4] + b"\x07" + BASE[5:],
     "unknown data encoding": lambda: BASE[:5] + b"\x09" + BASE[6:],
-    "section table past the end": lambda: _patch(BASE, 40, "<Q", 10 ** 12),
+    "section table past the end": lambda: _patch(BASE, 40, "<Q", 10**12),
     "65535 sections": lambda: _patch(BASE, 60, "<H", 0xFFFF),
     "section headers too small": lambda: _patch(BASE, 58, "<H", 8),
     "no section headers": lambda: _patch(BASE, 40, "<Q", 0),
-    "extended count past the end": lambda: _patch(_patch(BASE, 60, "<H", 0), _section(0) + 32, "<Q", 10 ** 9),
-    "dynamic longer than the file": lambda: _patch(BASE, _section(2) + 32, "<Q", 10 ** 9),
-    "dynamic past the end": lambda: _patch(BASE, _section(2) + 24, "<Q", 10 ** 9),
-    "dynamic of 2 GiB": lambda: _patch(BASE, _section(2) + 32, "<Q", 2 ** 31),
+    "extended count past the end": lambda: _patch(_patch(BASE, 60, "<H", 0), _section(0) + 32, "<Q", 10**9),
+    "dynamic longer than the file": lambda: _patch(BASE, _section(2) + 32, "<Q", 10**9),
+    "dynamic past the end": lambda: _patch(BASE, _section(2) + 24, "<Q", 10**9),
+    "dynamic of 2 GiB": lambda: _patch(BASE, _section(2) + 32, "<Q", 2**31),
     "string table link to nowhere": lambda: _patch(BASE, _section(2) + 40, "<I", 999),
     "string table linked to itself as 0": lambda: _patch(BASE, _section(2) + 40, "<I", 0),
-    "NEEDED name past its table": lambda: _patch(BASE, struct.unpack_from("<Q", BASE, _section(2) + 24)[0], "<qQ",
-                                                 1, 10 ** 6),
+    "NEEDED name past its table": lambda: _patch(
+        BASE, struct.unpack_from("<Q", BASE, _section(2) + 24)[0], "<qQ", 1, 10**6
+    ),
     "no dynamic section": lambda: _patch(BASE, _section(2) + 4, "<I", 1),
     "an executable": lambda: _patch(BASE, 16, "<H", 2),
     "another machine": lambda: _patch(BASE, 18, "<H", 183 if os.uname().machine != "aarch64" else 62),
@@ -179,7 +181,8 @@ def test_a_link_out_of_the_venv_reads_as_one_sentence(tmp_path: Path) -> None:
     os.symlink(outside, venv / SITE / "hostile" / "link.so")
     report = check_venv(read_venv(venv), TARGET)
     assert native_message(report.problems[0], str(venv)) == (
-        f"hostile 1.0: its RECORD lists {SITE}/hostile/link.so, but it leads out of the venv, to {outside}: not read")
+        f"hostile 1.0: its RECORD lists {SITE}/hostile/link.so, but it leads out of the venv, to {outside}: not read"
+    )
 
 
 def test_a_reader_error_is_damaged_elf_not_a_traceback(tmp_path: Path) -> None:
@@ -191,6 +194,7 @@ def test_a_reader_error_is_damaged_elf_not_a_traceback(tmp_path: Path) -> None:
 
 
 # -- ldconfig's cache ------------------------------------------------------------------------------------------
+
 
 def _new_cache(entries: List[Tuple[str, str]]) -> bytes:
     """glibc-ld.so.cache1.1: header, entries, strings (offsets from the header's start)."""
@@ -213,23 +217,28 @@ def _compat_cache(entries: List[Tuple[str, str]]) -> bytes:
     return old.ljust((len(old) + 7) & ~7, b"\0") + _new_cache(entries)
 
 
-ENTRIES = [("libatb.so", "/opt/nnal/lib/libatb.so"), ("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"),
-           ("libc.so.6", "/lib32/libc.so.6")]
+ENTRIES = [
+    ("libatb.so", "/opt/nnal/lib/libatb.so"),
+    ("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"),
+    ("libc.so.6", "/lib32/libc.so.6"),
+]
 
 
 @pytest.mark.parametrize("make", [_new_cache, _compat_cache], ids=["new", "compat"])
 def test_both_cache_formats_are_read(make) -> None:
-    assert parse_cache(make(ENTRIES)) == {"libatb.so": ["/opt/nnal/lib/libatb.so"],
-                                          "libc.so.6": ["/lib/x86_64-linux-gnu/libc.so.6", "/lib32/libc.so.6"]}
+    assert parse_cache(make(ENTRIES)) == {
+        "libatb.so": ["/opt/nnal/lib/libatb.so"],
+        "libc.so.6": ["/lib/x86_64-linux-gnu/libc.so.6", "/lib32/libc.so.6"],
+    }
 
 
 CACHE_DAMAGE: Dict[str, Callable[[], bytes]] = {
     "empty": lambda: b"",
     "other magic": lambda: b"not a cache at all, but long enough to hold a header of forty-eight bytes",
     "truncated header": lambda: _new_cache(ENTRIES)[:30],
-    "count past the end": lambda: _patch(_new_cache(ENTRIES), 20, "<I", 10 ** 8),
-    "name past the end": lambda: _patch(_new_cache(ENTRIES), 48 + 4, "<I", 10 ** 8),
-    "old table past the end": lambda: _patch(_compat_cache(ENTRIES), 12, "<I", 10 ** 8),
+    "count past the end": lambda: _patch(_new_cache(ENTRIES), 20, "<I", 10**8),
+    "name past the end": lambda: _patch(_new_cache(ENTRIES), 48 + 4, "<I", 10**8),
+    "old table past the end": lambda: _patch(_compat_cache(ENTRIES), 12, "<I", 10**8),
     "old header truncated": lambda: OLD_MAGIC + b"\0",
 }
 

@@ -24,47 +24,78 @@ from ascend_setup.nodes.serve_env import env_blocks
 # -- hccn_tool's formats (hicann/driver src/custom/network/hccn/ascend910B) -----------------------------------
 
 
-@pytest.mark.parametrize("text, status", [
-    ("link status: UP\n", "UP"), ("link status: DOWN\n", "DOWN"), ("[device 0]link up count : 2\n", None),
-    ("permission denied: pls check this cmd run permission.\n", None)])
+@pytest.mark.parametrize(
+    "text, status",
+    [
+        ("link status: UP\n", "UP"),
+        ("link status: DOWN\n", "DOWN"),
+        ("[device 0]link up count : 2\n", None),
+        ("permission denied: pls check this cmd run permission.\n", None),
+    ],
+)
 def test_link_status(text: str, status: Optional[str]) -> None:
     assert hccn.link_status(text) == status
 
 
-@pytest.mark.parametrize("text, health", [
-    ("net health status: Success\n", "Success"), ("net health status: Socket fail\n", "Socket fail"),
-    ("net health status: Socket failed\n", "Socket fail"),  # the older driver's word (mind-cluster's fixture)
-    ("net health status: Receive timeout\n", "Receive timeout"), ("net health status: Init\n", "Init"),
-    ("net health status: Detect ip set\n", "Detect ip set"), ("net health status: Fault\n", "Fault"),
-    ("hccn_tool is busy, please try again.\n", None)])
+@pytest.mark.parametrize(
+    "text, health",
+    [
+        ("net health status: Success\n", "Success"),
+        ("net health status: Socket fail\n", "Socket fail"),
+        ("net health status: Socket failed\n", "Socket fail"),  # the older driver's word (mind-cluster's fixture)
+        ("net health status: Receive timeout\n", "Receive timeout"),
+        ("net health status: Init\n", "Init"),
+        ("net health status: Detect ip set\n", "Detect ip set"),
+        ("net health status: Fault\n", "Fault"),
+        ("hccn_tool is busy, please try again.\n", None),
+    ],
+)
 def test_net_health(text: str, health: Optional[str]) -> None:
     assert hccn.net_health(text) == health
 
 
 def test_device_ip() -> None:
-    assert hccn.device_ip("ipaddr:10.20.30.10\nnetmask:255.255.255.0\n") == \
-        hccn.DeviceIp("10.20.30.10", "255.255.255.0")
+    assert hccn.device_ip("ipaddr:10.20.30.10\nnetmask:255.255.255.0\n") == hccn.DeviceIp(
+        "10.20.30.10", "255.255.255.0"
+    )
     none = hccn.device_ip("Get ipconf failed, because no ip was preset there!\n")
     assert none.address is None and none.error == "no IP was preset on this NPU"
     assert hccn.device_ip("permission denied: pls check this cmd run permission.\n").error.startswith("permission")
 
 
-ROCE_OK = ("device 3 PING 29.1.137.205\nrecv seq=0,time=1.418000ms\nrecv seq=1,time=0.090000ms\n"
-           "recv seq=2,time=0.081000ms\n3 packets transmitted, 3 received, 0.00% packet loss\n")
-HCCS_OK = ("This pkt ping success!\nrecv seq 0, time = 1.234us, L1 plane check result = 0x0\n"
-           "3 packets transmitted, 3 received, 0.00% packets loss\n")
+ROCE_OK = (
+    "device 3 PING 29.1.137.205\nrecv seq=0,time=1.418000ms\nrecv seq=1,time=0.090000ms\n"
+    "recv seq=2,time=0.081000ms\n3 packets transmitted, 3 received, 0.00% packet loss\n"
+)
+HCCS_OK = (
+    "This pkt ping success!\nrecv seq 0, time = 1.234us, L1 plane check result = 0x0\n"
+    "3 packets transmitted, 3 received, 0.00% packets loss\n"
+)
 
 
-@pytest.mark.parametrize("text, code, ok, detail", [
-    (ROCE_OK, 0, True, "3/3 received"),
-    (HCCS_OK, 0, True, "3/3 received"),  # the A3 ping's `packets loss`
-    ("device 0 PING 29.1.1.2\nrecv time out seq=0\nrecv seq=1,time=0.1ms\nrecv seq=2,time=0.1ms\n"
-     "3 packets transmitted, 2 received, 33.33% packet loss\n", 1, False, "recv time out seq"),
-    ("device 0 PING 29.1.1.2\nrecv seq=0,time=0.1ms\n3 packets transmitted, 2 received, 33.33% packet loss\n", 0,
-     False, "2/3 received, 33.33% loss"),
-    ("device 0 PING 29.1.1.2\nDestination Host Unreachable\n", 1, False, "Destination Host Unreachable"),
-    ("hccn_tool is busy, please try again.\n", 1, False, "hccn_tool is busy, please try again."),
-    (ROCE_OK, 1, False, "3/3 received, 0.00% loss")])  # the tool's exit code counts too
+@pytest.mark.parametrize(
+    "text, code, ok, detail",
+    [
+        (ROCE_OK, 0, True, "3/3 received"),
+        (HCCS_OK, 0, True, "3/3 received"),  # the A3 ping's `packets loss`
+        (
+            "device 0 PING 29.1.1.2\nrecv time out seq=0\nrecv seq=1,time=0.1ms\nrecv seq=2,time=0.1ms\n"
+            "3 packets transmitted, 2 received, 33.33% packet loss\n",
+            1,
+            False,
+            "recv time out seq",
+        ),
+        (
+            "device 0 PING 29.1.1.2\nrecv seq=0,time=0.1ms\n3 packets transmitted, 2 received, 33.33% packet loss\n",
+            0,
+            False,
+            "2/3 received, 33.33% loss",
+        ),
+        ("device 0 PING 29.1.1.2\nDestination Host Unreachable\n", 1, False, "Destination Host Unreachable"),
+        ("hccn_tool is busy, please try again.\n", 1, False, "hccn_tool is busy, please try again."),
+        (ROCE_OK, 1, False, "3/3 received, 0.00% loss"),
+    ],
+)  # the tool's exit code counts too
 def test_ping_result(text: str, code: int, ok: bool, detail: str) -> None:
     result = hccn.ping_result(text, code)
     assert (result.ok, result.detail) == (ok, detail)
@@ -72,13 +103,15 @@ def test_ping_result(text: str, code: int, ok: bool, detail: str) -> None:
 
 # -- the node's own facts ----------------------------------------------------------------------------------------
 
-IP_JSON = ('[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK","UP","LOWER_UP"],"link_type":"loopback",'
-           '"addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8},{"family":"inet6","local":"::1",'
-           '"prefixlen":128}]},{"ifindex":2,"ifname":"enp189s0f0","flags":["BROADCAST","MULTICAST","UP",'
-           '"LOWER_UP"],"link_type":"ether","addr_info":[{"family":"inet","local":"192.168.20.160","prefixlen":24},'
-           '{"family":"inet6","local":"fe80::1","prefixlen":64}]},{"ifindex":3,"ifname":"docker0","flags":'
-           '["NO-CARRIER","BROADCAST","MULTICAST"],"addr_info":[{"family":"inet","local":"172.17.0.1",'
-           '"prefixlen":16}]}]')
+IP_JSON = (
+    '[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK","UP","LOWER_UP"],"link_type":"loopback",'
+    '"addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8},{"family":"inet6","local":"::1",'
+    '"prefixlen":128}]},{"ifindex":2,"ifname":"enp189s0f0","flags":["BROADCAST","MULTICAST","UP",'
+    '"LOWER_UP"],"link_type":"ether","addr_info":[{"family":"inet","local":"192.168.20.160","prefixlen":24},'
+    '{"family":"inet6","local":"fe80::1","prefixlen":64}]},{"ifindex":3,"ifname":"docker0","flags":'
+    '["NO-CARRIER","BROADCAST","MULTICAST"],"addr_info":[{"family":"inet","local":"172.17.0.1",'
+    '"prefixlen":16}]}]'
+)
 
 
 def test_ip_json() -> None:
@@ -102,8 +135,7 @@ PROC_TCP6 = """\
 
 
 def test_listening_ports() -> None:
-    assert [(x.port, x.address) for x in parse_proc_tcp(PROC_TCP)] == [(16666, "0.0.0.0"),
-                                                                        (60000, "192.168.20.160")]
+    assert [(x.port, x.address) for x in parse_proc_tcp(PROC_TCP)] == [(16666, "0.0.0.0"), (60000, "192.168.20.160")]
     assert [(x.port, x.address) for x in parse_proc_tcp(PROC_TCP6)] == [(6379, "::"), (8080, "::1")]
 
 
@@ -111,9 +143,12 @@ def test_listening_ports() -> None:
 
 
 def test_our_inventory(tmp_path: Path) -> None:
-    inv = parse_inventory("nodes:\n  - name: a\n  - name: b\n    host: 10.0.0.2\n"
-                          "  - {name: c, run: 'ip netns exec c', command: [python3, -m, ascend_setup]}\n"
-                          "  - {name: d, run: ''}\ntimeout: 5\nray: false\nports: [8000, 13389]\n", "x.yml")
+    inv = parse_inventory(
+        "nodes:\n  - name: a\n  - name: b\n    host: 10.0.0.2\n"
+        "  - {name: c, run: 'ip netns exec c', command: [python3, -m, ascend_setup]}\n"
+        "  - {name: d, run: ''}\ntimeout: 5\nray: false\nports: [8000, 13389]\n",
+        "x.yml",
+    )
     a, b, c, d = inv.nodes
     assert a.argv("doctor") == [*SSH, "a", "ascend-setup", "doctor"]
     assert b.run == [*SSH, "10.0.0.2"]
@@ -140,29 +175,37 @@ ascend:
     assert nodes["host3"].run == [] and nodes["host3"].command == ["/opt/venv/bin/ascend-setup"]
 
 
-@pytest.mark.parametrize("text, said", [
-    ("nodes: []\n", "nodes: List should have at least 1 item"),
-    ("nodes:\n  - {name: a, colour: red}\n", "nodes.0.colour: Extra inputs are not permitted"),
-    ("nodes:\n  - {name: a}\n  - {name: a}\n", "node names must be unique: a appear twice"),
-    ("nodes:\n  - {name: a, run: \"ssh 'x\"}\n", "nodes.0.run"),
-    ("nodes:\n  - {name: a}\ntimeout: 0\n", "timeout: Input should be greater than 0"),
-    ("nodes:\n  - {name: a}\nports: [70000]\n", "ports.0: Input should be less than or equal to 65535"),
-    ("nodes: [a\n", "is not valid YAML"), ("- a\n", "is not a YAML mapping"),
-    ("all:\n  hosts: {}\n", "names no node"),
-    # an Ansible inventory's shape, each wrong value one line naming it (they were AttributeError/TypeError)
-    ("all: {hosts: [a, b]}\n", "all.hosts: Input should be a valid dictionary"),
-    ("all: {hosts: {a: x}}\n", "all.hosts.a: Input should be a valid dictionary"),
-    ("all: {vars: [1], hosts: {a: }}\n", "all.vars"),
-    ("all: {children: [1]}\n", "all.children: Input should be a valid dictionary"),
-    ("all: {hosts: {a: {ansible_port: [1]}}}\n", "all.hosts.a.ansible_port"),
-    ("all: {hosts: {a: {ansible_port: 70000}}}\n", "all.hosts.a.ansible_port"),
-    ("all: {hosts: {a: {ansible_host: [x]}}}\n", "all.hosts.a.ansible_host"),
-    ("all: {hosts: {a: }, colour: red}\n", "all.colour: Extra inputs are not permitted"),
-    ("all: {hosts: {" + ", ".join(f"h{i}: " for i in range(1100)) + "}}\n", "all.hosts"),
-    # groups that alias each other: 2^30 walks, or a group that is its own child
-    ("g0: &g0 {hosts: {h: }}\n" + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n"
-                                         for i in range(1, 31)), "expand to more than"),
-    ("all: &all {hosts: {h: }, children: {again: *all}}\n", "a cycle")])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("nodes: []\n", "nodes: List should have at least 1 item"),
+        ("nodes:\n  - {name: a, colour: red}\n", "nodes.0.colour: Extra inputs are not permitted"),
+        ("nodes:\n  - {name: a}\n  - {name: a}\n", "node names must be unique: a appear twice"),
+        ("nodes:\n  - {name: a, run: \"ssh 'x\"}\n", "nodes.0.run"),
+        ("nodes:\n  - {name: a}\ntimeout: 0\n", "timeout: Input should be greater than 0"),
+        ("nodes:\n  - {name: a}\nports: [70000]\n", "ports.0: Input should be less than or equal to 65535"),
+        ("nodes: [a\n", "is not valid YAML"),
+        ("- a\n", "is not a YAML mapping"),
+        ("all:\n  hosts: {}\n", "names no node"),
+        # an Ansible inventory's shape, each wrong value one line naming it (they were AttributeError/TypeError)
+        ("all: {hosts: [a, b]}\n", "all.hosts: Input should be a valid dictionary"),
+        ("all: {hosts: {a: x}}\n", "all.hosts.a: Input should be a valid dictionary"),
+        ("all: {vars: [1], hosts: {a: }}\n", "all.vars"),
+        ("all: {children: [1]}\n", "all.children: Input should be a valid dictionary"),
+        ("all: {hosts: {a: {ansible_port: [1]}}}\n", "all.hosts.a.ansible_port"),
+        ("all: {hosts: {a: {ansible_port: 70000}}}\n", "all.hosts.a.ansible_port"),
+        ("all: {hosts: {a: {ansible_host: [x]}}}\n", "all.hosts.a.ansible_host"),
+        ("all: {hosts: {a: }, colour: red}\n", "all.colour: Extra inputs are not permitted"),
+        ("all: {hosts: {" + ", ".join(f"h{i}: " for i in range(1100)) + "}}\n", "all.hosts"),
+        # groups that alias each other: 2^30 walks, or a group that is its own child
+        (
+            "g0: &g0 {hosts: {h: }}\n"
+            + "".join(f"g{i}: &g{i} {{children: {{a: *g{i - 1}, b: *g{i - 1}}}}}\n" for i in range(1, 31)),
+            "expand to more than",
+        ),
+        ("all: &all {hosts: {h: }, children: {again: *all}}\n", "a cycle"),
+    ],
+)
 def test_bad_inventories(text: str, said: str) -> None:
     with pytest.raises(BadInput) as caught:
         parse_inventory(text, "bad.yml")
@@ -179,24 +222,40 @@ def test_a_missing_inventory(tmp_path: Path) -> None:
 
 def node_data(i: int) -> Dict[str, Any]:
     """A healthy node i: two NPUs up with IPs, the cluster NIC eth0 at 10.0.0.i, every variable set."""
-    return {"hostname": f"h{i}", "tool": "0.1.0", "cann": "9.1.0", "driver": "25.2.0", "row": "9.1.0",
-            "hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool",
-            "npus": [{"id": n, "link": "UP", "health": "Success", "ip": f"29.0.{n}.{i}", "netmask": "255.255.255.0",
-                      "tls": 0} for n in (0, 1)],
-            "nics": [{"name": "lo", "up": True, "loopback": True, "ipv4": ["127.0.0.1/8"]},
-                     {"name": "eth0", "up": True, "ipv4": [f"10.0.0.{i}/24"]},
-                     {"name": "eth1", "up": True, "ipv4": [f"172.16.{i}.1/24"]}],
-            "env": {"HCCL_IF_IP": f"10.0.0.{i}", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0",
-                    "HCCL_SOCKET_IFNAME": "eth0", "HCCL_BUFFSIZE": "512", "HCCL_CONNECT_TIMEOUT": "1200",
-                    "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"},
-            "listening": [{"port": 22, "address": "0.0.0.0"}], "clock": 1000.0}
+    return {
+        "hostname": f"h{i}",
+        "tool": "0.1.0",
+        "cann": "9.1.0",
+        "driver": "25.2.0",
+        "row": "9.1.0",
+        "hccn_tool": "/usr/local/Ascend/driver/tools/hccn_tool",
+        "npus": [
+            {"id": n, "link": "UP", "health": "Success", "ip": f"29.0.{n}.{i}", "netmask": "255.255.255.0", "tls": 0}
+            for n in (0, 1)
+        ],
+        "nics": [
+            {"name": "lo", "up": True, "loopback": True, "ipv4": ["127.0.0.1/8"]},
+            {"name": "eth0", "up": True, "ipv4": [f"10.0.0.{i}/24"]},
+            {"name": "eth1", "up": True, "ipv4": [f"172.16.{i}.1/24"]},
+        ],
+        "env": {
+            "HCCL_IF_IP": f"10.0.0.{i}",
+            "GLOO_SOCKET_IFNAME": "eth0",
+            "TP_SOCKET_IFNAME": "eth0",
+            "HCCL_SOCKET_IFNAME": "eth0",
+            "HCCL_BUFFSIZE": "512",
+            "HCCL_CONNECT_TIMEOUT": "1200",
+            "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
+        },
+        "listening": [{"port": 22, "address": "0.0.0.0"}],
+        "clock": 1000.0,
+    }
 
 
 def views(change: Callable[[List[Dict[str, Any]]], None] = lambda d: None) -> List[NodeView]:
     data = [node_data(i) for i in (1, 2, 3)]
     change(data)
-    return [NodeView(f"n{i}", NodeFacts.model_validate(d), clock_window=(999.0, 1001.0))
-            for i, d in enumerate(data, 1)]
+    return [NodeView(f"n{i}", NodeFacts.model_validate(d), clock_window=(999.0, 1001.0)) for i, d in enumerate(data, 1)]
 
 
 def problems(vs: List[NodeView]) -> List[Problem]:
@@ -215,6 +274,7 @@ def env(i: int, **values: Optional[str]) -> Callable[[List[Dict[str, Any]]], Non
                 data[i]["env"].pop(k, None)
             else:
                 data[i]["env"][k] = v
+
     return change
 
 
@@ -229,52 +289,88 @@ def fact(i: int, **values: Any) -> Callable[[List[Dict[str, Any]]], None]:
 #: Each failure of each check: (what changes, the (node, check, severity) it yields, words its message holds).
 FAILURES: Dict[str, Tuple[Callable[[List[Dict[str, Any]]], None], List[Tuple[Optional[str], str, str]], str]] = {
     "link down": (npu(1, 1, link="DOWN", health="Fault"), [("n2", "npu-link", "fail")], "NPU 1: link status DOWN"),
-    "no device ip": (npu(0, 0, ip=None, error="no IP was preset on this NPU"), [("n1", "npu-ip", "fail")],
-                     "no IP was preset"),
+    "no device ip": (
+        npu(0, 0, ip=None, error="no IP was preset on this NPU"),
+        [("n1", "npu-ip", "fail")],
+        "no IP was preset",
+    ),
     "unhealthy": (npu(2, 0, health="Socket fail"), [("n3", "npu-health", "fail")], "Socket fail"),
-    "hccn busy": (npu(2, 1, link=None, health=None, error="hccn_tool is busy, please try again."),
-                  [("n3", "npu-link", "fail")], "busy"),
+    "hccn busy": (
+        npu(2, 1, link=None, health=None, error="hccn_tool is busy, please try again."),
+        [("n3", "npu-link", "fail")],
+        "busy",
+    ),
     "no hccn_tool": (fact(0, hccn_tool=None), [("n1", "hccn-tool", "fail")], "hccn_tool not found"),
     "no npu": (fact(0, npus=[]), [("n1", "npu", "fail"), (None, "npu-count", "warn")], "lists no NPU"),
-    "npu-smi error": (fact(1, npu_error="dcmi module initialize failed. ret is -8005", npus=[]),
-                      [("n2", "npu", "fail"), (None, "npu-count", "warn")], "-8005"),
+    "npu-smi error": (
+        fact(1, npu_error="dcmi module initialize failed. ret is -8005", npus=[]),
+        [("n2", "npu", "fail"), (None, "npu-count", "warn")],
+        "-8005",
+    ),
     "ifname unset": (env(0, GLOO_SOCKET_IFNAME=None), [("n1", "nic-vars", "fail")], "GLOO_SOCKET_IFNAME unset"),
-    "ifname missing": (env(0, GLOO_SOCKET_IFNAME="eth9", TP_SOCKET_IFNAME="eth9", HCCL_SOCKET_IFNAME="eth9"),
-                       [("n1", "nic-vars", "fail")], "eth9 is no NIC"),
-    "ifname loopback": (env(1, GLOO_SOCKET_IFNAME="lo", TP_SOCKET_IFNAME="lo", HCCL_SOCKET_IFNAME="lo"),
-                        [("n2", "nic-vars", "fail"), ("n2", "hccl-if-ip", "fail")], "loopback"),
+    "ifname missing": (
+        env(0, GLOO_SOCKET_IFNAME="eth9", TP_SOCKET_IFNAME="eth9", HCCL_SOCKET_IFNAME="eth9"),
+        [("n1", "nic-vars", "fail")],
+        "eth9 is no NIC",
+    ),
+    "ifname loopback": (
+        env(1, GLOO_SOCKET_IFNAME="lo", TP_SOCKET_IFNAME="lo", HCCL_SOCKET_IFNAME="lo"),
+        [("n2", "nic-vars", "fail"), ("n2", "hccl-if-ip", "fail")],
+        "loopback",
+    ),
     "ifnames differ": (env(2, TP_SOCKET_IFNAME="eth1"), [("n3", "nic-vars", "fail")], "name different NICs"),
     "nic down": (lambda d: d[0]["nics"][1].update(up=False), [("n1", "nic-vars", "fail")], "eth0 is down"),
-    "nic without ipv4": (lambda d: d[0]["nics"][1].update(ipv4=[]),
-                         [("n1", "nic-vars", "fail"), ("n1", "hccl-if-ip", "fail")], "has no IPv4"),
+    "nic without ipv4": (
+        lambda d: d[0]["nics"][1].update(ipv4=[]),
+        [("n1", "nic-vars", "fail"), ("n1", "hccl-if-ip", "fail")],
+        "has no IPv4",
+    ),
     "if_ip unset": (env(0, HCCL_IF_IP=None), [("n1", "hccl-if-ip", "fail")], "HCCL_IF_IP unset"),
     "if_ip not ipv4": (env(0, HCCL_IF_IP="node1"), [("n1", "hccl-if-ip", "fail")], "not an IPv4"),
     "if_ip elsewhere": (env(0, HCCL_IF_IP="10.0.0.9"), [("n1", "hccl-if-ip", "fail")], "no address of this node"),
     "if_ip other nic": (env(0, HCCL_IF_IP="172.16.1.1"), [("n1", "hccl-if-ip", "fail")], "is on eth1, not on eth0"),
-    "if_ip twice": (env(1, HCCL_IF_IP="10.0.0.1"), [("n2", "hccl-if-ip", "fail"), (None, "unique-ip", "fail")],
-                    "10.0.0.1"),
-    "buffsize unset": (env(0, HCCL_BUFFSIZE=None), [("n1", "hccl-buffsize", "warn"),
-                                                    (None, "same-hccl-env", "fail")], "HCCL_BUFFSIZE"),
-    "buffsize bad": (env(0, HCCL_BUFFSIZE="lots"), [("n1", "hccl-buffsize", "fail"),
-                                                    (None, "same-hccl-env", "fail")], "not a positive whole"),
+    "if_ip twice": (
+        env(1, HCCL_IF_IP="10.0.0.1"),
+        [("n2", "hccl-if-ip", "fail"), (None, "unique-ip", "fail")],
+        "10.0.0.1",
+    ),
+    "buffsize unset": (
+        env(0, HCCL_BUFFSIZE=None),
+        [("n1", "hccl-buffsize", "warn"), (None, "same-hccl-env", "fail")],
+        "HCCL_BUFFSIZE",
+    ),
+    "buffsize bad": (
+        env(0, HCCL_BUFFSIZE="lots"),
+        [("n1", "hccl-buffsize", "fail"), (None, "same-hccl-env", "fail")],
+        "not a positive whole",
+    ),
     "buffsize differs": (env(2, HCCL_BUFFSIZE="200"), [(None, "same-hccl-env", "fail")], "HCCL_BUFFSIZE differs"),
     "timeout unset": (env(0, HCCL_CONNECT_TIMEOUT=None), [("n1", "hccl-connect-timeout", "warn")], "default 120"),
     "timeout bad": (env(0, HCCL_CONNECT_TIMEOUT="-5"), [("n1", "hccl-connect-timeout", "fail")], "-5"),
-    "ray unset": (env(1, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=None), [("n2", "ray-var", "fail")],
-                  "unset"),
+    "ray unset": (env(1, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=None), [("n2", "ray-var", "fail")], "unset"),
     "ray zero": (env(1, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES="0"), [("n2", "ray-var", "fail")], "'0'"),
-    "hccl port": (fact(0, listening=[{"port": 16666, "address": "0.0.0.0"}]), [("n1", "ports", "fail")],
-                  "port 16666"),
-    "hccl base port": (fact(2, listening=[{"port": 60015, "address": "10.0.0.3"}]), [("n3", "ports", "fail")],
-                       "port 60015"),
-    "moved base port": (lambda d: (d[2]["env"].update(HCCL_IF_BASE_PORT="61000"),
-                                   d[2].update(listening=[{"port": 61002, "address": "::"}])),
-                        [("n3", "ports", "fail")], "port 61002"),
+    "hccl port": (fact(0, listening=[{"port": 16666, "address": "0.0.0.0"}]), [("n1", "ports", "fail")], "port 16666"),
+    "hccl base port": (
+        fact(2, listening=[{"port": 60015, "address": "10.0.0.3"}]),
+        [("n3", "ports", "fail")],
+        "port 60015",
+    ),
+    "moved base port": (
+        lambda d: (
+            d[2]["env"].update(HCCL_IF_BASE_PORT="61000"),
+            d[2].update(listening=[{"port": 61002, "address": "::"}]),
+        ),
+        [("n3", "ports", "fail")],
+        "port 61002",
+    ),
     "ray port": (fact(0, listening=[{"port": 6379, "address": "0.0.0.0"}]), [("n1", "ports", "warn")], "Ray's GCS"),
     "clock ahead": (fact(1, clock=1010.0), [("n2", "clock", "fail")], "9.0 s ahead of"),
     "clock behind": (fact(2, clock=980.0), [("n3", "clock", "fail")], "19.0 s behind"),
-    "cann differs": (fact(2, cann="9.0.1", row="9.0.1"), [(None, "same-cann", "fail"), (None, "same-row", "fail")],
-                     "n3: 9.0.1"),
+    "cann differs": (
+        fact(2, cann="9.0.1", row="9.0.1"),
+        [(None, "same-cann", "fail"), (None, "same-row", "fail")],
+        "n3: 9.0.1",
+    ),
     "driver differs": (fact(0, driver="24.1.rc2"), [(None, "same-driver", "fail")], "n1: 24.1.rc2"),
     "tool differs": (fact(1, tool="0.0.9"), [(None, "same-tool", "fail")], "n2: 0.0.9"),
     "off the matrix": (fact(1, row=None), [(None, "same-row", "fail")], "n2: none"),
@@ -294,8 +390,12 @@ def test_each_failure(case: str) -> None:
 
 
 def test_without_ray_its_variable_and_ports_are_not_asked() -> None:
-    vs = views(lambda d: (env(0, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=None)(d),
-                          d[0].update(listening=[{"port": 6379, "address": "0.0.0.0"}])))
+    vs = views(
+        lambda d: (
+            env(0, RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=None)(d),
+            d[0].update(listening=[{"port": 6379, "address": "0.0.0.0"}]),
+        )
+    )
     assert [p for v in vs for p in node_problems(v, ray=False, skew=5)] == []
 
 
@@ -329,8 +429,16 @@ def test_the_fixes_are_triages() -> None:
             prevented.add(sig)
         if p.prevents:
             assert any(ids[s].fix.text in p.fix for s in p.prevents), (p.check, p.fix)
-    assert {"hccl-socket-timeout", "hccl-notify-timeout", "gloo-connect", "hccl-nic-down", "hccl-port-in-use",
-            "ray-npu-as-gpu", "hccl-device-ip-unset", "hccl-transport-init"} <= prevented
+    assert {
+        "hccl-socket-timeout",
+        "hccl-notify-timeout",
+        "gloo-connect",
+        "hccl-nic-down",
+        "hccl-port-in-use",
+        "ray-npu-as-gpu",
+        "hccl-device-ip-unset",
+        "hccl-transport-init",
+    } <= prevented
     assert known_fix("gloo-connect").startswith("export GLOO_SOCKET_IFNAME")
 
 
@@ -340,8 +448,12 @@ def test_the_fixes_are_triages() -> None:
 def test_pings_are_planned_around_the_ring_and_skip_dead_npus() -> None:
     vs = views(npu(1, 1, link="DOWN"))
     planned = [(p.source, p.npu, p.target, p.address) for p in plan_pings(vs)]
-    assert planned == [("n1", 0, "n2", "29.0.0.2"), ("n2", 0, "n3", "29.0.0.3"), ("n3", 0, "n1", "29.0.0.1"),
-                       ("n3", 1, "n1", "29.0.1.1")]
+    assert planned == [
+        ("n1", 0, "n2", "29.0.0.2"),
+        ("n2", 0, "n3", "29.0.0.3"),
+        ("n3", 0, "n1", "29.0.0.1"),
+        ("n3", 1, "n1", "29.0.1.1"),
+    ]
     vs[2] = NodeView("n3", None, "no answer")
     assert [(p.source, p.target) for p in plan_pings(vs)] == [("n1", "n2")]  # two nodes: one pair
 
@@ -367,25 +479,43 @@ def test_ping_failures_are_problems() -> None:
 def test_the_environment_block_names_the_shared_network() -> None:
     """eth1's networks differ per node; eth0's 10.0.0.0/24 is shared: the block names eth0 even where a node
     set eth1 (and the preflight says so)."""
-    vs = views(env(1, GLOO_SOCKET_IFNAME="eth1", TP_SOCKET_IFNAME="eth1", HCCL_SOCKET_IFNAME="eth1",
-                   HCCL_IF_IP="172.16.2.1", HCCL_BUFFSIZE=None))
+    vs = views(
+        env(
+            1,
+            GLOO_SOCKET_IFNAME="eth1",
+            TP_SOCKET_IFNAME="eth1",
+            HCCL_SOCKET_IFNAME="eth1",
+            HCCL_IF_IP="172.16.2.1",
+            HCCL_BUFFSIZE=None,
+        )
+    )
     blocks = env_blocks(vs, ray=True)
-    assert blocks["n2"][:4] == ["export HCCL_IF_IP=10.0.0.2", "export GLOO_SOCKET_IFNAME=eth0",
-                                "export TP_SOCKET_IFNAME=eth0", "export HCCL_SOCKET_IFNAME=eth0"]
+    assert blocks["n2"][:4] == [
+        "export HCCL_IF_IP=10.0.0.2",
+        "export GLOO_SOCKET_IFNAME=eth0",
+        "export TP_SOCKET_IFNAME=eth0",
+        "export HCCL_SOCKET_IFNAME=eth0",
+    ]
     assert "export HCCL_BUFFSIZE=512" in blocks["n1"] and "export HCCL_CONNECT_TIMEOUT=1200" in blocks["n3"]
-    assert blocks["n3"][-2:] == ["export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1",
-                                 "export ASCEND_RT_VISIBLE_DEVICES=0,1"]
+    assert blocks["n3"][-2:] == [
+        "export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1",
+        "export ASCEND_RT_VISIBLE_DEVICES=0,1",
+    ]
     assert not any("RAY" in line for line in env_blocks(vs, ray=False)["n1"])
 
 
 def test_a_private_network_on_every_node_is_not_the_cluster_s() -> None:
     """docker0 holds 172.17.0.1 on every node: shared, wider, but no node reaches another over it."""
+
     def docker(data: List[Dict[str, Any]]) -> None:
         for d in data:
             d["nics"].append({"name": "docker0", "up": True, "ipv4": ["172.17.0.1/16"]})
             d["env"].pop("HCCL_IF_IP")
-    assert env_blocks(views(docker), ray=False)["n3"][:2] == ["export HCCL_IF_IP=10.0.0.3",
-                                                              "export GLOO_SOCKET_IFNAME=eth0"]
+
+    assert env_blocks(views(docker), ray=False)["n3"][:2] == [
+        "export HCCL_IF_IP=10.0.0.3",
+        "export GLOO_SOCKET_IFNAME=eth0",
+    ]
 
 
 def test_no_shared_network_is_said() -> None:

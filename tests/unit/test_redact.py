@@ -36,7 +36,9 @@ def test_text_without_urls_is_unchanged() -> None:
 def test_a_redacting_stream_masks_what_is_written_and_forwards_the_rest() -> None:
     target = io.StringIO()
     stream = RedactingStream(lambda: target)
-    assert stream.write("$ pip --index-url http://u:PASSWORD@h/s/\n") == len("$ pip --index-url http://u:PASSWORD@h/s/\n")
+    assert stream.write("$ pip --index-url http://u:PASSWORD@h/s/\n") == len(
+        "$ pip --index-url http://u:PASSWORD@h/s/\n"
+    )
     stream.writelines(["http://h/?token=SECRET\n"])
     assert target.getvalue() == "$ pip --index-url http://u:****@h/s/\nhttp://h/?token=****\n"
     assert stream.isatty() is False and stream.getvalue() == target.getvalue()
@@ -50,9 +52,11 @@ def test_every_error_line_and_document_is_redacted(capsys: pytest.CaptureFixture
     from ascend_setup.cli.render import Output
     from ascend_setup.errors import StepFailed
 
-    exc = StepFailed("json-3.11.3.tar.gz from http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz?sig=SECRET "
-                     "failed\x1b[2J", hint="check --build-deps-url http://bob:PASSWORD@127.0.0.1:9/deps/",
-                     details="GET http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz: 403")
+    exc = StepFailed(
+        "json-3.11.3.tar.gz from http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz?sig=SECRET failed\x1b[2J",
+        hint="check --build-deps-url http://bob:PASSWORD@127.0.0.1:9/deps/",
+        details="GET http://bob:PASSWORD@127.0.0.1:9/deps/json.tar.gz: 403",
+    )
     assert fail(Output(as_json), exc) == exc.exit_code
     out, err = capsys.readouterr()
     for text in (out, err):

@@ -7,8 +7,10 @@ import pytest
 from ascend_setup.serve.measure import PROMPT, fresh_prompt, percentile
 
 
-@pytest.mark.parametrize("values, share, want", [([1.0], 0.9, 1.0), ([1.0, 2.0], 0.5, 1.5),
-                                                 ([3.0, 1.0, 2.0, 4.0], 0.9, 3.7), ([5.0, 1.0], 0.0, 1.0)])
+@pytest.mark.parametrize(
+    "values, share, want",
+    [([1.0], 0.9, 1.0), ([1.0, 2.0], 0.5, 1.5), ([3.0, 1.0, 2.0, 4.0], 0.9, 3.7), ([5.0, 1.0], 0.0, 1.0)],
+)
 def test_percentiles_interpolate_between_ranks_as_numpy_does(values, share, want) -> None:
     assert percentile(values, share) == pytest.approx(want)
 

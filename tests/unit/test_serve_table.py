@@ -29,16 +29,20 @@ def test_a_table_with_a_bad_range_or_an_unknown_field_is_bad_input(tmp_path: Pat
         load_table(bad)
 
 
-@pytest.mark.parametrize("family, expected", [("dense", ["dense"]), ("vision", ["vision"]), ("moe", ["moe"]),
-                                              ("hybrid", ["hybrid"]), ("mla", ["moe", "mla"])])
+@pytest.mark.parametrize(
+    "family, expected",
+    [("dense", ["dense"]), ("vision", ["vision"]), ("moe", ["moe"]), ("hybrid", ["hybrid"]), ("mla", ["moe", "mla"])],
+)
 def test_traits_from_config(family: str, expected: list) -> None:
     assert traits(CONFIGS[family], has_quant_description=False) == expected
 
 
 def test_version_ranges_and_card_counts_gate_the_families() -> None:
     moe = families_for(["moe"], "0.23.0", tp=2)[0]
-    assert [a.args for a in moe.args if a.applies("0.23.0", 2)] == [["--no-enable-prefix-caching"],
-                                                                     ["--enable-expert-parallel"]]
+    assert [a.args for a in moe.args if a.applies("0.23.0", 2)] == [
+        ["--no-enable-prefix-caching"],
+        ["--enable-expert-parallel"],
+    ]
     assert [a.args for a in moe.args if a.applies("0.23.0", 1)] == [["--no-enable-prefix-caching"]]
     assert families_for(["modelslim"], "0.8.0", tp=1) == []  # the table's range: >=0.9.0
     graph = load_table().baseline.args[0]
@@ -46,8 +50,10 @@ def test_version_ranges_and_card_counts_gate_the_families() -> None:
 
 
 def test_phases_are_read_from_vllms_own_lines() -> None:
-    assert phase_of("(EngineCore_DP0 pid=7) INFO [default_loader.py:262] Loading weights took 25.00 seconds") == \
-        "loading weights"
+    assert (
+        phase_of("(EngineCore_DP0 pid=7) INFO [default_loader.py:262] Loading weights took 25.00 seconds")
+        == "loading weights"
+    )
     assert phase_of("(EngineCore_DP0 pid=7) INFO [monitor.py:34] torch.compile takes 26.20 s in total") == "compiling"
     assert phase_of("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 40%") == "capturing graphs"
     assert phase_of("(APIServer pid=1) INFO [on.py:62] Application startup complete.") == "starting the API server"
@@ -55,6 +61,6 @@ def test_phases_are_read_from_vllms_own_lines() -> None:
 
 
 def test_the_deadline_scales_with_the_weights_and_is_capped() -> None:
-    small, big = deadline_seconds(16 * 10 ** 9, True), deadline_seconds(64 * 10 ** 9, True)
-    assert small == pytest.approx(32 + 300) and big > small and deadline_seconds(16 * 10 ** 9, False) == small - 120
-    assert deadline_seconds(10 ** 13, True) == MAX_SECONDS
+    small, big = deadline_seconds(16 * 10**9, True), deadline_seconds(64 * 10**9, True)
+    assert small == pytest.approx(32 + 300) and big > small and deadline_seconds(16 * 10**9, False) == small - 120
+    assert deadline_seconds(10**13, True) == MAX_SECONDS

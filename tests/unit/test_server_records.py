@@ -12,17 +12,42 @@ import pytest
 from ascend_setup.errors import BadInput
 from ascend_setup.serve.server_records import SUFFIX, load, record_path
 
-GOOD = {"name": "dense", "pid": 4242, "start_ticks": 1, "port": 8000, "cards": [0], "log": "/w/dense.log",
-        "argv": ["vllm"], "detached": True, "started_at": 1.0, "token": "0" * 32}
+GOOD = {
+    "name": "dense",
+    "pid": 4242,
+    "start_ticks": 1,
+    "port": 8000,
+    "cards": [0],
+    "log": "/w/dense.log",
+    "argv": ["vllm"],
+    "detached": True,
+    "started_at": 1.0,
+    "token": "0" * 32,
+}
 
 
-@pytest.mark.parametrize(("field", "value", "said"), [
-    ("pid", 1, "pid"), ("pid", 0, "pid"), ("pid", -1, "pid"), ("pid", "1", "pid"), ("pid", 4194305, "pid"),
-    ("pid", 4242.0, "pid"), ("pid", True, "pid"),
-    ("name", "../victim", "single file name"), ("name", "a/b", "single file name"), ("name", "..", "single file"),
-    ("name", ".", "single file name"), ("name", "", "name"), ("name", "a\0b", "single file name"),
-    ("name", "x" * 129, "name"), ("name", "vic\x1b]0;owned\x07tim", "control character"),
-    ("token", "not-a-token", "token"), ("detached", "yes", "detached")])
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("pid", 1, "pid"),
+        ("pid", 0, "pid"),
+        ("pid", -1, "pid"),
+        ("pid", "1", "pid"),
+        ("pid", 4194305, "pid"),
+        ("pid", 4242.0, "pid"),
+        ("pid", True, "pid"),
+        ("name", "../victim", "single file name"),
+        ("name", "a/b", "single file name"),
+        ("name", "..", "single file"),
+        ("name", ".", "single file name"),
+        ("name", "", "name"),
+        ("name", "a\0b", "single file name"),
+        ("name", "x" * 129, "name"),
+        ("name", "vic\x1b]0;owned\x07tim", "control character"),
+        ("token", "not-a-token", "token"),
+        ("detached", "yes", "detached"),
+    ],
+)
 def test_a_bad_field_is_one_line_of_bad_input(tmp_path: Path, field: str, value: Any, said: str) -> None:
     path = tmp_path / "serve" / f"dense{SUFFIX}"
     path.parent.mkdir()

@@ -27,7 +27,14 @@ def test_every_recorded_output_loads_into_its_steps_model(tmp_path: Path) -> Non
 
 
 def test_an_unknown_glibc_is_the_manylinux_floor(tmp_path: Path) -> None:
-    facts = HostFacts(python="python3", python_version="3.11.7", cann_version="9.1.0", cann_toolkit="",
-                      cann_root="", arch="aarch64", glibc=None)
+    facts = HostFacts(
+        python="python3",
+        python_version="3.11.7",
+        cann_version="9.1.0",
+        cann_toolkit="",
+        cann_root="",
+        arch="aarch64",
+        glibc=None,
+    )
     assert facts.target.glibc == "2.17" and facts.target.python == "3.11"
     assert session_for(tmp_path, {"preflight": facts}, soc="ascend910_9392").device == "A3"

@@ -24,7 +24,7 @@ def test_a_root_in_any_state_is_swept_or_kept_without_a_crash(tmp_path: Path) ->
         if owner is not None:
             (root / tempdirs.OWNER).write_text(owner)
     tempdirs._sweep_abandoned(str(tmp_path))
-    left = sorted(p.name[len(tempdirs.PREFIX):] for p in tmp_path.iterdir())
+    left = sorted(p.name[len(tempdirs.PREFIX) :] for p in tmp_path.iterdir())
     assert left == ["alive", "empty-owner", "no-owner", "partial-owner"]  # only the gone run's root is removed
 
 
@@ -32,13 +32,16 @@ def test_a_root_of_another_pid_namespace_is_never_swept(tmp_path: Path) -> None:
     """A run in a container or `unshare --pid` sharing this temp dir names pids of its own namespace: gone
     from here is no evidence (the sweep inside such a namespace removed live runs' roots on the host)."""
     here = tempdirs._pid_namespace()
-    for name, owner in {"gone-here": f"999999999 1 {here}\n", "gone-elsewhere": "999999999 1 pid:[1]\n",
-                        "alive-here": f"{tempdirs._process_identity(os.getpid())} {here}\n"}.items():
+    for name, owner in {
+        "gone-here": f"999999999 1 {here}\n",
+        "gone-elsewhere": "999999999 1 pid:[1]\n",
+        "alive-here": f"{tempdirs._process_identity(os.getpid())} {here}\n",
+    }.items():
         root = tmp_path / f"{tempdirs.PREFIX}{name}"
         root.mkdir()
         (root / tempdirs.OWNER).write_text(owner)
     tempdirs._sweep_abandoned(str(tmp_path))
-    assert sorted(p.name[len(tempdirs.PREFIX):] for p in tmp_path.iterdir()) == ["alive-here", "gone-elsewhere"]
+    assert sorted(p.name[len(tempdirs.PREFIX) :] for p in tmp_path.iterdir()) == ["alive-here", "gone-elsewhere"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare --pid")

@@ -51,12 +51,13 @@ def test_each_code_has_its_source_meaning_cause_and_fix(entry: CodeEntry) -> Non
 
 
 def test_with_no_signature_the_most_specific_code_names_the_cause() -> None:
-    generic_first = ["[rank1]: RuntimeError: create_config: HCCL function error: hcclCommInitRootInfoConfig(), "
-                     "error code is 15",
-                     "[rank1]: [ERROR] 2025-04-27-03:11:08 (PID:5, Device:0, RankID:1) ERR02200 DIST call hccl api "
-                     "failed.", "[rank1]: EE9999: Inner Error!",
-                     "[rank1]: EE9999: [PID: 5] get error: phyid:0 realDeviceId:0 is err:0x7010003[FUNC:x]",
-                     "[rank1]: rtGetDeviceIndexByPhyId execute failed, reason=[device id error], retCode=0x7020023"]
+    generic_first = [
+        "[rank1]: RuntimeError: create_config: HCCL function error: hcclCommInitRootInfoConfig(), error code is 15",
+        "[rank1]: [ERROR] 2025-04-27-03:11:08 (PID:5, Device:0, RankID:1) ERR02200 DIST call hccl api failed.",
+        "[rank1]: EE9999: Inner Error!",
+        "[rank1]: EE9999: [PID: 5] get error: phyid:0 realDeviceId:0 is err:0x7010003[FUNC:x]",
+        "[rank1]: rtGetDeviceIndexByPhyId execute failed, reason=[device id error], retCode=0x7020023",
+    ]
     diagnosis = _triage(generic_first)
     assert diagnosis is not None and diagnosis.id == "code:inner:0x7010003" and diagnosis.line_number == 4
     assert [c.seen.code for c in diagnosis.codes] == ["15", "ERR02200", "EE9999", "0x7010003", "0x7020023"]
@@ -81,15 +82,25 @@ def test_a_code_the_catalogue_lacks_is_listed_as_unknown_and_names_nothing() -> 
     assert diagnosis.to_json()["unknown_codes"][0] == {"code": "507999", "family": "acl", "line_number": 1}
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda c: c + [c[0]], "codes listed twice"),
-    (lambda c: [{**c[0], "family": "acl"}], "is not how the acl family prints its codes"),
-    (lambda c: [{**c[0], "source": "see the forum"}], "source"),
-    (lambda c: [{**c[0], "kind": "fatal"}], "kind"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda c: c + [c[0]], "codes listed twice"),
+        (lambda c: [{**c[0], "family": "acl"}], "is not how the acl family prints its codes"),
+        (lambda c: [{**c[0], "source": "see the forum"}], "source"),
+        (lambda c: [{**c[0], "kind": "fatal"}], "kind"),
+    ],
+)
 def test_a_catalogue_entry_that_cannot_be_read_from_a_log_or_has_no_source_is_refused(change, why) -> None:
-    entry = {"code": "EJ0001", "family": "cann", "kind": "specific", "meaning": "m", "cause": "c", "fix": "f",
-             "source": "https://example.invalid/EJ0001"}
+    entry = {
+        "code": "EJ0001",
+        "family": "cann",
+        "kind": "specific",
+        "meaning": "m",
+        "cause": "c",
+        "fix": "f",
+        "source": "https://example.invalid/EJ0001",
+    }
     with pytest.raises(BadInput) as caught:
         parse_catalogue(json.dumps({"codes": change([entry])}), "catalogue")
     assert why in caught.value.one_line()

@@ -28,8 +28,11 @@ def _prefixed(prefix: str) -> Callable[[List[str]], Framed]:
 
 def _other_failure(sig: Signature) -> List[str]:
     """A different known failure, for the attempt before the one that counts."""
-    other = next(s for s in SIGNATURES if s.id not in (sig.id, "no-space") and not s.requires
-                 and not s.pattern.search("\n".join(sig.example)))
+    other = next(
+        s
+        for s in SIGNATURES
+        if s.id not in (sig.id, "no-space") and not s.requires and not s.pattern.search("\n".join(sig.example))
+    )
     return ["$ ascend-setup install --cann 9.1.0", "Collecting torch==2.10.0", *other.example, "[exit 1]"]
 
 
@@ -37,18 +40,23 @@ def _attempt_before(sig: Signature) -> Callable[[List[str]], Framed]:
     def frame(lines: List[str]) -> Framed:
         before = [*_other_failure(sig), "$ vllm serve /models/Qwen3-8B --port 8000"]
         return len(before), before + lines, "\n"
+
     return frame
 
 
-STORM = "WARNING 11-27 08:19:09 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 " \
-        "seconds; retrying after a transient error"
+STORM = (
+    "WARNING 11-27 08:19:09 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 "
+    "seconds; retrying after a transient error"
+)
 FRAMINGS: Dict[str, Callable[[Signature], Callable[[List[str]], Framed]]] = {
     "bare": lambda sig: _prefixed(""),
     "vllm-engine": lambda sig: _prefixed("(EngineCore_DP0 pid=14421) ERROR 11-27 08:19:08 [core.py:708] "),
-    "vllm-worker": lambda sig: _prefixed("(VllmWorker rank=3 pid=112081) ERROR 07-17 08:06:53 "
-                                         "[multiproc_executor.py:487] "),
-    "ray-worker": lambda sig: _prefixed("(RayWorkerWrapper pid=5123, ip=10.0.0.2) ERROR 07-17 08:06:53 "
-                                        "[worker_base.py:620] "),
+    "vllm-worker": lambda sig: _prefixed(
+        "(VllmWorker rank=3 pid=112081) ERROR 07-17 08:06:53 [multiproc_executor.py:487] "
+    ),
+    "ray-worker": lambda sig: _prefixed(
+        "(RayWorkerWrapper pid=5123, ip=10.0.0.2) ERROR 07-17 08:06:53 [worker_base.py:620] "
+    ),
     "rank": lambda sig: _prefixed("[rank1]: "),
     "torch-npu-error": lambda sig: _prefixed("[ERROR] 2025-08-05-08:05:26 (PID:504068, Device:0, RankID:-1) "),
     "ansi": lambda sig: lambda lines: (0, [f"\x1b[1;31m{line}\x1b[0m" for line in lines], "\n"),
@@ -57,8 +65,11 @@ FRAMINGS: Dict[str, Callable[[Signature], Callable[[List[str]], Framed]]] = {
     "attempt-before": _attempt_before,
     "warning-storm-after": lambda sig: lambda lines: (0, lines + [STORM] * 800, "\n"),
 }
-CASES = [pytest.param(sig, name, id=f"{sig.id}#{index}-{name}")
-         for index, sig in enumerate((*SIGNATURES, *RESOLVER_BLOCKS)) for name in FRAMINGS]
+CASES = [
+    pytest.param(sig, name, id=f"{sig.id}#{index}-{name}")
+    for index, sig in enumerate((*SIGNATURES, *RESOLVER_BLOCKS))
+    for name in FRAMINGS
+]
 
 
 @pytest.mark.parametrize("sig, framing", CASES)

@@ -17,16 +17,23 @@ from ascend_setup.knowledge.signatures import SIGNATURES, Signature
 
 #: prefix family -> (the process tag of worker i, the prefix it prints with that tag)
 PREFIXES: Dict[str, Tuple[Callable[[int], str], str]] = {
-    "vllm-worker": (lambda i: f"VllmWorker rank={i} pid={4100 + i}",
-                    "({}) ERROR 08-04 12:34:15 [multiproc_executor.py:546] "),
+    "vllm-worker": (
+        lambda i: f"VllmWorker rank={i} pid={4100 + i}",
+        "({}) ERROR 08-04 12:34:15 [multiproc_executor.py:546] ",
+    ),
     "worker-tp": (lambda i: f"Worker_TP{i} pid={551 + i}", "({}) ERROR 10-15 03:21:23 [multiproc_executor.py:671] "),
     "rank": (lambda i: f"rank{i}", "[{}]: "),
 }
 ORDERS = ("blocks", "interleaved")
 #: One signature per id: the first of the table.
 FIRST = list({sig.id: sig for sig in reversed(SIGNATURES)}.values())
-CASES = [pytest.param(sig, prefix, order, n, id=f"{sig.id}-{prefix}-{order}-{n}")
-         for sig in FIRST for prefix in PREFIXES for order in ORDERS for n in (2, 4)]
+CASES = [
+    pytest.param(sig, prefix, order, n, id=f"{sig.id}-{prefix}-{order}-{n}")
+    for sig in FIRST
+    for prefix in PREFIXES
+    for order in ORDERS
+    for n in (2, 4)
+]
 
 
 def _printed(sig: Signature, prefix: str, order: str, n: int) -> List[str]:
@@ -38,7 +45,8 @@ def _printed(sig: Signature, prefix: str, order: str, n: int) -> List[str]:
 
 @pytest.mark.parametrize("sig, prefix, order, n", CASES)
 def test_the_first_root_cause_is_named_with_the_number_of_processes_that_reported_it(
-        sig: Signature, prefix: str, order: str, n: int) -> None:
+    sig: Signature, prefix: str, order: str, n: int
+) -> None:
     lines = _printed(sig, prefix, order, n)
     diagnosis = triage_stream(io.BytesIO("".join(f"{l}\n" for l in lines).encode()), host=Host())
     cause_at = next(i for i, line in enumerate(sig.example) if sig.pattern.search(line))

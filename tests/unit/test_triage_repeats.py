@@ -28,10 +28,21 @@ def _judged(log: bytes, chunk: int = 1 << 20) -> object:
 
 def _log(sig: Signature) -> bytes:
     """The example as a traceback's source, a CMake message, a resolver's block, then alone in a later attempt."""
-    lines: List[str] = [*sig.example, *EVERY_EXAMPLE, "Traceback (most recent call last):",
-                        '  File "/usr/lib/python3/dist-packages/x.py", line 1, in <module>', *sig.example,
-                        "CMake Error at CMakeLists.txt:1 (message):", *sig.example, "ERROR: Cannot install a and b",
-                        *sig.example, "$ python -m vllm serve again", *sig.example, *EVERY_EXAMPLE[:40], *sig.example]
+    lines: List[str] = [
+        *sig.example,
+        *EVERY_EXAMPLE,
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/x.py", line 1, in <module>',
+        *sig.example,
+        "CMake Error at CMakeLists.txt:1 (message):",
+        *sig.example,
+        "ERROR: Cannot install a and b",
+        *sig.example,
+        "$ python -m vllm serve again",
+        *sig.example,
+        *EVERY_EXAMPLE[:40],
+        *sig.example,
+    ]
     return "".join(line + "\n" for line in lines).encode()
 
 

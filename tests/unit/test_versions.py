@@ -24,24 +24,31 @@ def test_the_release_ignores_the_local_part() -> None:
     assert not local_only_differs("2.10.1", "2.10.0+cpu")
 
 
-@pytest.mark.parametrize("found, pin, accepted, words", [
-    ("0.23.0", "0.23.0", True, ""),
-    ("0.23.0.post1", "0.23.0", True, "a newer post release of the row's 0.23.0"),
-    ("0.23.0+empty", "0.23.0", True, "a source build (+empty) of 0.23.0"),
-    ("0.23.0.post1+empty", "0.23.0", True, "newer post release of the row's 0.23.0 (bug fixes of the same release) "
-                                           "and a source build"),
-    ("2.10.0.post5", "2.10.0.post4", True, "newer post release"),
-    ("2.10.0.post2", "2.10.0.post4", False, "an older post release"),
-    ("0.23.1", "0.23.0", False, "where the row pins 0.23.0"),
-    ("0.24.0rc1", "0.23.0", False, "where the row pins"),
-    ("0.23.0rc1", "0.23.0", False, "where the row pins"),
-    ("0.23.0.dev3", "0.23.0", False, "where the row pins"),
-    ("2.10.0+cu128", "2.10.0", False, "where the row pins"),
-    ("2.10.0", "2.10.0+cpu", False, "where the row pins"),
-    ("2.10.0.post1+cpu", "2.10.0+cpu", True, "newer post release"),
-    ("junk", "0.23.0", False, "where the row pins"),
-    (None, "0.23.0", False, "is not installed"),
-])
+@pytest.mark.parametrize(
+    "found, pin, accepted, words",
+    [
+        ("0.23.0", "0.23.0", True, ""),
+        ("0.23.0.post1", "0.23.0", True, "a newer post release of the row's 0.23.0"),
+        ("0.23.0+empty", "0.23.0", True, "a source build (+empty) of 0.23.0"),
+        (
+            "0.23.0.post1+empty",
+            "0.23.0",
+            True,
+            "newer post release of the row's 0.23.0 (bug fixes of the same release) and a source build",
+        ),
+        ("2.10.0.post5", "2.10.0.post4", True, "newer post release"),
+        ("2.10.0.post2", "2.10.0.post4", False, "an older post release"),
+        ("0.23.1", "0.23.0", False, "where the row pins 0.23.0"),
+        ("0.24.0rc1", "0.23.0", False, "where the row pins"),
+        ("0.23.0rc1", "0.23.0", False, "where the row pins"),
+        ("0.23.0.dev3", "0.23.0", False, "where the row pins"),
+        ("2.10.0+cu128", "2.10.0", False, "where the row pins"),
+        ("2.10.0", "2.10.0+cpu", False, "where the row pins"),
+        ("2.10.0.post1+cpu", "2.10.0+cpu", True, "newer post release"),
+        ("junk", "0.23.0", False, "where the row pins"),
+        (None, "0.23.0", False, "is not installed"),
+    ],
+)
 def test_the_pin_policy(found: Optional[str], pin: str, accepted: bool, words: str) -> None:
     verdict = pin_verdict("vllm", found, pin)
     assert verdict.accepted is accepted and words in verdict.note
@@ -63,11 +70,18 @@ def test_verify_accepts_the_pins_post_release_and_says_what_it_found() -> None:
     from ascend_setup.steps.verify import import_problems
 
     said: list = []
-    result = {"vllm": {"ok": True, "version": "0.23.0+empty"}, "vllm-ascend": {"ok": True, "version": "0.23.0.post1"},
-              "torch": {"ok": True, "version": "2.9.0"}, "torch-npu": {"ok": False, "error": "ImportError: x"}}
+    result = {
+        "vllm": {"ok": True, "version": "0.23.0+empty"},
+        "vllm-ascend": {"ok": True, "version": "0.23.0.post1"},
+        "torch": {"ok": True, "version": "2.9.0"},
+        "torch-npu": {"ok": False, "error": "ImportError: x"},
+    }
     pins = {"vllm": "0.23.0", "vllm-ascend": "0.23.0", "torch": "2.10.0", "torch-npu": "2.10.0.post4"}
-    assert import_problems(result, pins, said) == ["torch 2.9.0 where the row pins 2.10.0",
-                                                   "import of torch-npu fails: ImportError: x"]
-    assert said[:2] == ["vllm 0.23.0+empty: a source build (+empty) of 0.23.0; accepted",
-                        "vllm-ascend 0.23.0.post1: a newer post release of the row's 0.23.0 (bug fixes of the same "
-                        "release); accepted"]
+    assert import_problems(result, pins, said) == [
+        "torch 2.9.0 where the row pins 2.10.0",
+        "import of torch-npu fails: ImportError: x",
+    ]
+    assert said[:2] == [
+        "vllm 0.23.0+empty: a source build (+empty) of 0.23.0; accepted",
+        "vllm-ascend 0.23.0.post1: a newer post release of the row's 0.23.0 (bug fixes of the same release); accepted",
+    ]
