@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Type
+
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stdout_console
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.render import Output
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ascend_setup.knowledge.scan import Diagnosis, triage_stream
 from ascend_setup.utils.inputs import open_input
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def read_diagnosis(source: str) -> Optional[Diagnosis]:
@@ -30,33 +36,67 @@ def read_diagnosis(source: str) -> Optional[Diagnosis]:
         ) from None
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    diagnosis = read_diagnosis(args.file)
+class TriageOptions(Options):
+    file: str
+
+
+class EvidenceLine(BaseModel):
+    line_number: int
+    line: str
+
+
+class CodeFound(BaseModel):
+    """A code the log printed; the catalogue's fields when it knows the code."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+    family: str
+    line_number: int
+    kind: Optional[str] = None
+    meaning: Optional[str] = None
+    cause: Optional[str] = None
+    fix: Optional[str] = None
+    source: Optional[str] = None
+
+
+class TriageDocument(BaseModel):
+    """`triage --json`: the cause (`id` null when no signature knows it) and the line it was read from (null
+    when the log holds no error-shaped line at all)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Optional[str] = None
+    line_number: Optional[int] = None
+    line: Optional[str] = None
+    cause: Optional[str] = None
+    fix: Optional[str] = None
+    context: List[str] = []
+    evidence: List[EvidenceLine] = []
+    processes: int = 0
+    reported_by: List[str] = []
+    codes: List[CodeFound] = []
+    unknown_codes: List[CodeFound] = []
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"triage": TriageDocument}
+
+
+def run(options: TriageOptions, output: Output) -> Result:
+    diagnosis = read_diagnosis(options.file)
     found = diagnosis is not None and diagnosis.id is not None
-    if args.json:
-        output.print_json(
-            diagnosis.to_json()
-            if diagnosis
-            else {
-                "id": None,
-                "line_number": None,
-                "line": None,
-                "cause": None,
-                "fix": None,
-                "context": [],
-                "evidence": [],
-                "processes": 0,
-                "reported_by": [],
-                "codes": [],
-                "unknown_codes": [],
-            }
-        )
-        return EXIT_OK if found else EXIT_FINDINGS
-    console = stdout_console()
+    return Result(
+        EXIT_OK if found else EXIT_FINDINGS,
+        TriageDocument.model_validate(diagnosis.to_json()) if diagnosis else TriageDocument(),
+        lambda console: render(console, diagnosis),
+    )
+
+
+def render(console: Console, diagnosis: Optional[Diagnosis]) -> None:
     if diagnosis is None:
         console.print("no known cause, and no error-shaped line in this log", markup=False)
-        return EXIT_FINDINGS
-    if found:
+        return
+    if diagnosis.id is not None:
         console.print(f"cause ({diagnosis.id}): {diagnosis.cause}", soft_wrap=True, markup=False)
         console.print(f"fix: {diagnosis.fix}", soft_wrap=True, markup=False)
         for number, line in diagnosis.evidence:
@@ -71,13 +111,12 @@ def run(args: argparse.Namespace, output: Output) -> int:
         console.print(f"  {'>' if line == diagnosis.line else ' '} {line}", soft_wrap=True, markup=False)
     for line in diagnosis.code_lines():
         console.print(line, soft_wrap=True, markup=False)
-    return EXIT_OK if found else EXIT_FINDINGS
 
 
 def triage_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     p.add_argument("file", metavar="FILE", help="the log to read, or - for standard input")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=TriageOptions)
 
 
 ARGUMENTS = {"triage": triage_arguments}

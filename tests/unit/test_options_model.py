@@ -1,0 +1,72 @@
+"""Each command's options model and its parser say the same thing: a flag without a field, or a field no flag
+sets, fails here. Generated over the whole parser, so a new flag or a new command joins by construction."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Dict, Iterator, List, Set, Tuple, Type
+
+import pytest
+
+from ascend_setup.cli.command import FRONT_DOOR, Options
+from ascend_setup.cli.main import build_parser
+
+#: Commands whose `run` still takes the namespace: the front door's move to options models is under way.
+NOT_YET: Set[str] = {
+    "install", "resume", "status", "plan", "bundle", "audit", "mirrors", "doctor", "container", "demo", "fit",
+    "model", "probe", "serve", "bench", "matrix", "fleet",
+}  # fmt: skip
+
+
+def leaves(
+    parser: argparse.ArgumentParser, path: List[str], dests: Set[str]
+) -> Iterator[Tuple[List[str], argparse.ArgumentParser, Set[str]]]:
+    """Every runnable (command path, parser, the dests a parse of it sets), nested sub-commands included."""
+    own = set(dests)
+    subs = None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            subs = action
+            if action.dest not in (argparse.SUPPRESS, "command"):
+                own.add(action.dest)
+        elif action.dest not in (argparse.SUPPRESS, "help", "version"):
+            own.add(action.dest)
+    own |= {k for k in parser._defaults if k not in FRONT_DOOR}
+    if subs is None:
+        yield path, parser, own
+        return
+    for name, sub in subs.choices.items():
+        yield from leaves(sub, [*path, name], own)
+
+
+LEAVES = [(path, p, dests) for path, p, dests in leaves(build_parser(full=True), [], set()) if path]
+
+
+def model_of(parser: argparse.ArgumentParser) -> Type[Options]:
+    return parser._defaults["options"]
+
+
+def fields(model: Type[Options]) -> Dict[str, str]:
+    """dest -> field name: the flag's name is the field's alias where they differ (`json` -> `json_output`)."""
+    return {(info.alias or name): name for name, info in model.model_fields.items()}
+
+
+@pytest.mark.parametrize("path, parser, dests", LEAVES, ids=[" ".join(p) for p, _, _ in LEAVES])
+def test_every_flag_has_a_field_and_every_field_a_flag(
+    path: List[str], parser: argparse.ArgumentParser, dests: Set[str]
+) -> None:
+    if "options" not in parser._defaults:
+        assert path[0] in NOT_YET, f"{' '.join(path)} has no options model"
+        return
+    assert path[0] not in NOT_YET, f"{path[0]} has its options model: take it off NOT_YET"
+    declared = fields(model_of(parser))
+    assert sorted(dests - declared.keys()) == [], "flags without a field"
+    assert sorted(declared.keys() - dests) == [], "fields no flag sets"
+
+
+@pytest.mark.parametrize("path, parser, dests", LEAVES, ids=[" ".join(p) for p, _, _ in LEAVES])
+def test_the_options_are_frozen(path: List[str], parser: argparse.ArgumentParser, dests: Set[str]) -> None:
+    if "options" not in parser._defaults:
+        pytest.skip("no options model yet")
+    model = model_of(parser)
+    assert model.model_config.get("frozen") and model.model_config.get("extra") == "forbid"
