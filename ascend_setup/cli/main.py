@@ -18,7 +18,9 @@ from ascend_setup.cli.render import Output, terminal_safe
 from ascend_setup.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_LOCKED, AscendSetupError, BadInput
 from ascend_setup.utils import tempdirs
 from ascend_setup.utils.interrupts import at_interrupt, install_handlers
+from ascend_setup.utils.procstat import process_start
 from ascend_setup.utils.redact import redact
+from ascend_setup.utils.run_context import command_run
 
 #: A command module's `ARGUMENTS`: for each command it owns, the function that adds its options (and sets
 #: `func`, which takes the parsed arguments and the run's Output, and returns the exit code).
@@ -169,7 +171,16 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ours, theirs = passed_through(sys.argv[1:] if argv is None else list(argv))
+    with command_run(process_start()) as run:
+        code = run_front_door(sys.argv[1:] if argv is None else list(argv))
+        if code != EXIT_BAD_INPUT:  # a command refused as bad input touches nothing
+            run.end()
+    return code
+
+
+def run_front_door(argv: List[str]) -> int:
+    """Parse, run one command, print its result or its error: the exit code."""
+    ours, theirs = passed_through(argv)
     out = Output("--json" in ours)  # before parsing: a flag the parser refuses is answered in JSON too
     try:
         args = build_parser(ours).parse_args(ours)
@@ -187,17 +198,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     at_interrupt(tempdirs.leave)
     try:
         tempdirs.enter()
-        code = run_command(args, out)
+        return run_command(args, out)
     except AscendSetupError as exc:
-        code = fail(out, exc)
+        return fail(out, exc)
     except Exception as exc:  # the last line of defence of the one-line, one-document promise
-        code = fail(out, defect(exc))
+        return fail(out, defect(exc))
     finally:
         tempdirs.leave()
-    asked = sys.modules.get("ascend_setup.index.pipanswer")  # loaded only where pip's settings were read
-    if asked is not None and code != EXIT_BAD_INPUT:  # a command refused as bad input touches nothing
-        asked.keep()
-    return code
 
 
 if __name__ == "__main__":

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
-from ascend_setup import STARTED
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg
@@ -22,14 +20,11 @@ from ascend_setup.index.pipconfig import trust_for_this_run
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import Row
 from ascend_setup.mirrors.apply import write_user_config, write_venv_config
+from ascend_setup.mirrors.budget import ranking_budget
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.resolve.pythons import explicit_python
 from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
-
-#: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
-EXIT_RESERVE = 0.15
-RANKING_SHARE_MIN = 0.5
 
 
 def sample_python(value: Optional[str], row: Row) -> str:
@@ -75,12 +70,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
         if live.is_terminal and not args.json
         else None
     )
-    # --budget is the command's wall time: its start-up (imports, the interpreter search) comes off the ranking's
-    # share, and a little is kept for writing the answer and exiting.
     target = this_machine(python)  # before the budget is reckoned: it reads this host's glibc
-    # Half of it is the ranking's at least: a start-up slowed by a loaded host must not leave it too little
-    # time to hear a good index (that overruns --budget, and is rarer than a dropped index is harmful).
-    budget = max(args.budget * RANKING_SHARE_MIN, args.budget - (time.monotonic() - STARTED) - EXIT_RESERVE)
+    budget = ranking_budget(args.budget)
     data, _ = ranked(
         matrix,
         row,

@@ -4,8 +4,8 @@ Asking pip means importing its internals: 0.15-0.2 s on every command that reads
 a whole `plan`. The answer is a function of this pip, the variables pip reads and the files it considers, so
 the memo keeps all of them: the variables and pip's module as a key, and the stat of every file pip considers
 (present or not). A change to any of them, a file that appears, or a memo that does not load, asks pip again.
-The memo is written when the command ends (`keep`), and not by a command refused as bad input, which touches
-nothing.
+The memo is written when the command ends (registered on its run, `utils/run_context`), and not by a command
+refused as bad input, which touches nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.inputs import PathText, Prose, load_model
 from ascend_setup.utils.paths import cache_dir
+from ascend_setup.utils.run_context import at_end
 
 MEMO_NAME = "pip-answer.json"
 #: What pip's configuration reads besides its files: its own variables and where the user's files are.
@@ -97,29 +98,23 @@ def recall(key: Dict[str, str], path: Optional[Path] = None) -> Optional[dict]:
     return memo.answer.model_dump()
 
 
-#: pip's answer this process asked for, to be written by `keep` when the command has ended.
-_PENDING: List[_Memo] = []
-
-
 def stats(files: Sequence[str]) -> Dict[str, Stat]:
     """The files pip considers, each with its stat (None if absent), taken before pip reads them."""
     return {f: _stat(f) for f in dict.fromkeys(files)}
 
 
 def remember(key: Dict[str, str], considered: Dict[str, Stat], answer: dict) -> None:
-    """Hold pip's answer for `keep`, with the stat of each file pip considered, from before it read them."""
+    """Write pip's answer, with the stat of each file pip considered from before it read them, when the command
+    ends (`run_context`): not at all if it is refused as bad input."""
     try:
-        _PENDING[:] = [_Memo(key=key, considered=considered, answer=PipAnswer.model_validate(answer))]
+        memo = _Memo(key=key, considered=considered, answer=PipAnswer.model_validate(answer))
     except ValueError:  # an answer the memo cannot hold: not remembered, asked again next time
-        _PENDING.clear()
-
-
-def keep() -> None:
-    """Write the answer `remember` holds; a cache that cannot be written (read-only home, full disk, a link
-    there) is skipped."""
-    if not _PENDING:
         return
-    memo = _PENDING.pop()
+    at_end(MEMO_NAME, lambda: keep(memo))
+
+
+def keep(memo: _Memo) -> None:
+    """Write `memo`; a cache that cannot be written (read-only home, full disk, a link there) is skipped."""
     try:
         path = _path()
         path.parent.mkdir(parents=True, exist_ok=True)

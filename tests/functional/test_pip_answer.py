@@ -19,10 +19,12 @@ from tests.helpers.cli import REPO
 
 CHILD = (
     "import json, sys\n"
-    "from ascend_setup.index import pipanswer\n"
+    "import time\n"
     "from ascend_setup.index.pipconfig import pip_settings\n"
-    "s = pip_settings()\n"
-    "pipanswer.keep()  # as the command line does when a command ends\n"
+    "from ascend_setup.utils.run_context import command_run\n"
+    "with command_run(time.monotonic()) as run:\n"
+    "    s = pip_settings()\n"
+    "    run.end()  # as the command line does when a command ends\n"
     "print(json.dumps({'index': s.index_url, 'network': dict(s.network),\n"
     "                  'asked': 'pip._internal.configuration' in sys.modules}))\n"
 )
