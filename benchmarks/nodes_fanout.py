@@ -42,8 +42,9 @@ SILENT = "#!/bin/sh\nexec sleep 3600\n"
 
 def real_facts(work: Path, env: dict) -> dict:
     """One real `doctor --node-facts --json` over the fake CANN with a fake hccn_tool: the shape every node sends."""
+    from helpers.fake_hccn import write_fake_hccn_tool
+
     from ascend_setup.simulate.fake_cann import build_fake_cann
-    from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
 
     fake = build_fake_cann(work / "Ascend", version="9.1.0")
     write_fake_hccn_tool(

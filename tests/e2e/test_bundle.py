@@ -394,7 +394,7 @@ def test_a_bundle_with_python_gives_an_offline_host_a_managed_interpreter(world,
     """`--with-python` carries the target's pinned CPython (here a loopback release of this machine's) and a
     builds file naming it; a host given no usable interpreter (`--python managed`) installs from the bundle in a
     namespace with no network, the venv made from the managed interpreter in the workdir."""
-    from ascend_setup.simulate.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
+    from helpers.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
 
     archive, version, sha256 = pbs_archive(tmp_path / "pbs")
     server = ReleaseServer({f"{BUILD}/{archive.name}": archive.read_bytes()})

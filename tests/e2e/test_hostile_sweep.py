@@ -178,7 +178,7 @@ def _root_without(member: str) -> Callable[[Path], None]:
     """A fake host root (`--root`) with `member` taken away, for the hostile thing to take its place."""
 
     def setup(case: Path) -> None:
-        from ascend_setup.simulate.fake_devices import build_fake_root
+        from helpers.fake_devices import build_fake_root
 
         build_fake_root(case / "root")
         (case / "root" / member).unlink()

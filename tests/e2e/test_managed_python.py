@@ -16,9 +16,8 @@ from typing import List
 
 import pytest
 from helpers.processes import wait_for
+from helpers.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
 from helpers.stack import kill_group
-
-from ascend_setup.simulate.python_releases import BUILD, ReleaseServer, pbs_archive, write_builds_file
 
 #: The OS's userland decides whether a python-build-standalone-shaped CPython unpacks and runs (glibc, the
 #: interpreter it is made from): the glibc 2.31 root runs this file too, as a host with only old Pythons would.

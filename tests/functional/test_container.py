@@ -12,12 +12,12 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 from helpers.cli import assert_one_line_error
+from helpers.fake_devices import build_fake_root
 from helpers.fake_dists import fake_install, make_venv
 from helpers.hostile import SPECIAL, plant_special
 
 from ascend_setup.container.facts import MOUNTS, Mount
 from ascend_setup.simulate import native_stubs
-from ascend_setup.simulate.fake_devices import build_fake_root
 
 #: vllm-ascend's docs' command (docs/source/quick_start.md, installation.md at 182b75ea; the research's
 #: baseline), with the A2 example's 8 cards; the A3 one mounts davinci0-15.

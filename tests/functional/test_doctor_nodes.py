@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.cli import assert_one_line_error
+from helpers.fake_hccn import write_fake_hccn_tool
 
 from ascend_setup.nodes.node_facts import NodeFacts
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""fit on a hub id and model fetch, against both hubs' APIs served on 127.0.0.1 (simulate/hub_server.py):
+"""fit on a hub id and model fetch, against both hubs' APIs served on 127.0.0.1 (tests/helpers/hub_server.py):
 the same figures as fit on the files on disk, no weight byte read, a second fit offline, a fetch that
 survives SIGKILLs and catches a corrupted file, and one refused before its first weight byte."""
 
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import REPO, clean_env
+from helpers.hub_server import HubBehaviour, LocalHub
 from helpers.models import HYBRID_27B, MLA, MOE_30B_A3B, QWEN3_VL_8B
 from helpers.models import make_model as _model
-
-from ascend_setup.simulate.hub_server import HubBehaviour, LocalHub
 
 DENSE_GQA = {  # Qwen3-8B
     "model_type": "qwen3",

@@ -7,8 +7,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from helpers.python_releases import ReleaseServer
+
 from ascend_setup.managed.sources import probe_all
-from ascend_setup.simulate.python_releases import ReleaseServer
 
 
 class _Page(BaseHTTPRequestHandler):

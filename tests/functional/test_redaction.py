@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from helpers.python_releases import write_builds_file
 
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.python_releases import write_builds_file
 
 DEAD = "http://127.0.0.1:9/simple/"
 SECRET_URL = "http://alice:PASSWORD@127.0.0.1:9/simple/?token=SECRET"

@@ -425,9 +425,8 @@ def test_mirrors_trusts_the_system_store(tls_stack, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tls_hub(https_index, tmp_path_factory):
+    from helpers.hub_server import LocalHub
     from helpers.models import make_model
-
-    from ascend_setup.simulate.hub_server import LocalHub
 
     _, site = https_index
     config = {

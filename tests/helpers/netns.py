@@ -1,6 +1,6 @@
 """Nodes on one machine: network namespaces joined by veth pairs to a bridge in a namespace of its own, each
 "node" reached through `ip netns exec NAME env ...` as its inventory's run prefix, with a fake CANN tree and a
-fake hccn_tool (ascend_setup/simulate/fake_hccn.py) whose pings are real ICMP between the namespaces. No
+fake hccn_tool (tests/helpers/fake_hccn.py) whose pings are real ICMP between the namespaces. No
 packet leaves them: the bridge lives in its own namespace, and the host's namespace holds no end of a pair.
 
 Names carry the pid and a random tag, so parallel runs never meet; `close()` removes every namespace it made
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from ascend_setup.simulate.fake_cann import build_fake_cann
-from ascend_setup.simulate.fake_hccn import write_fake_hccn_tool
+from helpers.fake_hccn import write_fake_hccn_tool
 
 HOST_NET = "10.231.0.{}"  # the nodes' host NICs (HCCL_IF_IP): 10.231.0.N/24
 NPU_NET = "10.232.{}.{}"  # NPU j of node N: 10.232.j.N/24, on the same bridge (the "RoCE plane")

@@ -1,14 +1,16 @@
-"""The house's rules, read from the code: imports run one way (docs/development/architecture.md), the package
-root holds at most five modules, and no two modules share a name."""
+"""The house's rules, read from the code: imports run one way (docs/development/architecture.md, whose table of
+floors is checked here), the package root holds at most five modules, no two modules share a name, and the
+simulated host in the wheel holds only what the demo runs."""
 
 from __future__ import annotations
 
-import ast
+import re
 from collections import Counter
-from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, List
 
-PACKAGE = Path(__file__).resolve().parents[2] / "ascend_setup"
+from helpers.import_graph import PACKAGE, imports, modules, reachable, room
+
+ARCHITECTURE_PAGE = PACKAGE.parent / "docs" / "development" / "architecture.md"
 
 #: The floors of docs/development/architecture.md: a module imports only from its own floor or a lower one.
 FLOORS = {
@@ -39,31 +41,6 @@ FLOORS = {
     "utils": 1,
     "errors": 0,
 }
-
-
-def room(module: str) -> str:
-    """`ascend_setup.steps.venv` -> `steps`; the package itself and its root modules are their own room."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "(package)"
-
-
-def imports() -> Iterator[Tuple[str, str, int]]:
-    """(importing module, imported module, line) for every import of the package inside the package."""
-    for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == "ascend_setup":
-                    names = [f"ascend_setup.{a.name}" for a in node.names]
-                else:
-                    names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
-                if name.startswith("ascend_setup."):
-                    yield module, name, node.lineno
 
 
 def test_every_folder_of_code_is_a_package() -> None:
@@ -101,3 +78,21 @@ def test_the_root_keeps_at_most_five_modules() -> None:
 def test_no_two_modules_share_a_name() -> None:
     names = Counter(p.stem for p in PACKAGE.rglob("*.py") if p.stem not in ("__init__", "__main__"))
     assert [n for n, c in names.items() if c > 1] == []
+
+
+def test_the_page_draws_the_floors_the_rule_reads() -> None:
+    """The floors' table of docs/development/architecture.md is drawn by hand: each room on it is on the floor
+    the rule above holds it to, and every room is on it."""
+    drawn: Dict[str, int] = {}
+    for floor, rooms in re.findall(r"^\| (\d+)\.[^|]*\| ([^|]*) \|", ARCHITECTURE_PAGE.read_text(), re.MULTILINE):
+        for name in re.findall(r"`([a-z_]+)(?:/|\.py)`", rooms):
+            drawn[name] = int(floor)
+    assert drawn == FLOORS
+
+
+def test_the_simulated_host_holds_only_what_the_demo_runs() -> None:
+    """simulate/ ships in the wheel for `demo`: a module there that the demo's imports never reach is a test
+    fixture, whose place is tests/helpers."""
+    demo = reachable("ascend_setup.commands.demo")
+    fixtures = [m for m in modules() if m.startswith("ascend_setup.simulate.") and m not in demo]
+    assert sorted(fixtures) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
+from helpers.fake_devices import build_fake_root
 from pydantic import ValidationError
 
 from ascend_setup.container.facts import (
@@ -25,7 +26,6 @@ from ascend_setup.container.inside import container_checks
 from ascend_setup.container.run_command import choose_cards
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.host.checks import Check
-from ascend_setup.simulate.fake_devices import build_fake_root
 
 CHIPS = [{"npu": "0", "name": "910B3"}, {"npu": "1", "name": "910B3"}]
 GIB = 1024**3
