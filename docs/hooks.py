@@ -11,6 +11,7 @@ from typing import Any
 #: fit on each: the manual shows the same table the test checks.
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 REFEREE_MARKER = "<!-- generated: the referee table -->"
+ROOMS_MARKER = "<!-- generated: the rooms by their imports -->"
 SPEEDS_MARKER = "<!-- generated: the referee speeds -->"
 
 MARKERS = {
@@ -29,7 +30,21 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         markdown = markdown.replace(REFEREE_MARKER, referee_table())
     if SPEEDS_MARKER in markdown:
         markdown = markdown.replace(SPEEDS_MARKER, referee_table(speeds=True))
+    if ROOMS_MARKER in markdown:
+        markdown = markdown.replace(ROOMS_MARKER, rooms_table())
     return markdown
+
+
+def rooms_table() -> str:
+    """Each room on the level its imports put it, from the import graph the architecture test reads."""
+    sys.path.insert(0, str(TESTS))
+    from helpers.import_graph import room_levels
+
+    rows = ["| level | room | imports |", "|---|---|---|"]
+    for level, room, below in room_levels():
+        named = ", ".join(f"`{r}`" for r in below if r != "(package)") or "nothing of the package"
+        rows.append(f"| {level} | `{room}` | {named} |")
+    return "\n".join(rows)
 
 
 def referee_table(speeds: bool = False) -> str:
