@@ -5,33 +5,31 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.progress import ConsoleReporter
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
-from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
-from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
-from ascend_setup.engine.runner import Runner, status_rows
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.matrix.newcann import provenance_line, record
-from ascend_setup.steps.install_session import InstallSession, install_store
-from ascend_setup.steps.options import InstallOptions, InstallRow, build_install_options
-from ascend_setup.steps.pipeline import build_pipeline, run_lock
-from ascend_setup.steps.preflight import host_problems
-from ascend_setup.steps.resolve import preview_closure
-from ascend_setup.steps.verify import serving_hints, shell_lines
-from ascend_setup.utils.paths import resolve_workdir
+
+if TYPE_CHECKING:  # what a run needs is imported when it runs: `install --help` stays as quick as the parser
+    from rich.console import Console
+
+    from ascend_setup.engine.runner import Runner
+    from ascend_setup.steps.install_session import InstallSession
+    from ascend_setup.steps.options import InstallOptions, InstallRow
 
 
 def _runner(
     options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False
 ) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
+    from ascend_setup.engine.runner import Runner
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.matrix.newcann import provenance_line, record
+    from ascend_setup.steps.install_session import InstallSession, install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
         console.print(provenance_line(loaded.derived, loaded.matrix), soft_wrap=True, markup=False)
@@ -47,6 +45,8 @@ def _runner(
 
 def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError) -> dict:
     """--json output when the run fails: which step, the error, its root cause, and the log to read."""
+    from ascend_setup.engine.runner import status_rows
+
     try:
         state = runner.store.load()
     except AscendSetupError:
@@ -94,6 +94,15 @@ def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
 
 
 def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_run: bool, assume_yes: bool) -> int:
+    from rich.markup import escape
+
+    from ascend_setup.cli.progress import ConsoleReporter
+    from ascend_setup.engine.login import install_block, remove_block
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.steps.preflight import host_problems
+    from ascend_setup.steps.resolve import preview_closure
+    from ascend_setup.steps.verify import serving_hints, shell_lines
+
     console = stderr_console()
     runner = _runner(options, loaded, console, dry_run=dry_run)
     if dry_run:
@@ -196,6 +205,10 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
 
 
 def run_install(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
+    from ascend_setup.engine.login import bashrc, remove_block
+    from ascend_setup.steps.options import build_install_options
+
     options, loaded = build_install_options(
         cann=args.cann,
         workdir=args.workdir,
@@ -234,6 +247,12 @@ def run_install(args: argparse.Namespace, output: Output) -> int:
 def on_login(workdir: Path) -> int:
     """What the ~/.bashrc block runs at login: quiet when the install is done (the block goes) or running;
     else one line saying where it stopped, and the resume in the background."""
+    from ascend_setup.engine.login import remove_block, resume_in_background
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+
     state = install_store(Workdir(workdir)).load()
     running = run_lock(Workdir(workdir)).running()
     rows = status_rows(build_pipeline(), state, running)
@@ -254,6 +273,11 @@ def on_login(workdir: Path) -> int:
 
 
 def run_resume(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.options import InstallOptions
+    from ascend_setup.utils.paths import resolve_workdir
+
     if args.on_login:
         return on_login(resolve_workdir(args.workdir, mode="read", exist=True))
     workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
@@ -268,6 +292,12 @@ def run_resume(args: argparse.Namespace, output: Output) -> int:
 
 
 def run_status(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+    from ascend_setup.utils.paths import resolve_workdir
+
     workdir = resolve_workdir(args.workdir, mode="read", exist=True)
     state = install_store(Workdir(workdir)).load()
     rows = status_rows(build_pipeline(), state, run_lock(Workdir(workdir)).running())

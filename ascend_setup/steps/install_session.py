@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar
 
 from pydantic import BaseModel
 
-from ascend_setup.bundle.offline import Bundle, bundle_pages
 from ascend_setup.dists.installers import Indexes, Installer, get_installer
 from ascend_setup.dists.venv_reader import venv_python
 from ascend_setup.engine.session import Session
@@ -28,6 +27,9 @@ from ascend_setup.resolve.lockfile import Lock, read_lock
 from ascend_setup.steps.options import InstallOptions, check_recorded_options
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
 from ascend_setup.utils.paths import cache_dir
+
+if TYPE_CHECKING:  # the bundle's reader (and its HTTP and archive stacks) is imported by an install from one
+    from ascend_setup.bundle.offline import Bundle
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -79,6 +81,8 @@ class InstallSession(Session):
             if bundle is None:
                 self.index = IndexSession(self.pip_settings)
             else:  # every index URL of the bundle's lock is answered by the bundle, never by the network
+                from ascend_setup.bundle.offline import bundle_pages
+
                 self.index = IndexSession(self.pip_settings, pages=bundle_pages(bundle, read_lock(bundle.lock_path)))
 
     def python_builds(self) -> PythonBuilds:
@@ -91,6 +95,8 @@ class InstallSession(Session):
     @property
     def bundle(self) -> Optional[Bundle]:
         """The offline bundle this install takes every file from (--bundle), or None."""
+        from ascend_setup.bundle.offline import Bundle
+
         return Bundle(Path(self.options.bundle)) if self.options.bundle else None
 
     @property
