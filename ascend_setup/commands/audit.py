@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
-from ascend_setup.audit.findings import run_audit, summary
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
-from ascend_setup.dists.venv_reader import read_venv_record
 from ascend_setup.errors import BadInput, named_by
-from ascend_setup.host.npu import host_npu
-from ascend_setup.index.tags import parse_glibc
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import MIRROR
-from ascend_setup.matrix.newcann import recorded_matrix
-from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.steps.options import check_soc, parse_index_overrides
 from ascend_setup.utils.paths import check_path_length
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.resolve.lockfile import Lock
 
 
 def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, str]]:
     """The lock and indexes ascend-setup recorded when it built `venv` (nothing for other venvs)."""
+    from ascend_setup.dists.venv_reader import read_venv_record
+    from ascend_setup.resolve.lockfile import read_lock
+
     record = read_venv_record(venv)
     if record is None:
         return None, None, {}
@@ -36,6 +33,15 @@ def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, 
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.audit.findings import run_audit, summary
+    from ascend_setup.host.npu import host_npu
+    from ascend_setup.index.tags import parse_glibc
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.matrix.models import MIRROR
+    from ascend_setup.matrix.newcann import recorded_matrix
+    from ascend_setup.resolve.lockfile import read_lock
+    from ascend_setup.steps.options import check_soc, parse_index_overrides
+
     venv = Path(args.venv).expanduser().absolute()
     check_path_length(venv, "--venv")
     lock, source, indexes = recorded_lock(venv)

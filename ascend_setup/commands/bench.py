@@ -6,17 +6,16 @@ import argparse
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ascend_setup.bench import plot, verdict, vllm_bench
-from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
-from ascend_setup.bench.reasons import Evidence, LevelEvidence, clock_reader, log_head, metrics, reasons
-from ascend_setup.bench.sweep import Level, sweep
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.serve.start_checks import card_processes
 from ascend_setup.utils.paths import resolve_workdir
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.bench import verdict, vllm_bench
+    from ascend_setup.bench.sweep import Level
 
 COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
 
@@ -37,6 +36,12 @@ def cells(level: Level) -> List[str]:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.bench import plot, verdict, vllm_bench
+    from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
+    from ascend_setup.bench.reasons import Evidence, LevelEvidence, clock_reader, log_head, metrics, reasons
+    from ascend_setup.bench.sweep import sweep
+    from ascend_setup.serve.start_checks import card_processes
+
     if (args.name is None) == (args.url is None):
         raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
     given = [f for f, v in (("--model-dir", args.model_dir), ("--card", args.card), ("--tp", args.tp)) if v]

@@ -7,39 +7,24 @@ import argparse
 import platform
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ascend_setup.bundle.make import BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar
-from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
 from ascend_setup.cli import flags
-from ascend_setup.cli.progress import TransferProgress, size_text
 from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console, stdout_console
-from ascend_setup.commands.plan import target_python
 from ascend_setup.errors import BadInput
-from ascend_setup.host.machine import glibc_version
-from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.index.tags import Target
-from ascend_setup.managed.pinned import PythonBuild, PythonBuilds, load_builds
-from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.matrix.soc import device_of
-from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.index_session import IndexSession
-from ascend_setup.resolve.lockfile import read_lock
-from ascend_setup.resolve.pythons import build_interpreter
-from ascend_setup.steps.options import (
-    check_build_deps_url,
-    check_device,
-    check_index_url,
-    check_python_builds,
-    check_python_mirror,
-    check_soc,
-    parse_index_overrides,
-)
 from ascend_setup.utils.paths import check_dir_path, check_output_file
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.bundle.manifest import Manifest, Missing
+    from ascend_setup.index.tags import Target
+    from ascend_setup.managed.pinned import PythonBuild, PythonBuilds
 
 
 def _soc(value: str):
     """(device type, SOC_VERSION or None): --soc names a device type (A2) or one SOC_VERSION (ascend910b3)."""
+    from ascend_setup.matrix.soc import device_of
+    from ascend_setup.steps.options import check_device, check_soc
+
     if device_of(value) is not None and value.strip().lower().startswith("ascend"):
         return device_of(value), check_soc(value)
     return check_device(value), None
@@ -74,6 +59,8 @@ def missing_text(m: Missing) -> str:
 
 def render_summary(manifest: Manifest, path: Path) -> None:
     """The size and what the bundle holds, one role a line, then each file it could not get."""
+    from ascend_setup.cli.progress import size_text
+
     out = stdout_console()
     t = manifest.target
     npus = t.soc or t.device
@@ -110,6 +97,27 @@ def managed_build(builds: PythonBuilds, target: Target) -> PythonBuild:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.bundle.make import BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar
+    from ascend_setup.cli.progress import TransferProgress
+    from ascend_setup.commands.plan import target_python
+    from ascend_setup.host.machine import glibc_version
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.index.tags import Target
+    from ascend_setup.managed.pinned import load_builds
+    from ascend_setup.matrix import load_matrix, select_row
+    from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+    from ascend_setup.resolve.closure import IndexSources
+    from ascend_setup.resolve.index_session import IndexSession
+    from ascend_setup.resolve.lockfile import read_lock
+    from ascend_setup.resolve.pythons import build_interpreter
+    from ascend_setup.steps.options import (
+        check_build_deps_url,
+        check_index_url,
+        check_python_builds,
+        check_python_mirror,
+        parse_index_overrides,
+    )
+
     if getattr(args, "bundle_command", None) == "verify":
         return run_verify(args, output)
     if not args.cann or not args.out:
@@ -198,6 +206,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 def finished_tar(out: Path, row, target: Target, output: Output) -> int:
     """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
+    from ascend_setup.bundle.manifest import verify_bundle
+
     manifest, problems = verify_bundle(out, "-o")
     t = manifest.target
     if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
@@ -215,6 +225,9 @@ def finished_tar(out: Path, row, target: Target, output: Output) -> int:
 
 
 def run_verify(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.bundle.manifest import verify_bundle
+    from ascend_setup.cli.progress import size_text
+
     path = Path(args.path).expanduser().absolute()
     manifest, problems = verify_bundle(path)
     if args.json:

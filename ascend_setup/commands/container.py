@@ -7,12 +7,13 @@ from pathlib import Path
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.container.run_command import RUNTIMES, compose
-from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.utils.paths import check_dir_path, root_dir
 
 
 def run_command(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.container.run_command import compose
+    from ascend_setup.matrix import load_matrix, select_row
+
     cache = Path(args.cache).expanduser().absolute()
     check_dir_path(cache, "--cache", mode="read")
     matrix = load_matrix(args.matrix)
@@ -36,6 +37,8 @@ def run_command(args: argparse.Namespace, output: Output) -> int:
 
 
 def container_arguments(p: argparse.ArgumentParser) -> None:
+    from ascend_setup.container.run_command import RUNTIMES
+
     sub = p.add_subparsers(dest="container_command", metavar="run-command")
     sub.required = True
     r = sub.add_parser(

@@ -11,19 +11,18 @@ from pathlib import Path
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
-from ascend_setup.simulate.story import LABEL, QUICK, interrupt_points, run_demo
-from ascend_setup.steps.pipeline import run_lock
 from ascend_setup.utils.files import open_append
-from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import resolve_workdir
-from ascend_setup.utils.tempdirs import kept_tempdir
 
 
 def _workdir(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, bool]:
     """(the demo's workdir, whether it is ours to remove afterwards), locked like an install's workdir: a
     second demo in the same directory is refused (exit 3), not raced."""
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.pipeline import run_lock
+    from ascend_setup.utils.tempdirs import kept_tempdir
+
     if args.workdir:
         path = resolve_workdir(args.workdir)
         for locked in (False, True):  # before the lock (create nothing in a full directory), and under it
@@ -39,6 +38,8 @@ def _workdir(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, bool]:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.simulate.story import QUICK, interrupt_points
+
     if args.interrupt_at in QUICK:
         raise BadInput(
             f"--interrupt-at {args.interrupt_at}: that step is over too soon for a SIGKILL to land in it",
@@ -51,6 +52,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 
 def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) -> int:
+    from ascend_setup.simulate.story import LABEL, run_demo
+    from ascend_setup.utils.interrupts import at_interrupt
+
     if ours:
         at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
     console = stderr_console()

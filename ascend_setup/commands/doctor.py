@@ -6,25 +6,17 @@ import argparse
 import dataclasses
 import platform
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_items, print_table, stderr_console, stdout_console, terminal_safe
-from ascend_setup.container.inside import add_container_checks
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput, named_by
-from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpreter
-from ascend_setup.host.cann import detect_cann, row_for
-from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
-from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.nodes.inventory import load_inventory
-from ascend_setup.nodes.multinode import Preflight, run_preflight
-from ascend_setup.nodes.node_facts import gather
-from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir, root_dir
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.fleet.target import FleetTarget
+    from ascend_setup.index.pipconfig import PipSettings
+    from ascend_setup.nodes.multinode import Preflight
 
 
 def target_line(t: FleetTarget) -> str:
@@ -89,6 +81,9 @@ def print_preflight(result: Preflight) -> None:
 
 
 def run_nodes(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.nodes.inventory import load_inventory
+    from ascend_setup.nodes.multinode import run_preflight
+
     inventory = load_inventory(args.nodes)
     if args.node_timeout is not None:
         inventory = dataclasses.replace(inventory, timeout=args.node_timeout)
@@ -101,6 +96,18 @@ def run_nodes(args: argparse.Namespace, output: Output) -> int:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.container.inside import add_container_checks
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.fleet.target import fleet_target, install_interpreter
+    from ascend_setup.host.cann import detect_cann, row_for
+    from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+    from ascend_setup.nodes.node_facts import gather
+    from ascend_setup.resolve.closure import IndexSources
+    from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
+
     if args.node_facts:  # one node's facts, for a controller's `doctor --nodes` (always JSON)
         cann_home, _ = CANN_HOME.value(args.cann_home)
         output.print_json(gather(cann_home=cann_home, matrix_file=args.matrix).model_dump())

@@ -4,30 +4,28 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
-from ascend_setup.fit.cards import Card, card_for, with_visible
-from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth, probed_memory
-from ascend_setup.fit.model_files import ModelFiles, local_files
-from ascend_setup.fit.probe import run_probe, save_probe
-from ascend_setup.fit.profile import Serving
-from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.setenv import capture_env
-from ascend_setup.hub.base import MODEL_ID, check_model_id
-from ascend_setup.matrix import load_matrix
 from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.fit.calibration import Calibration
+    from ascend_setup.fit.cards import Card
+    from ascend_setup.fit.estimate import Fit
+    from ascend_setup.fit.model_files import ModelFiles
+    from ascend_setup.fit.profile import Serving
 
 GIB = 1024**3
 
 
 def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
     """(the model's files, the hub listing or None): a local path when it exists, else a hub id."""
+    from ascend_setup.fit.model_files import local_files
+    from ascend_setup.hub.base import MODEL_ID, check_model_id
+
     path = Path(args.model).expanduser()
     check_path_length(path.absolute(), "MODEL")
     if path.exists() or not MODEL_ID.match(args.model):
@@ -55,22 +53,30 @@ def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
 
 def check_flags(args: argparse.Namespace) -> Card:
     """The card the flags name (their ranges are the parser's: flags.fit_flags)."""
+    from ascend_setup.fit.cards import card_for
+
     return card_for(args.card, args.hbm_gib, args.bandwidth)
 
 
 def host_calibration(args: argparse.Namespace, card: Card, bandwidth: Optional[float], cann: str) -> Calibration:
     """This host's measurements on the card, judged against the card's model at the fit's bandwidth (the card's
     when none is given) and fitted (the card's terms when there are none)."""
+    from ascend_setup.fit.calibration import calibrate, load_points
+
     return calibrate(load_points(card.name), card.decode, bandwidth or card.peak_gbps, tp=args.tp, cann=cann)
 
 
 def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     """(the bandwidth a fit uses, where from): --bandwidth, else an NPU probe here, else the card table's."""
+    from ascend_setup.fit.estimate import probed_bandwidth
+
     probed = probed_bandwidth(resolve_workdir(args.workdir, mode="read"))
     return (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else (None, "card-table")
 
 
 def serving_of(args: argparse.Namespace) -> Serving:
+    from ascend_setup.fit.profile import Serving
+
     serving = Serving(args.max_num_batched_tokens, args.max_num_seqs, args.enforce_eager)
     if getattr(args, "vllm_ascend", None):
         serving.vllm_ascend = args.vllm_ascend
@@ -79,6 +85,9 @@ def serving_of(args: argparse.Namespace) -> Serving:
 
 def with_probed_memory(args: argparse.Namespace, card: Card) -> Card:
     """The card with this host's own device-visible memory when `probe` recorded it (and --hbm-gib is not given)."""
+    from ascend_setup.fit.cards import with_visible
+    from ascend_setup.fit.estimate import probed_memory
+
     total = None if args.hbm_gib else probed_memory(resolve_workdir(args.workdir, mode="read"))
     return (
         with_visible(card, total, "this host: torch_npu total memory recorded by 'ascend-setup probe'")
@@ -88,6 +97,10 @@ def with_probed_memory(args: argparse.Namespace, card: Card) -> Card:
 
 
 def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
+    from ascend_setup.fit.estimate import estimate
+    from ascend_setup.host.cann import primary_cann, row_for
+    from ascend_setup.matrix import load_matrix
+
     card = with_probed_memory(args, card)
     bandwidth, source = bandwidth_of(args)
     row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
@@ -138,6 +151,10 @@ def print_fit(fit: Fit) -> None:
 def run_calibration(args: argparse.Namespace, card: Card, output: Output) -> int:
     """`fit --calibration [--forget]`: this host's measurements on the card, each judged, and the terms they
     give; --forget removes them."""
+    from ascend_setup.fit.calibration import forget_points, points_path
+    from ascend_setup.host.cann import primary_cann, row_for
+    from ascend_setup.matrix import load_matrix
+
     if args.forget:
         gone = forget_points(card.name)
         if args.json:
@@ -220,6 +237,12 @@ def run_fit(args: argparse.Namespace, output: Output) -> int:
 
 
 def run_probe_command(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.fit.probe import run_probe, save_probe
+    from ascend_setup.host.cann import primary_cann
+    from ascend_setup.host.setenv import capture_env
+
     workdir = resolve_workdir(args.workdir)
     venv = VENV.path(args.venv)[0] or Workdir(workdir).venv
     if read_pyvenv_cfg(venv) is None or not venv_python(venv).exists():

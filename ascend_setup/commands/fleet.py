@@ -8,12 +8,13 @@ from pathlib import Path
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stdout_console, terminal_safe
-from ascend_setup.fleet.merged_report import GRID_SEVERITIES, finding_ids, fleet_json, grid, read_fleet
 from ascend_setup.utils.files import atomic_write_text, make_dir
 from ascend_setup.utils.paths import check_output_file, check_path_length
 
 
 def run_report(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.fleet.merged_report import GRID_SEVERITIES, finding_ids, fleet_json, grid, read_fleet
+
     directory = Path(args.results).expanduser().absolute()
     check_path_length(directory, "DIR")
     hosts = read_fleet(directory)

@@ -10,10 +10,11 @@ from typing import Any, Dict, List, TypedDict
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.matrix import load_matrix, select_row
 
 
 def run_list(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.matrix import load_matrix
+
     matrix = load_matrix(args.matrix)
     rows = [matrix.rows[v] for v in matrix.versions()]
     if args.json:
@@ -47,6 +48,8 @@ def run_list(args: argparse.Namespace, output: Output) -> int:
 
 
 def run_show(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.matrix import load_matrix, select_row
+
     matrix = load_matrix(args.matrix)
     row = select_row(matrix, args.cann)
     data = row.to_json()
@@ -94,6 +97,8 @@ def run_show(args: argparse.Namespace, output: Output) -> int:
 
 
 def run_validate(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.matrix import load_matrix
+
     if args.file and args.matrix:
         raise BadInput(f"matrix validate takes one file: {args.file} or --matrix {args.matrix}, not both")
     matrix = load_matrix(args.file or args.matrix)
@@ -115,6 +120,7 @@ def _mirror(args: argparse.Namespace) -> list:
 def run_derive(args: argparse.Namespace, output: Output) -> int:
     from packaging.version import InvalidVersion, Version
 
+    from ascend_setup.matrix import load_matrix
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
     from ascend_setup.steps.options import parse_index_overrides
@@ -192,6 +198,7 @@ class RowCheck(TypedDict):
 def run_check(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
+    from ascend_setup.matrix import load_matrix
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
     from ascend_setup.matrix.releases import newer_releases
     from ascend_setup.matrix.serve_hints import unread_variables

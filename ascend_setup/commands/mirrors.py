@@ -6,25 +6,15 @@ import argparse
 import platform
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 from ascend_setup.errors import BadInput, named_by
-from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.interpreters import PREFERRED
-from ascend_setup.host.machine import this_machine
-from ascend_setup.index.http import TLS_HINT, UNTRUSTED
-from ascend_setup.index.pipconfig import trust_for_this_run
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import Row
-from ascend_setup.mirrors.apply import write_user_config, write_venv_config
-from ascend_setup.mirrors.budget import ranking_budget
-from ascend_setup.mirrors.choice import candidates, ranked
-from ascend_setup.resolve.pythons import explicit_python
-from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.matrix.models import Row
 
 
 def sample_python(value: Optional[str], row: Row) -> str:
@@ -32,6 +22,9 @@ def sample_python(value: Optional[str], row: Row) -> str:
     when the row takes it, else the version the hints suggest. Not the install's choice (decide_python): any file
     of the row measures a mirror as well, and that choice searches the host's interpreters (a probe each: 6 s on a
     loaded host, more than the default --budget) and asks the indexes first."""
+    from ascend_setup.host.interpreters import PREFERRED
+    from ascend_setup.resolve.pythons import explicit_python
+
     if value:
         return explicit_python(value, row)
     here = "%d.%d" % sys.version_info[:2]
@@ -39,6 +32,17 @@ def sample_python(value: Optional[str], row: Row) -> str:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.dists.venv_reader import read_pyvenv_cfg
+    from ascend_setup.host.cann import primary_cann, row_for
+    from ascend_setup.host.machine import this_machine
+    from ascend_setup.index.http import TLS_HINT, UNTRUSTED
+    from ascend_setup.index.pipconfig import trust_for_this_run
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.mirrors.apply import write_user_config, write_venv_config
+    from ascend_setup.mirrors.budget import ranking_budget
+    from ascend_setup.mirrors.choice import candidates, ranked
+    from ascend_setup.steps.options import check_index_url, parse_index_overrides
+
     if args.apply and not args.venv and not args.global_:
         raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
     if args.global_ and not args.apply:

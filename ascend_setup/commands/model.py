@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Optional
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console
-from ascend_setup.engine import login
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.paths import check_dir_path, default_workdir
@@ -43,6 +42,8 @@ def _argv(args: argparse.Namespace, dest: Path) -> list:
 
 
 def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
+    from ascend_setup.engine import login
+
     log = dest / ".ascend-setup-fetch.log"
     dest.mkdir(parents=True, exist_ok=True)
     with open_append(log) as handle:
@@ -64,6 +65,7 @@ def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
 
 def run_fetch(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.commands.fit import check_flags, fit_model
+    from ascend_setup.engine import login
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, fetch_files, selected
     from ascend_setup.hub.remote import client, remote_files

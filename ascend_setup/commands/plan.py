@@ -6,30 +6,18 @@ from __future__ import annotations
 import argparse
 import platform
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
 from ascend_setup.errors import AscendSetupError, named_by
-from ascend_setup.host.machine import glibc_version
-from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.index.tags import Target, parse_arch, parse_glibc
-from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.models import Row
-from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.matrix.soc import label
-from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.index_session import IndexSession
-from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import (
-    build_interpreter,
-    decide_python,
-    explicit_python,
-    names_interpreter,
-    pick_python,
-)
-from ascend_setup.steps.options import check_device, check_index_url, parse_index_overrides, which_index
 from ascend_setup.utils.paths import PYTHON, check_output_file
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.matrix.models import Row
+    from ascend_setup.resolve.closure import IndexSources
+    from ascend_setup.resolve.index_session import IndexSession
+    from ascend_setup.resolve.lockfile import Lock
 
 
 def target_python(
@@ -45,6 +33,9 @@ def target_python(
     wins; else the interpreter the install would pick here; else, for another machine or when none here is
     in the row's range, the newest version the row's wheels support, said plainly. `source`: where `value`
     was given, for its errors."""
+    from ascend_setup.host.machine import glibc_version
+    from ascend_setup.resolve.pythons import decide_python, explicit_python, pick_python
+
     if value:
         with named_by(source):
             return explicit_python(value, row), ""
@@ -89,6 +80,8 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
     """Counts first, then one short row per package (a plain line each when even that is too wide for the
     terminal: a cropped table cut 'mirror' to 'mirro' and '266.0 MB' to '266.0'); file names and reasons
     on their own lines."""
+    from ascend_setup.matrix.soc import label
+
     console = stdout_console()
     t, counts = lock.target, lock.summary()
     npus = f" / {label(t.device)} NPUs" if t.device else ""
@@ -126,6 +119,17 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.host.machine import glibc_version
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.index.tags import Target, parse_arch, parse_glibc
+    from ascend_setup.matrix import load_matrix, select_row
+    from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+    from ascend_setup.resolve.closure import IndexSources
+    from ascend_setup.resolve.index_session import IndexSession
+    from ascend_setup.resolve.lockfile import LockWarning, write_lock
+    from ascend_setup.resolve.pythons import build_interpreter, names_interpreter
+    from ascend_setup.steps.options import check_device, check_index_url, parse_index_overrides, which_index
+
     overrides = parse_index_overrides(args.index or [])
     matrix = load_matrix(args.matrix).with_indexes(overrides)
     with named_by("--glibc"):  # the flags' shapes, before anything is asked of the network

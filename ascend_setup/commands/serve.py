@@ -9,47 +9,22 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.progress import PhaseReporter
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, terminal_safe
-from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
-from ascend_setup.dists.versions import PinVerdict
-from ascend_setup.engine.runner import FIRST_RUN
-from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.fit.calibration import SpeedPoint, judge, now_utc, record_point
-from ascend_setup.fit.cards import Card, card_for
-from ascend_setup.fit.decode import bytes_per_token
-from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth
-from ascend_setup.fit.model_files import ModelFiles, local_files
-from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.npu import host_npu
-from ascend_setup.host.setenv import capture_env
-from ascend_setup.hub.base import MODEL_ID
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import RuntimeHint
-from ascend_setup.serve import server_records as records
-from ascend_setup.serve.compose import ServePlan, choose_max_model_len, compose
-from ascend_setup.serve.families import families_for, traits
-from ascend_setup.serve.keys import installed_keys
-from ascend_setup.serve.measure import measure, write_result
-from ascend_setup.serve.run import deadline_seconds, served, start, stop_server, triaged_failure, wait_ready
-from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
-from ascend_setup.serve.start_checks import (
-    VenvFacts,
-    card_processes,
-    check_port,
-    preflight,
-    venv_facts,
-    version_verdicts,
-)
-from ascend_setup.serve.stop import status, stop_recorded
-from ascend_setup.serve.user_args import CONFIG, UserArgs, config_object, read_command
-from ascend_setup.serve.validate import check_against
-from ascend_setup.utils.interrupts import at_interrupt
 from ascend_setup.utils.paths import CANN_HOME, VENV, check_path_length, resolve_workdir
+
+if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+    from ascend_setup.dists.versions import PinVerdict
+    from ascend_setup.fit.cards import Card
+    from ascend_setup.fit.estimate import Fit
+    from ascend_setup.fit.model_files import ModelFiles
+    from ascend_setup.matrix.models import RuntimeHint
+    from ascend_setup.serve.compose import ServePlan
+    from ascend_setup.serve.start_checks import VenvFacts
+    from ascend_setup.serve.user_args import UserArgs
 
 SIMULATED = "[simulated]"
 AUTO = -1  # --max-model-len auto: vLLM picks the largest that fits
@@ -58,6 +33,8 @@ DEFAULT_CARD = "910B3"
 
 def model_dir(model: str) -> Path:
     """A local directory, or where `model fetch` put a hub id."""
+    from ascend_setup.hub.base import MODEL_ID
+
     path = Path(model).expanduser()
     check_path_length(path.absolute(), "MODEL")
     if not path.exists() and MODEL_ID.match(model):
@@ -103,6 +80,8 @@ def choose_cards(args: argparse.Namespace, present: Optional[int]) -> List[int]:
 
 def card_of(chips: List[Dict[str, str]]) -> Tuple[Card, str]:
     """fit's card for the chip npu-smi names; the 910B3's figures, said so, when it names none fit knows."""
+    from ascend_setup.fit.cards import card_for
+
     name = chips[0]["name"] if chips else None
     if name:
         try:
@@ -116,6 +95,15 @@ class Context:
     """Everything serve learns before it starts anything."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+        from ascend_setup.engine.workdir import Workdir
+        from ascend_setup.fit.model_files import local_files
+        from ascend_setup.host.cann import primary_cann, row_for
+        from ascend_setup.host.npu import host_npu
+        from ascend_setup.host.setenv import capture_env
+        from ascend_setup.matrix import load_matrix
+        from ascend_setup.serve.start_checks import venv_facts
+
         self.args = args
         self.model = model_dir(args.model)
         self.name = server_name(self.model)
@@ -144,6 +132,8 @@ class Context:
         ]
 
     def fit(self, context: int, user: UserArgs) -> Fit:
+        from ascend_setup.fit.estimate import estimate, probed_bandwidth
+
         bandwidth = probed_bandwidth(self.workdir)
         return estimate(
             self.files,
@@ -159,6 +149,10 @@ class Context:
         )
 
     def plan(self) -> Tuple[ServePlan, Fit]:
+        from ascend_setup.serve.compose import choose_max_model_len, compose
+        from ascend_setup.serve.families import families_for, traits
+        from ascend_setup.serve.user_args import UserArgs
+
         config = self.files.config
         user = UserArgs.read(self.args.vllm_args)
         fit = self.fit(int(config.get("max_position_embeddings") or 32768), user)
@@ -199,6 +193,10 @@ class Context:
     def validate(self, plan: ServePlan) -> Tuple[bool, List[str]]:
         """Against the installed plugin's source: (validated, warnings); not validated when there is no venv to
         read it from (dry run only)."""
+        from ascend_setup.serve.keys import installed_keys
+        from ascend_setup.serve.user_args import CONFIG, config_object, read_command
+        from ascend_setup.serve.validate import check_against
+
         if self.facts is None or self.facts.plugin_dir is None:
             if not self.args.dry_run:
                 raise AscendSetupError(f"vllm-ascend is not installed in {self.venv}", hint="ascend-setup install")
@@ -209,6 +207,9 @@ class Context:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.serve import server_records as records
+    from ascend_setup.serve.start_checks import card_processes, check_port, preflight, version_verdicts
+
     if args.model in ("status", "stop"):
         return _status(args, output) if args.model == "status" else _stop(args, output)
     ctx = Context(args)
@@ -277,6 +278,17 @@ def _dry_run(
 
 
 def _serve(args: argparse.Namespace, output: Output, ctx: Context, plan: ServePlan, fit: Fit) -> int:
+    from ascend_setup.cli.progress import PhaseReporter
+    from ascend_setup.engine.runner import FIRST_RUN
+    from ascend_setup.fit.calibration import SpeedPoint, judge, now_utc, record_point
+    from ascend_setup.fit.decode import bytes_per_token
+    from ascend_setup.fit.estimate import probed_bandwidth
+    from ascend_setup.serve import server_records as records
+    from ascend_setup.serve.measure import measure, write_result
+    from ascend_setup.serve.run import deadline_seconds, served, start, stop_server, triaged_failure, wait_ready
+    from ascend_setup.serve.smoke import RequestFailed, chat, warm_up
+    from ascend_setup.utils.interrupts import at_interrupt
+
     err = stderr_console()
     log = records.serve_dir(ctx.workdir) / f"{ctx.name}.log"
     records.serve_dir(ctx.workdir).mkdir(parents=True, exist_ok=True)
@@ -463,6 +475,8 @@ def _gone_cause(log: str) -> Optional[dict]:
 
 
 def _status(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.serve.stop import status
+
     workdir = resolve_workdir(args.workdir, mode="read")
     rows = [{**row, "cause": None if row["running"] else _gone_cause(row["log"])} for row in status(workdir)]
     if args.json:
@@ -493,6 +507,8 @@ def _status(args: argparse.Namespace, output: Output) -> int:
 
 
 def _stop(args: argparse.Namespace, output: Output) -> int:
+    from ascend_setup.serve.stop import stop_recorded
+
     workdir = resolve_workdir(args.workdir, mode="read")
     names: List[Any] = list(args.vllm_args)
     if len(names) > 1:

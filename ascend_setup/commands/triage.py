@@ -13,16 +13,19 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.render import Output
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ascend_setup.knowledge.scan import Diagnosis, triage_stream
-from ascend_setup.utils.inputs import open_input
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ascend_setup.knowledge.scan import Diagnosis
 
 
 def read_diagnosis(source: str) -> Optional[Diagnosis]:
     """Triage the file at `source` ('-' for standard input). A missing, unreadable, non-regular (a FIFO would
     block) or binary file is bad input."""
+    from ascend_setup.knowledge.scan import triage_stream
+    from ascend_setup.utils.inputs import open_input
+
     if source == "-":
         return triage_stream(sys.stdin.buffer)
     try:

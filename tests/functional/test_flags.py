@@ -151,8 +151,8 @@ def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkey
     if installed:
         monkeypatch.setenv("ASCEND_SETUP_CANN_HOME", str(build_fake_cann(tmp_path / "Ascend", version=installed).root))
     else:
-        monkeypatch.setattr(fit, "primary_cann", lambda home: None)
-    monkeypatch.setattr(fit, "estimate", lambda files, card, row, **_: row)
+        monkeypatch.setattr("ascend_setup.host.cann.primary_cann", lambda home: None)  # where fit imports it from
+    monkeypatch.setattr("ascend_setup.fit.estimate.estimate", lambda files, card, row, **_: row)
     monkeypatch.setattr(fit, "host_calibration", lambda *_: None)
     args = build_parser(full=True).parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
     chosen = fit.fit_model(args, None, None)  # type: ignore[arg-type]
