@@ -4,73 +4,98 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Type
 
+from pydantic import BaseModel, ConfigDict
+
+from ascend_setup.audit.findings import AuditReport, run_audit, summary
+from ascend_setup.audit.recorded import chosen_lock, with_recorded_indexes
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_field, print_items, stdout_console
-from ascend_setup.errors import BadInput, named_by
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
+from ascend_setup.cli.render import Output, print_field, print_items
+from ascend_setup.errors import named_by
+from ascend_setup.host.npu import host_npu
+from ascend_setup.index.tags import parse_glibc
+from ascend_setup.matrix import load_matrix
+from ascend_setup.matrix.models import MIRROR
+from ascend_setup.matrix.newcann import recorded_matrix
+from ascend_setup.steps.options import check_soc, parse_index_overrides
 from ascend_setup.utils.paths import check_path_length
 
-if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
-    from ascend_setup.resolve.lockfile import Lock
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def recorded_lock(venv: Path) -> Tuple[Optional[Lock], Optional[str], Dict[str, str]]:
-    """The lock and indexes ascend-setup recorded when it built `venv` (nothing for other venvs)."""
-    from ascend_setup.dists.venv_reader import read_venv_record
-    from ascend_setup.resolve.lockfile import read_lock
-
-    record = read_venv_record(venv)
-    if record is None:
-        return None, None, {}
-    lock = None
-    if record.lock and Path(record.lock).is_file():
-        try:
-            lock = read_lock(Path(record.lock))
-        except BadInput:
-            lock = None
-    return lock, record.lock if lock else None, record.indexes
+class AuditOptions(Options):
+    venv: str
+    deep: bool = False
+    cann: Optional[str] = None
+    lock: Optional[str] = None
+    index: Optional[List[str]] = None
+    soc: Optional[str] = None
+    glibc: Optional[str] = None
+    quiet_info: bool = False
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.audit.findings import run_audit, summary
-    from ascend_setup.host.npu import host_npu
-    from ascend_setup.index.tags import parse_glibc
-    from ascend_setup.matrix import load_matrix
-    from ascend_setup.matrix.models import MIRROR
-    from ascend_setup.matrix.newcann import recorded_matrix
-    from ascend_setup.resolve.lockfile import read_lock
-    from ascend_setup.steps.options import check_soc, parse_index_overrides
+class AuditFinding(BaseModel):
+    """One finding: what is wrong (an error), may be (a warning) or is as designed (info), and its fix."""
 
-    venv = Path(args.venv).expanduser().absolute()
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    severity: Literal["error", "warning", "info"]
+    package: Optional[str]
+    message: str
+    fix: Optional[str] = None
+    evidence: Optional[str] = None
+
+
+class AuditDocument(Document):
+    """`audit --json`: the row the venv was held to and why that row, the lock (null: none known), every
+    finding, the fix plan in order, and `ok` false (exit 1) when a finding is an error."""
+
+    venv: str
+    row: str
+    row_reason: str
+    lock: Optional[str]
+    findings: List[AuditFinding]
+    fix_plan: List[str]
+    ok: bool
+    summary: str
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"audit": AuditDocument}
+
+
+def run(options: AuditOptions, output: Output) -> Result:
+    venv = Path(options.venv).expanduser().absolute()
     check_path_length(venv, "--venv")
-    lock, source, indexes = recorded_lock(venv)
-    if args.lock:
-        lock, source = read_lock(Path(args.lock).expanduser().absolute()), args.lock
-        indexes = dict(lock.indexes)
-    named = {n: u for n, u in indexes.items() if n != MIRROR}
-    matrix = load_matrix(args.matrix or recorded_matrix(venv))
-    matrix = matrix.with_indexes(
-        {**{n: u for n, u in named.items() if n in matrix.indexes}, **parse_index_overrides(args.index or [])}
-    )
-    soc = check_soc(args.soc) or host_npu().soc_version
+    lock, source, indexes = chosen_lock(venv, options.lock)
+    matrix = load_matrix(options.matrix or recorded_matrix(venv))
+    matrix = with_recorded_indexes(matrix, indexes, parse_index_overrides(options.index or []))
+    soc = check_soc(options.soc) or host_npu().soc_version
     with named_by("--glibc"):
-        glibc = parse_glibc(args.glibc) if args.glibc else None
+        glibc = parse_glibc(options.glibc) if options.glibc else None
     report = run_audit(
         matrix,
         venv,
-        args.cann,
+        options.cann,
         lock=lock,
         lock_source=source,
         mirror_url=indexes.get(MIRROR),
         soc=soc,
-        deep=args.deep,
+        deep=options.deep,
         glibc=glibc,
     )
-    if args.json:
-        output.print_json(report.to_json())
-        return 1 if report.failed else 0
-    console = stdout_console()
+    return Result(
+        1 if report.failed else 0,
+        AuditDocument.model_validate(report.to_json()),
+        lambda console: render(console, report, source, options.quiet_info),
+    )
+
+
+def render(console: Console, report: AuditReport, source: Optional[str], quiet_info: bool) -> None:
     console.print(
         f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
         soft_wrap=True,
@@ -79,7 +104,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if report.findings:
         console.print(f"audit: {summary([f.severity for f in report.findings])}", markup=False)
         print_field(console, "venv", str(report.venv))
-        shown = [f for f in report.findings if not (args.quiet_info and f.severity == "info")]
+        shown = [f for f in report.findings if not (quiet_info and f.severity == "info")]
         print_items(console, [(f.severity, f.id, f.package) for f in shown], [[f.message] for f in shown])
     else:
         console.print("[green]no findings: the venv matches the row[/green]")
@@ -87,7 +112,6 @@ def run(args: argparse.Namespace, output: Output) -> int:
         console.print("[bold]fix plan, in order (the venv imports after each step):[/bold]")
         for step, command in enumerate(report.plan, 1):
             console.print(f"  {step}. {command}", soft_wrap=True, markup=False)
-    return 1 if report.failed else 0
 
 
 def audit_arguments(p: argparse.ArgumentParser) -> None:
@@ -112,7 +136,7 @@ def audit_arguments(p: argparse.ArgumentParser) -> None:
         help="hold the wheel tags and the native libraries to this glibc, e.g. 2.31 (default: this machine's)",
     )
     p.add_argument("--quiet-info", action="store_true", help="count the expected notes (info) but do not list them")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=AuditOptions)
 
 
 ARGUMENTS = {"audit": audit_arguments}

@@ -4,41 +4,76 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Type
+
+from pydantic import BaseModel
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stderr_console, stdout_console
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
+from ascend_setup.cli.render import Output, stderr_console
+from ascend_setup.container.run_command import RUNTIMES, RunCommand, Runtime, compose
+from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.utils.paths import check_dir_path, root_dir
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def run_command(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.container.run_command import compose
-    from ascend_setup.matrix import load_matrix, select_row
 
-    cache = Path(args.cache).expanduser().absolute()
+class RunCommandOptions(Options):
+    container_command: str
+    cards: Optional[str] = None
+    runtime: Runtime = "docker"
+    image: Optional[str] = None
+    cache: str = "~/.cache"
+    cann: Optional[str] = None
+    root: Optional[str] = None
+    run_root_tools: bool = False
+
+
+class RunCommandDocument(Document):
+    """`container run-command --json`: the command as one pasteable text and as argv, the cards and image it
+    gives, the driver files this host lacks (`missing`: left out of the command) and notes."""
+
+    runtime: Runtime
+    cards: List[int]
+    device_type: Optional[str]
+    image: str
+    row: str
+    lines: List[str]
+    missing: List[str]
+    notes: List[str]
+    command: str
+    argv: List[str]
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"container run-command": RunCommandDocument}
+
+
+def run_command(options: RunCommandOptions, output: Output) -> Result:
+    cache = Path(options.cache).expanduser().absolute()
     check_dir_path(cache, "--cache", mode="read")
-    matrix = load_matrix(args.matrix)
-    row = select_row(matrix, args.cann) if args.cann else matrix.newest()
+    matrix = load_matrix(options.matrix)
+    row = select_row(matrix, options.cann) if options.cann else matrix.newest()
     command = compose(
-        root_dir(args.root),
+        root_dir(options.root),
         row,
-        cards=args.cards,
-        runtime=args.runtime,
-        image=args.image,
+        cards=options.cards,
+        runtime=options.runtime,
+        image=options.image,
         cache=cache,
-        run_tools=args.run_root_tools,
+        run_tools=options.run_root_tools,
     )
-    if args.json:
-        output.print_json(command.to_json())
-        return 0
+    return Result(0, RunCommandDocument.model_validate(command.to_json()), lambda console: render(console, command))
+
+
+def render(console: Console, command: RunCommand) -> None:
     for note in command.notes:
         stderr_console().print(f"note: {note}", soft_wrap=True, markup=False)
-    stdout_console().print(command.text(), soft_wrap=True, markup=False, highlight=False)
-    return 0
+    console.print(command.text(), soft_wrap=True, markup=False, highlight=False)
 
 
 def container_arguments(p: argparse.ArgumentParser) -> None:
-    from ascend_setup.container.run_command import RUNTIMES
-
     sub = p.add_subparsers(dest="container_command", metavar="run-command")
     sub.required = True
     r = sub.add_parser(
@@ -76,7 +111,7 @@ def container_arguments(p: argparse.ArgumentParser) -> None:
         "binaries run only with --run-root-tools",
     )
     flags.run_root_tools(r)
-    r.set_defaults(func=run_command)
+    r.set_defaults(func=run_command, options=RunCommandOptions)
 
 
 ARGUMENTS = {"container": container_arguments}

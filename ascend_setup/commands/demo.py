@@ -3,89 +3,80 @@
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import tempfile
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Type
+
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, stderr_console, stdout_console
-from ascend_setup.errors import BadInput
-from ascend_setup.utils.files import open_append
-from ascend_setup.utils.paths import resolve_workdir
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
+from ascend_setup.cli.render import Output, stderr_console
+from ascend_setup.simulate.demo_run import check_interrupt_at, demo_in, demo_workdir
+from ascend_setup.simulate.story import LABEL
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def _workdir(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, bool]:
-    """(the demo's workdir, whether it is ours to remove afterwards), locked like an install's workdir: a
-    second demo in the same directory is refused (exit 3), not raced."""
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.steps.pipeline import run_lock
-    from ascend_setup.utils.tempdirs import kept_tempdir
-
-    if args.workdir:
-        path = resolve_workdir(args.workdir)
-        for locked in (False, True):  # before the lock (create nothing in a full directory), and under it
-            if path.exists() and any(p != Workdir(path).run_lock for p in path.iterdir()):
-                raise BadInput(f"--workdir {path} is not empty", hint="give the demo a new or empty directory")
-            if not locked:
-                path.mkdir(parents=True, exist_ok=True)
-                stack.enter_context(run_lock(Workdir(path)))
-        return path, False
-    path = Path(tempfile.mkdtemp(prefix="ascend-setup-demo-", dir=kept_tempdir() if args.keep else None))
-    stack.enter_context(run_lock(Workdir(path)))
-    return path, not args.keep
+class DemoOptions(Options):
+    workdir: Optional[str] = None
+    keep: bool = False
+    interrupt_at: str = "download"
+    installer: Literal["pip", "uv"] = "uv"
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.simulate.story import QUICK, interrupt_points
+class DemoAudit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    if args.interrupt_at in QUICK:
-        raise BadInput(
-            f"--interrupt-at {args.interrupt_at}: that step is over too soon for a SIGKILL to land in it",
-            hint=f"pick one of {', '.join(interrupt_points())}",
-        )
-    if args.interrupt_at not in interrupt_points():
-        raise BadInput(f"--interrupt-at {args.interrupt_at!r} is not one of {', '.join(interrupt_points())}")
-    with ExitStack() as stack:
-        return _run(args, output, *_workdir(args, stack))
+    ok: bool
+    errors: int
+    findings: int
+    summary: str
 
 
-def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) -> int:
-    from ascend_setup.simulate.story import LABEL, run_demo
-    from ascend_setup.utils.interrupts import at_interrupt
+class DemoDocument(Document):
+    """`demo --json`: the simulated install's steps, where it was stopped and resumed (`resumed`: null when
+    not), the audit of its venv (`ok` false: exit 1), the serve and bench ending, and the whole run's seconds."""
 
-    if ours:
-        at_interrupt(lambda: shutil.rmtree(workdir, ignore_errors=True))  # made by us, for this run only
+    simulated: bool
+    workdir: str
+    installer: Literal["pip", "uv"]
+    python: str
+    interrupted_at: Optional[str]
+    resumed: Optional[Dict[str, Any]]
+    steps: List[Dict[str, Any]]
+    audit: DemoAudit
+    shell: List[str]
+    hints: List[str]
+    serve: Dict[str, Any]
+    native: str
+    seconds: float
+    workdir_kept: bool
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"demo": DemoDocument}
+
+
+def run(options: DemoOptions, output: Output) -> Result:
+    check_interrupt_at(options.interrupt_at)
     console = stderr_console()
-
-    def show(line: str) -> None:
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
-
-    if ours:  # said before anything is removed, so that a rerun can keep what this one would lose
-        show(f"{LABEL} working in {workdir}, removed at the end (--keep keeps it)")
-    log = None
-    try:
-        if args.json:
-            log = open_append(workdir / "demo.log")
-        summary = run_demo(
+    with ExitStack() as stack:
+        workdir, ours = demo_workdir(options.workdir, options.keep, stack)
+        summary = demo_in(
             workdir,
-            interrupt_at=args.interrupt_at,
-            installer=args.installer,
-            show=show,
-            stream=log if log else sys.stderr,
-            kept=not ours,
+            ours,
+            interrupt_at=options.interrupt_at,
+            installer=options.installer,
+            show=lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
+            logged=options.json_output,
         )
-    finally:
-        if log:
-            log.close()
-        if ours:
-            shutil.rmtree(workdir, ignore_errors=True)
-    summary["workdir_kept"] = not ours
-    if args.json:
-        output.print_json(summary)
-        return 0 if summary["audit"]["ok"] else 1
-    out = stdout_console()
+    document = DemoDocument.model_validate(summary)
+    return Result(0 if document.audit.ok else 1, document, lambda out: render(out, summary, workdir, ours))
+
+
+def render(out: Console, summary: Dict[str, Any], workdir: Path, ours: bool) -> None:
     out.print(
         f"{LABEL} the main job, end to end, against a simulated Atlas A2 host (no NPU, no real CANN):",
         soft_wrap=True,
@@ -94,24 +85,44 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
     for step in summary["steps"]:
         seconds = "" if step["seconds"] is None else f"{step['seconds']:6.1f} s"
         out.print(f"  {step['state']:<6} {step['name']:<17} {seconds}", markup=False)
-    resumed = summary["resumed"]
-    if resumed:
-        continued = f", and the rerun asked for {resumed['continued_with']}" if resumed.get("continued_with") else ""
-        kept = (
-            f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"] else ""
-        )
-        out.print(
-            f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
-            soft_wrap=True,
-            markup=False,
-        )
-    audit = summary["audit"]
-    out.print(f"audit: {audit['summary']}", markup=False)
+    render_resumed(out, summary["resumed"])
+    out.print(f"audit: {summary['audit']['summary']}", markup=False)
     out.print(f"native libraries: {summary['native']}", soft_wrap=True, markup=False)
     out.print("serving hints for this row:")
     for hint in summary["hints"]:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)
-    served = summary["serve"]
+    render_serve(out, summary["serve"])
+    if not ours:  # only what still exists is pointed at
+        out.print(f"the simulated install is kept in {workdir}; to use its venv:", soft_wrap=True, markup=False)
+        for line in summary["shell"]:
+            out.print(f"  {line}", soft_wrap=True, markup=False)
+        out.print(
+            f"  ascend-setup probe --device cpu --gib 0.1 --venv {workdir / 'install' / 'venv'}",
+            soft_wrap=True,
+            markup=False,
+        )
+    where = f"kept in {workdir}" if not ours else "removed"
+    out.print(
+        f"{LABEL} {summary['seconds']:.0f} s; the demo's workdir was {where}. On an Ascend host: "
+        "ascend-setup install --cann 9.1.0",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def render_resumed(out: Console, resumed: Optional[Dict[str, Any]]) -> None:
+    if not resumed:
+        return
+    continued = f", and the rerun asked for {resumed['continued_with']}" if resumed.get("continued_with") else ""
+    kept = f" ({resumed['kept_bytes'] / 1e6:.1f} MB of the sdist on disk{continued})" if resumed["kept_bytes"] else ""
+    out.print(
+        f"resumed: SIGKILL during step {resumed['step']}{kept}; 'ascend-setup resume' took it from there",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def render_serve(out: Console, served: Dict[str, Any]) -> None:
     out.print(
         f"{LABEL} serve {served['model']}: ready in {served['ready_seconds']:.1f} s; smoke answer "
         f"{served['answer']!r}; TTFT {served['ttft_s'] * 1000:.0f} ms on a fresh prefix, TPOT "
@@ -130,23 +141,6 @@ def _run(args: argparse.Namespace, output: Output, workdir: Path, ours: bool) ->
         soft_wrap=True,
         markup=False,
     )
-    if not ours:  # only what still exists is pointed at
-        out.print(f"the simulated install is kept in {workdir}; to use its venv:", soft_wrap=True, markup=False)
-        for line in summary["shell"]:
-            out.print(f"  {line}", soft_wrap=True, markup=False)
-        out.print(
-            f"  ascend-setup probe --device cpu --gib 0.1 --venv {workdir / 'install' / 'venv'}",
-            soft_wrap=True,
-            markup=False,
-        )
-    where = f"kept in {workdir}" if not ours else "removed"
-    out.print(
-        f"{LABEL} {summary['seconds']:.0f} s; the demo's workdir was {where}. On an Ascend host: "
-        "ascend-setup install --cann 9.1.0",
-        soft_wrap=True,
-        markup=False,
-    )
-    return 0 if audit["ok"] else 1
 
 
 def demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -163,7 +157,7 @@ def demo_arguments(p: argparse.ArgumentParser) -> None:
         "sdist download, the default), a step name (not mirror or verify: over too soon), or 'none'",
     )
     flags.installer(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=DemoOptions)
 
 
 ARGUMENTS = {"demo": demo_arguments}

@@ -3,30 +3,66 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Type
+
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_table, stdout_console, terminal_safe
-from ascend_setup.utils.files import atomic_write_text, make_dir
-from ascend_setup.utils.paths import check_output_file, check_path_length
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
+from ascend_setup.cli.render import Output, print_table, terminal_safe
+from ascend_setup.fleet.merged_report import GRID_SEVERITIES, Finding, HostAudit, finding_ids, grid
+from ascend_setup.fleet.report_file import write_fleet_report
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def run_report(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.fleet.merged_report import GRID_SEVERITIES, finding_ids, fleet_json, grid, read_fleet
+class ReportOptions(Options):
+    fleet_command: str
+    results: str
+    out: Optional[str] = None
 
-    directory = Path(args.results).expanduser().absolute()
-    check_path_length(directory, "DIR")
-    hosts = read_fleet(directory)
-    out = Path(args.out).expanduser().absolute() if args.out else directory / "report.json"
-    check_output_file(out, "--out")
-    data = fleet_json(hosts)
-    make_dir(out.parent)  # as plan --lock does: check_output_file made sure it can be created
-    atomic_write_text(out, json.dumps(data, indent=2) + "\n")
-    if args.json:
-        output.print_json({**data, "report": str(out)})
-        return 0 if data["ok"] else 1
-    console = stdout_console()
+
+class HostResult(BaseModel):
+    """One host: its audit's findings, or why the audit did not run (`error`); `ok` when clean."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    ok: bool
+    result: str
+    venv: Optional[str]
+    lock: Optional[str]
+    error: Optional[str]
+    findings: List[Finding]
+
+
+class FleetDocument(Document):
+    """`fleet report DIR --json`: each host, the hosts of each finding id, the hosts whose audit did not run,
+    and where the merged report was written (the file holds the same document without `report`)."""
+
+    ok: bool
+    hosts: List[HostResult]
+    findings: Dict[str, List[str]]
+    did_not_run: List[str]
+    report: str
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"fleet report": FleetDocument}
+
+
+def run_report(options: ReportOptions, output: Output) -> Result:
+    hosts, data, out = write_fleet_report(options.results, options.out)
+    return Result(
+        0 if data["ok"] else 1,
+        FleetDocument.model_validate({**data, "report": str(out)}),
+        lambda console: render(console, hosts, out),
+    )
+
+
+def render(console: Console, hosts: List[HostAudit], out: Path) -> None:
     print_table(
         console, f"audit of {len(hosts)} hosts", ["host", "result", *finding_ids(hosts, GRID_SEVERITIES)], grid(hosts)
     )
@@ -48,7 +84,6 @@ def run_report(args: argparse.Namespace, output: Output) -> int:
         soft_wrap=True,
         markup=False,
     )
-    return 0 if data["ok"] else 1
 
 
 def fleet_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +96,7 @@ def fleet_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(f)
     f.add_argument("results", metavar="DIR", help="the directory of <host>.audit.json files the audit play wrote")
     f.add_argument("--out", metavar="FILE", help="where the merged JSON report goes (default DIR/report.json)")
-    f.set_defaults(func=run_report)
+    f.set_defaults(func=run_report, options=ReportOptions)
 
 
 ARGUMENTS = {"fleet": fleet_arguments}

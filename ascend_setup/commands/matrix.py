@@ -1,63 +1,175 @@
-"""`ascend-setup matrix list | show CANN | validate [FILE]`."""
+"""`ascend-setup matrix list | show CANN | validate [FILE] | derive | check [FILE]`."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, TypedDict
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_setup.cli import flags
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.check import LiveCheck, RowCheck, check_rows, sdist_versions
+from ascend_setup.matrix.models import Matrix, Row, RuntimeHint
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def run_list(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.matrix import load_matrix
+class MatrixOptions(Options):
+    matrix_command: str
 
-    matrix = load_matrix(args.matrix)
+
+class ShowOptions(MatrixOptions):
+    cann: str
+
+
+class ValidateOptions(MatrixOptions):
+    file: Optional[str] = None
+
+
+class DeriveOptions(MatrixOptions):
+    vllm_ascend: str
+    cann: str
+    index_url: Optional[str] = None
+    index: Optional[List[str]] = None
+    into: Optional[str] = None
+
+
+class CheckOptions(MatrixOptions):
+    file: Optional[str] = None
+    live: bool = False
+    pre: bool = False
+    strict: bool = False
+    sdist: Optional[List[str]] = None
+    index_url: Optional[str] = None
+    index: Optional[List[str]] = None
+
+
+class ListedRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    cann: str
+    python: str
+    vllm_ascend: str = Field(alias="vllm-ascend")
+    vllm: str
+    torch: str
+    torch_npu: str = Field(alias="torch-npu")
+
+
+class ListDocument(Document):
+    """`matrix list --json`: the matrix file read, and each row's main pins, newest first."""
+
+    matrix: str
+    rows: List[ListedRow]
+
+
+class ArchPins(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    packages: Dict[str, str]
+    package_index: Dict[str, str]
+
+
+class ShowDocument(Document):
+    """`matrix show CANN --json`: the whole row, every package's index resolved, and the matrix's indexes."""
+
+    cann: str
+    python: str
+    packages: Dict[str, str]
+    package_index: Dict[str, str]
+    plugin_requirements: List[str]
+    cuda_only: List[str]
+    cann_python_deps: Dict[str, Optional[str]]
+    runtime_hints: List[RuntimeHint]
+    disk_gib: float
+    wheel_glibc: Dict[str, Dict[str, str]]
+    wheel_device: Optional[Dict[str, Dict[str, str]]] = None
+    build_minutes: int
+    arch: Dict[str, ArchPins]
+    target_arch: Optional[str] = None
+    indexes: Dict[str, str]
+
+    ABSENT_WHEN_NONE = frozenset({"wheel_device", "target_arch"})
+
+
+class ValidateDocument(Document):
+    """`matrix validate --json`: an invalid file is bad input (exit 2, the error document)."""
+
+    matrix: str
+    valid: bool
+    rows: List[str]
+
+
+class DeriveDocument(Document):
+    """`matrix derive --json`: the row as the metadata gives it, where each field came from, and what could not
+    be read (`problems`: exit 1) or was decided where the metadata leaves it open (`notes`)."""
+
+    cann: str
+    row: Dict[str, Any]
+    provenance: Dict[str, str]
+    problems: List[str]
+    notes: List[str]
+
+
+class CheckDocument(Document):
+    """`matrix check --json`: each row's findings by its CANN version; `ok` false is exit 1."""
+
+    matrix: str
+    live: bool
+    pre: bool
+    strict: bool
+    rows: Dict[str, RowCheck]
+    ok: bool
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {
+    "matrix list": ListDocument,
+    "matrix show": ShowDocument,
+    "matrix validate": ValidateDocument,
+    "matrix derive": DeriveDocument,
+    "matrix check": CheckDocument,
+}
+
+LISTED = ("vllm-ascend", "vllm", "torch", "torch-npu")
+
+
+def run_list(options: MatrixOptions, output: Output) -> Result:
+    matrix = load_matrix(options.matrix)
     rows = [matrix.rows[v] for v in matrix.versions()]
-    if args.json:
-        output.print_json(
-            {
-                "matrix": matrix.source,
-                "rows": [
-                    {
-                        "cann": r.cann,
-                        "python": r.python,
-                        "vllm-ascend": r.packages["vllm-ascend"],
-                        "vllm": r.packages["vllm"],
-                        "torch": r.packages["torch"],
-                        "torch-npu": r.packages["torch-npu"],
-                    }
-                    for r in rows
-                ],
-            }
-        )
-        return 0
-    print_table(
-        stdout_console(),
-        f"Compatibility matrix ({matrix.source})",
-        ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
-        [
-            [r.cann, r.python, *(r.packages[n] for n in ("vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"))]
+    document = ListDocument(
+        matrix=matrix.source,
+        rows=[
+            ListedRow.model_validate({"cann": r.cann, "python": r.python, **{n: r.packages[n] for n in LISTED}})
             for r in rows
         ],
     )
-    return 0
+    return Result(0, document, lambda console: render_list(console, matrix, rows))
 
 
-def run_show(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.matrix import load_matrix, select_row
+def render_list(console: Console, matrix: Matrix, rows: List[Row]) -> None:
+    print_table(
+        console,
+        f"Compatibility matrix ({matrix.source})",
+        ["CANN", "Python", "vllm-ascend", "vllm", "torch", "torch-npu", "triton-ascend"],
+        [[r.cann, r.python, *(r.packages[n] for n in (*LISTED, "triton-ascend"))] for r in rows],
+    )
 
-    matrix = load_matrix(args.matrix)
-    row = select_row(matrix, args.cann)
-    data = row.to_json()
-    data["indexes"] = dict(matrix.indexes)
-    if args.json:
-        output.print_json(data)
-        return 0
-    console = stdout_console()
+
+def run_show(options: ShowOptions, output: Output) -> Result:
+    matrix = load_matrix(options.matrix)
+    row = select_row(matrix, options.cann)
+    document = ShowDocument.model_validate({**row.to_json(), "indexes": dict(matrix.indexes)})
+    return Result(0, document, lambda console: render_show(console, row))
+
+
+def render_show(console: Console, row: Row) -> None:
     print_table(
         console,
         f"CANN {row.cann}  (Python {row.python})",
@@ -83,72 +195,81 @@ def run_show(args: argparse.Namespace, output: Output) -> int:
         )
     console.print("Serving hints:")
     for hint in row.runtime_hints:
-        env = " ".join(f"{k}={v}" for k, v in hint.env.items())
-        serve_args = " ".join(shlex.quote(a) for a in hint.serve_args)
-        console.print(
-            f"- {hint.text}"
-            + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
-            + (f"\n    env: {env}" if env else "")
-            + (f"\n    serve args: {serve_args}" if serve_args else ""),
-            soft_wrap=True,
-            markup=False,
-        )
-    return 0
+        console.print(hint_text(hint), soft_wrap=True, markup=False)
 
 
-def run_validate(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.matrix import load_matrix
-
-    if args.file and args.matrix:
-        raise BadInput(f"matrix validate takes one file: {args.file} or --matrix {args.matrix}, not both")
-    matrix = load_matrix(args.file or args.matrix)
-    if args.json:
-        output.print_json({"matrix": matrix.source, "valid": True, "rows": matrix.versions()})
-    else:
-        stdout_console().print(f"{matrix.source}: valid, {len(matrix.rows)} rows ({', '.join(matrix.versions())})")
-    return 0
+def hint_text(hint: RuntimeHint) -> str:
+    env = " ".join(f"{k}={v}" for k, v in hint.env.items())
+    serve_args = " ".join(shlex.quote(a) for a in hint.serve_args)
+    return (
+        f"- {hint.text}"
+        + (f" (vllm-ascend {hint.plugin})" if hint.plugin else "")
+        + (f"\n    env: {env}" if env else "")
+        + (f"\n    serve args: {serve_args}" if serve_args else "")
+    )
 
 
-def _mirror(args: argparse.Namespace) -> list:
+def one_file(command: str, file: Optional[str], matrix: Optional[Path]) -> Optional[str]:
+    """`matrix validate|check [FILE]`: the file, or --matrix's, not both."""
+    if file and matrix:
+        raise BadInput(f"matrix {command} takes one file: {file} or --matrix {matrix}, not both")
+    return file or (str(matrix) if matrix else None)
+
+
+def run_validate(options: ValidateOptions, output: Output) -> Result:
+    matrix = load_matrix(one_file("validate", options.file, options.matrix))
+    document = ValidateDocument(matrix=matrix.source, valid=True, rows=matrix.versions())
+    return Result(
+        0,
+        document,
+        lambda console: console.print(
+            f"{matrix.source}: valid, {len(matrix.rows)} rows ({', '.join(matrix.versions())})"
+        ),
+    )
+
+
+def _mirror(index_url: Optional[str]) -> List[str]:
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
     from ascend_setup.steps.options import check_index_url
 
     settings = network_settings_for_this_run(pip_settings())
-    return [check_index_url(args.index_url, "--index-url") if args.index_url else settings.index]
+    return [check_index_url(index_url, "--index-url") if index_url else settings.index]
 
 
-def run_derive(args: argparse.Namespace, output: Output) -> int:
+def _versions(options: DeriveOptions) -> None:
     from packaging.version import InvalidVersion, Version
 
-    from ascend_setup.matrix import load_matrix
+    for flag, value in (("--vllm-ascend", options.vllm_ascend), ("--cann", options.cann)):
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise BadInput(f"{flag} {value!r} is not a version") from None
+
+
+def run_derive(options: DeriveOptions, output: Output) -> Result:
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
     from ascend_setup.steps.options import parse_index_overrides
     from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
-    for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
-        try:
-            Version(value)
-        except InvalidVersion:
-            raise BadInput(f"{flag} {value!r} is not a version") from None
-    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
-    target = Path(args.into).expanduser().absolute() if args.into else None
+    _versions(options)
+    matrix = load_matrix(options.matrix).with_indexes(parse_index_overrides(options.index or []))
+    target = Path(options.into).expanduser().absolute() if options.into else None
     if target is not None:
         try:
             original = read_regular_text(target)
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInput(f"--into {target} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    derived = derive_row(matrix, args.vllm_ascend, args.cann, _mirror(args))
-    if args.json:
-        output.print_json(
-            {
-                "cann": derived.cann,
-                "row": derived.row,
-                "provenance": derived.provenance,
-                "problems": derived.problems,
-                "notes": derived.notes,
-            }
-        )
+    derived = derive_row(matrix, options.vllm_ascend, options.cann, _mirror(options.index_url))
+    document = DeriveDocument(
+        cann=derived.cann,
+        row=derived.row,
+        provenance=derived.provenance,
+        problems=derived.problems,
+        notes=derived.notes,
+    )
+    if output.json:
+        output.print_json(document.model_dump(mode="json"))
     else:
         stdout_console().print(row_yaml(derived), soft_wrap=True, markup=False, highlight=False)
     for problem in derived.problems:
@@ -165,118 +286,47 @@ def run_derive(args: argparse.Namespace, output: Output) -> int:
         parse_matrix(updated, str(target))  # what is written must validate
         atomic_write_text(target, updated)
         stderr_console().print(f"row {derived.cann} written to {target}", soft_wrap=True, markup=False)
-    return 1 if derived.problems else 0
+    return Result(1 if derived.problems else 0, document)
 
 
-def _sdists(paths: list) -> dict:
-    """--sdist FILE (repeatable) -> {vllm-ascend version: path}; a file that is not a vllm-ascend sdist is bad input."""
-    from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
-
-    found = {}
-    for value in paths:
-        path = Path(value).expanduser().absolute()
-        try:
-            name, version = parse_sdist_filename(path.name)
-        except InvalidSdistFilename:
-            raise BadInput(f"--sdist {path}: not an sdist file name (vllm_ascend-VERSION.tar.gz)") from None
-        if canonicalize_name(name) != "vllm-ascend" or not path.is_file():
-            raise BadInput(f"--sdist {path}: " + ("not a vllm-ascend sdist" if path.is_file() else "no such file"))
-        found[str(version)] = path
-    return found
-
-
-class RowCheck(TypedDict):
-    """What `matrix check` found for one row (one entry of its --json `rows`)."""
-
-    inconsistent: List[str]
-    drift: List[str]
-    unverified: List[str]
-    newer: List[Dict[str, Any]]
-    stale_hints: List[str]
-
-
-def run_check(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.index.http import IndexUnreachable
-    from ascend_setup.index.metadata import MetadataReader
-    from ascend_setup.matrix import load_matrix
-    from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
-    from ascend_setup.matrix.releases import newer_releases
-    from ascend_setup.matrix.serve_hints import unread_variables
+def run_check(options: CheckOptions, output: Output) -> Result:
     from ascend_setup.steps.options import parse_index_overrides
 
-    if args.file and args.matrix:
-        raise BadInput(f"matrix check takes one file: {args.file} or --matrix {args.matrix}, not both")
-    matrix = load_matrix(args.file or args.matrix).with_indexes(parse_index_overrides(args.index or []))
-    sdists = _sdists(args.sdist or [])
-    unknown = [v for v in sdists if v not in {r.packages["vllm-ascend"] for r in matrix.rows.values()}]
-    if unknown:
-        raise BadInput(f"--sdist: no row of {matrix.source} pins vllm-ascend {unknown[0]}")
-    mirror = _mirror(args) if args.live else []
-    reader = MetadataReader()
-    pool: Dict[str, Any] = {}  # the index pages, shared by every row's lookups
-    report: Dict[str, RowCheck] = {}
-    for cann in matrix.versions():
-        row = matrix.rows[cann]
-        entry: RowCheck = {
-            "inconsistent": consistency(row),
-            "drift": [],
-            "unverified": [],
-            "newer": [],
-            "stale_hints": [],
-        }
-        if row.packages["vllm-ascend"] in sdists:
-            entry["stale_hints"] = unread_variables(row.hints(), sdists[row.packages["vllm-ascend"]])
-        if args.live:
-            try:
-                derived = derive_row(matrix, row.packages["vllm-ascend"], cann, mirror, reader=reader, pool=pool)
-                entry["drift"], entry["unverified"] = compare_rows(row, derived), derived.problems
-                entry["newer"] = [
-                    r.to_json() for r in newer_releases(matrix, row, mirror, pre=args.pre, reader=reader, pool=pool)
-                ]
-            except IndexUnreachable as exc:  # not drift: the plugin's own metadata could not be read
-                entry["unverified"] = [exc.message]
-            except AscendSetupError as exc:  # the row's own vllm-ascend is published nowhere
-                entry["drift"] = [exc.message]
-        report[cann] = entry
-    bad = any(
-        e["inconsistent"] or e["drift"] or e["stale_hints"] or (args.strict and e["newer"]) for e in report.values()
+    source = one_file("check", options.file, options.matrix)
+    matrix = load_matrix(source).with_indexes(parse_index_overrides(options.index or []))
+    sdists = sdist_versions(options.sdist or [], matrix)
+    live = LiveCheck(matrix, _mirror(options.index_url), options.pre) if options.live else None
+    report = check_rows(matrix, sdists, live)
+    bad = any(entry.bad(options.strict) for entry in report.values())
+    document = CheckDocument(
+        matrix=matrix.source, live=options.live, pre=options.pre, strict=options.strict, rows=report, ok=not bad
     )
-    if args.json:
-        output.print_json(
-            {
-                "matrix": matrix.source,
-                "live": args.live,
-                "pre": args.pre,
-                "strict": args.strict,
-                "rows": report,
-                "ok": not bad,
-            }
-        )
-        return 1 if bad else 0
-    console = stdout_console()
+    return Result(1 if bad else 0, document, lambda console: render_check(console, report, options.live))
+
+
+def render_check(console: Console, report: Dict[str, RowCheck], live: bool) -> None:
     for cann, entry in report.items():
-        state = "drift" if entry["drift"] or entry["inconsistent"] or entry["stale_hints"] else "ok"
+        state = "drift" if entry.drift or entry.inconsistent or entry.stale_hints else "ok"
         console.print(
             f"row {cann}: {state}"
-            + ("" if args.live else " (internal checks; --live compares with the packages' metadata)"),
+            + ("" if live else " (internal checks; --live compares with the packages' metadata)"),
             soft_wrap=True,
             markup=False,
         )
-        for line in entry["inconsistent"] + entry["drift"] + entry["stale_hints"]:
+        for line in entry.inconsistent + entry.drift + entry.stale_hints:
             console.print(f"  - {line}", soft_wrap=True, markup=False)
-        for line in entry["unverified"]:
+        for line in entry.unverified:
             console.print(f"  ? not verified: {line}", soft_wrap=True, markup=False)
-        for release in entry["newer"]:
-            pre = " (pre-release)" if release["prerelease"] else ""
+        for release in entry.newer:
+            pre = " (pre-release)" if release.prerelease else ""
             console.print(
-                f"  + newer on CANN {cann}: vllm-ascend {release['version']}{pre}, {release['files']}; "
-                f"CANN from {release['cann_source']}",
+                f"  + newer on CANN {cann}: vllm-ascend {release.version}{pre}, {release.files}; "
+                f"CANN from {release.cann_source}",
                 soft_wrap=True,
                 markup=False,
             )
-            for line in release["differs"] or ["no pin differs"]:
+            for line in release.differs or ["no pin differs"]:
                 console.print(f"      {line}", soft_wrap=True, markup=False)
-    return 1 if bad else 0
 
 
 def matrix_arguments(p: argparse.ArgumentParser) -> None:
@@ -284,15 +334,15 @@ def matrix_arguments(p: argparse.ArgumentParser) -> None:
     sub.required = True
     m = sub.add_parser("list", help="known rows")
     flags.common(m)
-    m.set_defaults(func=run_list)
+    m.set_defaults(func=run_list, options=MatrixOptions)
     m = sub.add_parser("show", help="one whole row")
     flags.common(m)
     m.add_argument("cann", metavar="CANN", help="the row's CANN version, e.g. 9.1.0")
-    m.set_defaults(func=run_show)
+    m.set_defaults(func=run_show, options=ShowOptions)
     m = sub.add_parser("validate", help="check a matrix file")
     flags.common(m)
     m.add_argument("file", nargs="?", metavar="FILE", help="the matrix file to check (default: the one in use)")
-    m.set_defaults(func=run_validate)
+    m.set_defaults(func=run_validate, options=ValidateOptions)
     m = sub.add_parser(
         "derive", help="a row read from vllm-ascend's, torch-npu's and vllm's own metadata on the indexes"
     )
@@ -302,7 +352,7 @@ def matrix_arguments(p: argparse.ArgumentParser) -> None:
     flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
     flags.index(m)
     m.add_argument("--into", metavar="FILE", help="add the row to this matrix file, or replace that CANN's row in it")
-    m.set_defaults(func=run_derive)
+    m.set_defaults(func=run_derive, options=DeriveOptions)
     m = sub.add_parser(
         "check", help="each row's internal consistency; with --live, against the packages' real metadata"
     )
@@ -326,7 +376,7 @@ def matrix_arguments(p: argparse.ArgumentParser) -> None:
     )
     flags.index_url(m, "the PyPI index to read (default: pip's configuration)")
     flags.index(m)
-    m.set_defaults(func=run_check)
+    m.set_defaults(func=run_check, options=CheckOptions)
 
 
 ARGUMENTS = {"matrix": matrix_arguments}

@@ -4,137 +4,142 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Type
+
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
-from ascend_setup.errors import BadInput, named_by
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.documents import Document
+from ascend_setup.cli.render import Output, print_table, stderr_console
+from ascend_setup.errors import named_by
+from ascend_setup.host.cann import primary_cann, row_for
+from ascend_setup.host.machine import this_machine
+from ascend_setup.index.http import TLS_HINT, UNTRUSTED
+from ascend_setup.index.pipconfig import trust_for_this_run
+from ascend_setup.matrix import load_matrix
+from ascend_setup.mirrors.budget import ranking_budget
+from ascend_setup.mirrors.choice import candidates, ranked
+from ascend_setup.mirrors.rank import MirrorResult
+from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
+from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
-if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
-    from ascend_setup.matrix.models import Row
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def sample_python(value: Optional[str], row: Row) -> str:
-    """The Python X.Y whose files measure the mirrors: --python (a version or an interpreter), else this one
-    when the row takes it, else the version the hints suggest. Not the install's choice (decide_python): any file
-    of the row measures a mirror as well, and that choice searches the host's interpreters (a probe each: 6 s on a
-    loaded host, more than the default --budget) and asks the indexes first."""
-    from ascend_setup.host.interpreters import PREFERRED
-    from ascend_setup.resolve.pythons import explicit_python
+class MirrorsOptions(Options):
+    cann: Optional[str] = None
+    candidate: Optional[List[str]] = None
+    only: bool = False
+    budget: float = 5.0
+    apply: bool = False
+    venv: Optional[str] = None
+    global_: bool = False
+    workdir: Optional[str] = None
+    python: Optional[str] = None
+    index: Optional[List[str]] = None
+    respect_pip_config: bool = False
 
-    if value:
-        return explicit_python(value, row)
-    here = "%d.%d" % sys.version_info[:2]
-    return here if row.python_allows(here + ".0") else PREFERRED
+
+class RankedMirror(BaseModel):
+    """One index as the ranking measured it: `slow` answers, below a quarter of the best throughput."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    status: Literal["ok", "stale", "error", "timeout", "slow"]
+    ttfb_s: Optional[float] = None
+    throughput_bps: Optional[float] = None
+    detail: str = ""
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.dists.venv_reader import read_pyvenv_cfg
-    from ascend_setup.host.cann import primary_cann, row_for
-    from ascend_setup.host.machine import this_machine
-    from ascend_setup.index.http import TLS_HINT, UNTRUSTED
-    from ascend_setup.index.pipconfig import trust_for_this_run
-    from ascend_setup.matrix import load_matrix
-    from ascend_setup.mirrors.apply import write_user_config, write_venv_config
-    from ascend_setup.mirrors.budget import ranking_budget
-    from ascend_setup.mirrors.choice import candidates, ranked
-    from ascend_setup.steps.options import check_index_url, parse_index_overrides
+class MirrorsDocument(Document):
+    """`mirrors --json`: every index ranked, the one chosen (null: none usable), the row whose pins gate
+    freshness, the file measured; `hint` only when an index was refused for its certificate."""
 
-    if args.apply and not args.venv and not args.global_:
-        raise BadInput("--apply needs --venv DIR (or --global to change your user pip config)")
-    if args.global_ and not args.apply:
-        raise BadInput("--global does nothing without --apply", hint="add --apply to write your user pip config")
-    if args.global_ and args.venv:
-        raise BadInput(
-            "--global and --venv name two different pip configurations: give one of them",
-            hint="--venv DIR writes that venv's pip.conf/uv.toml; --global your user pip config",
-        )
-    if args.venv and not args.apply:
-        raise BadInput("--venv does nothing without --apply", hint="add --apply to write that venv's pip.conf")
-    venv = Path(args.venv).expanduser() if args.venv else None  # as every path flag: `--venv=~/v` too
-    if venv and read_pyvenv_cfg(venv) is None:
-        raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
-    if args.only and not args.candidate:
-        raise BadInput("--only ranks just the --candidate URLs: give at least one")
-    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
-    row = row_for(matrix, args.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
-    extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
+    mirrors: List[RankedMirror]
+    chosen: Optional[str]
+    row: str
+    sample: Optional[str]
+    seconds: float
+    hint: Optional[str] = None
+
+    ABSENT_WHEN_NONE = frozenset({"hint"})
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"mirrors": MirrorsDocument}
+
+
+def live_lines(json_output: bool) -> Optional[Callable[[MirrorResult], None]]:
+    """Each index's result on stderr as it comes, when a person watches (a terminal, no --json)."""
+    live = stderr_console()
+    if not live.is_terminal or json_output:
+        return None
+    return lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True)
+
+
+def run(options: MirrorsOptions, output: Output) -> Result:
+    venv = checked_flags(
+        apply=options.apply,
+        venv=options.venv,
+        user=options.global_,
+        only=options.only,
+        candidates=options.candidate or [],
+    )
+    matrix = load_matrix(options.matrix).with_indexes(parse_index_overrides(options.index or []))
+    row = row_for(matrix, options.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
+    extra = [check_index_url(u, "--candidate") for u in options.candidate or []]
     trust_for_this_run()
-    urls = candidates(matrix, extra, args.only)
-    workdir = resolve_workdir(args.workdir, mode="read")  # the cache is kept when it can be
-    given, given_as = PYTHON.value(args.python)
+    urls = candidates(matrix, extra, options.only)
+    workdir = resolve_workdir(options.workdir, mode="read")  # the cache is kept when it can be
+    given, given_as = PYTHON.value(options.python)
     with named_by(given_as):
         python = sample_python(given, row)
-    live = stderr_console()
-    shown = (
-        (lambda m: live.print(f"  {m.status:<7} {m.url} {m.detail}".rstrip(), markup=False, soft_wrap=True))
-        if live.is_terminal and not args.json
-        else None
-    )
     target = this_machine(python)  # before the budget is reckoned: it reads this host's glibc
-    budget = ranking_budget(args.budget)
     data, _ = ranked(
         matrix,
         row,
         workdir,
         target=target,
         urls=urls,
-        budget=budget,
+        budget=ranking_budget(options.budget),
         use_cache=False,
-        first=None if args.only else urls[0],
-        on_result=shown,
+        first=None if options.only else urls[0],
+        on_result=live_lines(options.json_output),
     )
     result = data["result"]
-    if args.apply and result["chosen"]:
-        if venv:
-            try:
-                write_venv_config(venv, result["chosen"], None)  # its extra indexes stay
-            except OSError as exc:
-                raise BadInput(f"--venv {args.venv}: its pip.conf cannot be written ({exc.strerror or exc})") from None
-        if args.global_:
-            write_user_config(result["chosen"])
+    if options.apply and result["chosen"]:
+        apply_choice(result["chosen"], venv, options.venv, options.global_)
     # A mirror refused for its certificate is fixed by trusting its CA (a proxy's, or a site's), as in every command.
     untrusted = any(UNTRUSTED in (m["detail"] or "") for m in result["mirrors"])
-    if args.json:
-        output.print_json(
-            {
-                "mirrors": result["mirrors"],
-                "chosen": result["chosen"],
-                "row": row.cann,
-                "sample": result["sample"],
-                "seconds": result["seconds"],
-                **({"hint": TLS_HINT} if untrusted else {}),
-            }
-        )
-    else:
-        console = stdout_console()
-        sample = result['sample'] or "none: no fresh index answered"
-        print_table(
-            console,
-            f"mirrors for CANN {row.cann} (sample file {sample}, {result['seconds']:.1f} s)",
-            ["status", "mirror", "TTFB", "throughput", "detail"],
+    document = MirrorsDocument.model_validate({**result, "row": row.cann, "hint": TLS_HINT if untrusted else None})
+    written = f" (written to {options.venv}/pip.conf and uv.toml)" if options.apply and options.venv else ""
+    return Result(0 if document.chosen else 1, document, lambda console: render(console, document, written))
+
+
+def render(console: Console, document: MirrorsDocument, written: str) -> None:
+    sample = document.sample or "none: no fresh index answered"
+    print_table(
+        console,
+        f"mirrors for CANN {document.row} (sample file {sample}, {document.seconds:.1f} s)",
+        ["status", "mirror", "TTFB", "throughput", "detail"],
+        [
             [
-                [
-                    m["status"],
-                    m["url"],
-                    "" if m["ttfb_s"] is None else f"{m['ttfb_s'] * 1000:.0f} ms",
-                    "" if not m["throughput_bps"] else f"{m['throughput_bps'] / 1e6:.2f} MB/s",
-                    m["detail"],
-                ]
-                for m in result["mirrors"]
-            ],
-            status_column=0,
-        )
-        console.print(
-            f"chosen: {result['chosen'] or 'none usable'}"
-            + (f" (written to {args.venv}/pip.conf and uv.toml)" if args.apply and args.venv else "")
-        )
-        if untrusted:
-            stderr_console().print(f"hint: {TLS_HINT}", markup=False, soft_wrap=True)
-    return 0 if result["chosen"] else 1
+                m.status,
+                m.url,
+                "" if m.ttfb_s is None else f"{m.ttfb_s * 1000:.0f} ms",
+                "" if not m.throughput_bps else f"{m.throughput_bps / 1e6:.2f} MB/s",
+                m.detail,
+            ]
+            for m in document.mirrors
+        ],
+        status_column=0,
+    )
+    console.print(f"chosen: {document.chosen or 'none usable'}{written}")
+    if document.hint:
+        stderr_console().print(f"hint: {document.hint}", markup=False, soft_wrap=True)
 
 
 def mirrors_arguments(p: argparse.ArgumentParser) -> None:
@@ -160,7 +165,7 @@ def mirrors_arguments(p: argparse.ArgumentParser) -> None:
         metavar="X.Y|EXE",
     )
     flags.index_overrides(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=MirrorsOptions)
 
 
 ARGUMENTS = {"mirrors": mirrors_arguments}

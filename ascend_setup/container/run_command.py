@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional, Tuple, get_args
 
 from ascend_setup.container.facts import (
     MANAGER_NODES,
@@ -27,7 +27,9 @@ from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.soc import label
 from ascend_setup.utils.paths import is_this_host
 
-RUNTIMES = ("docker", "nerdctl", "ascend-docker-runtime")
+#: The container tools the command is written for: one type for the flag's choices and the options model.
+Runtime = Literal["docker", "nerdctl", "ascend-docker-runtime"]
+RUNTIMES: Tuple[str, ...] = get_args(Runtime)
 #: What Ascend Docker Runtime mounts itself (its default base.list): the rest still needs a -v.
 RUNTIME_MOUNTS = ("dcmi", "npu-smi", "driver lib64")
 CACHE_TARGET = "/root/.cache"

@@ -20,7 +20,7 @@ PACKAGED_MATRIX = Path(__file__).resolve().parent.parent / "data" / "compat_matr
 MATRIX_ENV = "ASCEND_SETUP_MATRIX"
 
 
-def matrix_path(explicit: Optional[str] = None) -> Tuple[Path, str]:
+def matrix_path(explicit: Optional[Union[str, Path]] = None) -> Tuple[Path, str]:
     """(the file, where it came from): --matrix wins, then $ASCEND_SETUP_MATRIX, then the packaged file."""
     if explicit:
         return Path(explicit), "--matrix"
@@ -94,7 +94,7 @@ def parse_matrix(text: str, source: str) -> Matrix:
         raise BadInput(f"{source}:{line}: {_describe(first)}", hint=_fix_hint(source)) from None
 
 
-def load_matrix(explicit: Optional[str] = None) -> Matrix:
+def load_matrix(explicit: Optional[Union[str, Path]] = None) -> Matrix:
     """Read and validate the matrix the user chose (or the packaged one)."""
     path, source = matrix_path(explicit)
     text = read_input_text(path, "matrix", what=f"matrix file {path} ({source})")

@@ -26,6 +26,7 @@ FLOORS = {
     "mirrors": 3,
     "simulate": 3,
     "container": 3,
+    "doctor": 3,
     "nodes": 3,
     "bench": 3,
     "engine": 2,
