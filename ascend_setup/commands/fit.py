@@ -13,12 +13,12 @@ from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.fit_options import FitFlagOptions, HubOptions
 from ascend_setup.cli.render import Output, print_field, print_prose
 from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ascend_setup.fit.calibration import Calibration
-from ascend_setup.fit.estimate import Fit
-from ascend_setup.fit.request import calibration_summary, card_of_flags, fit_model, forget, model_files
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the fit room is imported when a fit runs, not when its options are parsed
     from rich.console import Console
+
+    from ascend_setup.fit.calibration import Calibration
+    from ascend_setup.fit.estimate import Fit
 
 GIB = 1024**3
 Number = Union[int, float]
@@ -40,7 +40,8 @@ class ProbeOptions(Options):
 
 
 class FitDocument(BaseModel):
-    """`fit MODEL --json`: fit's estimate (fit/estimate.py `Fit`), every figure and where it came from."""
+    """`fit MODEL --json`: fit's estimate (fit/estimate.py `Fit`), every figure and where it came from (a
+    figure is a number as the estimate computed it: ints stay ints, floats floats)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,24 +52,24 @@ class FitDocument(BaseModel):
     tp: int
     fits: bool
     headline: str
-    weights_bytes: int
-    weights_per_card_bytes: int
-    weights_read_per_token: int
+    weights_bytes: Number
+    weights_per_card_bytes: Number
+    weights_read_per_token: Number
     weights_source: str
-    vision_bytes: int
+    vision_bytes: Number
     kv_bytes_per_token: Number
-    kv_layers: Dict[str, int]
-    state_bytes_per_sequence: int
-    kv_tokens: int
+    kv_layers: Dict[str, Number]
+    state_bytes_per_sequence: Number
+    kv_tokens: Number
     concurrency: Number
-    kv_tokens_low: int
+    kv_tokens_low: Number
     concurrency_low: Number
-    kv_block_tokens: int
-    kv_available_bytes: int
-    kv_available_low_bytes: int
+    kv_block_tokens: Number
+    kv_available_bytes: Number
+    kv_available_low_bytes: Number
     kv_pool: Dict[str, Any]
     memory_terms: List[Dict[str, Any]]
-    device_memory_bytes: int
+    device_memory_bytes: Number
     device_memory_source: str
     decode_tok_s: Optional[Number]
     decode_tok_s_at_context: Optional[Number]
@@ -144,6 +145,8 @@ DOCUMENTS: Dict[str, Type[BaseModel]] = {"fit": FitCommandDocument, "probe": Pro
 
 
 def run_fit(options: FitOptions, output: Output) -> Result:
+    from ascend_setup.fit.request import calibration_summary, card_of_flags, fit_model, forget, model_files
+
     card = card_of_flags(options)
     if options.forget and not options.calibration:
         raise BadInput("--forget goes with --calibration (fit --calibration --forget)")
