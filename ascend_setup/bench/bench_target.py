@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve import server_records as records
@@ -27,7 +27,7 @@ class Target:
     argv: str  # the server's command line, when serve recorded it ('' for a bare URL)
 
 
-def from_record(workdir: Path, name: str) -> tuple:
+def from_record(workdir: Path, name: str) -> Tuple[str, str, List[str], Path]:
     """(base URL, served name, command words, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
@@ -58,7 +58,7 @@ def server_processes(workdir: Path, name: str) -> Tuple[List[int], List[int]]:
     return list(record.cards), [record.pid, *below]
 
 
-def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:
+def models(base: str, wait_s: float = ANSWER_WAIT_S) -> Dict[str, Any]:
     """/v1/models, retried until `wait_s` passes; exit 1 with the last cause when the URL never answers."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -112,26 +112,3 @@ def log_size(log: Path) -> int:
         return log.stat().st_size
     except OSError:
         return 0
-
-
-def triaged(failure: AscendSetupError, name: str, log: Path, offset: int) -> AscendSetupError:
-    """A level failed against the recorded server `name`: the root cause of what its log says from `offset` (the
-    sweep's start) and its fix, or `failure` as it is when the log names none (or cannot be read)."""
-    from ascend_setup.knowledge.scan import triage_stream
-    from ascend_setup.utils.inputs import open_input
-
-    try:
-        with open_input(log, "log", follow=False) as handle:
-            handle.seek(offset)
-            diagnosis = triage_stream(handle)
-    except BadInput:
-        diagnosis = None
-    if diagnosis is None or diagnosis.id is None:
-        return AscendSetupError(
-            failure.message, hint=f"read the server's log: {log}", details=diagnosis.render() if diagnosis else None
-        )
-    return AscendSetupError(
-        f"{failure.message}; server {name}'s log: {diagnosis.cause}",
-        hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
-        details=diagnosis.render(),
-    )

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # rich is imported by the rendering that uses it
     from rich.console import Console
 
 #: What the front door itself sets on the namespace: not options of the command.
-FRONT_DOOR: FrozenSet[str] = frozenset({"command", "func", "options"})
+#: `after_dashes` names the option that takes what follows `--` on the command line (`serve MODEL -- ARGS`).
+FRONT_DOOR: FrozenSet[str] = frozenset({"command", "func", "options", "after_dashes"})
 
 O = TypeVar("O", bound="Options")
 
@@ -47,8 +48,10 @@ class Options(BaseModel):
 
     @classmethod
     def from_namespace(cls: Type[O], args: argparse.Namespace) -> O:
-        """The options of one parsed command line."""
-        return cls.model_validate({k: v for k, v in vars(args).items() if k not in FRONT_DOOR})
+        """The options of one parsed command line (without a flag's own bookkeeping: `flags.Once`'s `_*_given`)."""
+        return cls.model_validate(
+            {k: v for k, v in vars(args).items() if k not in FRONT_DOOR and not k.startswith("_")}
+        )
 
 
 @dataclass(frozen=True)

@@ -122,12 +122,27 @@ def build_parser(argv: Optional[List[str]] = None, *, full: bool = False) -> arg
     return parser
 
 
-def refuse_empty_values(args: argparse.Namespace) -> None:
-    """`--workdir ''` and the like: an empty value is never what the user meant."""
+def positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Dict[str, str]:
+    """dest -> metavar of each positional argument along the sub-commands the command line chose: how the
+    user's help names it (MODEL, FILE, NAME)."""
+    found: Dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if isinstance(chosen, str) and dict.__contains__(action.choices, chosen):
+                found.update(positionals(action.choices[chosen], args))
+        elif not action.option_strings and action.dest != argparse.SUPPRESS:
+            found[action.dest] = str(action.metavar or action.dest.upper())
+    return found
+
+
+def refuse_empty_values(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """`--workdir ''`, `serve ''` and the like: an empty value is never what the user meant."""
+    named = positionals(parser, args)
     for name, value in vars(args).items():
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and not v.strip() for v in values):
-            flag = "FILE" if name == "file" else "--" + name.rstrip("_").replace("_", "-")
+            flag = named.get(name) or "--" + name.rstrip("_").replace("_", "-")
             raise BadInput(f"{flag} was given an empty value", hint="see ascend-setup --help")
 
 
@@ -152,11 +167,21 @@ def defect(exc: BaseException) -> AscendSetupError:
 
 
 def passed_through(argv: List[str]) -> Tuple[List[str], Optional[List[str]]]:
-    """`serve MODEL -- ARGS`: what follows `--` is vllm serve's, not ours (argparse drops it in a subparser)."""
+    """What follows `--` is passed on (`serve MODEL -- ARGS`: vllm serve's), not ours: cut before parsing
+    (argparse's own `--` handling differs across nested sub-commands and Python versions)."""
     if "--" not in argv:
         return argv, None
     cut = argv.index("--")
     return argv[:cut], argv[cut + 1 :]
+
+
+def pass_on(args: argparse.Namespace, theirs: List[str]) -> None:
+    """Give what followed `--` to the option the command declares for it (`after_dashes`); a command that
+    declares none takes nothing after `--`."""
+    dest = getattr(args, "after_dashes", None)
+    if dest is None:
+        raise BadInput("only 'serve MODEL' takes arguments after -- (vllm serve's)", hint="see ascend-setup --help")
+    setattr(args, dest, [*getattr(args, dest), *theirs])
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
@@ -183,12 +208,11 @@ def run_front_door(argv: List[str]) -> int:
     ours, theirs = passed_through(argv)
     out = Output("--json" in ours)  # before parsing: a flag the parser refuses is answered in JSON too
     try:
-        args = build_parser(ours).parse_args(ours)
-        refuse_empty_values(args)
+        parser = build_parser(ours)
+        args = parser.parse_args(ours)
+        refuse_empty_values(args, parser)
         if theirs is not None:
-            if not hasattr(args, "vllm_args"):
-                raise BadInput("only 'serve' takes arguments after --", hint="see ascend-setup --help")
-            args.vllm_args = [*args.vllm_args, *theirs]
+            pass_on(args, theirs)
     except AscendSetupError as exc:
         return fail(out, exc)
     install_handlers(

@@ -4,20 +4,83 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Type, Union
+
+from pydantic import BaseModel, ConfigDict, RootModel
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_prose, print_table, stdout_console, terminal_safe
-from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.utils.paths import resolve_workdir
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.render import Output, print_prose, print_table, terminal_safe
+from ascend_setup.errors import EXIT_OK
 
-if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
-    from ascend_setup.bench import verdict, vllm_bench
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ascend_setup.bench.bench_run import Report, Server
     from ascend_setup.bench.sweep import Level
 
 COLUMNS = ["conc", "reqs", "tok/s", "req/s", "TTFT ms", "TPOT ms", "p90", "ITL ms", "E2EL s"]
+
+
+class BenchOptions(Options):
+    name: Optional[str] = None
+    url: Optional[str] = None
+    model: Optional[str] = None
+    model_dir: Optional[Path] = None
+    card: Optional[str] = None
+    tp: Optional[int] = None
+    concurrency: Optional[List[int]] = None
+    input_len: int = 128
+    output_len: int = 128
+    requests: int = 16
+    time_budget: float = 60.0
+    slo_tpot_ms: Optional[float] = None
+    prefix_cache: bool = False
+    plot: Optional[Path] = None
+    client: Literal["auto", "vllm", "own"] = "auto"
+    workdir: Optional[str] = None
+
+
+class ReasonDocument(BaseModel):
+    """A reason the sweep's evidence supports (bench/reasons.py), with its fix and the levels it concerns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: str
+    evidence: str
+    fix: str
+    effect: Literal["slower", "faster", "either"]
+    levels: Optional[List[int]]
+
+
+class BenchDocument(BaseModel):
+    """`bench --json`: each level's figures (bench/sweep.py `Level.row`), the reasons and the verdicts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    model: str
+    client: str
+    input_len: int
+    output_len: int
+    prefix_cache: bool
+    levels: List[Dict[str, Any]]
+    reasons: List[ReasonDocument]
+    verdicts: List[Dict[str, Any]]
+
+
+class PlottedBenchDocument(BenchDocument):
+    """With --plot: where the plot was drawn."""
+
+    plot: str
+
+
+class BenchCommandDocument(RootModel[Union[PlottedBenchDocument, BenchDocument]]):
+    """`bench --json`, with or without --plot."""
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"bench": BenchCommandDocument}
 
 
 def cells(level: Level) -> List[str]:
@@ -35,139 +98,39 @@ def cells(level: Level) -> List[str]:
     ]
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.bench import plot, verdict, vllm_bench
-    from ascend_setup.bench.bench_target import check_lengths, from_record, log_size, resolve, server_processes, triaged
-    from ascend_setup.bench.reasons import Evidence, LevelEvidence, clock_reader, log_head, metrics, reasons
-    from ascend_setup.bench.sweep import sweep
-    from ascend_setup.serve.start_checks import card_processes
+def progress(line: str) -> None:
+    """The heartbeat: one line per level start and end, on stderr."""
+    sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
+    sys.stderr.flush()
 
-    if (args.name is None) == (args.url is None):
-        raise BadInput("give a server NAME or --url, one of them", hint="'ascend-setup serve status' lists names")
-    given = [f for f, v in (("--model-dir", args.model_dir), ("--card", args.card), ("--tp", args.tp)) if v]
-    if args.name is not None and given:
-        raise BadInput(f"{', '.join(given)}: for --url only", hint="serve's record gives a NAME's model, card and TP")
-    log: Optional[Path] = None
-    words: List[str] = []  # the server's command, when serve recorded it
-    workdir = None
-    url_ctx: Optional[verdict.Context] = None
-    real: Optional[vllm_bench.VllmBench] = None
-    if args.name is not None:
-        workdir = resolve_workdir(args.workdir, mode="read")
-        base, served, words, log = from_record(workdir, args.name)
-        target = resolve(base, args.model or served, " ".join(words))
-        real = vllm_bench.for_record(workdir, args.name) if args.client != "own" else None
-    else:
-        target = resolve(args.url, args.model)
-        here = resolve_workdir(args.workdir, mode="read")
-        workdir = here if here.is_dir() else None  # its earlier sweeps of this URL and model, when there is one
-        url_ctx = verdict.url_context(target.model, target.base, args.model_dir, args.card, args.tp)
-    if args.client == "vllm" and real is None:
-        raise BadInput(
-            "--client vllm: the server's venv has no vLLM benchmark (vllm/benchmarks/serve.py) or its "
-            "model directory no tokenizer",
-            hint="give a NAME 'serve --detach' started, or --client own",
-        )
-    check_lengths(target, args.input_len, args.output_len)
-    if args.plot is not None:
-        plot.check(args.plot)
 
-    def progress(line: str) -> None:  # the heartbeat: one line per level start and end, on stderr
-        sys.stderr.write(terminal_safe(f"bench: {line}") + "\n")
-        sys.stderr.flush()
+def run(options: BenchOptions, output: Output) -> Result:
+    from ascend_setup.bench.bench_run import bench
 
-    offset = log_size(log) if log is not None else 0
-    cards, own = server_processes(workdir, args.name) if workdir and args.name else ([], [])
-    try:
-        done = sweep(
-            target.base,
-            target.model,
-            concurrency=args.concurrency,
-            requests=args.requests,
-            input_len=args.input_len,
-            output_len=args.output_len,
-            prefix_cache=args.prefix_cache,
-            budget_s=args.time_budget,
-            slo_tpot_ms=args.slo_tpot_ms,
-            progress=progress,
-            metrics=lambda: metrics(target.base),
-            runner=partial(vllm_bench.run_level, real) if real else None,
-            clocks=clock_reader(cards) if cards else None,
-        )
-    except BadInput:
-        raise
-    except AscendSetupError as failure:  # a level failed: a recorded server's log says why
-        if log is None:
-            raise
-        raise triaged(failure, args.name, log, offset) from None
-    rows = [level.row() for level in done]
-    ctx = url_ctx or verdict.context_of(workdir, args.name, target.model, target.argv)
-    fit = verdict.fit_figures(ctx, rows, args.input_len, args.output_len)
-    found = reasons(
-        Evidence(
-            words,
-            log_head(log),
-            args.prefix_cache,
-            [
-                LevelEvidence(
-                    lv.concurrency,
-                    lv.measurement.tpot_ms,
-                    lv.preemptions,
-                    lv.prefix_cache_hits,
-                    lv.prefix_cache_queries,
-                    lv.waiting,
-                    fit[lv.concurrency].tpot_ms,
-                    fit[lv.concurrency].eager_tpot_ms,
-                    lv.clocks,
-                )
-                for lv in done
-            ],
-            cards,
-            card_processes(None) if cards else None,
-            own,
-            verdict.tp_steps(ctx, [lv.concurrency for lv in done], args.input_len, args.output_len),
-        )
+    server, report = bench(options, progress)
+    return Result(
+        EXIT_OK,
+        BenchCommandDocument.model_validate(report.document),
+        lambda console: render(console, options, server, report),
     )
-    client = real.label if real else "ascend-setup's client"
-    result: Dict[str, Any] = {
-        "url": target.base,
-        "model": target.model,
-        "client": client,
-        "input_len": args.input_len,
-        "output_len": args.output_len,
-        "prefix_cache": args.prefix_cache,
-        "levels": rows,
-        "reasons": [reason.to_json() for reason in found],
-    }
-    judged = verdict.judge_sweep(
-        workdir, args.name, target.model, target.argv, args.input_len, args.output_len, rows, found, ctx
-    )
-    result["verdicts"] = [v.to_json() for v in judged]
-    if args.plot is not None:
-        plot.draw(
-            args.plot,
-            result["levels"],
-            f"bench {target.model}: input ~{args.input_len}, output {args.output_len} tokens",
-            result["verdicts"],
-        )
-        result["plot"] = str(args.plot)
-    if args.json:
-        output.print_json(result)
-        return 0
-    out = stdout_console()
+
+
+def render(out: Console, options: BenchOptions, server: Server, report: Report) -> None:
+    from ascend_setup.bench import verdict
+    from ascend_setup.bench.bench_run import client_label
+
     print_prose(
         out,
         terminal_safe(
-            f"bench {target.model} at {target.base}: input ~{args.input_len}, output "
-            f"{args.output_len} tokens; {client}; medians, TPOT also p90"
+            f"bench {server.target.model} at {server.target.base}: input ~{options.input_len}, output "
+            f"{options.output_len} tokens; {client_label(server)}; medians, TPOT also p90"
         ),
     )
-    print_table(out, None, COLUMNS, [cells(level) for level in done])
-    for reason in found:
+    print_table(out, None, COLUMNS, [cells(level) for level in report.done])
+    for reason in report.found:
         print_prose(out, terminal_safe(f"reason ({reason.rule}): {reason.evidence}. Fix: {reason.fix}"))
-    for line in verdict.lines(judged):
+    for line in verdict.lines(report.judged):
         print_prose(out, terminal_safe(f"verdict: {line}" if not line.startswith("reference ") else line))
-    return 0
 
 
 def bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -256,7 +219,7 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
         "tokenizer, else ascend-setup's own client (the same definitions); vllm or own: that one",
     )
     flags.workdir(p, "where serve's server records are")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=BenchOptions)
 
 
 ARGUMENTS = {"bench": bench_arguments}

@@ -1,128 +1,185 @@
-"""`ascend-setup fit` and `ascend-setup probe`: will this model run on this card, and how fast."""
+"""`ascend-setup fit` and `ascend-setup probe`: will this model run on this card, and how fast. Thin: the fit
+room reads the model, the card, this host's probe and measurements (fit/request.py)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
+
+from pydantic import BaseModel, ConfigDict, RootModel
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_field, print_prose, stdout_console
-from ascend_setup.errors import BadInput
-from ascend_setup.utils.paths import CANN_HOME, VENV, cache_dir, check_path_length, resolve_workdir
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.fit_options import FitFlagOptions, HubOptions
+from ascend_setup.cli.render import Output, print_field, print_prose
+from ascend_setup.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 
-if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
+if TYPE_CHECKING:  # the fit room is imported when a fit runs, not when its options are parsed
+    from rich.console import Console
+
     from ascend_setup.fit.calibration import Calibration
-    from ascend_setup.fit.cards import Card
     from ascend_setup.fit.estimate import Fit
-    from ascend_setup.fit.model_files import ModelFiles
-    from ascend_setup.fit.profile import Serving
 
 GIB = 1024**3
+Number = Union[int, float]
 
 
-def model_files(args: argparse.Namespace) -> Tuple[ModelFiles, object]:
-    """(the model's files, the hub listing or None): a local path when it exists, else a hub id."""
-    from ascend_setup.fit.model_files import local_files
-    from ascend_setup.hub.base import MODEL_ID, check_model_id
+class FitOptions(FitFlagOptions, HubOptions):
+    model: Optional[str] = None
+    calibration: bool = False
+    no_calibration: bool = False
+    forget: bool = False
 
-    path = Path(args.model).expanduser()
-    check_path_length(path.absolute(), "MODEL")
-    if path.exists() or not MODEL_ID.match(args.model):
-        if not path.exists():
-            raise BadInput(
-                f"MODEL {path.absolute()} does not exist",
-                hint="a model directory (config.json, *.safetensors), its config.json, or a hub id",
-            )
-        return local_files(path.absolute()), None
-    from ascend_setup.hub.remote import remote_files
-    from ascend_setup.index.pipconfig import trust_for_this_run
 
-    if args.endpoint and not args.source:
-        raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
-    trust_for_this_run()
-    return remote_files(
-        check_model_id(args.model),
-        source=args.source,
-        revision=args.revision,
-        endpoint_url=args.endpoint,
-        cache=cache_dir(),
-        refresh=args.refresh,
+class ProbeOptions(Options):
+    venv: Optional[str] = None
+    device: str = "npu:0"
+    gib: float = 2.0
+    cann_home: Optional[str] = None
+    workdir: Optional[str] = None
+
+
+class FitDocument(BaseModel):
+    """`fit MODEL --json`: fit's estimate (fit/estimate.py `Fit`), every figure and where it came from (a
+    figure is a number as the estimate computed it: ints stay ints, floats floats)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    origin: str
+    card: str
+    card_source: str
+    tp: int
+    fits: bool
+    headline: str
+    weights_bytes: Number
+    weights_per_card_bytes: Number
+    weights_read_per_token: Number
+    weights_source: str
+    vision_bytes: Number
+    kv_bytes_per_token: Number
+    kv_layers: Dict[str, Number]
+    state_bytes_per_sequence: Number
+    kv_tokens: Number
+    concurrency: Number
+    kv_tokens_low: Number
+    concurrency_low: Number
+    kv_block_tokens: Number
+    kv_available_bytes: Number
+    kv_available_low_bytes: Number
+    kv_pool: Dict[str, Any]
+    memory_terms: List[Dict[str, Any]]
+    device_memory_bytes: Number
+    device_memory_source: str
+    decode_tok_s: Optional[Number]
+    decode_tok_s_at_context: Optional[Number]
+    decode_tok_s_eager: Optional[Number]
+    decode: Dict[str, Any]
+    speed_source: str
+    bandwidth_gbps: Number
+    bandwidth_source: str
+    blockers: List[str]
+    warnings: List[str]
+    serve_args: List[str]
+    env: Dict[str, str]
+    notes: List[str]
+    arithmetic: List[str]
+    calibration: List[Dict[str, Any]]
+
+
+class CalibrationDocument(BaseModel):
+    """`fit --calibration --json`: this host's measurements on the card, each judged, and the terms they give."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    card: str
+    file: str
+    tp: int
+    cann: str
+    method: str
+    speed_source: str
+    eta: Number
+    t_fixed_ms: Number
+    points: List[Dict[str, Any]]
+
+
+class ForgottenDocument(BaseModel):
+    """`fit --calibration --forget --json`: how many measurements on the card were removed, from which file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    card: str
+    forgotten: int
+    file: str
+
+
+class FitCommandDocument(RootModel[Union[FitDocument, CalibrationDocument, ForgottenDocument]]):
+    """`fit --json`: the estimate, or (with --calibration) the measurements, or (with --forget) what went."""
+
+
+class ProbeDocument(BaseModel):
+    """`probe --json`: the copy bandwidth measured in the venv, and where it was saved for fit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str
+    backend: str
+    bytes: int
+    copies: int
+    seconds: Number
+    gbps: Number
+    saved: str
+
+
+class NpuProbeDocument(ProbeDocument):
+    """On an NPU, the device's total memory too (what vLLM multiplies by --gpu-memory-utilization)."""
+
+    total_memory: int
+
+
+class ProbeCommandDocument(RootModel[Union[NpuProbeDocument, ProbeDocument]]):
+    """`probe --json` on an NPU, or on the CPU."""
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"fit": FitCommandDocument, "probe": ProbeCommandDocument}
+
+
+def run_fit(options: FitOptions, output: Output) -> Result:
+    from ascend_setup.fit.request import calibration_summary, card_of_flags, fit_model, forget, model_files
+
+    card = card_of_flags(options)
+    if options.forget and not options.calibration:
+        raise BadInput("--forget goes with --calibration (fit --calibration --forget)")
+    if options.calibration:
+        if options.model:
+            raise BadInput("--calibration lists this host's measurements on a card: it takes no MODEL")
+        if options.forget:
+            gone = forget(card)
+            return Result(EXIT_OK, FitCommandDocument(ForgottenDocument(**gone)), lambda c: render_forgotten(c, gone))
+        summary, calibration = calibration_summary(options, card)
+        return Result(
+            EXIT_OK,
+            FitCommandDocument(CalibrationDocument(**summary)),
+            lambda c: render_calibration(c, summary, calibration),
+        )
+    if not options.model:
+        raise BadInput(
+            "fit needs MODEL (a model directory, its config.json or a hub id)",
+            hint="or 'fit --calibration' to list this host's speed measurements",
+        )
+    files, _ = model_files(options.model, options)
+    fit = fit_model(options, files, card, use_calibration=not options.no_calibration)
+    if options.no_calibration:
+        fit.speed_source += "; this host's measurements ignored (--no-calibration)"
+    return Result(
+        EXIT_FINDINGS if fit.blockers else EXIT_OK,
+        FitCommandDocument(FitDocument(**fit.to_json())),
+        lambda c: render_fit(c, fit),
     )
 
 
-def check_flags(args: argparse.Namespace) -> Card:
-    """The card the flags name (their ranges are the parser's: flags.fit_flags)."""
-    from ascend_setup.fit.cards import card_for
-
-    return card_for(args.card, args.hbm_gib, args.bandwidth)
-
-
-def host_calibration(args: argparse.Namespace, card: Card, bandwidth: Optional[float], cann: str) -> Calibration:
-    """This host's measurements on the card, judged against the card's model at the fit's bandwidth (the card's
-    when none is given) and fitted (the card's terms when there are none)."""
-    from ascend_setup.fit.calibration import calibrate, load_points
-
-    return calibrate(load_points(card.name), card.decode, bandwidth or card.peak_gbps, tp=args.tp, cann=cann)
-
-
-def bandwidth_of(args: argparse.Namespace) -> Tuple[Optional[float], str]:
-    """(the bandwidth a fit uses, where from): --bandwidth, else an NPU probe here, else the card table's."""
-    from ascend_setup.fit.estimate import probed_bandwidth
-
-    probed = probed_bandwidth(resolve_workdir(args.workdir, mode="read"))
-    return (args.bandwidth, "flag") if args.bandwidth else (probed, "probe") if probed else (None, "card-table")
-
-
-def serving_of(args: argparse.Namespace) -> Serving:
-    from ascend_setup.fit.profile import Serving
-
-    serving = Serving(args.max_num_batched_tokens, args.max_num_seqs, args.enforce_eager)
-    if getattr(args, "vllm_ascend", None):
-        serving.vllm_ascend = args.vllm_ascend
-    return serving
-
-
-def with_probed_memory(args: argparse.Namespace, card: Card) -> Card:
-    """The card with this host's own device-visible memory when `probe` recorded it (and --hbm-gib is not given)."""
-    from ascend_setup.fit.cards import with_visible
-    from ascend_setup.fit.estimate import probed_memory
-
-    total = None if args.hbm_gib else probed_memory(resolve_workdir(args.workdir, mode="read"))
-    return (
-        with_visible(card, total, "this host: torch_npu total memory recorded by 'ascend-setup probe'")
-        if total
-        else card
-    )
-
-
-def fit_model(args: argparse.Namespace, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:
-    from ascend_setup.fit.estimate import estimate
-    from ascend_setup.host.cann import primary_cann, row_for
-    from ascend_setup.matrix import load_matrix
-
-    card = with_probed_memory(args, card)
-    bandwidth, source = bandwidth_of(args)
-    row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))  # as doctor, mirrors
-    calibration = host_calibration(args, card, bandwidth, row.cann) if use_calibration else None
-    return estimate(
-        files,
-        card,
-        row,
-        context=args.context,
-        utilisation=args.gpu_memory_utilization,
-        kv_dtype=args.kv_dtype,
-        bandwidth=bandwidth,
-        bandwidth_source=source,
-        tp=args.tp,
-        calibration=calibration,
-        serving=serving_of(args),
-    )
-
-
-def print_fit(fit: Fit) -> None:
+def render_fit(out: Console, fit: Fit) -> None:
     """Sentences wrap at words at the terminal's width; the serve command stays one line, to be copied."""
-    out = stdout_console()
     print_prose(out, fit.headline, "  ", "")
     print_field(out, "figures from", str(fit.origin))
     for line in fit.arithmetic:
@@ -148,46 +205,20 @@ def print_fit(fit: Fit) -> None:
         )
 
 
-def run_calibration(args: argparse.Namespace, card: Card, output: Output) -> int:
-    """`fit --calibration [--forget]`: this host's measurements on the card, each judged, and the terms they
-    give; --forget removes them."""
-    from ascend_setup.fit.calibration import forget_points, points_path
-    from ascend_setup.host.cann import primary_cann, row_for
-    from ascend_setup.matrix import load_matrix
+def render_forgotten(out: Console, gone: Dict[str, Any]) -> None:
+    count = gone["forgotten"]
+    out.print(
+        f"forgot {count} measurement{'' if count == 1 else 's'} on {gone['card']} ({gone['file']})",
+        soft_wrap=True,
+        markup=False,
+    )
 
-    if args.forget:
-        gone = forget_points(card.name)
-        if args.json:
-            output.print_json({"card": card.name, "forgotten": gone, "file": str(points_path())})
-        else:
-            stdout_console().print(
-                f"forgot {gone} measurement{'' if gone == 1 else 's'} on {card.name} ({points_path()})",
-                soft_wrap=True,
-                markup=False,
-            )
-        return 0
-    bandwidth, _ = bandwidth_of(args)
-    row = row_for(load_matrix(args.matrix), args.cann, primary_cann(CANN_HOME.value(None)[0]))
-    calibration = host_calibration(args, card, bandwidth, row.cann)
-    summary = {
-        "card": card.name,
-        "file": str(points_path()),
-        "tp": args.tp,
-        "cann": row.cann,
-        "method": calibration.method,
-        "speed_source": calibration.source,
-        "eta": round(calibration.terms.eta, 4),
-        "t_fixed_ms": round(calibration.terms.t_fixed_s * 1000, 3),
-        "points": [j.to_json() for j in calibration.points],
-    }
-    if args.json:
-        output.print_json(summary)
-        return 0
-    out = stdout_console()
+
+def render_calibration(out: Console, summary: Dict[str, Any], calibration: Calibration) -> None:
     print_prose(
         out,
-        f"{card.name} on this host, TP {args.tp}, CANN {row.cann} row: {len(calibration.points)} "
-        f"measurement{'' if len(calibration.points) == 1 else 's'} in {summary['file']}",
+        f"{summary['card']} on this host, TP {summary['tp']}, CANN {summary['cann']} row: "
+        f"{len(calibration.points)} measurement{'' if len(calibration.points) == 1 else 's'} in {summary['file']}",
         "  ",
         "",
     )
@@ -209,62 +240,25 @@ def run_calibration(args: argparse.Namespace, card: Card, output: Output) -> int
         "  ",
         "",
     )
-    return 0
 
 
-def run_fit(args: argparse.Namespace, output: Output) -> int:
-    card = check_flags(args)
-    if args.forget and not args.calibration:
-        raise BadInput("--forget goes with --calibration (fit --calibration --forget)")
-    if args.calibration:
-        if args.model:
-            raise BadInput("--calibration lists this host's measurements on a card: it takes no MODEL")
-        return run_calibration(args, card, output)
-    if not args.model:
-        raise BadInput(
-            "fit needs MODEL (a model directory, its config.json or a hub id)",
-            hint="or 'fit --calibration' to list this host's speed measurements",
-        )
-    files, _ = model_files(args)
-    fit = fit_model(args, files, card, use_calibration=not args.no_calibration)
-    if args.no_calibration:
-        fit.speed_source += "; this host's measurements ignored (--no-calibration)"
-    if args.json:
-        output.print_json(fit.to_json())
-    else:
-        print_fit(fit)
-    return 1 if fit.blockers else 0
+def run_probe_command(options: ProbeOptions, output: Output) -> Result:
+    from ascend_setup.fit.probe import probe_here
+
+    result, path = probe_here(options.workdir, options.venv, options.cann_home, options.device, int(options.gib * GIB))
+    document = ProbeCommandDocument.model_validate({**result, "saved": str(path)})
+    return Result(EXIT_OK, document, lambda c: render_probe(c, options.device, result, str(path)))
 
 
-def run_probe_command(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.fit.probe import run_probe, save_probe
-    from ascend_setup.host.cann import primary_cann
-    from ascend_setup.host.setenv import capture_env
-
-    workdir = resolve_workdir(args.workdir)
-    venv = VENV.path(args.venv)[0] or Workdir(workdir).venv
-    if read_pyvenv_cfg(venv) is None or not venv_python(venv).exists():
-        raise BadInput(f"--venv {venv} is not a working venv", hint="run 'ascend-setup install' first, or pass --venv")
-    env = None
-    if args.device.startswith("npu"):
-        found = primary_cann(CANN_HOME.value(args.cann_home)[0])
-        env = capture_env(found.set_env_scripts()).apply() if found else None
-    result: Dict[str, Any] = run_probe(venv_python(venv), args.device, int(args.gib * GIB), env=env)  # its JSON
-    path = save_probe(workdir, result)
-    if args.json:
-        output.print_json({**result, "saved": str(path)})
-        return 0
-    stdout_console().print(
-        f"{args.device} ({result['backend']}): {result['gbps']:.0f} GB/s copy bandwidth "
+def render_probe(out: Console, device: str, result: Dict[str, Any], path: str) -> None:
+    out.print(
+        f"{device} ({result['backend']}): {result['gbps']:.0f} GB/s copy bandwidth "
         f"(2 x {int(result['bytes']) / GIB:.2f} GiB x {result['copies']} copies in "
         f"{result['seconds']:.2f} s); saved to {path}"
-        + ("; 'ascend-setup fit' uses it" if args.device.startswith("npu") else ""),
+        + ("; 'ascend-setup fit' uses it" if device.startswith("npu") else ""),
         soft_wrap=True,
         markup=False,
     )
-    return 0
 
 
 def fit_arguments(p: argparse.ArgumentParser) -> None:
@@ -280,7 +274,7 @@ def fit_arguments(p: argparse.ArgumentParser) -> None:
     flags.fit_flags(p)
     flags.calibration_flags(p)
     flags.hub(p)
-    p.set_defaults(func=run_fit)
+    p.set_defaults(func=run_fit, options=FitOptions)
 
 
 def probe_arguments(p: argparse.ArgumentParser) -> None:
@@ -295,7 +289,7 @@ def probe_arguments(p: argparse.ArgumentParser) -> None:
     )
     flags.cann_home(p, "CANN root for the NPU's environment")
     flags.workdir(p, "where probe.json is written")
-    p.set_defaults(func=run_probe_command)
+    p.set_defaults(func=run_probe_command, options=ProbeOptions)
 
 
 ARGUMENTS = {"fit": fit_arguments, "probe": probe_arguments}

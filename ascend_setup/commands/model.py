@@ -8,47 +8,71 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Sequence, Type
+
+from pydantic import BaseModel, ConfigDict
 
 from ascend_setup.cli import flags
+from ascend_setup.cli.command import Result
+from ascend_setup.cli.fit_options import FitFlagOptions, HubOptions
 from ascend_setup.cli.render import Output, stderr_console
-from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.engine import login
+from ascend_setup.errors import EXIT_OK, AscendSetupError, BadInput
 from ascend_setup.utils.files import open_append
-from ascend_setup.utils.paths import check_dir_path, default_workdir
+from ascend_setup.utils.paths import check_dir_path
 
 if TYPE_CHECKING:  # imported when a terminal shows the bar
+    from rich.console import Console
     from rich.progress import Progress
 
-MODELS_ROOT = Path("/mnt/workspace/models")
+    from ascend_setup.hub.base import RemoteFile
 
 
-def default_dest(model_id: str) -> Path:
-    """/mnt/workspace/models/<id> (the persistent disk), else models/<id> beside the default workdir."""
-    if MODELS_ROOT.parent.is_dir() and os.access(MODELS_ROOT.parent, os.W_OK):
-        return MODELS_ROOT / model_id
-    return default_workdir().parent / "models" / model_id
+class ModelFetchOptions(FitFlagOptions, HubOptions):
+    model_command: Literal["fetch"] = "fetch"
+    model: str
+    to: Optional[str] = None
+    include: Optional[List[str]] = None
+    force: bool = False
+    resume_on_login: Optional[bool] = None
+    on_login: bool = False
 
 
-def _argv(args: argparse.Namespace, dest: Path) -> list:
+class FetchedDocument(BaseModel):
+    """`model fetch --json`: what was fetched, from which hub and commit, to where, and fit's headline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    source: str
+    commit: str
+    dir: str
+    files: int
+    bytes: int
+    fit: str
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"model fetch": FetchedDocument}
+
+
+def _argv(options: ModelFetchOptions, dest: Path) -> List[str]:
     """This fetch's own arguments, to run again at the next login."""
-    argv = ["model", "fetch", args.model, "--to", str(dest)]
+    argv = ["model", "fetch", options.model, "--to", str(dest)]
     for flag in ("source", "revision", "endpoint", "card", "hbm_gib", "bandwidth", "tp"):
-        value = getattr(args, flag)
+        value = getattr(options, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
-    for glob in args.include or []:
+    for glob in options.include or []:
         argv += ["--include", glob]
-    return argv + (["--force"] if args.force else []) + (["--resume-on-login"] if args.resume_on_login else [])
+    return argv + (["--force"] if options.force else []) + (["--resume-on-login"] if options.resume_on_login else [])
 
 
-def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
-    from ascend_setup.engine import login
-
+def _continue_in_background(options: ModelFetchOptions, dest: Path) -> Result:
     log = dest / ".ascend-setup-fetch.log"
     dest.mkdir(parents=True, exist_ok=True)
     with open_append(log) as handle:
         subprocess.Popen(
-            ["nohup", sys.executable, "-m", "ascend_setup", *_argv(args, dest)],
+            ["nohup", sys.executable, "-m", "ascend_setup", *_argv(options, dest)],
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -56,56 +80,54 @@ def _continue_in_background(args: argparse.Namespace, dest: Path) -> int:
             env={**os.environ, login.GUARD: "1"},
         )
     stderr_console().print(
-        f"model fetch of {args.model} was interrupted; continuing in the background (log: {log})",
+        f"model fetch of {options.model} was interrupted; continuing in the background (log: {log})",
         markup=False,
         soft_wrap=True,
     )
-    return 0
+    return Result(EXIT_OK)
 
 
-def run_fetch(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.commands.fit import check_flags, fit_model
-    from ascend_setup.engine import login
+def run_fetch(options: ModelFetchOptions, output: Output) -> Result:
+    from ascend_setup.fit.request import card_of_flags, check_endpoint, fit_model
     from ascend_setup.hub.base import check_model_id
-    from ascend_setup.hub.fetch import check_disk, fetch_files, selected
+    from ascend_setup.hub.fetch import check_disk, default_dest, fetch_files, selected
     from ascend_setup.hub.remote import client, remote_files
     from ascend_setup.index.pipconfig import trust_for_this_run
     from ascend_setup.utils.paths import cache_dir
 
-    check_model_id(args.model)
-    dest = Path(args.to).expanduser().absolute() if args.to else default_dest(args.model)
+    check_model_id(options.model)
+    dest = Path(options.to).expanduser().absolute() if options.to else default_dest(options.model)
     check_dir_path(dest, "--to")
-    if args.on_login:
-        return _continue_in_background(args, dest)
-    card = check_flags(args)
-    if args.endpoint and not args.source:
-        raise BadInput("--endpoint needs --source modelscope or --source huggingface (it is one hub's address)")
+    if options.on_login:
+        return _continue_in_background(options, dest)
+    card = card_of_flags(options)
+    check_endpoint(options)
     trust_for_this_run()
     files, listing = remote_files(
-        args.model,
-        source=args.source,
-        revision=args.revision,
-        endpoint_url=args.endpoint,
+        options.model,
+        source=options.source,
+        revision=options.revision,
+        endpoint_url=options.endpoint,
         cache=cache_dir(),
-        refresh=args.refresh,
+        refresh=options.refresh,
     )
-    fit = fit_model(args, files, card)
-    if fit.blockers and not args.force:
+    fit = fit_model(options, files, card)
+    if fit.blockers and not options.force:
         raise AscendSetupError(
-            f"{args.model} refused before downloading: {fit.blockers[0]}",
+            f"{options.model} refused before downloading: {fit.blockers[0]}",
             hint="'ascend-setup fit' shows the figures; --force downloads it anyway",
         )
-    wanted = selected(listing, args.include)
+    wanted = selected(listing, options.include)
     if not wanted:
-        raise BadInput(f"--include {' '.join(args.include or [])} matches no file of {args.model}")
+        raise BadInput(f"--include {' '.join(options.include or [])} matches no file of {options.model}")
     need = check_disk(wanted, dest)
-    if args.resume_on_login:
-        login.install_block(dest, argv=[*_argv(args, dest), "--on-login"])
-    hub = client(listing.source, args.endpoint)
+    if options.resume_on_login:
+        login.install_block(dest, argv=[*_argv(options, dest), "--on-login"])
+    hub = client(listing.source, options.endpoint)
     err = stderr_console()
     total = sum(f.size for f in wanted)
     err.print(
-        f"{args.model} ({listing.source}, commit {listing.commit[:12]}): {len(wanted)} files, "
+        f"{options.model} ({listing.source}, commit {listing.commit[:12]}): {len(wanted)} files, "
         f"{total / 1024**3:.2f} GiB, {need / 1024**3:.2f} GiB still to fetch -> {dest}",
         markup=False,
         soft_wrap=True,
@@ -118,38 +140,31 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
             on_progress=on_progress,
             on_retry=lambda path, why: err.print(f"{path}: {why}; fetching it again", markup=False, soft_wrap=True),
         )
-    if args.resume_on_login is not None:
+    if options.resume_on_login is not None:
         login.remove_block(dest)
-    result = {
-        "model": args.model,
-        "source": listing.source,
-        "commit": listing.commit,
-        "dir": str(dest),
-        "files": len(wanted),
-        "bytes": total,
-        "fit": fit.headline,
-    }
-    if args.json:
-        output.print_json(result)
-    else:
-        err.print(
-            f"fetched {args.model} to {dest}: {len(wanted)} files, sha256 checked where the hub publishes it",
-            markup=False,
-            soft_wrap=True,
-        )
-    return 0
+    document = FetchedDocument(
+        model=options.model,
+        source=listing.source,
+        commit=listing.commit,
+        dir=str(dest),
+        files=len(wanted),
+        bytes=total,
+        fit=fit.headline,
+    )
+    fetched = f"fetched {options.model} to {dest}: {len(wanted)} files, sha256 checked where the hub publishes it"
+    return Result(EXIT_OK, document, lambda _: err.print(fetched, markup=False, soft_wrap=True))
 
 
 class _progress:
     """A rich progress bar (bytes, rate, ETA) in a terminal; a line per finished file otherwise."""
 
-    def __init__(self, console, total: int, dest: Path, files) -> None:
+    def __init__(self, console: Console, total: int, dest: Path, files: Sequence[RemoteFile]) -> None:
         self.console, self.total, self.dest = console, total, dest
-        self.base = {f.path: 0 for f in files}
+        self.base: Dict[str, int] = {f.path: 0 for f in files}
         self.bar: Optional[Progress] = None
         self.last = time.monotonic()
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[RemoteFile, int], None]:
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -171,7 +186,7 @@ class _progress:
             self.bar.start()
             self.task = self.bar.add_task("fetch", total=self.total)
 
-        def on_progress(f, done: int) -> None:
+        def on_progress(f: RemoteFile, done: int) -> None:
             self.base[f.path] = done
             if self.bar is not None:
                 self.bar.update(self.task, completed=sum(self.base.values()), description=Path(f.path).name[:30])
@@ -186,7 +201,7 @@ class _progress:
 
         return on_progress
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
 
@@ -215,7 +230,7 @@ def model_arguments(p: argparse.ArgumentParser) -> None:
     flags.resume_on_login(f, "if stopped, continue at the next login (a guarded block in ~/.bashrc, removed when done)")
     f.add_argument("--on-login", action="store_true", help=argparse.SUPPRESS)
     flags.hub(f)
-    f.set_defaults(func=run_fetch)
+    f.set_defaults(func=run_fetch, options=ModelFetchOptions)
 
 
 ARGUMENTS = {"model": model_arguments}

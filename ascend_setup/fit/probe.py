@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.files import atomic_write_text
 from ascend_setup.utils.procs import capture
 
@@ -67,7 +67,8 @@ def run_probe(python: Path, device: str, size_bytes: int, env: Optional[Mapping[
     """Measure in the interpreter `python` (the installed venv's); raises with the interpreter's own words."""
     proc = capture([python, "-c", SCRIPT, device, str(size_bytes)], env=env, timeout=900)
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        result: Dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return result
     except (ValueError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         raise AscendSetupError(
@@ -81,3 +82,26 @@ def save_probe(workdir: Path, result: Dict[str, object]) -> Path:
     path = workdir / "probe.json"
     atomic_write_text(path, json.dumps(result, indent=2) + "\n")
     return path
+
+
+def probe_here(
+    workdir: Optional[str], venv: Optional[str], cann_home: Optional[str], device: str, size_bytes: int
+) -> Tuple[Dict[str, object], Path]:
+    """`probe`: measure in the installed venv (an NPU with CANN's environment), save it where fit reads it; (the
+    measurement, where it was saved)."""
+    from ascend_setup.dists.venv_reader import read_pyvenv_cfg, venv_python
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.host.cann import primary_cann
+    from ascend_setup.host.setenv import capture_env
+    from ascend_setup.utils.paths import CANN_HOME, VENV, resolve_workdir
+
+    where = resolve_workdir(workdir)
+    path = VENV.path(venv)[0] or Workdir(where).venv
+    if read_pyvenv_cfg(path) is None or not venv_python(path).exists():
+        raise BadInput(f"--venv {path} is not a working venv", hint="run 'ascend-setup install' first, or pass --venv")
+    env = None
+    if device.startswith("npu"):
+        found = primary_cann(CANN_HOME.value(cann_home)[0])
+        env = capture_env(found.set_env_scripts()).apply() if found else None
+    result = run_probe(venv_python(path), device, size_bytes, env=env)
+    return result, save_probe(where, result)

@@ -8,6 +8,7 @@ sha256 does not match is fetched once more from its first byte, then refused.
 from __future__ import annotations
 
 import fnmatch
+import os
 import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
@@ -18,10 +19,20 @@ from ascend_setup.hub.base import Listing, RemoteFile
 from ascend_setup.index import download as _download
 from ascend_setup.index.download import download
 from ascend_setup.utils.inputs import path_inside
+from ascend_setup.utils.paths import default_workdir
 
 Progress = Callable[[RemoteFile, int], None]
 #: Kept free beyond the model's bytes (logs, the venv's caches).
 DISK_MARGIN = 1024**3
+#: Where fetched models go by default: the persistent disk of the cloud instances this tool was made on.
+MODELS_ROOT = Path("/mnt/workspace/models")
+
+
+def default_dest(model_id: str) -> Path:
+    """/mnt/workspace/models/<id> (the persistent disk), else models/<id> beside the default workdir."""
+    if MODELS_ROOT.parent.is_dir() and os.access(MODELS_ROOT.parent, os.W_OK):
+        return MODELS_ROOT / model_id
+    return default_workdir().parent / "models" / model_id
 
 
 def selected(listing: Listing, include: Optional[Sequence[str]]) -> List[RemoteFile]:

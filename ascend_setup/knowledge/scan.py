@@ -742,9 +742,13 @@ class Scanner:
         )
 
 
-def triage_stream(stream: BinaryIO, host: Optional[Host] = None, chunk: int = CHUNK) -> Optional[Diagnosis]:
-    """The root cause of the log read from `stream` (bytes), in one pass; BadInput for a binary file."""
+def triage_stream(
+    stream: BinaryIO, host: Optional[Host] = None, chunk: int = CHUNK, *, lines_before: int = 0
+) -> Optional[Diagnosis]:
+    """The root cause of the log read from `stream` (bytes), in one pass; BadInput for a binary file.
+    `lines_before`: the lines of the file above where `stream` starts, so line numbers count from its top."""
     scanner = Scanner()
+    scanner.line_base = lines_before
     first = True
     while True:
         data = stream.read(chunk)

@@ -19,9 +19,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
-from ascend_setup.errors import AscendSetupError
+from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.procs import RUN_TOKEN_VAR, Started, make_subreaper, new_run_token
 
@@ -64,7 +64,7 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> Tuple[subprocess.Popen, Started]:
+def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> Tuple[subprocess.Popen[bytes], Started]:
     """The server, writing its own log; detached it gets a session of its own and outlives the tool. A fresh
     run token in its environment (which its engine and workers inherit) is what proves it ours when stopped;
     in the foreground the tool becomes the subreaper of what the server starts, so nothing of it escapes."""
@@ -93,7 +93,7 @@ def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> T
     return proc, Started.child(proc, token)
 
 
-def stop_server(server: Started, proc: Optional[subprocess.Popen] = None) -> None:
+def stop_server(server: Started, proc: Optional[subprocess.Popen[bytes]] = None) -> None:
     """SIGTERM to the server's group (vLLM shuts its engine down), SIGKILL to what is left after the grace; every
     process that carries its token too. `proc`: our own child, reaped as we wait."""
     server.stop(GRACE_SECONDS, child=proc)
@@ -135,42 +135,58 @@ def served(base: str, name: str) -> bool:
         return False
 
 
-def _last_line(log: Path, offset: int) -> str:
+def lines_before(handle: BinaryIO, offset: int) -> int:
+    """The lines of an open log above byte `offset`, read in blocks: the attempt's line numbers count from the
+    top of the file, as an editor shows them."""
+    handle.seek(0)
+    count, left = 0, offset
+    while left > 0:
+        block = handle.read(min(left, 1 << 20))
+        if not block:
+            break
+        count, left = count + block.count(b"\n"), left - len(block)
+    return count
+
+
+def _last_line(handle: BinaryIO, offset: int) -> str:
     """The attempt's last non-empty line: where a server that hangs without an error stopped."""
-    with log.open("rb") as handle:
-        handle.seek(max(offset, handle.seek(0, os.SEEK_END) - 65536))
-        lines = [line.strip() for line in handle.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    handle.seek(max(offset, handle.seek(0, os.SEEK_END) - 65536))
+    lines = [line.strip() for line in handle.read().decode("utf-8", "replace").splitlines() if line.strip()]
     return lines[-1] if lines else "(none)"
 
 
-def triaged_failure(what: str, log: Path, name: str, offset: int = 0) -> AscendSetupError:
-    """`what` happened; the root cause (knowledge's reader) of this attempt's part of the log, from `offset` (the
-    log keeps every earlier start of the same server), and its fix, or the log to read."""
+def triaged_failure(what: str, log: Path, offset: int = 0, *, prefix: str = "", source: str = "") -> AscendSetupError:
+    """`what` happened; the root cause (knowledge's reader) of the log from `offset` (a log keeps every earlier
+    start of the same server: this attempt's part is what counts), and its fix, or the log to read. `prefix`
+    names who failed ("serve NAME: "); `source` is said before the cause ("; server NAME's log"). The log is
+    read through the gate, a link refused: it is the tool's own file in the workdir."""
     from ascend_setup.knowledge.scan import triage_stream
+    from ascend_setup.utils.inputs import open_input
 
-    with log.open("rb") as handle:
-        handle.seek(offset)
-        diagnosis = triage_stream(handle)
+    try:
+        with open_input(log, "log", follow=False) as handle:
+            above = lines_before(handle, offset)
+            diagnosis = triage_stream(handle, lines_before=above)
+            last = _last_line(handle, offset)
+    except BadInput:
+        diagnosis, last = None, None
     if diagnosis is None or diagnosis.id is None:
-        line = (
-            f"; the most error-like line: {diagnosis.line.strip()}"
-            if diagnosis and diagnosis.line
-            else f"; its last line: {_last_line(log, offset)}"
-        )
+        if diagnosis and diagnosis.line:
+            line = f"; the most error-like line: {diagnosis.line.strip()}"
+        else:
+            line = f"; its last line: {last}" if last is not None else ""
         return AscendSetupError(
-            f"serve {name}: {what}{line}",
-            hint=f"read the log: {log}",
-            details=diagnosis.render() if diagnosis else None,
+            f"{prefix}{what}{line}", hint=f"read the log: {log}", details=diagnosis.render() if diagnosis else None
         )
     return AscendSetupError(
-        f"serve {name}: {what}: {diagnosis.cause}",
+        f"{prefix}{what}{source}: {diagnosis.cause}",
         hint=f"{diagnosis.fix + '; ' if diagnosis.fix else ''}full log: {log}",
         details=diagnosis.render(),
     )
 
 
 def wait_ready(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen[bytes],
     server: Started,
     *,
     base: str,
@@ -192,11 +208,15 @@ def wait_ready(
         code = proc.poll()
         if code is not None:
             stop_server(server, proc)
-            raise triaged_failure(f"vllm serve exited with status {code} while {phase}", log, name, offset)
+            raise triaged_failure(
+                f"vllm serve exited with status {code} while {phase}", log, offset, prefix=f"serve {name}: "
+            )
         if http_get(f"{base}/health") is not None and served(base, name):
             return time.monotonic() - started
         if time.monotonic() - started > deadline:
-            failure = triaged_failure(f"not ready after {deadline:.0f} s (last phase: {phase})", log, name, offset)
+            failure = triaged_failure(
+                f"not ready after {deadline:.0f} s (last phase: {phase})", log, offset, prefix=f"serve {name}: "
+            )
             stop_server(server, proc)  # after reading the log: what it says while stopping is not the cause
             raise failure
         time.sleep(POLL_SECONDS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve.run import GRACE_SECONDS
@@ -58,7 +58,7 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, boo
     return record, running
 
 
-def status(workdir: Path) -> List[dict]:
+def status(workdir: Path) -> List[Dict[str, Any]]:
     return [
         {
             "name": r.name,
@@ -72,3 +72,25 @@ def status(workdir: Path) -> List[dict]:
         }
         for r in records(workdir)
     ]
+
+
+def gone_cause(log: str) -> Optional[Dict[str, Any]]:
+    """Why a recorded server is gone: the triage of its log (None when the log is unreadable or names nothing)."""
+    from ascend_setup.knowledge.scan import triage_stream
+    from ascend_setup.utils.inputs import open_input
+
+    try:
+        with open_input(Path(log), "log", follow=False) as handle:
+            diagnosis = triage_stream(handle)
+    except BadInput:
+        return None
+    return (
+        None
+        if diagnosis is None
+        else {"id": diagnosis.id, "cause": diagnosis.cause, "fix": diagnosis.fix, "line_number": diagnosis.line_number}
+    )
+
+
+def status_with_causes(workdir: Path) -> List[Dict[str, Any]]:
+    """`serve status`: each recorded server, and for one that is gone, why (its log's triage)."""
+    return [{**row, "cause": None if row["running"] else gone_cause(row["log"])} for row in status(workdir)]

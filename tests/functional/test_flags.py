@@ -145,17 +145,18 @@ def test_doctor_searches_the_interpreters_once(tmp_path: Path, monkeypatch, caps
 def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkeypatch, installed, row) -> None:
     """As doctor and mirrors: no fixed default row (it was 9.1.0, which a newer row would have left stale)."""
     from ascend_setup.cli.main import build_parser
-    from ascend_setup.commands import fit
+    from ascend_setup.commands.fit import FitOptions
+    from ascend_setup.fit import request
 
     monkeypatch.delenv("ASCEND_SETUP_CANN_HOME", raising=False)
     if installed:
         monkeypatch.setenv("ASCEND_SETUP_CANN_HOME", str(build_fake_cann(tmp_path / "Ascend", version=installed).root))
     else:
-        monkeypatch.setattr("ascend_setup.host.cann.primary_cann", lambda home: None)  # where fit imports it from
-    monkeypatch.setattr("ascend_setup.fit.estimate.estimate", lambda files, card, row, **_: row)
-    monkeypatch.setattr(fit, "host_calibration", lambda *_: None)
+        monkeypatch.setattr(request, "primary_cann", lambda home: None)
+    monkeypatch.setattr(request, "estimate", lambda files, card, row, **_: row)
+    monkeypatch.setattr(request, "host_calibration", lambda *_: None)
     args = build_parser(full=True).parse_args(["fit", "model", "--workdir", str(tmp_path / "wd")])
-    chosen = fit.fit_model(args, None, None)  # type: ignore[arg-type]
+    chosen = request.fit_model(FitOptions.from_namespace(args), None, None)  # type: ignore[arg-type]
     assert chosen.cann == (row or load_matrix().newest().cann)
 
 

@@ -219,6 +219,6 @@ def test_a_plugin_without_the_sources_is_bad_input(tmp_path: Path) -> None:
     ],
 )
 def test_a_host_beyond_loopback_is_said_to_be_exposed(host, exposed: bool) -> None:
-    from ascend_setup.commands.serve import exposed as is_exposed
+    from ascend_setup.serve.serving import exposed as is_exposed
 
     assert is_exposed(host) is exposed
