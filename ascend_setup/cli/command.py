@@ -47,8 +47,8 @@ class Options(BaseModel):
 
     @classmethod
     def from_namespace(cls: Type[O], args: argparse.Namespace) -> O:
-        """The options of one parsed command line."""
-        return cls.model_validate({k: v for k, v in vars(args).items() if k not in FRONT_DOOR})
+        """The options of one parsed command line (a `_name` is an action's own note, as `flags.Once` keeps)."""
+        return cls.model_validate({k: v for k, v in vars(args).items() if k not in FRONT_DOOR and k[0] != "_"})
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from ascend_setup.dists.venv_reader import read_venv_record
 from ascend_setup.errors import BadInput, named_by
 from ascend_setup.host.npu import host_npu
 from ascend_setup.index.tags import parse_glibc
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.steps.options import check_soc, parse_index_overrides
 from ascend_setup.utils.paths import check_path_length
 
 
@@ -45,9 +45,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
     named = {n: u for n, u in indexes.items() if n != MIRROR}
     matrix = load_matrix(args.matrix or recorded_matrix(venv))
     matrix = matrix.with_indexes(
-        {**{n: u for n, u in named.items() if n in matrix.indexes}, **parse_index_overrides(args.index or [])}
+        {**{n: u for n, u in named.items() if n in matrix.indexes}, **index_overrides(args.index)}
     )
-    soc = check_soc(args.soc) or host_npu().soc_version
+    soc = args.soc or host_npu().soc_version  # --soc was checked as it was parsed
     with named_by("--glibc"):
         glibc = parse_glibc(args.glibc) if args.glibc else None
     report = run_audit(

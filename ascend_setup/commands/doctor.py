@@ -17,13 +17,14 @@ from ascend_setup.fleet.target import FleetTarget, fleet_target, install_interpr
 from ascend_setup.host.cann import detect_cann, row_for
 from ascend_setup.host.doctor_checks import interpreters_to_check, run_doctor
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.nodes.inventory import load_inventory
 from ascend_setup.nodes.multinode import Preflight, run_preflight
 from ascend_setup.nodes.node_facts import gather
 from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
+from ascend_setup.steps.options import which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir, root_dir
 
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     venv, venv_source = VENV.path(args.venv)
     venv = venv or Workdir(workdir).venv
     check_dir_path(venv, venv_source, mode="read")
-    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    matrix = load_matrix(args.matrix).with_indexes(index_overrides(args.index))
     try:
         settings: Optional[PipSettings] = network_settings_for_this_run(pip_settings(respect=args.respect_pip_config))
     except AscendSetupError:
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if cann_home and not Path(cann_home).is_dir():
         raise BadInput(f"{home_source} {cann_home} is not a directory")
     python, python_source = PYTHON.value(args.python)
-    soc = check_soc(args.soc)
+    soc = args.soc  # checked as the flag was parsed
     index = which_index(args.index_url, None, lambda: settings.index if settings else "")
     with named_by(python_source):
         # searched once: the python check and the install's choice

@@ -106,18 +106,17 @@ def run_validate(args: argparse.Namespace, output: Output) -> int:
 
 def _mirror(args: argparse.Namespace) -> list:
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-    from ascend_setup.steps.options import check_index_url
 
     settings = network_settings_for_this_run(pip_settings())
-    return [check_index_url(args.index_url, "--index-url") if args.index_url else settings.index]
+    return [args.index_url or settings.index]  # checked as the flag was parsed
 
 
 def run_derive(args: argparse.Namespace, output: Output) -> int:
     from packaging.version import InvalidVersion, Version
 
+    from ascend_setup.index.urls import index_overrides
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
-    from ascend_setup.steps.options import parse_index_overrides
     from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
     for flag, value in (("--vllm-ascend", args.vllm_ascend), ("--cann", args.cann)):
@@ -125,7 +124,7 @@ def run_derive(args: argparse.Namespace, output: Output) -> int:
             Version(value)
         except InvalidVersion:
             raise BadInput(f"{flag} {value!r} is not a version") from None
-    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    matrix = load_matrix(args.matrix).with_indexes(index_overrides(args.index))
     target = Path(args.into).expanduser().absolute() if args.into else None
     if target is not None:
         try:
@@ -192,14 +191,14 @@ class RowCheck(TypedDict):
 def run_check(args: argparse.Namespace, output: Output) -> int:
     from ascend_setup.index.http import IndexUnreachable
     from ascend_setup.index.metadata import MetadataReader
+    from ascend_setup.index.urls import index_overrides
     from ascend_setup.matrix.derive import compare_rows, consistency, derive_row
     from ascend_setup.matrix.releases import newer_releases
     from ascend_setup.matrix.serve_hints import unread_variables
-    from ascend_setup.steps.options import parse_index_overrides
 
     if args.file and args.matrix:
         raise BadInput(f"matrix check takes one file: {args.file} or --matrix {args.matrix}, not both")
-    matrix = load_matrix(args.file or args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    matrix = load_matrix(args.file or args.matrix).with_indexes(index_overrides(args.index))
     sdists = _sdists(args.sdist or [])
     unknown = [v for v in sdists if v not in {r.packages["vllm-ascend"] for r in matrix.rows.values()}]
     if unknown:

@@ -12,6 +12,7 @@ from typing import Optional
 from ascend_setup import STARTED
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
+from ascend_setup.cli.values import check_index_url
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 from ascend_setup.errors import BadInput, named_by
 from ascend_setup.host.cann import primary_cann, row_for
@@ -19,12 +20,12 @@ from ascend_setup.host.interpreters import PREFERRED
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.http import TLS_HINT, UNTRUSTED
 from ascend_setup.index.pipconfig import trust_for_this_run
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import Row
 from ascend_setup.mirrors.apply import write_user_config, write_venv_config
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.resolve.pythons import explicit_python
-from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
 #: Seconds of --budget kept for rendering, the cache file and the interpreter's exit.
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         raise BadInput(f"--venv {args.venv} is not a venv (no pyvenv.cfg)")
     if args.only and not args.candidate:
         raise BadInput("--only ranks just the --candidate URLs: give at least one")
-    matrix = load_matrix(args.matrix).with_indexes(parse_index_overrides(args.index or []))
+    matrix = load_matrix(args.matrix).with_indexes(index_overrides(args.index))
     row = row_for(matrix, args.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in args.candidate or []]
     trust_for_this_run()
