@@ -48,10 +48,8 @@ class Options(BaseModel):
 
     @classmethod
     def from_namespace(cls: Type[O], args: argparse.Namespace) -> O:
-        """The options of one parsed command line (without a flag's own bookkeeping: `flags.Once`'s `_*_given`)."""
-        return cls.model_validate(
-            {k: v for k, v in vars(args).items() if k not in FRONT_DOOR and not k.startswith("_")}
-        )
+        """The options of one parsed command line (a `_name` is an action's own note, as `flags.Once` keeps)."""
+        return cls.model_validate({k: v for k, v in vars(args).items() if k not in FRONT_DOOR and k[0] != "_"})
 
 
 @dataclass(frozen=True)

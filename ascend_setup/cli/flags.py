@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
+from ascend_setup.cli import values
+from ascend_setup.dists.installer_name import DEFAULT_INSTALLER, INSTALLERS
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser
@@ -148,15 +150,28 @@ def target(p: Parser) -> None:
 
 
 def index_url(p: Parser, help: str = "primary package index (default: pip's configuration)") -> None:
-    p.add_argument("--index-url", metavar="URL", help=help)
+    p.add_argument("--index-url", metavar="URL", type=values.index_url("--index-url"), help=help)
 
 
 def extra_index_url(p: Parser, help: str) -> None:
-    p.add_argument("--extra-index-url", metavar="URL", action="append", help=help)
+    p.add_argument(
+        "--extra-index-url", metavar="URL", action="append", type=values.index_url("--extra-index-url"), help=help
+    )
 
 
 def index(p: Parser, help: str = "replace a named index (ascend, pytorch-cpu)") -> None:
-    p.add_argument("--index", metavar="NAME=URL", action="append", help=help)
+    """NAME=URL, each checked as it is parsed; `values.index_overrides` makes them one mapping."""
+    p.add_argument("--index", metavar="NAME=URL", action="append", type=values.index_override, help=help)
+
+
+def mirror(p: Parser) -> None:
+    p.add_argument(
+        "--mirror",
+        metavar="auto|none|URL",
+        type=values.mirror,
+        default="auto",
+        help="pick the fastest fresh mirror, use none, or use URL",
+    )
 
 
 def vllm_ascend(
@@ -168,8 +183,16 @@ def vllm_ascend(
     p.add_argument("--vllm-ascend", metavar="VERSION", required=required, help=help)
 
 
-def soc(p: Parser, help: str, *, metavar: str = "SOC_VERSION", default: Optional[str] = None) -> None:
-    p.add_argument("--soc", metavar=metavar, default=default, help=help)
+def soc(
+    p: Parser,
+    help: str,
+    *,
+    metavar: str = "SOC_VERSION",
+    default: Optional[str] = None,
+    type: Callable[[str], Any] = values.soc_version,
+) -> None:
+    """A SOC_VERSION by default; `plan` and `bundle` also take a device type (`values.device`, `values.npus`)."""
+    p.add_argument("--soc", metavar=metavar, default=default, type=type, help=help)
 
 
 def lock(p: Parser, help: str) -> None:
@@ -180,6 +203,9 @@ def build_deps_url(p: Parser) -> None:
     p.add_argument(
         "--build-deps-url",
         metavar="URL",
+        type=values.http_url(
+            "--build-deps-url", "for files on this host, copy them into <workdir>/downloads/third-party"
+        ),
         help="fetch the source build's third-party archives (json, "
         "abseil-cpp, protobuf, makeself) from URL/<file name> instead of the URLs its CMake files name",
     )
@@ -187,7 +213,12 @@ def build_deps_url(p: Parser) -> None:
 
 def installer(p: Parser) -> None:
     """uv by default: the demo runs 1.7x faster with it and the kill soak finds no failure; pip stays a choice."""
-    p.add_argument("--installer", choices=["pip", "uv"], default="uv", help="package installer (default uv)")
+    p.add_argument(
+        "--installer",
+        choices=INSTALLERS,
+        default=DEFAULT_INSTALLER,
+        help=f"package installer (default {DEFAULT_INSTALLER})",
+    )
 
 
 def dry_run(p: Parser, help: str) -> None:
@@ -203,6 +234,9 @@ def managed_python(p: Parser, given: str = "") -> None:
     p.add_argument(
         "--python-mirror",
         metavar="URL",
+        type=values.http_url(
+            "--python-mirror", "a copy of the python-build-standalone releases, laid out as URL/<build>/<file>"
+        ),
         help=f"{given}a copy of the python-build-standalone releases "
         "(URL/<build>/<file>), tried before the built-in mirrors for a managed interpreter",
     )

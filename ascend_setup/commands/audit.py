@@ -17,10 +17,10 @@ from ascend_setup.cli.render import Output, print_field, print_items
 from ascend_setup.errors import named_by
 from ascend_setup.host.npu import host_npu
 from ascend_setup.index.tags import parse_glibc
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.models import MIRROR
 from ascend_setup.matrix.newcann import recorded_matrix
-from ascend_setup.steps.options import check_soc, parse_index_overrides
 from ascend_setup.utils.paths import check_path_length
 
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ def run(options: AuditOptions, output: Output) -> Result:
     check_path_length(venv, "--venv")
     lock, source, indexes = chosen_lock(venv, options.lock)
     matrix = load_matrix(options.matrix or recorded_matrix(venv))
-    matrix = with_recorded_indexes(matrix, indexes, parse_index_overrides(options.index or []))
-    soc = check_soc(options.soc) or host_npu().soc_version
+    matrix = with_recorded_indexes(matrix, indexes, index_overrides(options.index))
+    soc = options.soc or host_npu().soc_version
     with named_by("--glibc"):
         glibc = parse_glibc(options.glibc) if options.glibc else None
     report = run_audit(

@@ -19,11 +19,12 @@ from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.fleet.target import FleetTarget
 from ascend_setup.host.doctor_checks import DoctorReport
 from ascend_setup.index.pipconfig import PipSettings, network_settings_for_this_run, pip_settings
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.nodes.inventory import load_inventory
 from ascend_setup.nodes.multinode import Preflight, run_preflight
 from ascend_setup.nodes.node_facts import NodeFacts, gather
-from ascend_setup.steps.options import check_soc, parse_index_overrides, which_index
+from ascend_setup.steps.options import which_index
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, check_dir_path, resolve_workdir, root_dir
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def request_of(options: DoctorOptions) -> DoctorRequest:
     venv, venv_source = VENV.path(options.venv)
     venv = venv or Workdir(workdir).venv
     check_dir_path(venv, venv_source, mode="read")
-    matrix = load_matrix(options.matrix).with_indexes(parse_index_overrides(options.index or []))
+    matrix = load_matrix(options.matrix).with_indexes(index_overrides(options.index))
     try:
         settings: Optional[PipSettings] = network_settings_for_this_run(
             pip_settings(respect=options.respect_pip_config)
@@ -162,7 +163,7 @@ def request_of(options: DoctorOptions) -> DoctorRequest:
     if cann_home and not Path(cann_home).is_dir():
         raise BadInput(f"{home_source} {cann_home} is not a directory")
     python, python_source = PYTHON.value(options.python)
-    soc = check_soc(options.soc)
+    soc = options.soc  # checked as it was parsed
     index = which_index(options.index_url, None, lambda: settings.index if settings else "")
     return DoctorRequest(
         workdir=workdir,

@@ -5,36 +5,158 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Dict, List, Optional, Type, Union
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+from rich.console import Console
+from rich.markup import escape
+from typing_extensions import Annotated, Literal
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
+from ascend_setup.cli.command import Options, Result
+from ascend_setup.cli.progress import ConsoleReporter
+from ascend_setup.cli.render import Output, print_table, stderr_console
+from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
+from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
+from ascend_setup.engine.runner import Runner, status_rows
+from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+from ascend_setup.matrix.newcann import provenance_line, record
+from ascend_setup.steps.install_session import InstallSession, install_store
+from ascend_setup.steps.options import InstallOptions, InstallRow, resolve_install
+from ascend_setup.steps.pipeline import build_pipeline, run_lock
+from ascend_setup.steps.preflight import host_problems
+from ascend_setup.steps.resolve import preview_closure
+from ascend_setup.steps.verify import serving_hints, shell_lines
+from ascend_setup.utils.paths import resolve_workdir
 
-if TYPE_CHECKING:  # what a run needs is imported when it runs: `install --help` stays as quick as the parser
-    from rich.console import Console
 
-    from ascend_setup.engine.runner import Runner
-    from ascend_setup.steps.install_session import InstallSession
-    from ascend_setup.steps.options import InstallOptions, InstallRow
+class InstallCommandOptions(InstallOptions, Options):
+    """`install`'s flags: the options it records (InstallOptions), before the paths are resolved, and what
+    only this run is asked (a dry run, no question, the resume-on-login block's on/off/untouched)."""
+
+    workdir: Optional[str] = None  # type: ignore[assignment]  # resolved: flag, variable, default
+    venv: Optional[str] = None  # type: ignore[assignment]
+    resume_on_login: Optional[bool] = None  # type: ignore[assignment]  # None: neither flag was given
+    matrix: Optional[str] = None  # type: ignore[assignment]  # recorded as given: resolved with the paths
+    dry_run: bool = False
+    yes: bool = False
+
+
+class ResumeOptions(Options):
+    workdir: Optional[str] = None
+    dry_run: bool = False
+    on_login: bool = False
+
+
+class StatusOptions(Options):
+    workdir: Optional[str] = None
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+#: A step as `status` shows it: its recorded state, `running (pid N)` while a run holds the lock, else pending.
+StepState = Union[
+    Literal["done", "failed", "interrupted", "pending"], Annotated[str, Field(pattern=r"^running \(pid \d+\)$")]
+]
+
+
+class StepRow(_Document):
+    name: str
+    state: StepState
+    seconds: Optional[float] = None
+    started_at: Optional[float] = None
+    log: Optional[str] = None
+    error: Optional[str] = None
+
+
+class InstallDone(_Document):
+    """`install --json` (and `resume --json`) when every step is done."""
+
+    ok: Literal[True] = True
+    workdir: str
+    changed: bool
+    ran: List[str]
+    steps: List[StepRow]
+    shell: List[str]
+    hints: List[str]
+
+
+class InstallFailed(_Document):
+    """`install --json` when a step fails: which step, the error, its root cause and the log to read.
+    `exit` repeats `exit_code` under the name every other error document uses; both are kept for callers."""
+
+    ok: Literal[False] = False
+    workdir: str
+    step: Optional[str] = None
+    error: str
+    hint: Optional[str] = None
+    root_cause: Optional[str] = None
+    log: Optional[str] = None
+    exit_code: int
+    exit: int
+    steps: List[StepRow]
+
+
+class Problem(_Document):
+    what: str
+    fix: str
+
+
+class PreflightForecast(_Document):
+    will_fail: bool
+    problems: List[Problem]
+
+
+class PlannedStep(_Document):
+    name: str
+    action: Literal["run", "skip"]
+    reason: str
+    description: str
+
+
+class InstallPlan(_Document):
+    """`install --dry-run --json`: what each step would do, whether preflight would refuse, the closure."""
+
+    workdir: str
+    dry_run: Literal[True] = True
+    changed: bool
+    preflight: PreflightForecast
+    closure: Dict[str, Any]
+    steps: List[PlannedStep]
+
+
+class StatusDocument(_Document):
+    workdir: str
+    options: Dict[str, Any]
+    steps: List[StepRow]
+
+
+class InstallDocument(RootModel[Union[InstallDone, InstallPlan, InstallFailed]]):
+    """`install --json` and `resume --json`: done, the plan of a dry run, or the step that failed."""
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {
+    "install": InstallDocument,
+    "resume": InstallDocument,
+    "status": StatusDocument,
+}
 
 
 def _runner(
     options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False
 ) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
-    from ascend_setup.engine.runner import Runner
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-    from ascend_setup.matrix.newcann import provenance_line, record
-    from ascend_setup.steps.install_session import InstallSession, install_store
-    from ascend_setup.steps.pipeline import build_pipeline, run_lock
-
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
         console.print(provenance_line(loaded.derived, loaded.matrix), soft_wrap=True, markup=False)
         if not dry_run:
-            options.matrix = str(record(loaded.matrix, loaded.derived, Path(options.workdir)))
+            options = options.model_copy(
+                update={"matrix": str(record(loaded.matrix, loaded.derived, Path(options.workdir)))}
+            )
             console.print(f"the derived row is recorded in {options.matrix}", soft_wrap=True, markup=False)
     workdir = Workdir(Path(options.workdir))
     session = InstallSession(
@@ -43,31 +165,32 @@ def _runner(
     return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
 
 
-def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError) -> dict:
-    """--json output when the run fails: which step, the error, its root cause, and the log to read."""
-    from ascend_setup.engine.runner import status_rows
+def step_rows(rows: List[Dict[str, Any]]) -> List[StepRow]:
+    return [StepRow.model_validate(r) for r in rows]
 
+
+def failure_document(runner: Runner[InstallSession], exc: AscendSetupError) -> InstallFailed:
+    """--json output when the run fails: which step, the error, its root cause, and the log to read."""
     try:
         state = runner.store.load()
     except AscendSetupError:
         state = None
     failed = next((n for n, r in state.steps.items() if r.state == "failed"), None) if state else None
     record = state.steps.get(failed) if state and failed else None
-    return {
-        "ok": False,
-        "workdir": options.workdir,
-        "step": failed,
-        "error": exc.message,
-        "hint": exc.hint,
-        "root_cause": exc.details,
-        "log": record.log if record else None,
-        "exit_code": exc.exit_code,
-        "exit": exc.exit_code,
-        "steps": status_rows(runner.steps, state) if state else [],
-    }
+    return InstallFailed(
+        workdir=runner.session.options.workdir,
+        step=failed,
+        error=exc.message,
+        hint=exc.hint,
+        root_cause=exc.details,
+        log=record.log if record else None,
+        exit_code=exc.exit_code,
+        exit=exc.exit_code,
+        steps=step_rows(status_rows(runner.steps, state)) if state else [],
+    )
 
 
-def closure_line(closure: dict) -> str:
+def closure_line(closure: Dict[str, Any]) -> str:
     if closure.get("error"):
         return f"closure: cannot be resolved now: {closure['error']}" + (
             f" ({closure['hint']})" if closure.get("hint") else ""
@@ -88,109 +211,94 @@ def _confirm(console: Console) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
+def _rerun_cannot_fix(runner: Runner[InstallSession], exc: AscendSetupError) -> bool:
     """Bad input, or a host that preflight refused (no CANN, no interpreter, no disk): the same again at login."""
     return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
 
 
-def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_run: bool, assume_yes: bool) -> int:
-    from rich.markup import escape
-
-    from ascend_setup.cli.progress import ConsoleReporter
-    from ascend_setup.engine.login import install_block, remove_block
-    from ascend_setup.engine.runner import status_rows
-    from ascend_setup.steps.preflight import host_problems
-    from ascend_setup.steps.resolve import preview_closure
-    from ascend_setup.steps.verify import serving_hints, shell_lines
-
-    console = stderr_console()
-    runner = _runner(options, loaded, console, dry_run=dry_run)
-    if dry_run:
-        decisions = runner.plan()
-        refused = host_problems(runner.session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
-        closure = preview_closure(runner.session)
-        if output.json:
-            output.print_json(
-                {
-                    "workdir": options.workdir,
-                    "dry_run": True,
-                    "changed": any(d.run for d in decisions),
-                    "preflight": {
-                        "will_fail": bool(refused),
-                        "problems": [{"what": p.detail, "fix": p.fix or ""} for p in refused],
-                    },
-                    "closure": closure,
-                    "steps": [
-                        {
-                            "name": d.step.name,
-                            "action": "run" if d.run else "skip",
-                            "reason": d.reason,
-                            "description": d.step.describe(runner.session),
-                        }
-                        for d in decisions
-                    ],
-                }
+def plan(runner: Runner[InstallSession]) -> Result:
+    """`--dry-run`: each step's decision, whether preflight would refuse this host, and the closure."""
+    session = runner.session
+    decisions = runner.plan()
+    refused = host_problems(session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
+    closure = preview_closure(session)
+    document = InstallPlan(
+        workdir=session.options.workdir,
+        changed=any(d.run for d in decisions),
+        preflight=PreflightForecast(
+            will_fail=bool(refused), problems=[Problem(what=p.detail, fix=p.fix or "") for p in refused]
+        ),
+        closure=closure,
+        steps=[
+            PlannedStep(
+                name=d.step.name,
+                action="run" if d.run else "skip",
+                reason=d.reason,
+                description=d.step.describe(session),
             )
-            return 0
-        out = stdout_console()
+            for d in decisions
+        ],
+    )
+
+    def render(out: Console) -> None:
         print_table(
             out,
-            f"install plan for CANN {options.cann} in {options.workdir}",
+            f"install plan for CANN {session.options.cann} in {session.options.workdir}",
             ["step", "action", "why", "what"],
-            [[d.step.name, "run" if d.run else "skip", d.reason, d.step.describe(runner.session)] for d in decisions],
+            [[s.name, s.action, s.reason, s.description] for s in document.steps],
         )
         out.print(closure_line(closure), soft_wrap=True, markup=False)
         for p in closure.get("not_wheels", []):
             out.print(
                 f"  {p['name']} {p['version'] or ''}: {p['outcome']} ({p['reason']})", soft_wrap=True, markup=False
             )
-        for p in refused:
-            out.print(f"preflight will fail: {p.detail} (fix: {p.fix or ''})", soft_wrap=True, markup=False)
-        return 0
-    if not assume_yes and not _confirm(console):
-        console.print("nothing done")
-        return 1
+        for problem in refused:
+            out.print(f"preflight will fail: {problem.detail} (fix: {problem.fix or ''})", soft_wrap=True, markup=False)
+
+    return Result(0, InstallDocument(document), render)
+
+
+def run_pipeline(runner: Runner[InstallSession], output: Output, console: Console) -> Result:
+    """Every step that is not done, in order; the resume-on-login block goes once the install is done."""
+    options = runner.session.options
+    workdir = Path(options.workdir)
     if options.resume_on_login:
         console.print(
-            f"resume-on-login: {install_block(Path(options.workdir))} resumes this install at the next "
-            "login after a stop",
+            f"resume-on-login: {install_block(workdir)} resumes this install at the next login after a stop",
             soft_wrap=True,
             markup=False,
         )
     try:
-        state = runner.run(ConsoleReporter(console), options=options.to_record())
+        state = runner.run(ConsoleReporter(console), options=options.record())
     except AscendSetupError as exc:
-        if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(Path(options.workdir)):
+        if options.resume_on_login and _rerun_cannot_fix(runner, exc) and remove_block(workdir):
             console.print(
                 "resume-on-login: removed again: a rerun at login cannot fix this failure; fix it, then "
                 "run the install again",
                 soft_wrap=True,
                 markup=False,
             )
-        if output.json:
-            output.print_json(failure_json(runner, options, exc))
+        if output.json:  # the document of the failure; the front door then prints the error's one line
+            output.print_json(InstallDocument(failure_document(runner, exc)).model_dump(mode="json"))
         raise
-    remove_block(Path(options.workdir))  # done: a resume-on-login block for this workdir has served
-    shell, hints = shell_lines(runner.session), serving_hints(runner.session)
-    if output.json:
-        output.print_json(
-            {
-                "ok": True,
-                "workdir": options.workdir,
-                "changed": bool(runner.ran),
-                "ran": runner.ran,
-                "steps": status_rows(runner.steps, state),
-                "shell": shell,
-                "hints": hints,
-            }
-        )
-        return 0
-    out = stdout_console()
+    remove_block(workdir)  # done: a resume-on-login block for this workdir has served
+    document = InstallDone(
+        workdir=options.workdir,
+        changed=bool(runner.ran),
+        ran=runner.ran,
+        steps=step_rows(status_rows(runner.steps, state)),
+        shell=shell_lines(runner.session),
+        hints=serving_hints(runner.session),
+    )
+    return Result(0, InstallDocument(document), lambda out: render_ready(out, options, document))
+
+
+def render_ready(out: Console, options: InstallOptions, document: InstallDone) -> None:
     out.print(
         f"[green]vLLM-Ascend for CANN {options.cann} is ready in {escape(str(options.venv))}.[/green] In your shell:",
         soft_wrap=True,
     )
-    for line in shell:
+    for line in document.shell:
         out.print(f"  {line}", soft_wrap=True, markup=False)
     out.print(
         "Before you download a model: 'ascend-setup probe' measures this card's HBM bandwidth, and "
@@ -199,60 +307,35 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
         markup=False,
     )
     out.print("Serving hints for this row:")
-    for hint in hints:
+    for hint in document.hints:
         out.print(f"  - {hint}", soft_wrap=True, markup=False)
-    return 0
 
 
-def run_install(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
-    from ascend_setup.engine.login import bashrc, remove_block
-    from ascend_setup.steps.options import build_install_options
+def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_run: bool, assume_yes: bool) -> Result:
+    console = stderr_console()
+    runner = _runner(options, loaded, console, dry_run=dry_run)
+    if dry_run:
+        return plan(runner)
+    if not assume_yes and not _confirm(console):
+        console.print("nothing done")
+        return Result(1)
+    return run_pipeline(runner, output, console)
 
-    options, loaded = build_install_options(
-        cann=args.cann,
-        workdir=args.workdir,
-        venv=args.venv,
-        python=args.python,
-        cann_home=args.cann_home,
-        index_url=args.index_url,
-        extra_index_urls=args.extra_index_url or [],
-        mirror=args.mirror,
-        installer=args.installer,
-        soc=args.soc,
-        force=args.force,
-        matrix=args.matrix,
-        indexes=args.index,
-        lock=args.lock,
-        respect_pip_config=args.respect_pip_config,
-        dry_run=args.dry_run,
-        resume_on_login=bool(args.resume_on_login),
-        vllm_ascend=args.vllm_ascend,
-        jobs=args.jobs,
-        build_deps_url=args.build_deps_url,
-        adopt_venv=args.adopt_venv,
-        bundle=args.bundle,
-        python_builds=args.python_builds,
-        python_mirror=args.python_mirror,
-    )
-    if args.adopt_venv and venv_target_kind(Path(options.venv)) == "foreign":
-        stderr_console().print(adoption_notice(Path(options.venv)), soft_wrap=True, markup=False)
-    if args.resume_on_login is False and remove_block(Path(options.workdir)):
+
+def run_install(options: InstallCommandOptions, output: Output) -> Result:
+    recorded, loaded = resolve_install(options, dry_run=options.dry_run)
+    if options.adopt_venv and venv_target_kind(Path(recorded.venv)) == "foreign":
+        stderr_console().print(adoption_notice(Path(recorded.venv)), soft_wrap=True, markup=False)
+    if options.resume_on_login is False and remove_block(Path(recorded.workdir)):
         stderr_console().print(
-            f"removed the resume-on-login block for {options.workdir} from {bashrc()}", soft_wrap=True
+            f"removed the resume-on-login block for {recorded.workdir} from {bashrc()}", soft_wrap=True
         )
-    return execute(options, loaded, output, dry_run=args.dry_run, assume_yes=args.yes)
+    return execute(recorded, loaded, output, dry_run=options.dry_run, assume_yes=options.yes)
 
 
 def on_login(workdir: Path) -> int:
     """What the ~/.bashrc block runs at login: quiet when the install is done (the block goes) or running;
     else one line saying where it stopped, and the resume in the background."""
-    from ascend_setup.engine.login import remove_block, resume_in_background
-    from ascend_setup.engine.runner import status_rows
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.steps.install_session import install_store
-    from ascend_setup.steps.pipeline import build_pipeline, run_lock
-
     state = install_store(Workdir(workdir)).load()
     running = run_lock(Workdir(workdir)).running()
     rows = status_rows(build_pipeline(), state, running)
@@ -272,50 +355,40 @@ def on_login(workdir: Path) -> int:
     return 0
 
 
-def run_resume(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.steps.install_session import install_store
-    from ascend_setup.steps.options import InstallOptions
-    from ascend_setup.utils.paths import resolve_workdir
-
-    if args.on_login:
-        return on_login(resolve_workdir(args.workdir, mode="read", exist=True))
-    workdir = resolve_workdir(args.workdir, mode="plan" if args.dry_run else "write", exist=True)
+def run_resume(options: ResumeOptions, output: Output) -> Result:
+    if options.on_login:
+        return Result(on_login(resolve_workdir(options.workdir, mode="read", exist=True)))
+    workdir = resolve_workdir(options.workdir, mode="plan" if options.dry_run else "write", exist=True)
     state = install_store(Workdir(workdir)).load()
     if not state.options:
         raise BadInput(
             f"nothing to resume in {workdir}: no install has recorded its options there",
             hint="start one with 'ascend-setup install --cann VERSION'",
         )
-    options = InstallOptions.from_record(state.options).moved_to(workdir)
-    return execute(options, options.load_row(), output, dry_run=args.dry_run, assume_yes=True)
+    recorded = InstallOptions.from_record(state.options).moved_to(workdir)
+    return execute(recorded, recorded.load_row(), output, dry_run=options.dry_run, assume_yes=True)
 
 
-def run_status(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.engine.runner import status_rows
-    from ascend_setup.engine.workdir import Workdir
-    from ascend_setup.steps.install_session import install_store
-    from ascend_setup.steps.pipeline import build_pipeline, run_lock
-    from ascend_setup.utils.paths import resolve_workdir
-
-    workdir = resolve_workdir(args.workdir, mode="read", exist=True)
+def run_status(options: StatusOptions, output: Output) -> Result:
+    workdir = resolve_workdir(options.workdir, mode="read", exist=True)
     state = install_store(Workdir(workdir)).load()
     rows = status_rows(build_pipeline(), state, run_lock(Workdir(workdir)).running())
-    if args.json:
-        output.print_json({"workdir": str(workdir), "options": state.options, "steps": rows})
-        return 0
-    title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
-    print_table(
-        stdout_console(),
-        title,
-        ["step", "state", "seconds", "log", "error"],
-        [
-            [r["name"], r["state"], "" if r["seconds"] is None else f"{r['seconds']:.1f}", r["log"], r["error"]]
-            for r in rows
-        ],
-        status_column=1,
-    )
-    return 0
+    document = StatusDocument(workdir=str(workdir), options=state.options, steps=step_rows(rows))
+
+    def render(out: Console) -> None:
+        title = f"ascend-setup status ({workdir})" + ("" if state.steps else ": no install has run here")
+        print_table(
+            out,
+            title,
+            ["step", "state", "seconds", "log", "error"],
+            [
+                [r.name, r.state, "" if r.seconds is None else f"{r.seconds:.1f}", r.log, r.error]
+                for r in document.steps
+            ],
+            status_column=1,
+        )
+
+    return Result(0, document, render)
 
 
 def install_arguments(p: argparse.ArgumentParser) -> None:
@@ -341,7 +414,7 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
         "'ascend-setup bundle'): no index is asked; a bundle for another target, row or SOC is refused",
     )
     flags.vllm_ascend(p)
-    p.add_argument("--mirror", metavar="auto|none|URL", help="pick the fastest fresh mirror, use none, or use URL")
+    flags.mirror(p)
     flags.installer(p)
     flags.soc(p, "build target, e.g. ascend910b3 (default: from npu-smi)")
     p.add_argument(
@@ -365,7 +438,7 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
         "add a block to ~/.bashrc that resumes this install at the next login after a stop "
         "(removed when the install completes); --no-resume-on-login removes it",
     )
-    p.set_defaults(func=run_install)
+    p.set_defaults(func=run_install, options=InstallCommandOptions)
 
 
 def resume_arguments(p: argparse.ArgumentParser) -> None:
@@ -378,13 +451,13 @@ def resume_arguments(p: argparse.ArgumentParser) -> None:
         help="what the ~/.bashrc block runs: if the install is not "
         "done and not running, say so and resume it in the background",
     )
-    p.set_defaults(func=run_resume)
+    p.set_defaults(func=run_resume, options=ResumeOptions)
 
 
 def status_arguments(p: argparse.ArgumentParser) -> None:
     flags.common(p)
     flags.workdir(p, "the workdir to report on, read only")
-    p.set_defaults(func=run_status)
+    p.set_defaults(func=run_status, options=StatusOptions)
 
 
 ARGUMENTS = {"install": install_arguments, "resume": resume_arguments, "status": status_arguments}

@@ -14,6 +14,7 @@ from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, print_table, stderr_console, stdout_console
 from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.matrix.check import LiveCheck, RowCheck, check_rows, sdist_versions
 from ascend_setup.matrix.models import Matrix, Row, RuntimeHint
@@ -230,10 +231,9 @@ def run_validate(options: ValidateOptions, output: Output) -> Result:
 
 def _mirror(index_url: Optional[str]) -> List[str]:
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-    from ascend_setup.steps.options import check_index_url
 
     settings = network_settings_for_this_run(pip_settings())
-    return [check_index_url(index_url, "--index-url") if index_url else settings.index]
+    return [index_url or settings.index]  # checked as the flag was parsed
 
 
 def _versions(options: DeriveOptions) -> None:
@@ -249,11 +249,10 @@ def _versions(options: DeriveOptions) -> None:
 def run_derive(options: DeriveOptions, output: Output) -> Result:
     from ascend_setup.matrix.derive import derive_row, into_matrix, row_yaml
     from ascend_setup.matrix.load import parse_matrix
-    from ascend_setup.steps.options import parse_index_overrides
     from ascend_setup.utils.files import atomic_write_text, read_regular_text
 
     _versions(options)
-    matrix = load_matrix(options.matrix).with_indexes(parse_index_overrides(options.index or []))
+    matrix = load_matrix(options.matrix).with_indexes(index_overrides(options.index))
     target = Path(options.into).expanduser().absolute() if options.into else None
     if target is not None:
         try:
@@ -290,10 +289,9 @@ def run_derive(options: DeriveOptions, output: Output) -> Result:
 
 
 def run_check(options: CheckOptions, output: Output) -> Result:
-    from ascend_setup.steps.options import parse_index_overrides
 
     source = one_file("check", options.file, options.matrix)
-    matrix = load_matrix(source).with_indexes(parse_index_overrides(options.index or []))
+    matrix = load_matrix(source).with_indexes(index_overrides(options.index))
     sdists = sdist_versions(options.sdist or [], matrix)
     live = LiveCheck(matrix, _mirror(options.index_url), options.pre) if options.live else None
     report = check_rows(matrix, sdists, live)

@@ -12,17 +12,18 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, print_table, stderr_console
+from ascend_setup.cli.values import check_index_url
 from ascend_setup.errors import named_by
 from ascend_setup.host.cann import primary_cann, row_for
 from ascend_setup.host.machine import this_machine
 from ascend_setup.index.http import TLS_HINT, UNTRUSTED
 from ascend_setup.index.pipconfig import trust_for_this_run
+from ascend_setup.index.urls import index_overrides
 from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.budget import ranking_budget
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.mirrors.rank import MirrorResult
 from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
-from ascend_setup.steps.options import check_index_url, parse_index_overrides
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def run(options: MirrorsOptions, output: Output) -> Result:
         only=options.only,
         candidates=options.candidate or [],
     )
-    matrix = load_matrix(options.matrix).with_indexes(parse_index_overrides(options.index or []))
+    matrix = load_matrix(options.matrix).with_indexes(index_overrides(options.index))
     row = row_for(matrix, options.cann, primary_cann(CANN_HOME.value(None)[0])).for_arch(platform.machine())
     extra = [check_index_url(u, "--candidate") for u in options.candidate or []]
     trust_for_this_run()

@@ -6,83 +6,92 @@ from __future__ import annotations
 import argparse
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 
-from ascend_setup.cli import flags
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import Literal
+
+from ascend_setup.cli import flags, values
+from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
-from ascend_setup.errors import AscendSetupError, named_by
+from ascend_setup.errors import named_by
+from ascend_setup.host.machine import glibc_version
+from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+from ascend_setup.index.tags import Target, parse_arch, parse_glibc
+from ascend_setup.index.urls import index_overrides
+from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+from ascend_setup.matrix.soc import label
+from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.index_session import IndexSession
+from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
+from ascend_setup.resolve.pythons import build_interpreter, names_interpreter, target_python
+from ascend_setup.steps.options import which_index
 from ascend_setup.utils.paths import PYTHON, check_output_file
 
-if TYPE_CHECKING:  # imported where a run needs them: the parser (--help) stays light
-    from ascend_setup.matrix.models import Row
-    from ascend_setup.resolve.closure import IndexSources
-    from ascend_setup.resolve.index_session import IndexSession
-    from ascend_setup.resolve.lockfile import Lock
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def target_python(
-    value: Optional[str],
-    row: Row,
-    sources: IndexSources,
-    arch: str,
-    glibc: str,
-    index: Optional[IndexSession] = None,
-    source: str = "--python",
-) -> Tuple[str, str]:
-    """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
-    wins; else the interpreter the install would pick here; else, for another machine or when none here is
-    in the row's range, the newest version the row's wheels support, said plainly. `source`: where `value`
-    was given, for its errors."""
-    from ascend_setup.host.machine import glibc_version
-    from ascend_setup.resolve.pythons import decide_python, explicit_python, pick_python
+class PlanOptions(Options):
+    cann: str
+    glibc: Optional[str] = None
+    arch: Optional[str] = None
+    python: Optional[str] = None
+    index_url: Optional[str] = None
+    extra_index_url: Optional[List[str]] = None
+    index: Optional[List[str]] = None
+    respect_pip_config: bool = False
+    lock: Optional[str] = None
+    soc: str  # the device type (`values.device`), default A2
+    vllm_ascend: Optional[str] = None
+    matrix: Optional[str] = None  # type: ignore[assignment]  # as given: its errors name it so
 
-    if value:
-        with named_by(source):
-            return explicit_python(value, row), ""
-    pool = index.pool() if index else None
-    local = arch == platform.machine() and glibc == (glibc_version() or "")
-    if local:
-        try:
-            choice = decide_python(row, sources, pool=pool)
-            return choice.interpreter.minor, (choice.reasons[0] if choice.managed else "")
-        except AscendSetupError:
-            pass
-    minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor
-    where = (
-        "the target machine's interpreters are unknown here"
-        if not local
-        else f"no interpreter in the row's range {row.python} was found on this machine"
-    )
-    return minor, f"{where}: forecasting for Python {minor}, the newest the row's wheels support (--python to choose)"
+
+class PlanDocument(BaseModel):
+    """`plan --json`: the closure of one target, package by package, and the lock it was written to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["closure"] = "closure"
+    cann: str
+    target: Dict[str, Any]
+    indexes: Dict[str, str]
+    extra_index_urls: List[str]
+    summary: Dict[str, int]
+    download_bytes: int
+    packages: List[Dict[str, Any]]
+    warnings: List[Dict[str, Any]]
+    lock: Optional[str] = None
+
+
+DOCUMENTS: Dict[str, Type[BaseModel]] = {"plan": PlanDocument}
 
 
 def size_text(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n else "-"
 
 
-def plan_json(lock: Lock, lock_path: str = "") -> dict:
+def plan_document(lock: Lock, lock_path: str = "") -> PlanDocument:
     data = lock.to_json()
-    return {
-        "scope": "closure",
-        "cann": lock.cann,
-        "target": data["target"],
-        "indexes": data["indexes"],
-        "extra_index_urls": data["extra_index_urls"],
-        "summary": lock.summary(),
-        "download_bytes": lock.download_bytes,
-        "packages": data["packages"],
-        "warnings": data["warnings"],
-        "lock": lock_path or None,
-    }
+    return PlanDocument(
+        cann=lock.cann,
+        target=data["target"],
+        indexes=data["indexes"],
+        extra_index_urls=data["extra_index_urls"],
+        summary=lock.summary(),
+        download_bytes=lock.download_bytes,
+        packages=data["packages"],
+        warnings=data["warnings"],
+        lock=lock_path or None,
+    )
 
 
-def render_plan(lock: Lock, lock_path: str = "") -> None:
+def render_plan(lock: Lock, lock_path: str = "", console: Optional[Console] = None) -> None:
     """Counts first, then one short row per package (a plain line each when even that is too wide for the
     terminal: a cropped table cut 'mirror' to 'mirro' and '266.0 MB' to '266.0'); file names and reasons
     on their own lines."""
-    from ascend_setup.matrix.soc import label
-
-    console = stdout_console()
+    console = console or stdout_console()
     t, counts = lock.target, lock.summary()
     npus = f" / {label(t.device)} NPUs" if t.device else ""
     console.print(
@@ -118,25 +127,13 @@ def render_plan(lock: Lock, lock_path: str = "") -> None:
         console.print(f"lock written to {lock_path}", soft_wrap=True, markup=False)
 
 
-def run(args: argparse.Namespace, output: Output) -> int:
-    from ascend_setup.host.machine import glibc_version
-    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-    from ascend_setup.index.tags import Target, parse_arch, parse_glibc
-    from ascend_setup.matrix import load_matrix, select_row
-    from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-    from ascend_setup.resolve.closure import IndexSources
-    from ascend_setup.resolve.index_session import IndexSession
-    from ascend_setup.resolve.lockfile import LockWarning, write_lock
-    from ascend_setup.resolve.pythons import build_interpreter, names_interpreter
-    from ascend_setup.steps.options import check_device, check_index_url, parse_index_overrides, which_index
-
-    overrides = parse_index_overrides(args.index or [])
-    matrix = load_matrix(args.matrix).with_indexes(overrides)
+def run(args: PlanOptions, output: Output) -> Result:
+    matrix = load_matrix(args.matrix).with_indexes(index_overrides(args.index))
     with named_by("--glibc"):  # the flags' shapes, before anything is asked of the network
         glibc = parse_glibc(args.glibc or glibc_version() or "")
     with named_by("--arch"):
         arch = parse_arch(args.arch or platform.machine())
-    device = check_device(args.soc)
+    device = args.soc
     lock_path = Path(args.lock).expanduser().absolute() if args.lock else None
     if lock_path is not None:
         check_output_file(lock_path, "--lock")
@@ -146,7 +143,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if derived is not None:
         stderr_console().print(provenance_line(derived, matrix), soft_wrap=True, markup=False)
     row = select_row(matrix, args.cann, arch)
-    extras = [check_index_url(u, "--extra-index-url") for u in args.extra_index_url or []]
+    extras = args.extra_index_url or []
     sources = IndexSources.for_row(matrix, row, mirror, extras)
     given, given_as = PYTHON.value(args.python)
     index = IndexSession(settings)
@@ -157,11 +154,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if note:
         lock.warnings.insert(0, LockWarning(id="python-assumed", package=None, message=note))
     written = str(write_lock(lock, lock_path)) if lock_path else ""
-    if args.json:
-        output.print_json(plan_json(lock, written))
-    else:
-        render_plan(lock, written)
-    return 1 if lock.unavailable else 0
+    return Result(
+        1 if lock.unavailable else 0, plan_document(lock, written), lambda console: render_plan(lock, written, console)
+    )
 
 
 def plan_arguments(p: argparse.ArgumentParser) -> None:
@@ -185,9 +180,10 @@ def plan_arguments(p: argparse.ArgumentParser) -> None:
         "type)",
         metavar="DEVICE|SOC_VERSION",
         default="A2",
+        type=values.device,
     )
     flags.vllm_ascend(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, options=PlanOptions)
 
 
 ARGUMENTS = {"plan": plan_arguments}

@@ -11,8 +11,9 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Type
 
+from ascend_setup.dists.installer_name import InstallerName
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.knowledge.scan import triage
@@ -166,6 +167,7 @@ class UvInstaller(Installer):
         )
 
 
-def get_installer(name: str, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:
-    """uv unless pip is named (uv is the default: see `cli.flags.installer`)."""
-    return PipInstaller(settings, cache_dir) if name == "pip" else UvInstaller(settings, cache_dir)
+def installer_for(name: InstallerName, settings: PipSettings, cache_dir: Optional[Path] = None) -> Installer:
+    """The installer `name` names (`--installer`, checked by its parser's choices and the options model)."""
+    kinds: Dict[InstallerName, Type[Installer]] = {"pip": PipInstaller, "uv": UvInstaller}
+    return kinds[name](settings, cache_dir)

@@ -32,7 +32,7 @@ REQUIRED_PACKAGES = (
 MIRROR = "mirror"
 
 
-def _exact_version(value: object) -> str:
+def exact_version(value: object) -> str:
     try:
         Version(str(value))
     except InvalidVersion:
@@ -49,7 +49,7 @@ def _specifier(value: str, example: str) -> str:
 
 
 #: A version string checked one by one, so an error's location names the package (and its line).
-ExactVersion = Annotated[str, BeforeValidator(_exact_version)]
+ExactVersion = Annotated[str, BeforeValidator(exact_version)]
 
 
 def index_url_value(value: object) -> str:
@@ -134,7 +134,7 @@ class Row(BaseModel):
     @field_validator("cann")
     @classmethod
     def _cann_is_version(cls, value: str) -> str:
-        return _exact_version(value)
+        return exact_version(value)
 
     @field_validator("python")
     @classmethod

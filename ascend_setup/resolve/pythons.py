@@ -12,12 +12,12 @@ import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ascend_setup.errors import AscendSetupError, BadInput
+from ascend_setup.errors import AscendSetupError, BadInput, named_by
 from ascend_setup.host.interpreters import PREFERRED, Interpreter, choose_interpreter, find_interpreters, probe
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.os_hints import python_install_hint
@@ -27,6 +27,9 @@ from ascend_setup.index.tags import Target, parse_python
 from ascend_setup.managed.pinned import MANAGED, PythonBuild, PythonBuilds, load_builds
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources, gate
+
+if TYPE_CHECKING:
+    from ascend_setup.resolve.index_session import IndexSession
 
 
 @dataclass
@@ -256,3 +259,36 @@ def build_interpreter(minor: str, known: Optional[str] = None) -> Optional[str]:
     if "%d.%d" % sys.version_info[:2] == minor:
         return sys.executable
     return known or None
+
+
+def target_python(
+    value: Optional[str],
+    row: Row,
+    sources: IndexSources,
+    arch: str,
+    glibc: str,
+    index: Optional[IndexSession] = None,
+    source: str = "--python",
+) -> Tuple[str, str]:
+    """(Python X.Y, a note when it was assumed). A version or an interpreter (--python, ASCEND_SETUP_PYTHON)
+    wins; else the interpreter the install would pick here; else, for another machine or when none here is
+    in the row's range, the newest version the row's wheels support, said plainly. `source`: where `value`
+    was given, for its errors."""
+    if value:
+        with named_by(source):
+            return explicit_python(value, row), ""
+    pool = index.pool() if index else None
+    local = arch == platform.machine() and glibc == (glibc_version() or "")
+    if local:
+        try:
+            choice = decide_python(row, sources, pool=pool)
+            return choice.interpreter.minor, (choice.reasons[0] if choice.managed else "")
+        except AscendSetupError:
+            pass
+    minor = pick_python(row, sources, arch, glibc, local=False, pool=pool).interpreter.minor
+    where = (
+        "the target machine's interpreters are unknown here"
+        if not local
+        else f"no interpreter in the row's range {row.python} was found on this machine"
+    )
+    return minor, f"{where}: forecasting for Python {minor}, the newest the row's wheels support (--python to choose)"

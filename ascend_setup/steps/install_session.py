@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Type, TypeVar
 
 from pydantic import BaseModel
 
-from ascend_setup.dists.installers import Indexes, Installer, get_installer
+from ascend_setup.dists.installers import Indexes, Installer, installer_for
 from ascend_setup.dists.venv_reader import venv_python
 from ascend_setup.engine.session import Session
 from ascend_setup.engine.state import StateStore
@@ -24,7 +24,7 @@ from ascend_setup.matrix.models import Matrix, Row
 from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.index_session import IndexSession
 from ascend_setup.resolve.lockfile import Lock, read_lock
-from ascend_setup.steps.options import InstallOptions, check_recorded_options
+from ascend_setup.steps.options import InstallOptions, recorded_options
 from ascend_setup.steps.outputs import HostFacts, LockRef, MirrorChoice
 from ascend_setup.utils.paths import cache_dir
 
@@ -48,7 +48,7 @@ def install_store(workdir: Workdir) -> StateStore:
         workdir.state,
         format="ascend-setup-state",
         writer="ascend-setup",
-        check_options=check_recorded_options,
+        check_options=recorded_options,
         elsewhere="pass another --workdir",
     )
 
@@ -165,10 +165,14 @@ class InstallSession(Session):
         choice = self.find(MirrorChoice)
         return choice.indexes if choice else Indexes("", ())
 
-    def installer(self, name: Optional[str] = None) -> Installer:
-        """The run's installer (`--installer`), or the one named."""
-        assert self.pip_settings is not None
-        return get_installer(name or self.options.installer, self.pip_settings, cache_dir() / "uv")
+    def installer(self) -> Installer:
+        """The run's installer (`--installer`)."""
+        return installer_for(self.options.installer, self.the_pip_settings, cache_dir() / "uv")
+
+    def venv_installer(self) -> Installer:
+        """uv, whatever `--installer` says, for the venv's own slice (pip itself): the venv is made without pip,
+        and a pip that upgrades itself and is killed half-way cannot run again; uv runs from its own binary."""
+        return installer_for("uv", self.the_pip_settings, cache_dir() / "uv")
 
     def lock(self) -> Optional[Lock]:
         """The lock the resolve step wrote (None before it ran), read once per run."""

@@ -80,7 +80,7 @@ class CreateVenv(Step[VenvMade]):
         """The installer itself first (the interpreter, then pip's own files): every later step needs it."""
         self._make(ctx, log)
         if ctx.lock() is not None:
-            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.installer("uv"))
+            repair_damaged(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.venv_installer())
 
     def _make(self, ctx: InstallSession, log: Path) -> None:
         """`python -m venv` completes a half-made venv (safe after a kill at any point). An interpreter that
@@ -150,7 +150,7 @@ class CreateVenv(Step[VenvMade]):
         venv = ctx.venv
         self._make(ctx, log)
         record = read_venv_record(venv)
-        install_locked(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.installer("uv"))
+        install_locked(ctx, self.name, slice_of(ctx, self.name), log, installer=ctx.venv_installer())
         idx = ctx.indexes
         write_venv_config(venv, idx.index_url, idx.extra_index_urls)
         self._record(ctx, created=record is not None and record.created)

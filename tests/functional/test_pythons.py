@@ -14,7 +14,6 @@ import pytest
 from helpers.session import session_for
 from rich.console import Console
 
-from ascend_setup.commands.plan import target_python
 from ascend_setup.host.interpreters import Interpreter, candidate_paths, find_interpreters
 from ascend_setup.host.machine import glibc_version
 from ascend_setup.host.os_hints import python_install_hint
@@ -22,6 +21,7 @@ from ascend_setup.index.pipconfig import pip_settings
 from ascend_setup.matrix import load_matrix, select_row
 from ascend_setup.resolve import pythons
 from ascend_setup.resolve.closure import IndexSources
+from ascend_setup.resolve.pythons import target_python
 from ascend_setup.simulate.ecosystem import build_ecosystem
 from ascend_setup.simulate.fake_cann import build_fake_cann
 from ascend_setup.simulate.index_server import LocalIndex

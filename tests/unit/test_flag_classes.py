@@ -4,7 +4,7 @@ every numeric flag and every on/off flag of the whole parser, so a new flag join
 from __future__ import annotations
 
 import argparse
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -76,7 +76,11 @@ def test_an_on_off_flag_said_twice_the_same_way_is_one_answer() -> None:
 
 
 def test_the_same_named_index_twice_must_agree() -> None:
-    from ascend_setup.steps.options import parse_index_overrides
+    from ascend_setup.cli.values import index_override
+    from ascend_setup.index.urls import index_overrides
+
+    def parse_index_overrides(given: List[str]) -> Dict[str, str]:
+        return index_overrides([index_override(v) for v in given])
 
     assert parse_index_overrides(["ascend=http://m/simple", "ascend=http://m/simple/"]) == {
         "ascend": "http://m/simple/"

@@ -13,7 +13,6 @@ from ascend_setup.cli.main import build_parser
 
 #: Commands whose `run` still takes the namespace: the front door's move to options models is under way.
 NOT_YET: Set[str] = {
-    "install", "resume", "status", "plan", "bundle",
 }  # fmt: skip
 
 
