@@ -7,12 +7,13 @@ hidden_size was a KeyError traceback: each is now one line naming the field. So 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from typing_extensions import Annotated
 
 from ascend_setup.errors import BadInput
+from ascend_setup.fit.header_dims import dims_from_headers
 
 #: Far above any real model (the largest have about 130 layers), far below what a list per layer can hold.
 MAX_LAYERS = 4096
@@ -149,18 +150,34 @@ def _missing_state_size(cfg: Dict[str, Any]) -> List[str]:
     return []
 
 
-def check_config(config: Any, what: str) -> Dict[str, Any]:
-    """A transformer's config.json whose figures can be believed, or BadInput naming the first bad field."""
+def complete_from_headers(config: Dict[str, Any], headers: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], List[str]]:
+    """The config with the dimensions it lacks read off its safetensors headers (header_dims.py), and their names;
+    the config's own fields are kept as they are."""
+    if not isinstance(config, dict) or not headers:
+        return config, []
+    filled = dims_from_headers(text_config(config), headers)
+    return ({**config, **filled}, sorted(filled)) if filled else (config, [])
+
+
+def check_config(config: Any, what: str, headers_read: bool = False, headers_follow: bool = False) -> Dict[str, Any]:
+    """A transformer's config.json whose figures can be believed, or BadInput naming the first bad field.
+
+    headers_read: the model's safetensors headers were read and completed it (the line then says they did not
+    give what is still missing); headers_follow: they are yet to be read, so a missing field is not refused yet.
+    """
     if not isinstance(config, dict):
         raise BadInput(f"{what} is not a JSON object")
     try:
         TextConfig.model_validate(text_config(config))
     except ValidationError as exc:
         missing = [".".join(str(p) for p in e["loc"]) for e in exc.errors() if e["type"] == "missing"]
+        if missing and headers_follow and len(missing) == len(exc.errors()):
+            return config
         if missing:
             missing += _missing_state_size(text_config(config))
             raise BadInput(
-                f"{what}: no estimate: the config lacks {', '.join(missing)}",
+                f"{what}: no estimate: the config lacks {', '.join(missing)}"
+                + (" (its safetensors headers do not show them either)" if headers_read else ""),
                 hint="fit needs the language model's layer count, hidden size and attention heads "
                 "(give the model's full config.json)",
             ) from None

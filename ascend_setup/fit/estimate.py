@@ -181,7 +181,7 @@ def estimate(
     kv_card = kv.per_token_bytes * share
     state_card = int(kv.state_bytes_per_sequence / tp)
     try:
-        pool = plan_pool(config, kinds, tp, KV_DTYPE_BYTES[kv_dtype], dtype_bytes(cfg))
+        pool = plan_pool(config, kinds, tp, KV_DTYPE_BYTES[kv_dtype], dtype_bytes(cfg), serving.vllm_ascend)
     except ValueError as exc:
         raise BadInput(
             f"{files.name}: no estimate: {exc} (linear_num_value_heads, linear_key_head_dim, ... or mamba_d_state)",

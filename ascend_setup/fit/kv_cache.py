@@ -3,10 +3,13 @@
 Each figure follows the code that computes it (read from the vLLM 0.23.0 wheel and the vllm-ascend 0.23.0 sdist):
 - block size: 128 tokens on Ascend (vllm_ascend/utils.py refresh_block_size). A hybrid model's attention block
   grows until one attention block's K half holds one linear-attention state: 128 x cdiv(ssm page, 128 x K bytes per
-  token) (vllm_ascend/patch/platform/patch_mamba_config.py); vLLM < 0.23 counted K and V and the conv state
-  (vllm/model_executor/models/config.py then), giving 384 where 0.23 gives 512 for Qwen3-Next at TP4.
-- page: a layer's bytes per block; a hybrid's attention and state pages are padded to one size, the attention page
-  plus the conv state (patch_mamba_config.py; model_runner_v1.py get_kv_cache_spec pads the attention side).
+  token) (vllm_ascend/patch/platform/patch_mamba_config.py, 0.16.0rc1 to 0.23.0). Up to 0.15.0rc1 the same patch
+  sized it so the whole K and V page held the ssm and conv states: 128 x cdiv(ssm + conv, 128 x K and V bytes per
+  token), giving 384 where 0.16 on gives 512 for Qwen3-Next at TP4 (vllm-ascend #6250, 0.13.0rc2: 'Available
+  memory: 9786143744' // 393,216-byte pages // 12 layers = 2,073 blocks, 518 x 384 = the 198,912 tokens printed).
+- page: a layer's bytes per block; a hybrid's attention and state pages are padded to one size: from 0.16.0rc1 the
+  attention page plus the conv state (patch_mamba_config.py; model_runner_v1.py get_kv_cache_spec pads the attention
+  side), up to 0.15.0rc1 the attention page alone (the state padded up to it).
 - groups: layers of one kind in groups of the smaller kind's count (or the larger's when under 1.5x), one memory
   pool per layer of a group (vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size,
   get_kv_cache_config_from_groups): num_blocks = available // page // layers per group.
@@ -19,12 +22,15 @@ Each figure follows the code that computes it (read from the vLLM 0.23.0 wheel a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ascend_setup.fit.config import text_config
 
 #: vllm_ascend/utils.py refresh_block_size: the block vLLM-Ascend uses (and its attention kernels' alignment).
 ASCEND_BLOCK = 128
+#: The last vllm-ascend release whose patch_mamba_config.py sized a hybrid's block by the K and V page holding the
+#: ssm and conv states together (0.11.0rc3 to 0.15.0rc1; 0.16.0rc1 aligns the K half to the ssm state alone).
+WHOLE_PAGE_STATE_UNTIL = (0, 15)
 #: The dtypes a state may be kept in (config.json's mamba_ssm_dtype; the model's dtype otherwise).
 STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -122,8 +128,16 @@ def state_pages(cfg: Dict[str, Any], tp: int, model_bytes: int) -> tuple:
     return 0, 0
 
 
-def plan_pool(config: Dict[str, Any], kinds: List[str], tp: int, kv_bytes: int, model_bytes: int) -> KvPool:
-    """The layout for a config whose layers are `kinds` (full / sliding / state, from model_files.layer_kinds)."""
+def plan_pool(
+    config: Dict[str, Any],
+    kinds: List[str],
+    tp: int,
+    kv_bytes: int,
+    model_bytes: int,
+    release: Tuple[int, int] = (0, 23),
+) -> KvPool:
+    """The layout for a config whose layers are `kinds` (full / sliding / state, from model_files.layer_kinds), as
+    vllm-ascend `release` (major, minor) lays out a hybrid."""
     cfg = text_config(config)
     full, sliding, state = kinds.count("full"), kinds.count("sliding"), kinds.count("state")
     if cfg.get("kv_lora_rank"):  # MLA: one latent (and its rope part) per token, whole on every card
@@ -151,8 +165,14 @@ def plan_pool(config: Dict[str, Any], kinds: List[str], tp: int, kv_bytes: int, 
     ssm, conv = state_pages(cfg, tp, model_bytes)
     if not ssm:
         raise ValueError("linear-attention layers without their state sizes")
-    block = max(ASCEND_BLOCK, ASCEND_BLOCK * cdiv(ssm, ASCEND_BLOCK * token_k))
-    page = block * token + conv
+    if release <= WHOLE_PAGE_STATE_UNTIL:
+        block = max(ASCEND_BLOCK, ASCEND_BLOCK * cdiv(ssm + conv, ASCEND_BLOCK * token))
+        page, padding = block * token, "state padded to the attention page"
+        held = f"one K and V page holds a {(ssm + conv) / 2**20:.2f} MiB state (vllm-ascend <= 0.15)"
+    else:
+        block = max(ASCEND_BLOCK, ASCEND_BLOCK * cdiv(ssm, ASCEND_BLOCK * token_k))
+        page, padding = block * token + conv, f"attention page + {conv / 1024:.0f} KiB conv state"
+        held = f"one K half holds a {ssm / 2**20:.2f} MiB state"
     size = _group_size([n for n in (full + sliding, state) if n])
     return KvPool(
         block,
@@ -164,8 +184,8 @@ def plan_pool(config: Dict[str, Any], kinds: List[str], tp: int, kv_bytes: int, 
         window,
         token,
         ssm + conv,
-        f"hybrid: attention blocks of {block} tokens so one K half holds a {ssm / 2**20:.2f} MiB state; "
-        f"pages padded to {page / 2**20:.3f} MiB (attention page + {conv / 1024:.0f} KiB conv state); "
+        f"hybrid: attention blocks of {block} tokens so {held}; "
+        f"pages padded to {page / 2**20:.3f} MiB ({padding}); "
         f"{cdiv(full + sliding, size) if full + sliding else 0} attention + {cdiv(state, size)} state "
         f"groups of {size} layers",
     )

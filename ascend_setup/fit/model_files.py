@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ascend_setup.errors import BadInput
-from ascend_setup.fit.config import check_config, per_layer, text_config
+from ascend_setup.fit.config import check_config, complete_from_headers, per_layer, text_config
 from ascend_setup.fit.kv_cache import head_dim
 from ascend_setup.fit.safetensors import MAX_HEADER, header_length, parse_header
 from ascend_setup.utils.inputs import load_json, open_input
@@ -98,10 +98,15 @@ def read_small_json(path: Path, what: str, kind: str = "config") -> Any:
     return load_json(path, kind, what=f"{what} {path}")
 
 
-def load_config(model: Path) -> Dict[str, Any]:
+def config_path(model: Path) -> Path:
     path = model / CONFIG if model.is_dir() else model
     if not path.exists() and not path.is_symlink():
         raise BadInput(f"MODEL {model}: no config.json there", hint="give a model directory or its config.json")
+    return path
+
+
+def load_config(model: Path) -> Dict[str, Any]:
+    path = config_path(model)
     return check_config(read_small_json(path, "MODEL"), f"MODEL {path}")
 
 
@@ -129,9 +134,11 @@ def read_local_header(path: Path) -> Shard:
 
 def local_files(model: Path) -> ModelFiles:
     """A model directory (or a bare config.json): config, quant description, every shard's header."""
-    config = load_config(model)
     if not model.is_dir():
+        config = load_config(model)
         return ModelFiles(str(model), config, [], False, f"config.json at {model} (no safetensors beside it)")
+    path = config_path(model)
+    raw = check_config(read_small_json(path, "MODEL"), f"MODEL {path}", headers_follow=True)
     index = model / INDEX
     if index.exists():
         names = shard_names(read_small_json(index, "index", kind="index"), f"index {index}")
@@ -146,7 +153,13 @@ def local_files(model: Path) -> ModelFiles:
     else:
         paths = sorted(p for p in model.glob("*.safetensors"))
     shards = [read_local_header(p) for p in paths]
-    origin = f"local directory {model}: config.json" + (f", {len(shards)} safetensors headers" if shards else "")
+    config, filled = complete_from_headers(raw, [s.header for s in shards])
+    check_config(config, f"MODEL {path}", headers_read=bool(shards))
+    origin = (
+        f"local directory {model}: config.json"
+        + (f", {len(shards)} safetensors headers" if shards else "")
+        + (f" ({', '.join(filled)} from the headers' tensor shapes)" if filled else "")
+    )
     described = (model / QUANT).is_file()
     return ModelFiles(
         str(model),

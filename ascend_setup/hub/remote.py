@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_setup.errors import AscendSetupError
-from ascend_setup.fit.config import check_config
+from ascend_setup.fit.config import check_config, complete_from_headers
 from ascend_setup.fit.model_files import CONFIG, INDEX, QUANT, ModelFiles, Shard, read_small_json, shard_names
 from ascend_setup.fit.safetensors import header_length, parse_header
 from ascend_setup.hub.base import SOURCES, HubNotFound, HubUnreachable, Listing, read_range, read_small
@@ -148,7 +148,7 @@ def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
     for name in (CONFIG, INDEX, QUANT):
         if listing.get(name) is not None:
             small[name] = read_small(hub.url(listing, name), what=f"{what} {name}")
-    check_config(parse_json(small[CONFIG], f"{what} {CONFIG}"), f"{what} {CONFIG}")
+    check_config(parse_json(small[CONFIG], f"{what} {CONFIG}"), f"{what} {CONFIG}", headers_follow=True)
     index = parse_json(small[INDEX], f"{what} {INDEX}") if INDEX in small else None
     names = safetensors_shards(listing, index)
     missing = [n for n in names if listing.get(n) is None]
@@ -179,12 +179,15 @@ def _from_cache(directory: Path, repo: str, *, cached: bool) -> Tuple[ModelFiles
         directory / HEADERS, "hub-cache", CachedHeaders, hint=f"remove {directory}: fit reads the hub again"
     )
     listing = Listing.from_json(data.listing.model_dump())
-    config = check_config(read_small_json(directory / CONFIG, "hub cache"), f"cached {CONFIG}")
+    raw = check_config(read_small_json(directory / CONFIG, "hub cache"), f"cached {CONFIG}", headers_follow=True)
     shards = [Shard(n, s.size, s.header) for n, s in data.shards.items()]
+    config, filled = complete_from_headers(raw, [s.header for s in shards])
+    check_config(config, f"cached {CONFIG}", headers_read=bool(shards))
     origin = (
         f"{listing.source} {listing.endpoint} {repo}@{listing.revision} (commit {listing.commit[:12]}): "
         f"config.json"
         + (f", {len(shards)} safetensors headers by range requests" if shards else "")
+        + (f" ({', '.join(filled)} from the headers' tensor shapes)" if filled else "")
         + (f"; cached in {directory}" if cached else "; now cached")
     )
     files = ModelFiles(

@@ -4,6 +4,7 @@ lying or broken safetensors headers, impossible configs, bad probe results, part
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from pathlib import Path
@@ -14,6 +15,7 @@ from helpers.cli import assert_one_line_error
 from helpers.models import CARD, DEEPSEEK_V2_LITE, DENSE, MLA, MOE_30B_A3B, QWEN3_VL_8B, ROW
 from helpers.models import make_model as _model
 
+from ascend_setup.errors import BadInput
 from ascend_setup.fit.cards import card_for
 from ascend_setup.fit.estimate import estimate
 from ascend_setup.fit.model_files import ModelFiles, local_files, weights
@@ -337,3 +339,72 @@ def test_eager_mode_has_its_own_figure_and_flag(cli, tmp_path: Path) -> None:
     assert more["kv_available_bytes"] == graph["kv_available_bytes"] - (
         peak - {t["name"]: t["bytes"] for t in graph["memory_terms"]}["profiling peak"]
     )
+
+
+#: A Qwen3.5-27B layer of each kind as its checkpoint names and shapes them (vLLM's qwen3_5.py / qwen3_next.py).
+QWEN35_TENSORS = {
+    "model.language_model.embed_tokens.weight": ("BF16", [248320, 5120]),
+    "model.language_model.layers.0.linear_attn.A_log": ("F32", [48]),
+    "model.language_model.layers.0.linear_attn.conv1d.weight": ("BF16", [10240, 1, 4]),
+    "model.language_model.layers.0.linear_attn.out_proj.weight": ("BF16", [5120, 6144]),
+    "model.language_model.layers.0.mlp.down_proj.weight": ("BF16", [5120, 17408]),
+    "model.language_model.layers.3.self_attn.q_norm.weight": ("BF16", [256]),
+    "model.language_model.layers.3.self_attn.k_proj.weight": ("BF16", [1024, 5120]),
+    "model.language_model.layers.3.self_attn.o_proj.weight": ("BF16", [5120, 6144]),
+    "model.visual.blocks.0.attn.proj.weight": ("BF16", [1152, 1152]),
+    "mtp.layers.0.self_attn.o_proj.weight": ("BF16", [5120, 2048]),
+}
+_BYTES = {"BF16": 2, "F32": 4}
+
+
+def _shaped_shard(path: Path, tensors: dict) -> None:
+    """A shard whose header holds these tensors' real shapes; the data is a hole (a sparse file)."""
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        size = _BYTES[dtype] * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header).encode()
+    with path.open("wb") as handle:
+        handle.write(struct.pack("<Q", len(blob)) + blob)
+        handle.truncate(8 + len(blob) + offset)
+
+
+def test_a_partial_config_is_completed_from_its_tensor_shapes(tmp_path: Path) -> None:
+    """The referee's partial Qwen3.8-27B (layer pattern, KV heads, head_dim only) beside real-shaped tensors: the
+    headers give hidden_size, the heads and the Gated DeltaNet dims, and fit's figures are those of the full
+    config; with a header that shows no such tensor, the one line says the headers do not show them either."""
+    partial = {"text_config": {"num_hidden_layers": 64, "full_attention_interval": 4, "num_key_value_heads": 4}}
+    partial["text_config"]["head_dim"] = 256
+    full = {
+        "text_config": {
+            **partial["text_config"],
+            "hidden_size": 5120,
+            "num_attention_heads": 24,
+            "intermediate_size": 17408,
+            "vocab_size": 248320,
+            "linear_num_value_heads": 48,
+            "linear_num_key_heads": 16,
+            "linear_value_head_dim": 128,
+            "linear_key_head_dim": 128,
+            "linear_conv_kernel_dim": 4,
+        }
+    }
+    figures = {}
+    for name, config in (("partial", partial), ("full", full)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        _shaped_shard(d / "model.safetensors", QWEN35_TENSORS)
+        files = local_files(d)
+        fit = estimate(files, CARD, ROW, context=32768, utilisation=0.9, kv_dtype="bf16")
+        figures[name] = (fit.kv_tokens, fit.concurrency, files.origin)
+    assert figures["partial"][:2] == figures["full"][:2]
+    assert "hidden_size" in figures["partial"][2] and "linear_num_key_heads" in figures["partial"][2]
+    assert "from the headers" not in figures["full"][2]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps(partial))
+    _shaped_shard(bare / "model.safetensors", {"model.weights": ("BF16", [1024])})
+    with pytest.raises(BadInput, match=r"lacks hidden_size, num_attention_heads, .*headers do not show them"):
+        local_files(bare)

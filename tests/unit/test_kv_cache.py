@@ -59,6 +59,21 @@ def test_qwen3_next_at_tp4_pads_attention_to_the_deltanet_state() -> None:
     assert pool.printed_tokens(available, 32768) != pool.block_tokens(available)
 
 
+def test_up_to_0_15_the_whole_kv_page_holds_the_state_and_reproduces_the_published_lines() -> None:
+    """vllm-ascend 0.11.0rc3 to 0.15.0rc1 (patch_mamba_config.py): block = 128 x cdiv(ssm + conv, 128 x K and V
+    bytes per token), the state padded to the attention page. From #6250's (0.13.0rc2) own "Available memory" line
+    this gives the two lines it printed: 198,912 tokens and 23.29x at 32,768."""
+    pool = plan_pool(QWEN3_NEXT, layer_kinds(QWEN3_NEXT), 4, 2, 2, (0, 13))
+    ssm, conv = 32 // 4 * 128 * 128 * 2, (128 * 16 * 2 + 128 * 32) // 4 * (4 - 1) * 2
+    kv_token = 2 * 256 * 1 * 2
+    assert pool.block_size == 128 * -(-(ssm + conv) // (128 * kv_token)) == 384
+    assert pool.page_bytes == 384 * kv_token  # no conv state on top
+    available = 9786143744  # rank 0's "Available memory" in vllm-ascend #6250
+    assert pool.block_tokens(available) == 198_912
+    assert round(pool.concurrency(available, 32768), 2) == 23.29
+    assert plan_pool(QWEN3_NEXT, layer_kinds(QWEN3_NEXT), 4, 2, 2, (0, 16)).block_size == 512
+
+
 def test_a_float32_state_and_tp2_as_qwen3_6_27b_declares() -> None:
     config = {
         **QWEN3_NEXT,
