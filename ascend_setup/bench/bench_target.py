@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve import server_records as records
@@ -27,7 +27,7 @@ class Target:
     argv: str  # the server's command line, when serve recorded it ('' for a bare URL)
 
 
-def from_record(workdir: Path, name: str) -> tuple:
+def from_record(workdir: Path, name: str) -> Tuple[str, str, List[str], Path]:
     """(base URL, served name, command words, log) of a recorded server that still runs; exit 2 when it does not."""
     path = records.record_path(workdir, name)
     if not path.is_file():
@@ -58,7 +58,7 @@ def server_processes(workdir: Path, name: str) -> Tuple[List[int], List[int]]:
     return list(record.cards), [record.pid, *below]
 
 
-def models(base: str, wait_s: float = ANSWER_WAIT_S) -> dict:
+def models(base: str, wait_s: float = ANSWER_WAIT_S) -> Dict[str, Any]:
     """/v1/models, retried until `wait_s` passes; exit 1 with the last cause when the URL never answers."""
     deadline = time.monotonic() + wait_s
     while True:

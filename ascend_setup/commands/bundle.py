@@ -7,6 +7,7 @@ import argparse
 import platform
 import shutil
 from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.bundle.make import BundleRequest, built_wheel, make_bundle, open_out_dir, staging_dir, write_tar
 from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
@@ -20,6 +21,7 @@ from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_sett
 from ascend_setup.index.tags import Target
 from ascend_setup.managed.pinned import PythonBuild, PythonBuilds, load_builds
 from ascend_setup.matrix import load_matrix, select_row
+from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.newcann import provenance_line, with_derived_row
 from ascend_setup.matrix.soc import device_of
 from ascend_setup.resolve.closure import IndexSources
@@ -38,15 +40,15 @@ from ascend_setup.steps.options import (
 from ascend_setup.utils.paths import check_dir_path, check_output_file
 
 
-def _soc(value: str):
+def _soc(value: str) -> Tuple[Optional[str], Optional[str]]:
     """(device type, SOC_VERSION or None): --soc names a device type (A2) or one SOC_VERSION (ascend910b3)."""
     if device_of(value) is not None and value.strip().lower().startswith("ascend"):
         return device_of(value), check_soc(value)
     return check_device(value), None
 
 
-def manifest_json(manifest: Manifest, path: Path, problems=None) -> dict:
-    roles: dict = {}
+def manifest_json(manifest: Manifest, path: Path, problems: Optional[List[str]] = None) -> Dict[str, Any]:
+    roles: Dict[str, Dict[str, int]] = {}
     for f in manifest.files:
         roles.setdefault(f.role, {"files": 0, "bytes": 0})
         roles[f.role]["files"] += 1
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     return 1 if manifest.missing else 0
 
 
-def finished_tar(out: Path, row, target: Target, output: Output) -> int:
+def finished_tar(out: Path, row: Row, target: Target, output: Output) -> int:
     """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
     manifest, problems = verify_bundle(out, "-o")
     t = manifest.target

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Dict
 
 from rich.console import Console
 from rich.markup import escape
@@ -45,7 +46,7 @@ def _runner(
     return Runner(build_pipeline(), session, install_store(workdir), run_lock(workdir))
 
 
-def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError) -> dict:
+def failure_json(runner: Runner[InstallSession], options: InstallOptions, exc: AscendSetupError) -> Dict[str, Any]:
     """--json output when the run fails: which step, the error, its root cause, and the log to read."""
     try:
         state = runner.store.load()
@@ -67,7 +68,7 @@ def failure_json(runner: Runner, options: InstallOptions, exc: AscendSetupError)
     }
 
 
-def closure_line(closure: dict) -> str:
+def closure_line(closure: Dict[str, Any]) -> str:
     if closure.get("error"):
         return f"closure: cannot be resolved now: {closure['error']}" + (
             f" ({closure['hint']})" if closure.get("hint") else ""
@@ -88,7 +89,7 @@ def _confirm(console: Console) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _rerun_cannot_fix(runner: Runner, exc: AscendSetupError) -> bool:
+def _rerun_cannot_fix(runner: Runner[InstallSession], exc: AscendSetupError) -> bool:
     """Bad input, or a host that preflight refused (no CANN, no interpreter, no disk): the same again at login."""
     return isinstance(exc, BadInput) or runner.ran[-1:] == ["preflight"]
 

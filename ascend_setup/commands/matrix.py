@@ -104,7 +104,7 @@ def run_validate(args: argparse.Namespace, output: Output) -> int:
     return 0
 
 
-def _mirror(args: argparse.Namespace) -> list:
+def _mirror(args: argparse.Namespace) -> List[str]:
     from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
     from ascend_setup.steps.options import check_index_url
 
@@ -162,7 +162,7 @@ def run_derive(args: argparse.Namespace, output: Output) -> int:
     return 1 if derived.problems else 0
 
 
-def _sdists(paths: list) -> dict:
+def _sdists(paths: List[str]) -> Dict[str, Path]:
     """--sdist FILE (repeatable) -> {vllm-ascend version: path}; a file that is not a vllm-ascend sdist is bad input."""
     from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console
@@ -18,7 +18,10 @@ from ascend_setup.utils.files import open_append
 from ascend_setup.utils.paths import check_dir_path, default_workdir
 
 if TYPE_CHECKING:  # imported when a terminal shows the bar
+    from rich.console import Console
     from rich.progress import Progress
+
+    from ascend_setup.hub.base import RemoteFile
 
 MODELS_ROOT = Path("/mnt/workspace/models")
 
@@ -30,7 +33,7 @@ def default_dest(model_id: str) -> Path:
     return default_workdir().parent / "models" / model_id
 
 
-def _argv(args: argparse.Namespace, dest: Path) -> list:
+def _argv(args: argparse.Namespace, dest: Path) -> List[str]:
     """This fetch's own arguments, to run again at the next login."""
     argv = ["model", "fetch", args.model, "--to", str(dest)]
     for flag in ("source", "revision", "endpoint", "card", "hbm_gib", "bandwidth", "tp"):
@@ -141,13 +144,13 @@ def run_fetch(args: argparse.Namespace, output: Output) -> int:
 class _progress:
     """A rich progress bar (bytes, rate, ETA) in a terminal; a line per finished file otherwise."""
 
-    def __init__(self, console, total: int, dest: Path, files) -> None:
+    def __init__(self, console: Console, total: int, dest: Path, files: Sequence[RemoteFile]) -> None:
         self.console, self.total, self.dest = console, total, dest
         self.base = {f.path: 0 for f in files}
         self.bar: Optional[Progress] = None
         self.last = time.monotonic()
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[RemoteFile, int], None]:
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -169,7 +172,7 @@ class _progress:
             self.bar.start()
             self.task = self.bar.add_task("fetch", total=self.total)
 
-        def on_progress(f, done: int) -> None:
+        def on_progress(f: RemoteFile, done: int) -> None:
             self.base[f.path] = done
             if self.bar is not None:
                 self.bar.update(self.task, completed=sum(self.base.values()), description=Path(f.path).name[:30])
@@ -184,7 +187,7 @@ class _progress:
 
         return on_progress
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import platform
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ascend_setup.cli import flags
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
@@ -69,7 +69,7 @@ def size_text(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n else "-"
 
 
-def plan_json(lock: Lock, lock_path: str = "") -> dict:
+def plan_json(lock: Lock, lock_path: str = "") -> Dict[str, Any]:
     data = lock.to_json()
     return {
         "scope": "closure",

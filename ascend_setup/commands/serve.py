@@ -445,7 +445,7 @@ def _simulated(base: str) -> bool:
     return b"(simulated)" in (http_get(f"{base}/v1/models") or b"")
 
 
-def _gone_cause(log: str) -> Optional[dict]:
+def _gone_cause(log: str) -> Optional[Dict[str, Any]]:
     """Why a recorded server is gone: the triage of its log's last start (None when the log is unreadable)."""
     from ascend_setup.knowledge.scan import triage_stream
     from ascend_setup.utils.inputs import open_input

@@ -64,7 +64,7 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> Tuple[subprocess.Popen, Started]:
+def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> Tuple[subprocess.Popen[bytes], Started]:
     """The server, writing its own log; detached it gets a session of its own and outlives the tool. A fresh
     run token in its environment (which its engine and workers inherit) is what proves it ours when stopped;
     in the foreground the tool becomes the subreaper of what the server starts, so nothing of it escapes."""
@@ -93,7 +93,7 @@ def start(argv: List[str], env: Dict[str, str], log: Path, *, detach: bool) -> T
     return proc, Started.child(proc, token)
 
 
-def stop_server(server: Started, proc: Optional[subprocess.Popen] = None) -> None:
+def stop_server(server: Started, proc: Optional[subprocess.Popen[bytes]] = None) -> None:
     """SIGTERM to the server's group (vLLM shuts its engine down), SIGKILL to what is left after the grace; every
     process that carries its token too. `proc`: our own child, reaped as we wait."""
     server.stop(GRACE_SECONDS, child=proc)
@@ -170,7 +170,7 @@ def triaged_failure(what: str, log: Path, name: str, offset: int = 0) -> AscendS
 
 
 def wait_ready(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen[bytes],
     server: Started,
     *,
     base: str,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.serve.run import GRACE_SECONDS
@@ -58,7 +58,7 @@ def stop_recorded(workdir: Path, name: Optional[str]) -> Tuple[ServerRecord, boo
     return record, running
 
 
-def status(workdir: Path) -> List[dict]:
+def status(workdir: Path) -> List[Dict[str, Any]]:
     return [
         {
             "name": r.name,
