@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.audit.native_rules import rule_native
 from ascend_setup.audit.rules import (
@@ -68,7 +68,7 @@ class AuditReport:
     def failed(self) -> bool:
         return any(f.severity == "error" for f in self.findings)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "venv": str(self.venv),
             "row": self.row.cann,

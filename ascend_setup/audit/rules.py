@@ -13,7 +13,7 @@ import re
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from packaging.requirements import Requirement
 from packaging.tags import Tag, parse_tag
@@ -50,7 +50,7 @@ class Finding:
     phase: int = PHASE_MANUAL
     fix_args: Tuple[str, ...] = ()  # what this finding adds to its phase's combined command
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
         data.pop("phase")
         data.pop("fix_args")

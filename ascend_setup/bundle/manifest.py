@@ -6,7 +6,7 @@ from __future__ import annotations
 import tarfile
 from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -181,7 +181,7 @@ def check_tar(bundle: Path, manifest: Manifest, flag: str = "PATH") -> List[str]
     return problems
 
 
-def verify_bundle(bundle: Path, flag: str = "PATH") -> tuple:
+def verify_bundle(bundle: Path, flag: str = "PATH") -> Tuple[Manifest, List[str]]:
     """(manifest, problems) of a bundle directory or tar."""
     manifest = read_manifest(bundle, flag)
     return manifest, (check_tar(bundle, manifest, flag) if is_tar(bundle) else check_files(bundle, manifest, flag))

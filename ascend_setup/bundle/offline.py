@@ -9,7 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -220,7 +220,7 @@ def bundle_pages(bundle: Bundle, lock: Lock) -> SharedPages:
     return SharedPages(sources={url: source for url in [*lock.indexes.values(), *lock.extra_index_urls]})
 
 
-def open_bundle(path: str, workdir: Path, *, dry_run: bool) -> tuple:
+def open_bundle(path: str, workdir: Path, *, dry_run: bool) -> Tuple[Optional[Path], Path]:
     """(the bundle directory, its lock file): a directory is used in place; a tar is unpacked into
     `<workdir>/bundle` (a dry run reads its lock only, into a temporary file)."""
     given = Path(path).expanduser().absolute()

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -143,7 +143,7 @@ class TransferProgress:
         self.console, self.what, self.files, self.total = console, what, files, total_bytes
         self.heartbeat = heartbeat
         self.done_files = 0
-        self._bytes: dict = {}
+        self._bytes: Dict[str, int] = {}  # bytes on disk per file
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._bar: Optional[Progress] = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, TextIO
 
 from ascend_setup.utils.redact import redact, redacting
 
@@ -46,7 +46,7 @@ def _columns() -> Optional[int]:
     return int(value) if value.isdigit() else None
 
 
-def _width(stream) -> Optional[int]:
+def _width(stream: TextIO) -> Optional[int]:
     columns = _columns()
     if columns is not None:
         return columns if columns >= MIN_WIDTH else PLAIN_WIDTH

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import List, Literal, Optional, Tuple, get_args
+from typing import Any, Dict, List, Literal, Optional, Tuple, get_args
 
 from ascend_setup.container.facts import (
     MANAGER_NODES,
@@ -50,7 +50,7 @@ class RunCommand:
         """One item per line, continued with backslashes: pasted as is into a shell."""
         return " \\\n  ".join(self.lines)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             **asdict(self),
             "device_type": label(self.device_type) if self.device_type else None,

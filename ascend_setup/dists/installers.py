@@ -100,7 +100,15 @@ class Installer(ABC):
 class PipInstaller(Installer):
     name = "pip"
 
-    def _install(self, python, request, *, log, env, on_line) -> None:
+    def _install(
+        self,
+        python: Path,
+        request: InstallRequest,
+        *,
+        log: Path,
+        env: Optional[Mapping[str, str]],
+        on_line: Optional[LineHook],
+    ) -> None:
         argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *request.flags()]
         run_logged(
             argv,
@@ -112,7 +120,7 @@ class PipInstaller(Installer):
             writes=Path(python).parent.parent,
         )
 
-    def uninstall(self, python, names, *, log) -> None:
+    def uninstall(self, python: Path, names: Sequence[str], *, log: Path) -> None:
         run_logged(
             [str(python), "-m", "pip", "uninstall", "-y", *names],
             log,
@@ -144,7 +152,15 @@ class UvInstaller(Installer):
         argv = [*uv_command(), "pip", verb, "--python", str(python), "--no-config"]
         return argv + (["--cache-dir", str(self.cache_dir)] if self.cache_dir else [])
 
-    def _install(self, python, request, *, log, env, on_line) -> None:
+    def _install(
+        self,
+        python: Path,
+        request: InstallRequest,
+        *,
+        log: Path,
+        env: Optional[Mapping[str, str]],
+        on_line: Optional[LineHook],
+    ) -> None:
         argv = self._base(python, "install") + ["--index-strategy", "unsafe-best-match", *request.flags()]
         env = self.settings.uv_env(uv_command(), env)
         run_logged(
@@ -157,7 +173,7 @@ class UvInstaller(Installer):
             writes=Path(python).parent.parent,
         )
 
-    def uninstall(self, python, names, *, log) -> None:
+    def uninstall(self, python: Path, names: Sequence[str], *, log: Path) -> None:
         run_logged(
             self._base(python, "uninstall") + list(names),
             log,

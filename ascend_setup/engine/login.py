@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, open_append
@@ -33,7 +33,7 @@ def _what(given: Path, path: Path) -> str:
     return f"shell startup file {given}" + (f" (a link to {path})" if path != given else "")
 
 
-def _markers(workdir: Path) -> tuple:
+def _markers(workdir: Path) -> Tuple[str, str]:
     return (
         f"# >>> ascend-setup resume-on-login ({workdir}) >>>",
         f"# <<< ascend-setup resume-on-login ({workdir}) <<<",

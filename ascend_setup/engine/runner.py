@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Generic, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.session import Session
@@ -25,7 +25,7 @@ FIRST_RUN = "not run yet"
 class Decision:
     """Whether a step runs this time, and the reason a user would want to read."""
 
-    step: Step
+    step: Step[BaseModel]
     run: bool
     reason: str
     fingerprint: str
@@ -70,7 +70,11 @@ class Runner(Generic[S]):
     class, which the command that made the runner reads back (an install's InstallSession)."""
 
     def __init__(
-        self, steps: Sequence[Step], session: S, store: Optional[StateStore] = None, run_lock: Optional[RunLock] = None
+        self,
+        steps: Sequence[Step[BaseModel]],
+        session: S,
+        store: Optional[StateStore] = None,
+        run_lock: Optional[RunLock] = None,
     ) -> None:
         names: List[str] = []
         for step in steps:
@@ -87,7 +91,7 @@ class Runner(Generic[S]):
         self.ran: List[str] = []  # the steps this run started: a rerun that starts none changed nothing
 
     # -- deciding ------------------------------------------------------------------------------
-    def _fingerprint(self, step: Step, known: Dict[str, str]) -> Tuple[str, Dict[str, Any]]:
+    def _fingerprint(self, step: Step[BaseModel], known: Dict[str, str]) -> Tuple[str, Dict[str, Any]]:
         """Computed when the step's turn comes, so inputs may read outputs of steps that just ran."""
         inputs = step.inputs(self.session)
         fp = fingerprint(inputs, tuple(known[d] for d in step.depends_on))
@@ -105,7 +109,7 @@ class Runner(Generic[S]):
                 except ValidationError:
                     pass
 
-    def _decide(self, step: Step, record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
+    def _decide(self, step: Step[BaseModel], record: Optional[StepRecord], fp: str, inputs: Dict[str, Any]) -> Decision:
         def decision(run: bool, reason: str) -> Decision:
             return Decision(
                 step, run, reason, fp, inputs, interrupted=record is not None and record.state in ("started", "failed")
@@ -228,7 +232,7 @@ class Runner(Generic[S]):
         )
         reporter.finished(step.name, ended - started)
 
-    def _fail(self, state: RunState, d: Decision, started: float, log, message: str, reporter: Reporter) -> None:
+    def _fail(self, state: RunState, d: Decision, started: float, log: Path, message: str, reporter: Reporter) -> None:
         try:
             self.store.mark(
                 state,
@@ -249,7 +253,9 @@ class Runner(Generic[S]):
         reporter.failed(d.step.name, message)
 
 
-def status_rows(steps: Sequence[Step], state: RunState, running: Optional[int] = None) -> List[Dict[str, Any]]:
+def status_rows(
+    steps: Sequence[Step[BaseModel]], state: RunState, running: Optional[int] = None
+) -> List[Dict[str, Any]]:
     """One row per pipeline step for `status`: done, running (pid N), interrupted, failed or pending.
     A `started` step is running while a run holds the run lock (`running` is its pid), else it was interrupted."""
     rows = []

@@ -38,7 +38,7 @@ class Session:
         """The outputs `step` recorded, or None when it has not finished."""
         return cast(Optional[O], self.outputs.get(step.name))  # as in get()
 
-    def has(self, step: Union[Type[Step], Step, str]) -> bool:
+    def has(self, step: Union[Type[Step[BaseModel]], Step[BaseModel], str]) -> bool:
         """Whether `step` (a step class, one of its instances, or its name) finished (this run or, as recorded,
         an earlier one)."""
         return (step if isinstance(step, str) else step.name) in self.outputs

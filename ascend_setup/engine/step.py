@@ -17,10 +17,12 @@ class StepOutput(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-O = TypeVar("O", bound=BaseModel)
+#: A step's outputs model. Covariant, since a step only produces it: any step is then a `Step[BaseModel]`,
+#: which is how the runner and the pipeline hold a list of different steps.
+O_co = TypeVar("O_co", bound=BaseModel, covariant=True)
 
 
-class Step(Generic[O]):
+class Step(Generic[O_co]):
     """A unit of the pipeline. Subclasses set `name` and `Output`, may set `depends_on`, and implement the rest.
 
     `is_done` must look at the world (installed versions, files, hashes): a marker alone lies.
@@ -42,7 +44,7 @@ class Step(Generic[O]):
         """Why `is_done` said no, for the reason a rerun prints (steps with a richer check override it)."""
         return "the check no longer holds"
 
-    def run(self, session: Any, log: Path) -> Union[O, Dict[str, Any], None]:
+    def run(self, session: Any, log: Path) -> Union[O_co, Dict[str, Any], None]:
         """Do the work; return the outputs later steps read with `session.get(ThisStep)`."""
         raise NotImplementedError
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, List, Literal, Optional
+from typing import Any, Dict, Iterator, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from typing_extensions import Annotated
@@ -152,7 +152,7 @@ class Judged:
     why: str
     bound: str  # 'launch' or 'bandwidth': what limits the measured speed
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             **self.point.model_dump(),
             "predicted_tok_s": round(self.predicted.tok_s, 2),

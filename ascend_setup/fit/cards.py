@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -117,7 +117,7 @@ def cards() -> Dict[str, Card]:
     }
 
 
-def visible(hbm_gib: float, published: Optional[int], source: Optional[str]) -> tuple:
+def visible(hbm_gib: float, published: Optional[int], source: Optional[str]) -> Tuple[int, str]:
     """(bytes, source) of the device-visible memory: the published figure, else the HBM size taken as it."""
     if published and source:
         return published, source

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import Calibration
@@ -97,7 +97,7 @@ class Fit:
 FP8_CONFIG_FIELDS = ("o_groups", "o_lora_rank")
 
 
-def blockers_and_hints(files: ModelFiles, row: Row) -> tuple:
+def blockers_and_hints(files: ModelFiles, row: Row) -> Tuple[List[str], List[str], Dict[str, str], List[str]]:
     """(blockers, serve args, env, notes) that apply to this model on this row (from the row's hints)."""
     config = files.config
     cfg = text_config(config)

@@ -105,7 +105,7 @@ def head_dim(cfg: Dict[str, Any]) -> int:
     return int(cfg.get("head_dim") or max(1, cfg["hidden_size"] // cfg["num_attention_heads"]))
 
 
-def state_pages(cfg: Dict[str, Any], tp: int, model_bytes: int) -> tuple:
+def state_pages(cfg: Dict[str, Any], tp: int, model_bytes: int) -> Tuple[int, int]:
     """(ssm page, conv page) of one linear-attention layer on one card, as vLLM's MambaStateShapeCalculator
     shapes them (vllm/model_executor/layers/mamba/mamba_utils.py): Gated DeltaNet (Qwen3-Next, Qwen3.5) or Mamba2;
     (0, 0) when the config says too little."""

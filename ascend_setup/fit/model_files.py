@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -239,7 +239,7 @@ def kv_layout(config: Dict[str, Any], context: int, kv_bytes: int) -> KvLayout:
     )
 
 
-def experts_of(cfg: Dict[str, Any]) -> tuple:
+def experts_of(cfg: Dict[str, Any]) -> Tuple[int, int]:
     total = int(cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0)
     active = int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 0)  # moe_topk: config.py
     return total, active
@@ -298,7 +298,7 @@ def _attention_params(cfg: Dict[str, Any]) -> int:
     return h * heads * hd * 2 + h * kv * hd * 2
 
 
-def linear_width(cfg: Dict[str, Any], quant: str) -> tuple:
+def linear_width(cfg: Dict[str, Any], quant: str) -> Tuple[float, int, str]:
     """(bytes per weight of the linear layers, group size or 0, what said so): ModelSlim's quant type, else the
     config's quantization_config (fp8, or GPTQ/AWQ-style bits), else the dtype."""
     found = QUANT_TYPE.match(quant)

@@ -67,8 +67,8 @@ def run_probe(python: Path, device: str, size_bytes: int, env: Optional[Mapping[
     """Measure in the interpreter `python` (the installed venv's); raises with the interpreter's own words."""
     proc = capture([python, "-c", SCRIPT, device, str(size_bytes)], env=env, timeout=900)
     try:
-        result: Dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-        return result
+        measured: Dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])  # SCRIPT's one line
+        return measured
     except (ValueError, IndexError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         raise AscendSetupError(

@@ -91,7 +91,7 @@ def _first(value: Any) -> int:
     return int(max(value)) if isinstance(value, list) else int(value or 0)
 
 
-def text_peak(cfg: Dict[str, Any], tokens: int, tp: int, dtype: int) -> tuple:
+def text_peak(cfg: Dict[str, Any], tokens: int, tp: int, dtype: int) -> Tuple[int, str]:
     """(bytes, phase): the largest set of tensors alive at once in one layer at `tokens` tokens, per card: the
     hidden state and residual, plus the attention's q/k/v and output, or the MLP's gate_up output and its
     activation, or a MoE layer's tokens copied to each of their top-k experts with the experts' intermediate."""
@@ -117,7 +117,7 @@ def padded_head(head: int) -> int:
     return VISION_PAD_TO if VISION_PAD_FROM < head < VISION_PAD_TO else head
 
 
-def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int, tp: int = 1) -> tuple:
+def vision_peak(config: Dict[str, Any], max_model_len: int, dtype: int, tp: int = 1) -> Tuple[int, int, int]:
     """(encoder phase peak, held through the text phases, patches): a Qwen-VL style vision tower on its largest
     image, counted from the tensors alive at once in vLLM 0.23.0 and vllm-ascend 0.23.0 (eager: neither
     compile_mm_encoder nor cudagraph_mm_encoder is on by default, vllm/config/compilation.py); (0, 0, 0) without

@@ -42,7 +42,7 @@ def header_length(name: str, first8: bytes, file_size: int) -> int:
     """N from the first 8 bytes; it must leave room in the file (and stay under the spec's limit)."""
     if len(first8) < 8:
         raise BadInput(f"{name}: not a safetensors file ({len(first8)} bytes, shorter than its length field)")
-    (length,) = struct.unpack("<Q", first8[:8])
+    length: int = struct.unpack("<Q", first8[:8])[0]
     if length == 0 or length > MAX_HEADER or 8 + length > file_size:
         raise BadInput(f"{name}: not a safetensors file (a header of {length} bytes in a file of {file_size})")
     return length

@@ -92,7 +92,7 @@ class HostAudit:
             return said
         return f"clean ({said})" if said else "clean"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "host": self.host,
             "ok": self.ok,
@@ -156,7 +156,7 @@ def finding_ids(hosts: List[HostAudit], severities: Sequence[str] = ("error", "w
     return sorted(seen, key=lambda i: (seen[i][0], seen[i][1], i))
 
 
-def fleet_json(hosts: List[HostAudit]) -> dict:
+def fleet_json(hosts: List[HostAudit]) -> Dict[str, Any]:
     ids = finding_ids(hosts)
     return {
         "ok": all(h.ok for h in hosts),

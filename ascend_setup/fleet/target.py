@@ -8,7 +8,7 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.errors import AscendSetupError
 from ascend_setup.host.interpreters import Interpreter
@@ -39,7 +39,7 @@ class FleetTarget:
     wheelhouse: Optional[str]
     unknown: List[str]  # why a field above is missing (each a sentence)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 

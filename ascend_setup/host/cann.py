@@ -7,7 +7,7 @@ import platform
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -55,7 +55,7 @@ class CannInstall:
             scripts.append(Path(self.nnal.set_env))
         return scripts
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -81,7 +81,7 @@ def same_cann(a: Optional[str], b: Optional[str]) -> bool:
         return a.strip().lower() == b.strip().lower()
 
 
-def _toolkit_version(toolkit: Path, arch: str) -> tuple:
+def _toolkit_version(toolkit: Path, arch: str) -> Tuple[Optional[str], Optional[str]]:
     """(version, file it came from) from install.info (9.x and 8.x), else version.cfg (older 8.x)."""
     candidates = [toolkit / f"{arch}-linux" / "ascend_toolkit_install.info"]
     candidates += sorted(toolkit.glob("*-linux/ascend_toolkit_install.info"))

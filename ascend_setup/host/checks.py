@@ -7,7 +7,7 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from ascend_setup.host.cann import CannInstall, candidate_roots, same_cann
 from ascend_setup.matrix.models import Row
@@ -30,7 +30,7 @@ class Check:
         """One log line: ok/warn/FAIL, what, the evidence."""
         return f"  {({'pass': 'ok  ', 'warn': 'warn'}).get(self.status, 'FAIL')} {self.id}: {self.detail}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 

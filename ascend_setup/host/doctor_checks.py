@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ascend_setup.dists.venv_reader import read_pyvenv_cfg
 from ascend_setup.engine.state import RunState
@@ -328,7 +328,7 @@ def check_indexes(row: Row, urls: Mapping[str, str]) -> Tuple[Check, List[IndexA
 @dataclass
 class DoctorReport:
     checks: List[Check]
-    facts: dict
+    facts: Dict[str, Any]  # the machine, CANN, NPU, indexes and Python as doctor found them (a JSON document)
 
     @property
     def failed(self) -> bool:
@@ -339,7 +339,7 @@ class DoctorReport:
         """No CANN and no NPU: this machine cannot serve, only plan and audit."""
         return not self.facts["cann"] and not self.facts["npu"]["chips"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {"checks": [c.to_json() for c in self.checks], "facts": self.facts, "ok": not self.failed}
 
 

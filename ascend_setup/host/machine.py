@@ -7,7 +7,7 @@ import platform
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from ascend_setup.index.tags import Target
 from ascend_setup.utils.osrelease import os_release
@@ -78,7 +78,7 @@ class MachineFacts:
     workdir_free: int
     workdir_persistent: bool
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ascend_setup.host.cann import find_driver, primary_cann
 from ascend_setup.matrix.soc import board_alias, device_of
@@ -28,7 +28,7 @@ class NpuFacts:
     error: Optional[str] = None
     device_type: Optional[str] = None  # what a build for soc_version is made for (ascend_setup.matrix.soc)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -96,7 +96,7 @@ def npu_facts(driver_root: Optional[str], timeout: float = 20.0) -> NpuFacts:
         return NpuFacts(npu_smi=None, error="npu-smi not found (no NPU driver on this machine)")
     env = npu_smi_env(driver_root)
 
-    def run(*args: str) -> subprocess.CompletedProcess:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
     try:

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Union
 
 from ascend_setup.hub.base import HubNotFound, HubUnreachable, Listing, RemoteFile
 from ascend_setup.index import http
 
+if TYPE_CHECKING:
+    import requests
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: The CA set huggingface_hub was last handed (http.verify()'s answer), so a second listing re-configures nothing.
-_handed: dict = {}
+_handed: Dict[str, Union[str, bool]] = {}
 
 
 def hand_trust_to_huggingface_hub() -> None:
@@ -49,7 +52,7 @@ def hand_trust_to_huggingface_hub() -> None:
     _handed["verify"] = where
 
 
-def _httpx_factory():
+def _httpx_factory() -> Callable[[], object]:
     """huggingface_hub 1.x/2.x: its own default client (event hooks: offline mode, request ids; redirects,
     timeout, headers), rebuilt with our SSL context: an httpx client's TLS is fixed when it is made."""
     from huggingface_hub.utils import _http as hf_http
@@ -57,7 +60,7 @@ def _httpx_factory():
     context = http.ssl_context()
     default = hf_http.default_client_factory
 
-    def factory():
+    def factory() -> object:  # the library's own client class: httpx's in 1.x, httpx2's in 2.x
         base = default()
         try:
             return type(base)(
@@ -74,12 +77,14 @@ def _httpx_factory():
     return factory
 
 
-def _requests_factory(configure_http_backend, where: Union[str, bool]):
+def _requests_factory(
+    configure_http_backend: Callable[..., None], where: Union[str, bool]
+) -> Callable[[], requests.Session]:
     """huggingface_hub 0.x: its default session (the offline and request-id adapters), with our `verify`."""
     default = inspect.signature(configure_http_backend).parameters["backend_factory"].default
 
-    def factory():
-        session = default()
+    def factory() -> requests.Session:
+        session: requests.Session = default()
         session.verify = where
         return session
 

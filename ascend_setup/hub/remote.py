@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,7 +63,11 @@ class CachedHeaders(_Cached):
     shards: Dict[PathText, CachedShard] = Field(max_length=MAX_FILES)
 
 
-def client(source: str, endpoint_url: Optional[str] = None):
+#: The hubs a model id is looked up on.
+Hub = Union[HuggingFace, ModelScope]
+
+
+def client(source: str, endpoint_url: Optional[str] = None) -> Hub:
     return ModelScope(endpoint_url) if source == "modelscope" else HuggingFace(endpoint_url)
 
 
@@ -82,7 +86,7 @@ def _cached(cache: Path, source: str, repo: str, revision: Optional[str]) -> Opt
 
 def locate(
     repo: str, *, source: Optional[str], revision: Optional[str], endpoint_url: Optional[str], cache: Path
-) -> Tuple[object, Listing]:
+) -> Tuple[Hub, Listing]:
     """The hub that has the model (ModelScope first, then Hugging Face, unless --source) and its listing."""
     reasons: List[str] = []
     not_found = True
@@ -138,7 +142,7 @@ def safetensors_shards(listing: Listing, index: Any) -> List[str]:
     return sorted(f.path for f in listing.files if fnmatch.fnmatch(f.path, "*.safetensors") and "/" not in f.path)
 
 
-def _read_into_cache(hub, listing: Listing, cache: Path) -> Path:
+def _read_into_cache(hub: Hub, listing: Listing, cache: Path) -> Path:
     what = f"{listing.source} {listing.repo}@{listing.commit[:12]}"
     if listing.get(CONFIG) is None:
         raise HubNotFound(f"{what} has no config.json: not a transformers model fit can read")

@@ -6,7 +6,7 @@ index instead of all of them), and called reachable, slow, stale or unreachable,
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from ascend_setup.index.reach import IndexNeed, check_indexes
 
@@ -25,7 +25,7 @@ class IndexAnswer:
     seconds: Optional[float]  # None: no answer within the deadline
     detail: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {**asdict(self), "seconds": None if self.seconds is None else round(self.seconds, 3)}
 
     def line(self) -> str:

@@ -25,19 +25,6 @@ class Choice:
     file: Optional[IndexFile] = None
     reason: Optional[str] = None
 
-    def to_json(self) -> dict:
-        f = self.file
-        return {
-            "name": self.name,
-            "version": self.version,
-            "outcome": self.outcome,
-            "file": f.filename if f else None,
-            "size": f.size if f else None,
-            "index": f.index if f else None,
-            "sha256": f.sha256 if f else None,
-            "reason": self.reason,
-        }
-
 
 @lru_cache(maxsize=4096)
 def _python_allowed(requires_python: str, python_full: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import ssl
 import threading
-from typing import Dict, Optional, TypedDict, Union
+from typing import Dict, Optional, Set, TypedDict, Union
 
 import requests
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -137,7 +137,7 @@ def _tls_reason(exc: BaseException) -> str:
 def untrusted_certificate(exc: BaseException) -> Optional[str]:
     """Why TLS failed, when `exc` (or what it was raised from) is a certificate the CA set does not trust: for a
     library with its own HTTP stack (huggingface_hub's requests or httpx), whose errors wrap ssl's."""
-    seen: set = set()
+    seen: Set[int] = set()
     cause: Optional[BaseException] = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))

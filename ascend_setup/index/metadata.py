@@ -9,7 +9,7 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from typing import Dict, List, Optional, TypedDict
+from typing import IO, TYPE_CHECKING, Dict, List, Optional, TypedDict, cast
 
 from ascend_setup.index.filecache import FileTextCache
 from ascend_setup.index.http import IndexUnreachable, get
@@ -19,6 +19,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - the tool runs on 3.9+; tomli is tomllib's backport
     import tomli as tomllib
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 
 class RangeReader(io.RawIOBase):
@@ -43,15 +46,16 @@ class RangeReader(io.RawIOBase):
         self.pos = max(0, base + offset)
         return self.pos
 
-    def readinto(self, buffer) -> int:
-        want = min(len(buffer), self.size - self.pos)
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)  # BufferedReader's own byte buffer, written through a view
+        want = min(len(view), self.size - self.pos)
         if want <= 0:
             return 0
         response = get(self.url, headers={"Range": f"bytes={self.pos}-{self.pos + want - 1}"})
         if response.status_code != 206:
             raise IndexUnreachable(f"{self.url} does not serve byte ranges (HTTP {response.status_code})")
         data = response.content[:want]
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         self.pos += len(data)
         self.fetched += len(data)
         self.requests += 1
@@ -72,7 +76,7 @@ def parse_requires(metadata_text: str) -> List[str]:
     return [str(v) for v in (message.get_all("Requires-Dist") or [])]
 
 
-def _from_wheel_zip(handle) -> str:
+def _from_wheel_zip(handle: IO[bytes]) -> str:
     with zipfile.ZipFile(handle) as archive:
         name = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
         return archive.read(name).decode("utf-8", errors="replace")
@@ -88,7 +92,7 @@ class MemberRead:
     size: int
 
 
-def _member_text(handle, member: str) -> Optional[str]:
+def _member_text(handle: IO[bytes], member: str) -> Optional[str]:
     with zipfile.ZipFile(handle) as archive:
         try:
             return archive.read(member).decode("utf-8", errors="replace")
@@ -111,7 +115,7 @@ def wheel_member(f: IndexFile, member: str, buffer_size: int = 64 * 1024) -> Mem
     return MemberRead(text, raw.fetched, raw.requests, size)
 
 
-def _from_sdist(handle, member_name: str = "PKG-INFO") -> str:
+def _from_sdist(handle: IO[bytes], member_name: str = "PKG-INFO") -> str:
     """One top-level file of a streamed sdist (PKG-INFO, pyproject.toml): reading stops once it is found."""
     with tarfile.open(fileobj=handle, mode="r|*") as archive:
         for member in archive:
@@ -122,7 +126,7 @@ def _from_sdist(handle, member_name: str = "PKG-INFO") -> str:
     raise IndexUnreachable(f"no {member_name} in the sdist")
 
 
-def _sdist_stream(f: IndexFile):
+def _sdist_stream(f: IndexFile) -> IO[bytes]:
     """A readable byte stream of an sdist, local or remote (the caller closes it)."""
     path = local_path(f.url)
     if path is not None:
@@ -132,7 +136,7 @@ def _sdist_stream(f: IndexFile):
         response.close()
         raise IndexUnreachable(f"{f.url} answered HTTP {response.status_code}")
     response.raw.decode_content = True
-    return response.raw
+    return cast(IO[bytes], response.raw)  # urllib3's response: a binary file object that tarfile's "r|*" reads
 
 
 def _sdist_pyproject(f: IndexFile) -> str:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ascend_setup.errors import AscendSetupError, BadInput
 from ascend_setup.index.pipanswer import memo_key, recall, remember, stats
@@ -173,7 +173,7 @@ def _check_network_value(key: str, value: str, source: str) -> None:
             )
 
 
-def _ask_pip_here() -> Optional[dict]:
+def _ask_pip_here() -> Optional[Dict[str, Any]]:
     """The same answer from this interpreter's own pip, without starting another interpreter; remembered
     between runs (`pipanswer`) for as long as nothing pip reads has changed."""
     key = memo_key()
@@ -192,7 +192,7 @@ def _ask_pip_here() -> Optional[dict]:
         config = Configuration(isolated=False)
         config.load()
         files = [f for _, fs in config.iter_config_files() for f in fs if f != os.devnull and os.path.exists(f)]
-        answer = json.loads(
+        answer: Dict[str, Any] = json.loads(
             json.dumps({"items": dict(config.items()), "default": PyPI.simple_url, "files": files}, default=str)
         )
     except Exception:  # pip's internals moved: ask it the documented way below
@@ -216,7 +216,7 @@ def _considered() -> Optional[Dict[str, Optional[List[int]]]]:
 
 
 @lru_cache(maxsize=None)
-def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[dict]:
+def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[Dict[str, Any]]:
     if python == sys.executable:
         here = _ask_pip_here()
         if here is not None:
@@ -231,7 +231,8 @@ def _ask_pip(python: str, env_key: Tuple[Tuple[str, str], ...]) -> Optional[dict
             env=dict(env_key),
             stdin=subprocess.DEVNULL,
         ).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        answer: Dict[str, Any] = json.loads(out.strip().splitlines()[-1])  # the same document, as _ASK prints it
+        return answer
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 

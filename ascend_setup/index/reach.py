@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ascend_setup.index.http import TLS_HINT, UNTRUSTED
 from ascend_setup.index.simple import ProjectPage, SimpleIndex
@@ -86,7 +86,7 @@ def check_indexes(
             index = pool.setdefault(url, SimpleIndex(url, timeout=deadline, attempts=1))
             jobs += [(index, name) for name in need.pins]
     start = time.monotonic()
-    came: Dict[tuple, float] = {}
+    came: Dict[Tuple[str, str], float] = {}  # (index URL, project): seconds to its answer
 
     def ask(index: SimpleIndex, name: str) -> ProjectPage:
         try:
@@ -95,7 +95,7 @@ def check_indexes(
             came[(index.url, name)] = time.monotonic() - start
 
     answers = run_until([partial(ask, index, name) for index, name in jobs], start + deadline)
-    results: Dict[tuple, Union[ProjectPage, Exception]] = {
+    results: Dict[Tuple[str, str], Union[ProjectPage, Exception]] = {
         (index.url, name): page for (index, name), page in zip(jobs, answers) if page is not None
     }
     checks = []

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Tuple, Union
 from urllib.parse import unquote, urldefrag, urljoin, urlparse
 from urllib.request import url2pathname
 
@@ -26,6 +26,10 @@ class IndexGarbage(IndexUnreachable):
     """The index answered, but not with a simple-API page."""
 
 
+#: A wheel's build tag, as pip orders it: () when the name has none, else (number, rest) of `1abc`.
+WheelBuild = Union[Tuple[()], Tuple[int, str]]
+
+
 @dataclass(frozen=True)
 class IndexFile:
     """One distribution file an index offers, with everything pip would look at.
@@ -40,7 +44,7 @@ class IndexFile:
     version: Version
     kind: str  # wheel | sdist
     tag_text: str = ""
-    build: Tuple = ()
+    build: WheelBuild = ()
     sha256: Optional[str] = None
     size: Optional[int] = None
     requires_python: Optional[str] = None
@@ -66,12 +70,12 @@ def _version(text: str) -> Version:
     return Version(text)
 
 
-def _wheel_parts(filename: str) -> Optional[Tuple[str, Version, Tuple, str]]:
+def _wheel_parts(filename: str) -> Optional[Tuple[str, Version, WheelBuild, str]]:
     """(name, version, build, 'py-abi-plat') of a wheel file name; None when it is not one."""
     parts = filename[:-4].split("-")
     if len(parts) not in (5, 6):
         return None
-    build: Tuple = ()
+    build: WheelBuild = ()
     if len(parts) == 6:
         match = re.match(r"^(\d+)(.*)$", parts[2])
         if not match:
@@ -204,7 +208,7 @@ def parse_html(text: str, page_url: str, index: str) -> List[IndexFile]:
     return files
 
 
-def parse_json(data: dict, page_url: str, index: str) -> List[IndexFile]:
+def parse_json(data: object, page_url: str, index: str) -> List[IndexFile]:
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise IndexGarbage(f"{page_url} returned JSON that is not a PEP 691 project page")
     files = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 
@@ -32,7 +32,7 @@ class Target:
         return cls(glibc=parse_glibc(glibc), arch=parse_arch(arch), python=parse_python(python))
 
     @property
-    def python_tuple(self) -> tuple:
+    def python_tuple(self) -> Tuple[int, ...]:
         return tuple(int(p) for p in self.python.split("."))
 
     @property
@@ -41,7 +41,7 @@ class Target:
         return f"{self.python}.0"
 
     @property
-    def glibc_tuple(self) -> tuple:
+    def glibc_tuple(self) -> Tuple[int, ...]:
         return tuple(int(p) for p in self.glibc.split("."))
 
     def to_json(self) -> Dict[str, str]:
@@ -113,7 +113,7 @@ def tag_priorities(target: Target) -> Dict[Tag, int]:
     return {tag: i for i, tag in enumerate(supported_tags(target))}
 
 
-def manylinux_glibc(platform_tag: str) -> tuple:
+def manylinux_glibc(platform_tag: str) -> Tuple[int, ...]:
     """(2, 34) for 'manylinux_2_34_aarch64', legacy aliases mapped; () for anything else."""
     match = re.match(r"manylinux_(\d+)_(\d+)_", platform_tag)
     if match:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ascend_setup.errors import BadInput
 from ascend_setup.knowledge.codes import Catalogue, Seen, find_codes, load_catalogue
@@ -200,7 +200,7 @@ class Diagnosis:
         seen = "".join(f"\n  evidence (log line {n}): {line}" for n, line in self.evidence)
         return f"root cause (log line {self.line_number}): {self.cause}{fix}{seen}\n{around}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "id": self.id,
             "line_number": self.line_number,
@@ -223,9 +223,9 @@ class CodeSeen:
     seen: Seen
     line_number: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         entry = self.seen.entry
-        found: dict = {"code": self.seen.code, "family": self.seen.family, "line_number": self.line_number}
+        found: Dict[str, Any] = {"code": self.seen.code, "family": self.seen.family, "line_number": self.line_number}
         if entry is not None:
             found.update(kind=entry.kind, meaning=entry.meaning, cause=entry.cause, fix=entry.fix, source=entry.source)
         return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from types import MappingProxyType
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -258,7 +258,7 @@ class Row(BaseModel):
     def python_allows(self, version: str) -> bool:
         return SpecifierSet(self.python).contains(version, prereleases=True)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         """The row as one JSON object (matrix show --json)."""
         return {
             "cann": self.cann,
@@ -295,7 +295,7 @@ class Matrix(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _key_rows(cls, data: dict) -> dict:
+    def _key_rows(cls, data: object) -> object:
         if isinstance(data, dict) and isinstance(data.get("rows"), dict):
             data = dict(data)
             data["rows"] = {

@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # audit imports this module for recorded_matrix: no HTTP stac
 
 #: The matrix an install with a derived row runs on, in its workdir (what resume and audit read).
 DERIVED_MATRIX = "matrix.yaml"
-_derived: Dict[Tuple, DerivedRow] = {}  # one derivation per run, however many callers ask
+#: What a derivation depends on: the matrix (its file, its indexes), the CANN, the vllm-ascend and the mirror.
+_DeriveKey = Tuple[str, Tuple[Tuple[str, str], ...], str, str, Tuple[str, ...]]
+_derived: Dict[_DeriveKey, DerivedRow] = {}  # one derivation per run, however many callers ask
 
 
 def _unknown(matrix: Matrix, cann: str, index: Callable[[], str]) -> BadInput:

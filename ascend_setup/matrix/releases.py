@@ -62,7 +62,7 @@ def plugin_files(main: IndexSet) -> Dict[Version, List[IndexFile]]:
 
 def files_text(files: List[IndexFile]) -> str:
     """Wheel or sdist, said the way a user needs it: which hosts get a wheel, or that every host builds it."""
-    levels: Dict[str, Tuple[int, int]] = {}
+    levels: Dict[str, Tuple[int, ...]] = {}
     for f in files:
         if f.kind != "wheel":
             continue

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.files import atomic_write_text, make_dir
@@ -71,7 +71,7 @@ def edit_pip_conf(text: str, index_url: str, extra_index_urls: Optional[Sequence
     lines = text.splitlines(keepends=True)
     out: List[str] = []
     section: Optional[str] = None
-    inserted_in: set = set()
+    inserted_in: Set[str] = set()
     skipping = False
     keep_extra = extra_index_urls is None
     owned = ("index-url",) if keep_extra else PIP_KEYS
@@ -220,7 +220,7 @@ def _parse_ini(text: str, path: Path) -> configparser.RawConfigParser:
     return parser
 
 
-def _parse_toml(text: str, path: Path) -> dict:
+def _parse_toml(text: str, path: Path) -> Dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -68,13 +68,15 @@ def candidates(matrix: Matrix, extra: Sequence[str] = (), only: bool = False) ->
     return list(dict.fromkeys([*configured, *matrix.well_known_mirrors, *extra]))
 
 
-def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> dict:
+def _cache_key(row: Row, target: Target, urls: Sequence[str]) -> Dict[str, Any]:
     """What a ranking depends on. Not the Python: a mirror's speed and freshness are the same for every
     interpreter, so `mirrors` and `install` (whatever Python each targets) share one ranking."""
     return {"row": row.cann, "arch": target.arch, "glibc": target.glibc, "candidates": sorted(urls)}
 
 
-def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], ttl: float = CACHE_TTL) -> Optional[dict]:
+def load_cached(
+    workdir: Path, row: Row, target: Target, urls: Sequence[str], ttl: float = CACHE_TTL
+) -> Optional[Dict[str, Any]]:
     """A previous ranking for the same row, target and candidates, if younger than `ttl`."""
     path = workdir / CACHE_NAME
     refuse_link(path)  # a link or a FIFO in the cache's place is someone else's: exit 2 naming it
@@ -89,7 +91,7 @@ def load_cached(workdir: Path, row: Row, target: Target, urls: Sequence[str], tt
     return cached.model_dump()
 
 
-def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> dict:
+def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranking) -> Dict[str, Any]:
     return {
         "key": _cache_key(row, target, urls),
         "time": time.time(),
@@ -98,7 +100,7 @@ def ranking_record(row: Row, target: Target, urls: Sequence[str], ranking: Ranki
     }
 
 
-def save_cache(workdir: Path, data: dict) -> None:
+def save_cache(workdir: Path, data: Dict[str, Any]) -> None:
     """Keep a ranking that chose a mirror (a failed one is never kept: the next run measures again). The workdir
     is made when its parent is there; a missing parent (a default /mnt/workspace this host lacks) is not made."""
     try:
@@ -119,7 +121,7 @@ def ranked(
     use_cache: bool = True,
     first: Optional[str] = None,
     on_result: Optional[Callable[[MirrorResult], None]] = None,
-) -> Tuple[dict, bool]:
+) -> Tuple[Dict[str, Any], bool]:
     """(the ranking as JSON plus fallbacks, whether it came from the cache). `first` is measured first."""
     if use_cache:
         cached = load_cached(workdir, row, target, urls)

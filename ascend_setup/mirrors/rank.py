@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlparse
 
 import requests
@@ -62,7 +62,7 @@ class MirrorResult:
     missing: List[str] = field(default_factory=list)
     sample_url: Optional[str] = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
         data.pop("missing")
         data.pop("sample_url")
@@ -82,7 +82,7 @@ class Ranking:
         ok = [m for m in self.mirrors if m.status == "ok"] or [m for m in self.mirrors if m.status == "slow"]
         return sorted(ok, key=lambda m: (-(m.throughput_bps or 0), m.ttfb_s or 99))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "mirrors": [m.to_json() for m in self.mirrors],
             "chosen": self.chosen,
@@ -419,7 +419,9 @@ def rank_mirrors(
     return _finish(results, sample.filename if sample else None, start, None)
 
 
-def _late_first_byte(probe, within: float) -> Tuple[str, str, Optional[float]]:
+def _late_first_byte(
+    probe: Optional[Union[Tuple[str, str, Optional[float]], Exception]], within: float
+) -> Tuple[str, str, Optional[float]]:
     if isinstance(probe, Exception):
         return "error", failure_text(probe), None
     if probe is None:
@@ -432,7 +434,7 @@ def _late_first_byte(probe, within: float) -> Tuple[str, str, Optional[float]]:
 
 def _late_pages(
     late: List[MirrorResult],
-    answers,
+    answers: Sequence[Optional[Union[Dict[str, ProjectPage], Exception]]],
     urls: List[str],
     contacts: List[Contact],
     pages: Dict[str, Dict[str, ProjectPage]],

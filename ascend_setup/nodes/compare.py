@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ascend_setup.knowledge.signatures import SIGNATURES
 from ascend_setup.nodes import hccn
@@ -32,7 +32,7 @@ class Problem:
     severity: str = "fail"  # or "warn"
     prevents: Tuple[str, ...] = ()  # triage signature ids (knowledge/signatures.py)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
         data["prevents"] = list(self.prevents)
         return data

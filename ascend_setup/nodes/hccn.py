@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
 #: `-net_health -g`'s answers (tool_ops.c L36-47); only Success is healthy.
 HEALTHY = "Success"
@@ -43,7 +43,7 @@ class DeviceIp:
     netmask: Optional[str]
     error: Optional[str] = None  # why there is no address (the tool's words)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -66,7 +66,7 @@ class PingResult:
     received: Optional[int]
     detail: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
 

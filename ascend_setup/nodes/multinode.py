@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ascend_setup.errors import BadInput
 from ascend_setup.nodes.compare import NodeView, Problem, check_across, node_problems
@@ -53,7 +53,7 @@ class Preflight:
     def failed(self) -> bool:
         return any(p.severity == "fail" for p in self.problems)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "ok": not self.failed,
             "seconds": round(self.seconds, 2),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ascend_setup.nodes import hccn
 from ascend_setup.nodes.compare import NodeView, Problem, known_fix
@@ -37,7 +37,7 @@ class PingOutcome:
     ok: bool
     detail: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {**asdict(self.ping), "ok": self.ok, "detail": self.detail}
 
 

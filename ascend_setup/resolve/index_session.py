@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ascend_setup.dists.installers import uv_command
 from ascend_setup.index.pipconfig import PipSettings
@@ -15,6 +15,7 @@ from ascend_setup.index.tags import Target
 from ascend_setup.matrix.models import Row
 from ascend_setup.resolve.closure import IndexSources, gate, resolve_closure
 from ascend_setup.resolve.lockfile import Lock
+from ascend_setup.resolve.requirement_set import Derived
 from ascend_setup.utils.paths import cache_dir
 
 
@@ -41,8 +42,28 @@ class IndexSession:
     def gate(self, row: Row, sources: IndexSources, *, deadline: float = GATE_SECONDS) -> List[IndexCheck]:
         return gate(row, sources, deadline=deadline, pool=self.pool())
 
-    def resolve(self, row: Row, target: Target, sources: IndexSources, **how) -> Lock:
-        """`resolve_closure` with this session's pages, uv, cache and pip settings (`how`: its other arguments)."""
+    def resolve(
+        self,
+        row: Row,
+        target: Target,
+        sources: IndexSources,
+        *,
+        checks: Optional[List[IndexCheck]] = None,
+        on_derived: Optional[Callable[[List[Derived]], None]] = None,
+        build_python: Optional[str] = None,
+        device: Optional[str] = None,
+    ) -> Lock:
+        """`resolve_closure` with this session's pages, uv, cache and pip settings."""
         return resolve_closure(
-            row, target, sources, settings=self.settings, uv=self.uv, cache_dir=self.cache, pool=self.pool(), **how
+            row,
+            target,
+            sources,
+            settings=self.settings,
+            uv=self.uv,
+            cache_dir=self.cache,
+            pool=self.pool(),
+            checks=checks,
+            on_derived=on_derived,
+            build_python=build_python,
+            device=device,
         )

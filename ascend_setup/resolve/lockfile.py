@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Dict, Final, Iterable, List, Literal, Optional
+from typing import Any, Dict, Final, Iterable, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from typing_extensions import Annotated
@@ -129,7 +129,7 @@ class Lock(BaseModel):
             queue.extend(d for d in table[name].requires if d in table)
         return [table[n] for n in seen]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return self.model_dump(mode="json")
 
 

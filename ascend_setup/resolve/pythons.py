@@ -22,7 +22,7 @@ from ascend_setup.host.interpreters import PREFERRED, Interpreter, choose_interp
 from ascend_setup.host.machine import GLIBC_FLOOR, glibc_version
 from ascend_setup.host.os_hints import python_install_hint
 from ascend_setup.index.choose import choose
-from ascend_setup.index.simple import IndexSet, SimpleIndex
+from ascend_setup.index.simple import IndexSet, ProjectPage, SimpleIndex
 from ascend_setup.index.tags import Target, parse_python
 from ascend_setup.managed.pinned import MANAGED, PythonBuild, PythonBuilds, load_builds
 from ascend_setup.matrix.models import Row
@@ -40,7 +40,7 @@ class PythonChoice:
     managed: Optional[PythonBuild] = None  # the pinned build to install (the interpreter's path is then "")
 
 
-def binary_packages(row: Row, pages: Dict[str, list]) -> List[str]:
+def binary_packages(row: Row, pages: Dict[str, List[ProjectPage]]) -> List[str]:
     """Row packages that publish platform wheels at their pinned version (pure and sdist-only ones
     fit every Python alike)."""
     found = []
@@ -51,7 +51,7 @@ def binary_packages(row: Row, pages: Dict[str, list]) -> List[str]:
     return found
 
 
-def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, list]) -> Dict[str, str]:
+def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, List[ProjectPage]]) -> Dict[str, str]:
     """package -> "triton-ascend 3.2.2 has no cp312 wheel for ...", for the binary row packages with no wheel
     for this host under `python`."""
     target = Target(glibc=glibc, arch=arch, python=python)
@@ -67,7 +67,7 @@ def wheel_gaps(row: Row, python: str, arch: str, glibc: str, pages: Dict[str, li
 
 def row_pages(
     row: Row, sources: IndexSources, deadline: float, pool: Optional[Dict[str, SimpleIndex]] = None
-) -> Optional[Dict[str, list]]:
+) -> Optional[Dict[str, List[ProjectPage]]]:
     """The row packages' project pages from the indexes that answered within `deadline` (an index that
     did not is never asked again); None when the mirror did not answer. `pool`: the command's (IndexSession)."""
     pool = {} if pool is None else pool
@@ -80,7 +80,7 @@ def row_pages(
 
 
 def choose_python(
-    row: Row, candidates: Sequence[Interpreter], arch: str, glibc: str, pages: Optional[Dict[str, list]]
+    row: Row, candidates: Sequence[Interpreter], arch: str, glibc: str, pages: Optional[Dict[str, List[ProjectPage]]]
 ) -> PythonChoice:
     """The newest candidate with the fewest wheel gaps (none, when the indexes allow)."""
     ordered = sorted(candidates, key=lambda i: Version(i.version), reverse=True)

@@ -9,7 +9,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.config import text_config
@@ -109,7 +109,7 @@ def largest_context(fit: Fit, concurrency: int) -> int:
     return max(0, pool.largest_context(fit.kv_available_low_bytes, concurrency) - pool.block_size)
 
 
-def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, given: Optional[int]) -> tuple:
+def choose_max_model_len(fit: Fit, config: Dict[str, Any], concurrency: int, given: Optional[int]) -> Tuple[int, str]:
     """(max-model-len, why); a given value the budget cannot hold is bad input naming the largest that fits."""
     limit = largest_context(fit, concurrency)
     model_max = int(text_config(config).get("max_position_embeddings") or 0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.utils.inputs import read_input_text
@@ -87,7 +87,7 @@ def _said(node: ast.AST) -> str:
     return ""
 
 
-def _retirement(body: List[ast.stmt]) -> Optional[tuple]:
+def _retirement(body: List[ast.stmt]) -> Optional[Tuple[str, str]]:
     """("removed" | "deprecated", message) when a branch only raises, or only warns about a deprecation."""
     for statement in body:
         if isinstance(statement, ast.Raise):
@@ -109,9 +109,9 @@ class _ConfigReader(ast.NodeVisitor):
         self.sub_keys: Dict[str, Set[str]] = {}
         self.deprecated_env: Dict[str, str] = {}
         self.types: Dict[str, Set[str]] = {}
-        self.retired: Dict[str, tuple] = {}  # key -> (removed | deprecated, message)
+        self.retired: Dict[str, Tuple[str, str]] = {}  # key -> (removed | deprecated, message)
         self.variables: Dict[str, str] = {}  # local name or attribute -> the key whose sub-config it holds
-        self.handed: Dict[str, tuple] = {}  # class name -> (key, spread: bool)
+        self.handed: Dict[str, Tuple[str, bool]] = {}  # class name -> (key, spread: bool)
 
     def typed(self, name: str, kind: Optional[str]) -> None:
         if kind:

@@ -24,7 +24,8 @@ def post(url: str, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read(8 << 20))
+            answer: Dict[str, Any] = json.loads(response.read(8 << 20))  # the OpenAI API's reply object
+            return answer
     except urllib.error.HTTPError as exc:
         raise RequestFailed(f"HTTP {exc.code} from {url}: {exc.read(300).decode(errors='replace').strip()}") from None
     except (OSError, ValueError) as exc:
@@ -82,6 +83,7 @@ def chat(base: str, name: str) -> str:
     except (KeyError, IndexError, TypeError):
         raise RequestFailed(f"the chat reply has no message: {json.dumps(reply)[:200]}") from None
     for key in ("content", "reasoning", "reasoning_content"):
-        if isinstance(message.get(key), str) and message[key].strip():
-            return message[key].strip()
+        text = message.get(key)
+        if isinstance(text, str) and text.strip():
+            return text.strip()
     raise RequestFailed(f"the chat reply is empty: {json.dumps(message)[:200]}")

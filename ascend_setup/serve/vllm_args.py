@@ -39,7 +39,8 @@ def human_readable_int(value: str) -> int:
         if suffix in "kmgt":
             return int(float(number) * 10 ** (3 * ("kmgt".index(suffix) + 1)))
         try:
-            return int(number) * 2 ** (10 * ("KMGT".index(suffix) + 1))
+            factor: int = 2 ** (10 * ("KMGT".index(suffix) + 1))
+            return int(number) * factor
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"Decimals are not allowed with binary suffixes like {suffix}. Did you "

@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, Optional, Set, Tuple
+from typing import BinaryIO, Dict, List, Optional, Set, Tuple
 from urllib.parse import quote, unquote
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
@@ -66,7 +66,7 @@ class LocalIndex:
         """`tls`: (certificate chain, key) to serve HTTPS instead of HTTP."""
         self.files: Dict[str, Served] = {}
         self.behaviour = behaviour or Behaviour()
-        self.requests: list = []
+        self.requests: List[Tuple[str, Dict[str, str]]] = []  # (path, headers) of each GET, for tests to count
         self.line: Optional[_Line] = None
         self.lock = threading.Lock()
         index = self
@@ -75,7 +75,7 @@ class LocalIndex:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # as real index servers do: no 40 ms delayed-ACK stall per response
 
-            def log_message(self, *args) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:
@@ -88,7 +88,7 @@ class LocalIndex:
         class Server(ThreadingHTTPServer):
             request_queue_size = 128  # the gate's threads connect all at once; 5 dropped SYNs under load
 
-            def handle_error(self, request, client_address) -> None:
+            def handle_error(self, request: object, client_address: object) -> None:
                 pass  # clients hang up mid-transfer on purpose (ranges, stalls, kills)
 
         self.server = Server(("127.0.0.1", 0), Handler)
@@ -233,7 +233,7 @@ class LocalIndex:
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-    def _send_paced(self, h: BaseHTTPRequestHandler, handle, left: int) -> None:
+    def _send_paced(self, h: BaseHTTPRequestHandler, handle: BinaryIO, left: int) -> None:
         """`left` bytes of `handle`, at the connection's rate and within the line's, when they are shaped."""
         rates = [r for r in (self.behaviour.bytes_per_second, self.behaviour.line_bytes_per_second) if r]
         chunk = min(256 * 1024, max(1024, int(min(rates) / 20))) if rates else 1024 * 1024

@@ -23,13 +23,13 @@ from ascend_setup.host.cann import primary_cann
 from ascend_setup.host.machine import free_disk_bytes
 from ascend_setup.host.setenv import capture_env
 from ascend_setup.matrix.load import PACKAGED_MATRIX, parse_matrix
+from ascend_setup.matrix.serve_hints import hint_lines
 from ascend_setup.simulate.ecosystem import TORCH_PYTHONS
 from ascend_setup.simulate.index_server import Behaviour
 from ascend_setup.simulate.model_dirs import build_model
 from ascend_setup.simulate.native_stubs import compiler
 from ascend_setup.simulate.world import start_simulated_host, venv_python_for
 from ascend_setup.steps.pipeline import build_pipeline
-from ascend_setup.steps.verify import hints_for
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.interrupts import descendants
 from ascend_setup.utils.procs import send
@@ -100,7 +100,8 @@ def _reached(point: str, install: Path) -> bool:
         steps = json.loads((install / "state.json").read_text())["steps"]
     except (OSError, ValueError, KeyError):
         return False
-    return steps.get(point, {}).get("state") == "started"
+    state: object = steps.get(point, {}).get("state")
+    return state == "started"
 
 
 def _stopped_at(install: Path) -> Dict[str, Any]:
@@ -113,9 +114,10 @@ def _stopped_at(install: Path) -> Dict[str, Any]:
     }
 
 
-def _cli(*args: str, env: Dict[str, str]) -> dict:
+def _cli(*args: str, env: Dict[str, str]) -> Dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "ascend_setup", *args], env=env, capture_output=True, text=True)
-    return json.loads(done.stdout)
+    document: Dict[str, Any] = json.loads(done.stdout)  # the command's --json document
+    return document
 
 
 def _shell(install: Path) -> List[str]:
@@ -127,7 +129,8 @@ def _shell(install: Path) -> List[str]:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def serve_ending(workdir: Path, cann_root: Path, env: Dict[str, str], show: Callable[[str], None]) -> Dict[str, Any]:
@@ -356,7 +359,7 @@ def run_demo(
             "summary": audit["summary"],
         },
         "shell": _shell(install),
-        "hints": hints_for(row),
+        "hints": hint_lines(row),
         "serve": served,
         "native": native_note(),
         "seconds": round(time.monotonic() - started, 1),

@@ -19,6 +19,7 @@ at graph capture forever; `VLLM_SIM_PHASE_SECONDS` sets each phase's length (def
 """
 
 from pathlib import Path
+from typing import Dict
 
 from ascend_setup.serve import vllm_args
 from ascend_setup.serve.flag_table import TABLE
@@ -427,5 +428,5 @@ FILES = {
 }
 
 
-def vllm_files(version: str) -> dict:
+def vllm_files(version: str) -> Dict[str, str]:
     return {"vllm/__init__.py": f"__version__ = {version!r}\n", **FILES, f"vllm-{version}.data/scripts/vllm": SCRIPT}

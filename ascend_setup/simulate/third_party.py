@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ascend_setup.simulate.index_server import serve_tls
 
@@ -33,12 +33,12 @@ class StubArchive:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    requests: Optional[list] = None  # the server's record of the paths asked for (a test counts them)
+    requests: Optional[List[str]] = None  # the server's record of the paths asked for (a test counts them)
 
-    def log_message(self, *args) -> None:
+    def log_message(self, *args: object) -> None:
         pass
 
-    def send_head(self):
+    def send_head(self) -> Union[io.BytesIO, BinaryIO, None]:
         if self.requests is not None:
             self.requests.append(self.path)
         return super().send_head()
@@ -50,7 +50,7 @@ class ArchiveServer:
     def __init__(self, directory: Path, tls: Optional[Tuple[Path, Path]] = None) -> None:
         """`tls`: (certificate chain, key) to serve HTTPS instead of HTTP."""
         self.directory = directory
-        self.requests: list = []
+        self.requests: List[str] = []
         handler = type("Handler", (_Quiet,), {"requests": self.requests})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(directory)))
         self.server.daemon_threads = True
@@ -67,7 +67,7 @@ class ArchiveServer:
         self.server.server_close()
 
 
-def _tar(members: dict) -> bytes:
+def _tar(members: Dict[str, str]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for name, text in members.items():
@@ -78,7 +78,7 @@ def _tar(members: dict) -> bytes:
     return buffer.getvalue()
 
 
-def _zip(members: dict) -> bytes:
+def _zip(members: Dict[str, str]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, text in members.items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Tuple
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -35,7 +35,7 @@ def _needed(requirements: Iterable[str], pythons: Iterable[str]) -> List[Require
     return reqs
 
 
-def closure() -> tuple:
+def closure() -> Tuple[Dict[str, metadata.Distribution], Dict[str, Requirement]]:
     """(installed distributions of the tool's requirements, recursively; requirements of them not installed)."""
     found: Dict[str, metadata.Distribution] = {}
     absent: Dict[str, Requirement] = {}

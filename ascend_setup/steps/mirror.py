@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from ascend_setup.engine.step import Step
 from ascend_setup.matrix.models import MIRROR
@@ -14,7 +14,7 @@ from ascend_setup.steps.outputs import MirrorChoice
 from ascend_setup.utils.files import open_append
 
 
-def user_extra_indexes(ctx: InstallSession) -> list:
+def user_extra_indexes(ctx: InstallSession) -> List[str]:
     """The user's --extra-index-url only: the row's named indexes serve just the packages assigned to them."""
     return list(ctx.options.extra_index_urls or [])
 
@@ -36,7 +36,7 @@ class ChooseMirror(Step[MirrorChoice]):
     def run(self, ctx: InstallSession, log: Path) -> MirrorChoice:
         o = ctx.options
         extras = user_extra_indexes(ctx)
-        fallbacks: list = []
+        fallbacks: List[str] = []
         named = named_index(o.index_url, o.mirror)
         if ctx.bundle is not None:  # nothing to choose: every file comes from the bundle
             chosen, source = read_lock(ctx.bundle.lock_path).indexes[MIRROR], f"skipped: the bundle {ctx.bundle.root}"

@@ -42,7 +42,7 @@ def lock_slices(lock: Lock, row: Row) -> Dict[str, List[LockedPackage]]:
         "triton": ["triton-ascend"],
         "vllm-ascend": ["vllm-ascend"],
     }
-    taken: set = set()
+    taken: Set[str] = set()
     slices: Dict[str, List[LockedPackage]] = {}
     for step in SLICE_ORDER:
         skip = taken | (set(LAST) if step == "plugin-deps" else set())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import List
 
+from pydantic import BaseModel
+
 from ascend_setup.engine.runlock import RunLock
 from ascend_setup.engine.step import Step
 from ascend_setup.engine.workdir import Workdir
@@ -18,7 +20,7 @@ from ascend_setup.steps.venv import CreateVenv
 from ascend_setup.steps.verify import Verify
 
 
-def build_pipeline() -> List[Step]:
+def build_pipeline() -> List[Step[BaseModel]]:
     return [
         Preflight(),
         InstallManagedPython(),

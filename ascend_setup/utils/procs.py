@@ -115,7 +115,7 @@ def run_logged(
 
 def capture(
     argv: Sequence[Arg], *, env: Optional[Mapping[str, str]] = None, timeout: float = 300, cwd: Optional[Path] = None
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run a short check and keep its output (no log). A program that cannot start is exit 127."""
     args = [str(a) for a in argv]
     try:

@@ -47,7 +47,7 @@ class HubBehaviour:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: object, client_address: object) -> None:
         pass  # clients hang up mid-transfer on purpose (ranges, kills)
 
 
@@ -78,7 +78,7 @@ class LocalHub:
         class Api(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:

@@ -17,6 +17,7 @@ import tarfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import BufferedIOBase
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 from urllib.parse import unquote
@@ -94,7 +95,7 @@ class ReleaseServer:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def send(self, out, data: bytes, start: int) -> None:
+    def send(self, out: BufferedIOBase, data: bytes, start: int) -> None:
         step = 64 * 1024 if self.rate is None else max(1, self.rate // 20)
         try:
             for i in range(start, len(data), step):
