@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from ascend_setup.cli import values
-from ascend_setup.dists.installer_name import DEFAULT_INSTALLER, INSTALLERS
+from ascend_setup.utils.installer_name import DEFAULT_INSTALLER, INSTALLERS
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, ROOT, VENV, WORKDIR, Flag
 
 Parser = argparse.ArgumentParser

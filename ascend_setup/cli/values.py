@@ -10,7 +10,6 @@ from typing import Callable, Optional, Tuple
 from urllib.parse import urlparse
 
 from ascend_setup.errors import BadInput
-from ascend_setup.index.urls import is_index_url
 
 #: `--mirror`'s two words: rank the known mirrors, or use pip's index as it is.
 MIRROR_WORDS = ("auto", "none")
@@ -18,6 +17,8 @@ MIRROR_WORDS = ("auto", "none")
 
 def check_index_url(url: str, flag: str) -> str:
     """An index URL must be http(s) or file; anything else is bad input now, not a pip error later."""
+    from ascend_setup.index.urls import is_index_url
+
     if not is_index_url(url):
         raise BadInput(f"{flag} {url!r} is not an http(s):// or file:// URL")
     return url.rstrip("/") + "/" if urlparse(url).scheme != "file" else url

@@ -13,8 +13,6 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, stderr_console
-from ascend_setup.simulate.demo_run import check_interrupt_at, demo_in, demo_workdir
-from ascend_setup.simulate.story import LABEL
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,6 +58,8 @@ DOCUMENTS: Dict[str, Type[BaseModel]] = {"demo": DemoDocument}
 
 
 def run(options: DemoOptions, output: Output) -> Result:
+    from ascend_setup.simulate.demo_run import check_interrupt_at, demo_in, demo_workdir
+
     check_interrupt_at(options.interrupt_at)
     console = stderr_console()
     with ExitStack() as stack:
@@ -77,6 +77,8 @@ def run(options: DemoOptions, output: Output) -> Result:
 
 
 def render(out: Console, summary: Dict[str, Any], workdir: Path, ours: bool) -> None:
+    from ascend_setup.simulate.story import LABEL
+
     out.print(
         f"{LABEL} the main job, end to end, against a simulated Atlas A2 host (no NPU, no real CANN):",
         soft_wrap=True,
@@ -123,6 +125,8 @@ def render_resumed(out: Console, resumed: Optional[Dict[str, Any]]) -> None:
 
 
 def render_serve(out: Console, served: Dict[str, Any]) -> None:
+    from ascend_setup.simulate.story import LABEL
+
     out.print(
         f"{LABEL} serve {served['model']}: ready in {served['ready_seconds']:.1f} s; smoke answer "
         f"{served['answer']!r}; TTFT {served['ttft_s'] * 1000:.0f} ms on a fresh prefix, TPOT "

@@ -16,7 +16,6 @@ from ascend_setup.cli import flags
 from ascend_setup.cli.command import Result
 from ascend_setup.cli.fit_options import FitFlagOptions, HubOptions
 from ascend_setup.cli.render import Output, stderr_console
-from ascend_setup.engine import login
 from ascend_setup.errors import EXIT_OK, AscendSetupError, BadInput
 from ascend_setup.utils.files import open_append
 from ascend_setup.utils.paths import check_dir_path
@@ -68,6 +67,8 @@ def _argv(options: ModelFetchOptions, dest: Path) -> List[str]:
 
 
 def _continue_in_background(options: ModelFetchOptions, dest: Path) -> Result:
+    from ascend_setup.engine import login
+
     log = dest / ".ascend-setup-fetch.log"
     dest.mkdir(parents=True, exist_ok=True)
     with open_append(log) as handle:
@@ -88,6 +89,7 @@ def _continue_in_background(options: ModelFetchOptions, dest: Path) -> Result:
 
 
 def run_fetch(options: ModelFetchOptions, output: Output) -> Result:
+    from ascend_setup.engine import login
     from ascend_setup.fit.request import card_of_flags, check_endpoint, fit_model
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, default_dest, fetch_files, selected

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Type
 
-from ascend_setup.dists.installer_name import InstallerName
 from ascend_setup.errors import StepFailed
 from ascend_setup.index.pipconfig import PipSettings
 from ascend_setup.knowledge.scan import triage
 from ascend_setup.utils.files import open_append
+from ascend_setup.utils.installer_name import InstallerName
 from ascend_setup.utils.procs import LineHook, run_logged
 
 

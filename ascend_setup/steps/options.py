@@ -12,7 +12,6 @@ from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
-from ascend_setup.dists.installer_name import DEFAULT_INSTALLER, InstallerName
 from ascend_setup.dists.venv_reader import check_venv_target
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.errors import BadInput, named_by
@@ -22,6 +21,7 @@ from ascend_setup.matrix.load import MATRIX_ENV, load_matrix, select_row
 from ascend_setup.matrix.models import IndexUrl, Matrix, Row, exact_version, index_url_value
 from ascend_setup.matrix.newcann import with_derived_row
 from ascend_setup.matrix.soc import device_of
+from ascend_setup.utils.installer_name import DEFAULT_INSTALLER, InstallerName
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, VENV, Flag, check_dir_path, resolve_workdir
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
-import yaml
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 from typing_extensions import Annotated  # typing has it from 3.9 (there this is the same object)
 
@@ -310,6 +309,8 @@ MAX_YAML_ALIAS_NODES = 100_000
 def check_yaml_shape(text: str, source: str, *, hint: Optional[str] = None) -> None:
     """Walk the YAML event stream (which recurses nowhere) and refuse deep nesting, alias bombs and aliases
     that name a node inside itself (a cycle) before the composer, which recurses, builds a tree."""
+    import yaml  # the YAML stack loads when a YAML input is read, not with every parser
+
     aliases = added = 0
     sizes: Dict[str, int] = {}  # anchor -> how many nodes the node it names holds, expanded
     open_frames: List[List[Any]] = []  # [anchor, size so far] of each collection being read

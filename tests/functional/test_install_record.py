@@ -89,7 +89,7 @@ def test_the_installer_is_one_type() -> None:
     """The parser's choices, the model's Literal and the default are one definition."""
     from typing_extensions import get_args
 
-    from ascend_setup.dists.installer_name import DEFAULT_INSTALLER, INSTALLERS, InstallerName
+    from ascend_setup.utils.installer_name import DEFAULT_INSTALLER, INSTALLERS, InstallerName
 
     action = next(a for a in build_parser(["install"])._subparsers._group_actions[0].choices["install"]._actions
                   if a.dest == "installer")  # fmt: skip
