@@ -14,20 +14,12 @@ from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, print_table, stderr_console
 from ascend_setup.cli.values import check_index_url
 from ascend_setup.errors import named_by
-from ascend_setup.host.cann import primary_cann, row_for
-from ascend_setup.host.machine import this_machine
-from ascend_setup.index.http import TLS_HINT, UNTRUSTED
-from ascend_setup.index.pipconfig import trust_for_this_run
-from ascend_setup.index.urls import index_overrides
-from ascend_setup.matrix import load_matrix
-from ascend_setup.mirrors.budget import ranking_budget
-from ascend_setup.mirrors.choice import candidates, ranked
-from ascend_setup.mirrors.rank import MirrorResult
-from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ascend_setup.mirrors.rank import MirrorResult
 
 
 class MirrorsOptions(Options):
@@ -82,6 +74,16 @@ def live_lines(json_output: bool) -> Optional[Callable[[MirrorResult], None]]:
 
 
 def run(options: MirrorsOptions, output: Output) -> Result:
+    from ascend_setup.host.cann import primary_cann, row_for
+    from ascend_setup.host.machine import this_machine
+    from ascend_setup.index.http import TLS_HINT, UNTRUSTED
+    from ascend_setup.index.pipconfig import trust_for_this_run
+    from ascend_setup.index.urls import index_overrides
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.mirrors.budget import ranking_budget
+    from ascend_setup.mirrors.choice import candidates, ranked
+    from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
+
     venv = checked_flags(
         apply=options.apply,
         venv=options.venv,

@@ -15,22 +15,12 @@ from ascend_setup.cli import flags, values
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.render import Output, stderr_console, stdout_console, table
 from ascend_setup.errors import named_by
-from ascend_setup.host.machine import glibc_version
-from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.index.tags import Target, parse_arch, parse_glibc
-from ascend_setup.index.urls import index_overrides
-from ascend_setup.matrix import load_matrix, select_row
-from ascend_setup.matrix.newcann import provenance_line, with_derived_row
-from ascend_setup.matrix.soc import label
-from ascend_setup.resolve.closure import IndexSources
-from ascend_setup.resolve.index_session import IndexSession
-from ascend_setup.resolve.lockfile import Lock, LockWarning, write_lock
-from ascend_setup.resolve.pythons import build_interpreter, names_interpreter, target_python
-from ascend_setup.steps.options import which_index
 from ascend_setup.utils.paths import PYTHON, check_output_file
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ascend_setup.resolve.lockfile import Lock
 
 
 class PlanOptions(Options):
@@ -91,6 +81,8 @@ def render_plan(lock: Lock, lock_path: str = "", console: Optional[Console] = No
     """Counts first, then one short row per package (a plain line each when even that is too wide for the
     terminal: a cropped table cut 'mirror' to 'mirro' and '266.0 MB' to '266.0'); file names and reasons
     on their own lines."""
+    from ascend_setup.matrix.soc import label
+
     console = console or stdout_console()
     t, counts = lock.target, lock.summary()
     npus = f" / {label(t.device)} NPUs" if t.device else ""
@@ -128,6 +120,18 @@ def render_plan(lock: Lock, lock_path: str = "", console: Optional[Console] = No
 
 
 def run(args: PlanOptions, output: Output) -> Result:
+    from ascend_setup.host.machine import glibc_version
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.index.tags import Target, parse_arch, parse_glibc
+    from ascend_setup.index.urls import index_overrides
+    from ascend_setup.matrix import load_matrix, select_row
+    from ascend_setup.matrix.newcann import provenance_line, with_derived_row
+    from ascend_setup.resolve.closure import IndexSources
+    from ascend_setup.resolve.index_session import IndexSession
+    from ascend_setup.resolve.lockfile import LockWarning, write_lock
+    from ascend_setup.resolve.pythons import build_interpreter, names_interpreter, target_python
+    from ascend_setup.steps.options import which_index
+
     matrix = load_matrix(args.matrix).with_indexes(index_overrides(args.index))
     with named_by("--glibc"):  # the flags' shapes, before anything is asked of the network
         glibc = parse_glibc(args.glibc or glibc_version() or "")
