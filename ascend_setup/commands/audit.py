@@ -8,23 +8,17 @@ from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Type
 
 from pydantic import BaseModel, ConfigDict
 
-from ascend_setup.audit.findings import AuditReport, run_audit, summary
-from ascend_setup.audit.recorded import chosen_lock, with_recorded_indexes
 from ascend_setup.cli import flags
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.documents import Document
 from ascend_setup.cli.render import Output, print_field, print_items
 from ascend_setup.errors import named_by
-from ascend_setup.host.npu import host_npu
-from ascend_setup.index.tags import parse_glibc
-from ascend_setup.index.urls import index_overrides
-from ascend_setup.matrix import load_matrix
-from ascend_setup.matrix.models import MIRROR
-from ascend_setup.matrix.newcann import recorded_matrix
 from ascend_setup.utils.paths import check_path_length
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ascend_setup.audit.findings import AuditReport
 
 
 class AuditOptions(Options):
@@ -69,6 +63,15 @@ DOCUMENTS: Dict[str, Type[BaseModel]] = {"audit": AuditDocument}
 
 
 def run(options: AuditOptions, output: Output) -> Result:
+    from ascend_setup.audit.findings import run_audit
+    from ascend_setup.audit.recorded import chosen_lock, with_recorded_indexes
+    from ascend_setup.host.npu import host_npu
+    from ascend_setup.index.tags import parse_glibc
+    from ascend_setup.index.urls import index_overrides
+    from ascend_setup.matrix import load_matrix
+    from ascend_setup.matrix.models import MIRROR
+    from ascend_setup.matrix.newcann import recorded_matrix
+
     venv = Path(options.venv).expanduser().absolute()
     check_path_length(venv, "--venv")
     lock, source, indexes = chosen_lock(venv, options.lock)
@@ -96,6 +99,8 @@ def run(options: AuditOptions, output: Output) -> Result:
 
 
 def render(console: Console, report: AuditReport, source: Optional[str], quiet_info: bool) -> None:
+    from ascend_setup.audit.findings import summary
+
     console.print(
         f"row {report.row.cann} ({report.row_reason})" + (f"; lock {source}" if source else ""),
         soft_wrap=True,
