@@ -23,7 +23,7 @@ from ascend_setup.matrix import load_matrix
 from ascend_setup.mirrors.budget import ranking_budget
 from ascend_setup.mirrors.choice import candidates, ranked
 from ascend_setup.mirrors.rank import MirrorResult
-from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
+from ascend_setup.mirrors.ranking_request import apply_choice, checked_flags, sample_python
 from ascend_setup.utils.paths import CANN_HOME, PYTHON, resolve_workdir
 
 if TYPE_CHECKING:
