@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -103,7 +103,7 @@ def stats(files: Sequence[str]) -> Dict[str, Stat]:
     return {f: _stat(f) for f in dict.fromkeys(files)}
 
 
-def remember(key: Dict[str, str], considered: Dict[str, Stat], answer: dict) -> None:
+def remember(key: Dict[str, str], considered: Dict[str, Stat], answer: Dict[str, Any]) -> None:
     """Write pip's answer, with the stat of each file pip considered from before it read them, when the command
     ends (`run_context`): not at all if it is refused as bad input."""
     try:
