@@ -8,7 +8,7 @@ sub-command is served when it is written as a path (`serve ./status`) or after t
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 if TYPE_CHECKING:  # generic only to the type checker (not at run time before Python 3.9)
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -64,3 +64,17 @@ def add_subcommands(parser: argparse.ArgumentParser, *, dest: str, metavar: str,
     sub.default_command = default
     sub.required = True
     return sub
+
+
+def options_first(words: List[str], default: str, others: Sequence[str]) -> List[str]:
+    """A command's words after its name, with options written before the sub-command (`serve --detach MODEL`,
+    `serve --json status`) moved behind it, as a parser without sub-commands took them: the first word naming
+    another sub-command is that sub-command; else the words go to the default one. `-h`/`--help` first is the
+    command's own help."""
+    if not words or not words[0].startswith("-") or words[0] in ("-h", "--help", "--"):
+        return words
+    cut = words.index("--") if "--" in words else len(words)
+    for i, word in enumerate(words[:cut]):
+        if word in others:
+            return [word, *words[:i], *words[i + 1 :]]
+    return [default, *words]

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import Literal
 
+from ascend_setup.bundle.bundle_request import BundleOptions, prepare
 from ascend_setup.bundle.make import make_bundle, open_out_dir, staging_dir, write_tar
 from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
-from ascend_setup.bundle.request import BundleOptions, prepare
 from ascend_setup.cli import flags, values
 from ascend_setup.cli.command import Options, Result
 from ascend_setup.cli.progress import TransferProgress, size_text

@@ -145,7 +145,7 @@ DOCUMENTS: Dict[str, Type[BaseModel]] = {"fit": FitCommandDocument, "probe": Pro
 
 
 def run_fit(options: FitOptions, output: Output) -> Result:
-    from ascend_setup.fit.request import calibration_summary, card_of_flags, fit_model, forget, model_files
+    from ascend_setup.fit.fit_request import calibration_summary, card_of_flags, fit_model, forget, model_files
 
     card = card_of_flags(options)
     if options.forget and not options.calibration:

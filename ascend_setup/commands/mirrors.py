@@ -82,7 +82,7 @@ def run(options: MirrorsOptions, output: Output) -> Result:
     from ascend_setup.matrix import load_matrix
     from ascend_setup.mirrors.budget import ranking_budget
     from ascend_setup.mirrors.choice import candidates, ranked
-    from ascend_setup.mirrors.request import apply_choice, checked_flags, sample_python
+    from ascend_setup.mirrors.ranking_request import apply_choice, checked_flags, sample_python
 
     venv = checked_flags(
         apply=options.apply,

@@ -90,7 +90,7 @@ def _continue_in_background(options: ModelFetchOptions, dest: Path) -> Result:
 
 def run_fetch(options: ModelFetchOptions, output: Output) -> Result:
     from ascend_setup.engine import login
-    from ascend_setup.fit.request import card_of_flags, check_endpoint, fit_model
+    from ascend_setup.fit.fit_request import card_of_flags, check_endpoint, fit_model
     from ascend_setup.hub.base import check_model_id
     from ascend_setup.hub.fetch import check_disk, default_dest, fetch_files, selected
     from ascend_setup.hub.remote import client, remote_files

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import Annotated
 
 from ascend_setup.dists.venv_reader import check_venv_target
@@ -104,8 +113,17 @@ class InstallOptions(BaseModel):
 
     @classmethod
     def from_record(cls, data: Dict[str, Any]) -> InstallOptions:
-        """The options a state file recorded (`record()`), checked by this model as a flag's value is."""
-        return cls.model_validate({**RECORDED_BEFORE_UV, **data}, context=RECORD)
+        """The options a state file recorded (`record()`), checked by this model as a flag's value is; one it
+        cannot read back (a key a hand edit dropped) is bad input."""
+        try:
+            return cls.model_validate({**RECORDED_BEFORE_UV, **data}, context=RECORD)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise BadInput(
+                f"the state file's recorded option {'.'.join(str(p) for p in first['loc'])!r} cannot be used: "
+                f"{first['msg']}",
+                hint="start again with 'ascend-setup install' and its flags, or restore the file",
+            ) from None
 
     def record(self) -> Dict[str, Any]:
         return self.model_dump(mode="json")
@@ -130,8 +148,12 @@ class InstallOptions(BaseModel):
 def recorded_options(data: Dict[str, Any]) -> Dict[str, Any]:
     """The state file's check of its recorded options, kept as written: a hand-edited value fails at load, not
     inside pip. None recorded (a state made before any install ran) is left to `resume` to say so."""
-    if data:
-        InstallOptions.from_record(data)
+    try:
+        InstallOptions.model_validate({**RECORDED_BEFORE_UV, **data}, context=RECORD)
+    except ValidationError as exc:  # a missing key is resume's to refuse: status still reads the steps
+        wrong = [e for e in exc.errors() if e["type"] != "missing"]
+        if wrong:
+            raise ValidationError.from_exception_data(exc.title, wrong) from None  # type: ignore[arg-type]
     return data
 
 

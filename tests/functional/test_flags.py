@@ -146,7 +146,7 @@ def test_fit_takes_the_installed_cann_row_else_the_newest(tmp_path: Path, monkey
     """As doctor and mirrors: no fixed default row (it was 9.1.0, which a newer row would have left stale)."""
     from ascend_setup.cli.main import build_parser
     from ascend_setup.commands.fit import FitOptions
-    from ascend_setup.fit import request
+    from ascend_setup.fit import fit_request as request
 
     monkeypatch.delenv("ASCEND_SETUP_CANN_HOME", raising=False)
     if installed:

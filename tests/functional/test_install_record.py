@@ -18,8 +18,9 @@ from ascend_setup.steps.options import InstallOptions, InstallRow, resolve_insta
 
 
 def parsed(argv: List[str]) -> install.InstallCommandOptions:
-    args = build_parser(["install"]).parse_args(["install", *argv])
-    refuse_empty_values(args)
+    parser = build_parser(["install"])
+    args = parser.parse_args(["install", *argv])
+    refuse_empty_values(args, parser)
     options = args.options.from_namespace(args)
     assert isinstance(options, install.InstallCommandOptions)
     return options

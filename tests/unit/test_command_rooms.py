@@ -13,7 +13,7 @@ from ascend_setup.errors import BadInput
 from ascend_setup.matrix import load_matrix
 from ascend_setup.matrix.check import RowCheck, check_rows, sdist_versions
 from ascend_setup.matrix.models import MIRROR
-from ascend_setup.mirrors.request import checked_flags
+from ascend_setup.mirrors.ranking_request import checked_flags
 from ascend_setup.simulate.demo_run import check_interrupt_at
 
 

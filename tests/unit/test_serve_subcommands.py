@@ -8,11 +8,11 @@ from typing import List
 
 import pytest
 
-from ascend_setup.cli.main import build_parser, main, pass_on, passed_through
+from ascend_setup.cli.main import build_parser, command_line, main, pass_on
 
 
 def parsed(argv: List[str]) -> dict:
-    ours, theirs = passed_through(argv)
+    ours, theirs = command_line(argv)
     args = build_parser(ours).parse_args(ours)
     if theirs is not None:
         pass_on(args, theirs)
@@ -28,6 +28,11 @@ def parsed(argv: List[str]) -> dict:
         (["serve", "status"], {"serve_command": "status"}),
         (["serve", "stop"], {"serve_command": "stop", "name": None}),
         (["serve", "stop", "dense"], {"serve_command": "stop", "name": "dense"}),
+        # options before MODEL or the sub-command, as serve took them before it had sub-commands
+        (["serve", "--detach", "/m"], {"serve_command": "start", "model": "/m", "vllm_args": []}),
+        (["serve", "--port", "8001", "./status"], {"serve_command": "start", "model": "./status", "vllm_args": []}),
+        (["serve", "--json", "status"], {"serve_command": "status"}),
+        (["serve", "--workdir", "/w", "stop", "dense"], {"serve_command": "stop", "name": "dense"}),
         (
             ["serve", "/m", "--port", "8001", "--", "--max-num-seqs", "64", "--port", "9"],
             {"serve_command": "start", "model": "/m", "vllm_args": ["--max-num-seqs", "64", "--port", "9"]},
