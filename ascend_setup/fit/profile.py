@@ -49,7 +49,9 @@ VLLM_ASCEND_DEFAULT = (0, 23)
 ABSOLUTE_ACCOUNTING_UNTIL = (0, 14)
 #: What the device already holds when the worker starts (the runtime's context and what the idle device keeps):
 #: 61.27 - 60.89 GiB in vllm-ascend PR #9606's start-up line "Free memory on device (60.89/61.27 GiB) on startup".
-#: The releases up to ABSOLUTE_ACCOUNTING_UNTIL count it; later ones do not.
+#: The releases up to ABSOLUTE_ACCOUNTING_UNTIL count it; later ones do not. It already holds the idle device's own
+#: use inside the visible memory (npu-smi's HBM used at idle less the HBM outside torch_npu's total: 2854 - (32768 -
+#: 30196) MiB = 0.28 GiB on vllm-ascend #5044's 910B4), which is why that is not a term of its own.
 IN_USE_AT_STARTUP = int((61.27 - 60.89) * GIB)
 #: torch_npu's caching allocator (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp, Ascend/pytorch v2.5.1-7.0.0 and
 #: v2.7.1-7.2.0; master keeps it on 910B/A3 as AddPadSize): round_size adds 32 bytes to every request, then rounds
