@@ -17,9 +17,10 @@ The convention, for each command module:
 from __future__ import annotations
 
 import argparse
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Type, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +51,28 @@ class Options(BaseModel):
     def from_namespace(cls: Type[O], args: argparse.Namespace) -> O:
         """The options of one parsed command line (a `_name` is an action's own note, as `flags.Once` keeps)."""
         return cls.model_validate({k: v for k, v in vars(args).items() if k not in FRONT_DOOR and k[0] != "_"})
+
+
+class LazyOptions:
+    """An options model named by its module and class, imported when the command runs, not when its parser is
+    built: a model built on a room's (install's on the recorded `InstallOptions`) would load that room, and its
+    stacks, for `--help`."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+    def model(self) -> Type[Options]:
+        module, name = self.ref.split(":")
+        found: Type[Options] = getattr(importlib.import_module(module), name)
+        return found
+
+    def from_namespace(self, args: argparse.Namespace) -> Options:
+        return self.model().from_namespace(args)
+
+
+def options_model(declared: Union[Type[Options], LazyOptions]) -> Type[Options]:
+    """The options model a parser declares, imported if it was named lazily."""
+    return declared.model() if isinstance(declared, LazyOptions) else declared
 
 
 @dataclass(frozen=True)

@@ -198,14 +198,10 @@ def pass_on(args: argparse.Namespace, theirs: List[str]) -> None:
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
-    """Build the command's options from the parsed line, run it, print its result.
+    """Build the command's options from the parsed line, once; run it; print its result."""
+    from ascend_setup.cli.command import emit
 
-    A command not yet moved to the options model takes the namespace and returns its exit code."""
-    from ascend_setup.cli.command import Result, emit
-
-    options = args.options.from_namespace(args) if hasattr(args, "options") else args
-    result = args.func(options, out)
-    return emit(result, out) if isinstance(result, Result) else int(result)
+    return emit(args.func(args.options.from_namespace(args), out), out)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -9,29 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
-from typing_extensions import Literal
 
-from ascend_setup.bundle.bundle_request import BundleOptions, prepare
-from ascend_setup.bundle.make import make_bundle, open_out_dir, staging_dir, write_tar
-from ascend_setup.bundle.manifest import Manifest, Missing, verify_bundle
 from ascend_setup.cli import flags, values
-from ascend_setup.cli.command import Options, Result
-from ascend_setup.cli.progress import TransferProgress, size_text
-from ascend_setup.cli.render import Output, print_field, print_prose, stderr_console
+from ascend_setup.cli.command import LazyOptions, Result
 from ascend_setup.errors import BadInput
-from ascend_setup.index.tags import Target
-from ascend_setup.matrix.models import Row
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-
-class BundleCommandOptions(BundleOptions, Options):
-    """`bundle` and `bundle verify PATH` (argparse parses verify's line under bundle's flags)."""
-
-    bundle_command: Optional[Literal["verify"]] = None
-    path: Optional[str] = None  # bundle verify's PATH
-    matrix: Optional[str] = None  # type: ignore[assignment]  # as given: its errors name it so
+    from ascend_setup.bundle.manifest import Manifest, Missing
+    from ascend_setup.cli.render import Output
+    from ascend_setup.commands.bundle_options import BundleCommandOptions
+    from ascend_setup.index.tags import Target
+    from ascend_setup.matrix.models import Row
 
 
 class RoleCount(BaseModel):
@@ -95,6 +85,9 @@ def missing_text(m: Missing) -> str:
 
 def render_summary(out: Console, manifest: Manifest, path: Path) -> None:
     """The size and what the bundle holds, one role a line, then each file it could not get."""
+    from ascend_setup.cli.progress import size_text
+    from ascend_setup.cli.render import print_field, print_prose
+
     t = manifest.target
     npus = t.soc or t.device
     print_prose(
@@ -118,6 +111,11 @@ def render_summary(out: Console, manifest: Manifest, path: Path) -> None:
 
 
 def run(options: BundleCommandOptions, output: Output) -> Result:
+    from ascend_setup.bundle.bundle_request import prepare
+    from ascend_setup.bundle.make import make_bundle, open_out_dir, staging_dir, write_tar
+    from ascend_setup.cli.progress import TransferProgress
+    from ascend_setup.cli.render import stderr_console
+
     if options.bundle_command == "verify":
         return run_verify(Path(options.path or ""))
     err = stderr_console()
@@ -149,6 +147,9 @@ def run(options: BundleCommandOptions, output: Output) -> Result:
 
 def finished_tar(out: Path, row: Row, target: Target) -> Result:
     """A rerun of a bundle whose tar is made: checked and shown, not made again (another target's is refused)."""
+    from ascend_setup.bundle.manifest import verify_bundle
+    from ascend_setup.cli.render import print_prose
+
     manifest, problems = verify_bundle(out, "-o")
     t = manifest.target
     if (manifest.cann, t.arch, t.glibc, t.python) != (row.cann, target.arch, target.glibc, target.python):
@@ -166,6 +167,10 @@ def finished_tar(out: Path, row: Row, target: Target) -> Result:
 
 
 def run_verify(path: Path) -> Result:
+    from ascend_setup.bundle.manifest import verify_bundle
+    from ascend_setup.cli.progress import size_text
+    from ascend_setup.cli.render import print_prose
+
     path = path.expanduser().absolute()
     manifest, problems = verify_bundle(path)
 
@@ -230,14 +235,14 @@ def bundle_arguments(p: argparse.ArgumentParser) -> None:
         help="the bundle: a directory (a rerun continues it), or with --format tar the tar file",
     )
     p.add_argument("--format", choices=["dir", "tar"], default="dir", help="a directory (default) or one tar file")
-    p.set_defaults(func=run, options=BundleCommandOptions)
+    p.set_defaults(func=run, options=LazyOptions("ascend_setup.commands.bundle_options:BundleCommandOptions"))
     sub = p.add_subparsers(dest="bundle_command", metavar="verify")
     b = sub.add_parser(
         "verify", help="check a bundle's manifest and every file's sha256; exit 1 names each missing or corrupt file"
     )
     flags.common(b)
     b.add_argument("path", metavar="PATH", help="the bundle directory or tar file")
-    b.set_defaults(func=run, options=BundleCommandOptions)
+    b.set_defaults(func=run, options=LazyOptions("ascend_setup.commands.bundle_options:BundleCommandOptions"))
 
 
 ARGUMENTS = {"bundle": bundle_arguments}

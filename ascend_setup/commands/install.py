@@ -5,43 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
-from rich.console import Console
-from rich.markup import escape
 from typing_extensions import Annotated, Literal
 
 from ascend_setup.cli import flags
-from ascend_setup.cli.command import Options, Result
-from ascend_setup.cli.progress import ConsoleReporter
-from ascend_setup.cli.render import Output, print_table, stderr_console
-from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
-from ascend_setup.engine.login import bashrc, install_block, remove_block, resume_in_background
-from ascend_setup.engine.runner import Runner, status_rows
-from ascend_setup.engine.workdir import Workdir
+from ascend_setup.cli.command import LazyOptions, Options, Result
 from ascend_setup.errors import AscendSetupError, BadInput
-from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
-from ascend_setup.matrix.newcann import provenance_line, record
-from ascend_setup.steps.install_session import InstallSession, install_store
-from ascend_setup.steps.options import InstallOptions, InstallRow, resolve_install
-from ascend_setup.steps.pipeline import build_pipeline, run_lock
-from ascend_setup.steps.preflight import host_problems
-from ascend_setup.steps.resolve import preview_closure
-from ascend_setup.steps.verify import serving_hints, shell_lines
-from ascend_setup.utils.paths import resolve_workdir
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-class InstallCommandOptions(InstallOptions, Options):
-    """`install`'s flags: the options it records (InstallOptions), before the paths are resolved, and what
-    only this run is asked (a dry run, no question, the resume-on-login block's on/off/untouched)."""
-
-    workdir: Optional[str] = None  # type: ignore[assignment]  # resolved: flag, variable, default
-    venv: Optional[str] = None  # type: ignore[assignment]
-    resume_on_login: Optional[bool] = None  # type: ignore[assignment]  # None: neither flag was given
-    matrix: Optional[str] = None  # type: ignore[assignment]  # recorded as given: resolved with the paths
-    dry_run: bool = False
-    yes: bool = False
+    from ascend_setup.cli.render import Output
+    from ascend_setup.commands.install_options import InstallCommandOptions
+    from ascend_setup.engine.runner import Runner
+    from ascend_setup.steps.install_session import InstallSession
+    from ascend_setup.steps.options import InstallOptions, InstallRow
 
 
 class ResumeOptions(Options):
@@ -150,6 +130,13 @@ def _runner(
     options: InstallOptions, loaded: InstallRow, console: Console, *, dry_run: bool = False
 ) -> Runner[InstallSession]:
     """The pipeline on the matrix and row the command loaded (`loaded`), with pip's settings for this run."""
+    from ascend_setup.engine.runner import Runner
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.index.pipconfig import network_settings_for_this_run, pip_settings
+    from ascend_setup.matrix.newcann import provenance_line, record
+    from ascend_setup.steps.install_session import InstallSession, install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+
     settings = network_settings_for_this_run(pip_settings(respect=options.respect_pip_config))
     if loaded.derived is not None:  # once: the run then reads the matrix recorded in the workdir (resume and audit too)
         console.print(provenance_line(loaded.derived, loaded.matrix), soft_wrap=True, markup=False)
@@ -171,6 +158,8 @@ def step_rows(rows: List[Dict[str, Any]]) -> List[StepRow]:
 
 def failure_document(runner: Runner[InstallSession], exc: AscendSetupError) -> InstallFailed:
     """--json output when the run fails: which step, the error, its root cause, and the log to read."""
+    from ascend_setup.engine.runner import status_rows
+
     try:
         state = runner.store.load()
     except AscendSetupError:
@@ -218,6 +207,10 @@ def _rerun_cannot_fix(runner: Runner[InstallSession], exc: AscendSetupError) -> 
 
 def plan(runner: Runner[InstallSession]) -> Result:
     """`--dry-run`: each step's decision, whether preflight would refuse this host, and the closure."""
+    from ascend_setup.cli.render import print_table
+    from ascend_setup.steps.preflight import host_problems
+    from ascend_setup.steps.resolve import preview_closure
+
     session = runner.session
     decisions = runner.plan()
     refused = host_problems(session) if any(d.run and d.step.name == "preflight" for d in decisions) else []
@@ -260,6 +253,11 @@ def plan(runner: Runner[InstallSession]) -> Result:
 
 def run_pipeline(runner: Runner[InstallSession], output: Output, console: Console) -> Result:
     """Every step that is not done, in order; the resume-on-login block goes once the install is done."""
+    from ascend_setup.cli.progress import ConsoleReporter
+    from ascend_setup.engine.login import install_block, remove_block
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.steps.verify import serving_hints, shell_lines
+
     options = runner.session.options
     workdir = Path(options.workdir)
     if options.resume_on_login:
@@ -294,6 +292,8 @@ def run_pipeline(runner: Runner[InstallSession], output: Output, console: Consol
 
 
 def render_ready(out: Console, options: InstallOptions, document: InstallDone) -> None:
+    from rich.markup import escape
+
     out.print(
         f"[green]vLLM-Ascend for CANN {options.cann} is ready in {escape(str(options.venv))}.[/green] In your shell:",
         soft_wrap=True,
@@ -312,6 +312,8 @@ def render_ready(out: Console, options: InstallOptions, document: InstallDone) -
 
 
 def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_run: bool, assume_yes: bool) -> Result:
+    from ascend_setup.cli.render import stderr_console
+
     console = stderr_console()
     runner = _runner(options, loaded, console, dry_run=dry_run)
     if dry_run:
@@ -323,6 +325,11 @@ def execute(options: InstallOptions, loaded: InstallRow, output: Output, *, dry_
 
 
 def run_install(options: InstallCommandOptions, output: Output) -> Result:
+    from ascend_setup.cli.render import stderr_console
+    from ascend_setup.dists.venv_reader import adoption_notice, venv_target_kind
+    from ascend_setup.engine.login import bashrc, remove_block
+    from ascend_setup.steps.options import resolve_install
+
     recorded, loaded = resolve_install(options, dry_run=options.dry_run)
     if options.adopt_venv and venv_target_kind(Path(recorded.venv)) == "foreign":
         stderr_console().print(adoption_notice(Path(recorded.venv)), soft_wrap=True, markup=False)
@@ -336,6 +343,13 @@ def run_install(options: InstallCommandOptions, output: Output) -> Result:
 def on_login(workdir: Path) -> int:
     """What the ~/.bashrc block runs at login: quiet when the install is done (the block goes) or running;
     else one line saying where it stopped, and the resume in the background."""
+    from ascend_setup.cli.render import stderr_console
+    from ascend_setup.engine.login import remove_block, resume_in_background
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+
     state = install_store(Workdir(workdir)).load()
     running = run_lock(Workdir(workdir)).running()
     rows = status_rows(build_pipeline(), state, running)
@@ -356,6 +370,11 @@ def on_login(workdir: Path) -> int:
 
 
 def run_resume(options: ResumeOptions, output: Output) -> Result:
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.options import InstallOptions
+    from ascend_setup.utils.paths import resolve_workdir
+
     if options.on_login:
         return Result(on_login(resolve_workdir(options.workdir, mode="read", exist=True)))
     workdir = resolve_workdir(options.workdir, mode="plan" if options.dry_run else "write", exist=True)
@@ -370,6 +389,13 @@ def run_resume(options: ResumeOptions, output: Output) -> Result:
 
 
 def run_status(options: StatusOptions, output: Output) -> Result:
+    from ascend_setup.cli.render import print_table
+    from ascend_setup.engine.runner import status_rows
+    from ascend_setup.engine.workdir import Workdir
+    from ascend_setup.steps.install_session import install_store
+    from ascend_setup.steps.pipeline import build_pipeline, run_lock
+    from ascend_setup.utils.paths import resolve_workdir
+
     workdir = resolve_workdir(options.workdir, mode="read", exist=True)
     state = install_store(Workdir(workdir)).load()
     rows = status_rows(build_pipeline(), state, run_lock(Workdir(workdir)).running())
@@ -438,7 +464,7 @@ def install_arguments(p: argparse.ArgumentParser) -> None:
         "add a block to ~/.bashrc that resumes this install at the next login after a stop "
         "(removed when the install completes); --no-resume-on-login removes it",
     )
-    p.set_defaults(func=run_install, options=InstallCommandOptions)
+    p.set_defaults(func=run_install, options=LazyOptions("ascend_setup.commands.install_options:InstallCommandOptions"))
 
 
 def resume_arguments(p: argparse.ArgumentParser) -> None:

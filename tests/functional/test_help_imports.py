@@ -22,7 +22,12 @@ PARSER_ROOMS = re.compile(r"ascend_setup(\.(cli|utils)(\..+)?|\.errors|\.command
 #: The stacks a run needs and a parser does not: drawing, HTTP, the matrix's YAML, the hubs, retries, versions.
 RUN_STACKS = ("rich", "requests", "urllib3", "yaml", "huggingface_hub", "tenacity", "packaging")
 #: Commands whose parser still needs a room, and why.
-NOT_YET = {"container": "--runtime's choices are container/run_command's RUNTIMES, which loads the matrix"}
+NOT_YET = {
+    "container": "--runtime's choices are container/run_command's RUNTIMES, which loads the matrix",
+    "doctor": "its --node-facts document is the nodes room's NodeFacts (which loads host/ and matrix/)",
+    "matrix": "its check document holds the matrix room's RowCheck (matrix/check.py)",
+    "fleet": "its report document holds the fleet room's Finding (fleet/merged_report.py)",
+}
 
 
 #: The front door as the console script runs it, then every module loaded by the time --help has printed.

@@ -12,23 +12,24 @@ import pytest
 from ascend_setup.cli.main import build_parser, refuse_empty_values
 from ascend_setup.cli.render import Output
 from ascend_setup.commands import install
+from ascend_setup.commands.install_options import InstallCommandOptions
 from ascend_setup.engine.workdir import Workdir
 from ascend_setup.steps.install_session import install_store
 from ascend_setup.steps.options import InstallOptions, InstallRow, resolve_install
 
 
-def parsed(argv: List[str]) -> install.InstallCommandOptions:
+def parsed(argv: List[str]) -> InstallCommandOptions:
     parser = build_parser(["install"])
     args = parser.parse_args(["install", *argv])
     refuse_empty_values(args, parser)
     options = args.options.from_namespace(args)
-    assert isinstance(options, install.InstallCommandOptions)
+    assert isinstance(options, InstallCommandOptions)
     return options
 
 
 def test_every_recorded_option_is_an_install_flag() -> None:
     """The record is the flags' model less what only one run is asked: a flag's field is recorded by itself."""
-    recorded, command = set(InstallOptions.model_fields), set(install.InstallCommandOptions.model_fields)
+    recorded, command = set(InstallOptions.model_fields), set(InstallCommandOptions.model_fields)
     assert recorded <= command
     assert command - recorded == {"dry_run", "yes", "json_output"}
 

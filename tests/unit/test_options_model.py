@@ -8,12 +8,8 @@ from typing import Dict, Iterator, List, Set, Tuple, Type
 
 import pytest
 
-from ascend_setup.cli.command import FRONT_DOOR, Options
+from ascend_setup.cli.command import FRONT_DOOR, Options, options_model
 from ascend_setup.cli.main import build_parser
-
-#: Commands whose `run` still takes the namespace: the front door's move to options models is under way.
-NOT_YET: Set[str] = {
-}  # fmt: skip
 
 
 def leaves(
@@ -41,7 +37,7 @@ LEAVES = [(path, p, dests) for path, p, dests in leaves(build_parser(full=True),
 
 
 def model_of(parser: argparse.ArgumentParser) -> Type[Options]:
-    return parser._defaults["options"]
+    return options_model(parser._defaults["options"])
 
 
 def fields(model: Type[Options]) -> Dict[str, str]:
@@ -53,10 +49,7 @@ def fields(model: Type[Options]) -> Dict[str, str]:
 def test_every_flag_has_a_field_and_every_field_a_flag(
     path: List[str], parser: argparse.ArgumentParser, dests: Set[str]
 ) -> None:
-    if "options" not in parser._defaults:
-        assert path[0] in NOT_YET, f"{' '.join(path)} has no options model"
-        return
-    assert path[0] not in NOT_YET, f"{path[0]} has its options model: take it off NOT_YET"
+    assert "options" in parser._defaults, f"{' '.join(path)} has no options model"
     declared = fields(model_of(parser))
     assert sorted(dests - declared.keys()) == [], "flags without a field"
     assert sorted(declared.keys() - dests) == [], "fields no flag sets"
@@ -64,7 +57,5 @@ def test_every_flag_has_a_field_and_every_field_a_flag(
 
 @pytest.mark.parametrize("path, parser, dests", LEAVES, ids=[" ".join(p) for p, _, _ in LEAVES])
 def test_the_options_are_frozen(path: List[str], parser: argparse.ArgumentParser, dests: Set[str]) -> None:
-    if "options" not in parser._defaults:
-        pytest.skip("no options model yet")
     model = model_of(parser)
     assert model.model_config.get("frozen") and model.model_config.get("extra") == "forbid"
