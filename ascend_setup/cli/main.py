@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, NoReturn, Optional, Tuple
 
 from ascend_setup import __version__
 from ascend_setup.cli.render import Output, terminal_safe
-from ascend_setup.cli.subcommands import options_first
+from ascend_setup.cli.subcommands import in_order
 from ascend_setup.errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_LOCKED, AscendSetupError, BadInput
 from ascend_setup.utils import tempdirs
 from ascend_setup.utils.interrupts import at_interrupt, install_handlers
@@ -78,9 +78,6 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
         "exit 0 found, 1 none known, 2 bad input",
     ),
 }
-
-#: Commands whose sub-command has a default (`serve MODEL` is `serve start MODEL`): the default, and the others.
-DEFAULT_SUBCOMMANDS: Dict[str, Tuple[str, Tuple[str, ...]]] = {"serve": ("start", ("status", "stop"))}
 
 #: Commands a stop interrupts in the middle of work that the next run picks up.
 RESUMABLE = ("install", "resume")
@@ -179,15 +176,6 @@ def passed_through(argv: List[str]) -> Tuple[List[str], Optional[List[str]]]:
     return argv[:cut], argv[cut + 1 :]
 
 
-def command_line(argv: List[str]) -> Tuple[List[str], Optional[List[str]]]:
-    """Our words, in the order the parser takes them, and what follows `--` (None: no `--`)."""
-    ours, theirs = passed_through(argv)
-    if ours and ours[0] in DEFAULT_SUBCOMMANDS:
-        default, others = DEFAULT_SUBCOMMANDS[ours[0]]
-        ours = [ours[0], *options_first(ours[1:], default, others)]
-    return ours, theirs
-
-
 def pass_on(args: argparse.Namespace, theirs: List[str]) -> None:
     """Give what followed `--` to the option the command declares for it (`after_dashes`); a command that
     declares none takes nothing after `--`."""
@@ -214,11 +202,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run_front_door(argv: List[str]) -> int:
     """Parse, run one command, print its result or its error: the exit code."""
-    ours, theirs = command_line(argv)
+    ours, theirs = passed_through(argv)
     out = Output("--json" in ours)  # before parsing: a flag the parser refuses is answered in JSON too
     try:
         parser = build_parser(ours)
-        args = parser.parse_args(ours)
+        args = parser.parse_args(in_order(parser, ours))
         refuse_empty_values(args, parser)
         if theirs is not None:
             pass_on(args, theirs)

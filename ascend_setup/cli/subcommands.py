@@ -66,6 +66,18 @@ def add_subcommands(parser: argparse.ArgumentParser, *, dest: str, metavar: str,
     return sub
 
 
+def in_order(parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
+    """A command line (`COMMAND WORDS...`) as `parser` takes it: for a command whose sub-command has a default
+    (`add_subcommands`), options written before the sub-command are moved behind it (`options_first`)."""
+    commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = commands.choices.get(argv[0]) if commands is not None and argv else None
+    chooser = next((a for a in command._actions if isinstance(a, DefaultSubcommand)), None) if command else None
+    if chooser is None:
+        return argv
+    others = [name for name in dict.keys(chooser.choices) if name != chooser.default_command]
+    return [argv[0], *options_first(argv[1:], chooser.default_command, others)]
+
+
 def options_first(words: List[str], default: str, others: Sequence[str]) -> List[str]:
     """A command's words after its name, with options written before the sub-command (`serve --detach MODEL`,
     `serve --json status`) moved behind it, as a parser without sub-commands took them: the first word naming

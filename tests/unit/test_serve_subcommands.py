@@ -8,12 +8,14 @@ from typing import List
 
 import pytest
 
-from ascend_setup.cli.main import build_parser, command_line, main, pass_on
+from ascend_setup.cli.main import build_parser, main, pass_on, passed_through
+from ascend_setup.cli.subcommands import in_order
 
 
 def parsed(argv: List[str]) -> dict:
-    ours, theirs = command_line(argv)
-    args = build_parser(ours).parse_args(ours)
+    ours, theirs = passed_through(argv)
+    parser = build_parser(ours)
+    args = parser.parse_args(in_order(parser, ours))
     if theirs is not None:
         pass_on(args, theirs)
     return {k: v for k, v in vars(args).items() if k in ("serve_command", "model", "name", "vllm_args")}
