@@ -16,6 +16,7 @@ from ascend_setup.fit.decode import Terms
 
 GIB = 1024**3
 CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.yaml"
+NO_IDLE_FIGURE = "no published figure of what the idle card holds: none counted"
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
@@ -64,6 +65,8 @@ class CardSpec(Strict):
     source: str
     visible_bytes: Optional[Annotated[int, Field(gt=0)]] = None  # torch_npu's total memory, when published
     visible_source: Optional[str] = None
+    idle_bytes: Optional[Annotated[int, Field(ge=0)]] = None  # what the idle card holds inside it, when published
+    idle_source: Optional[str] = None
 
 
 class CardTable(Strict):
@@ -88,6 +91,10 @@ class Card:
     decode_name: str
     visible_bytes: int = 0  # the memory vLLM multiplies by the utilisation (torch_npu's total memory)
     visible_source: str = ""
+    idle_bytes: int = 0  # what the idle card holds inside the visible memory
+    idle_source: str = NO_IDLE_FIGURE
+    in_use_bytes: Optional[int] = None  # this host's measurement of a new process's start (probe): context included
+    in_use_source: str = ""
 
 
 def load_table(path: Path = CARDS) -> CardTable:
@@ -112,6 +119,8 @@ def cards() -> Dict[str, Card]:
             table.decode_models[c.decode],
             c.decode,
             *visible(c.hbm_gib, c.visible_bytes, c.visible_source),
+            c.idle_bytes or 0,
+            c.idle_source or NO_IDLE_FIGURE,
         )
         for name, c in table.cards.items()
     }
@@ -127,6 +136,13 @@ def visible(hbm_gib: float, published: Optional[int], source: Optional[str]) -> 
 def with_visible(card: Card, total_bytes: int, source: str) -> Card:
     """The card with this host's own device-visible memory (probe.json's total_memory)."""
     card.visible_bytes, card.visible_source = total_bytes, source
+    return card
+
+
+def with_in_use(card: Card, in_use_bytes: int, source: str) -> Card:
+    """The card with what a new process found taken on this host's NPU (probe.json's in_use_memory): its own
+    context and what the card held, measured rather than added up from the table."""
+    card.in_use_bytes, card.in_use_source = in_use_bytes, source
     return card
 
 

@@ -23,7 +23,7 @@ from ascend_setup.fit.config import text_config
 from ascend_setup.fit.decode import KV_DTYPE_BYTES, Prediction, bytes_per_token, kv_share, predict
 from ascend_setup.fit.kv_cache import KvPool, plan_pool
 from ascend_setup.fit.model_files import ModelFiles, dtype_bytes, experts_of, kv_layout, layer_kinds, weights
-from ascend_setup.fit.profile import Serving, Term, budgeted, non_kv_terms
+from ascend_setup.fit.profile import Serving, Term, budgeted, in_use_at_start, non_kv_terms
 from ascend_setup.matrix.models import Row
 from ascend_setup.matrix.serve_hints import merged_serve_args
 from ascend_setup.utils.inputs import load_json
@@ -35,7 +35,7 @@ GIB = 1024**3
 #: (test_the_margin_is_the_worst_over_estimate): +17.9% (vllm-ascend #2473, Qwen3-30B-A3B W8A8 at TP8, whose
 #: serve flags and weights the log does not show), then +2.9%, +2.8% (#5044: vllm-ascend 0.11), +2.7%, +2.5%
 #: (#6250: 0.13), +0.8%, +0.6%, +0.5%, +0.1%.
-KV_MARGIN = 0.18
+KV_MARGIN = 0.17
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
 TP_ASSUMPTION = (
     "--tp {tp}: weights and KV split over {tp} cards, HCCL buffers on each; the "
@@ -199,6 +199,7 @@ def estimate(
         max_model_len=context,
         serving=serving,
         moe=bool(experts),
+        in_use=in_use_at_start(card),
         linear_bytes={"W8": 1, "W4": 0.5}.get(files.quant_type.upper()[:2], 0),
     )
     requested = math.ceil(card.visible_bytes * utilisation)
@@ -236,6 +237,9 @@ def estimate(
             f"{card.visible_bytes / GIB:.2f} GiB x {utilisation:g}"
             + ("" if tp > 1 else "; try --tp N over several cards, or a quantised checkpoint"),
         )
+    refusal = start_refusal(card, utilisation, serving)
+    if refusal:
+        blockers.insert(0, refusal)
     max_pos = text_config(config).get("max_position_embeddings")
     if max_pos and context > max_pos:
         warnings.append(
@@ -357,6 +361,23 @@ def estimate(
     return fit
 
 
+def start_refusal(card: Card, utilisation: float, serving: Serving) -> Optional[str]:
+    """vLLM-Ascend from 0.15 refuses to start when utilisation x total is more than what is free when the worker
+    starts (worker.py init_device); the highest utilisation that starts, rounded down to a hundredth, when so."""
+    if serving.absolute_accounting:
+        return None
+    in_use = in_use_at_start(card)
+    free = card.visible_bytes - in_use.bytes
+    if card.visible_bytes * utilisation <= free:
+        return None
+    highest = math.floor(free / card.visible_bytes * 100) / 100
+    return (
+        f"vLLM refuses to start at --gpu-memory-utilization {utilisation:g}: {utilisation:g} x "
+        f"{card.visible_bytes / GIB:.2f} GiB is more than the {free / GIB:.2f} GiB free when a worker starts "
+        f"({in_use.bytes / GIB:.2f} GiB already in use: {in_use.source}); {highest:.2f} or less starts"
+    )
+
+
 def headline(fit: Fit, context: int) -> str:
     """One line that agrees with the figures: no speed for a model that does not fit, the blocker first."""
     where = f"{fit.model} on " + (f"{fit.tp} x " if fit.tp > 1 else "an ") + f"Ascend {fit.card}"
@@ -416,3 +437,19 @@ def probed_memory(workdir: Path) -> Optional[int]:
     data = _probe(workdir)
     total = _positive(data, "total_memory", "a memory size in bytes", workdir / "probe.json") if data else None
     return int(total) if total else None
+
+
+def probed_in_use(workdir: Path, total: int) -> Optional[int]:
+    """What a new process found in use on this host's NPU when `probe` started (probe.json's in_use_memory), if
+    recorded: its context and the card's idle use, which fit prefers to the card table's figures."""
+    data = _probe(workdir)
+    value = data.get("in_use_memory") if data else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < total:
+        raise BadInput(
+            f"probe result {workdir / 'probe.json'}: in_use_memory {str(value)[:20]} is not a memory size in "
+            f"bytes under its total_memory ({total})",
+            hint="run 'ascend-setup probe' again",
+        )
+    return int(value)

@@ -11,8 +11,8 @@ from typing import Any, Dict, Optional, Protocol, Tuple
 
 from ascend_setup.errors import BadInput
 from ascend_setup.fit.calibration import Calibration, calibrate, forget_points, load_points, points_path
-from ascend_setup.fit.cards import Card, card_for, with_visible
-from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth, probed_memory
+from ascend_setup.fit.cards import Card, card_for, with_in_use, with_visible
+from ascend_setup.fit.estimate import Fit, estimate, probed_bandwidth, probed_in_use, probed_memory
 from ascend_setup.fit.model_files import ModelFiles, local_files
 from ascend_setup.fit.profile import Serving
 from ascend_setup.host.cann import primary_cann, row_for
@@ -132,13 +132,17 @@ def serving_of(flags: FitFlags) -> Serving:
 
 
 def with_probed_memory(flags: FitFlags, card: Card) -> Card:
-    """The card with this host's own device-visible memory when `probe` recorded it (and --hbm-gib is not given)."""
-    total = None if flags.hbm_gib else probed_memory(resolve_workdir(flags.workdir, mode="read"))
-    return (
-        with_visible(card, total, "this host: torch_npu total memory recorded by 'ascend-setup probe'")
-        if total
-        else card
-    )
+    """The card with this host's own device-visible memory, and what a new process found in use on it, when
+    `probe` recorded them (and --hbm-gib is not given)."""
+    where = resolve_workdir(flags.workdir, mode="read")
+    total = None if flags.hbm_gib else probed_memory(where)
+    if not total:
+        return card
+    card = with_visible(card, total, "this host: torch_npu total memory recorded by 'ascend-setup probe'")
+    in_use = probed_in_use(where, total)
+    if in_use is None:
+        return card
+    return with_in_use(card, in_use, "this host: torch_npu total - free memory when 'ascend-setup probe' started")
 
 
 def fit_model(flags: FitFlags, files: ModelFiles, card: Card, *, use_calibration: bool = True) -> Fit:

@@ -1,5 +1,6 @@
 """The field report's HBM copy measurement, and on an NPU the device memory torch_npu reports (its total_memory,
-what vLLM budgets from), run inside the installed venv with CANN's environment.
+what vLLM budgets from, and what a new process finds already in use: in_use_memory), run inside the installed
+venv with CANN's environment.
 
 A 2 GiB fp16 tensor, 3 warm-up copies, then 20 timed copies with synchronisation: 2 x bytes / time.
 On a 910B3 it gave 1267 GB/s where paper figures said 800. `--device cpu` runs the same script (with
@@ -21,11 +22,14 @@ WARMUP, TIMED = 3, 20
 SCRIPT = r'''
 import json, sys, time
 device, size = sys.argv[1], int(sys.argv[2])
-backend = None
+backend, memory = None, {}
 try:
     import torch
     if device.startswith("npu"):
         import torch_npu  # noqa: F401
+        torch.npu.set_device(device)
+        free, total = torch.npu.mem_get_info()  # before its own tensors: its context and what the card held
+        memory = {"total_memory": total, "in_use_memory": total - free}
     src = torch.ones(size // 2, dtype=torch.float16, device=device)
     dst = torch.empty_like(src)
     sync = torch.npu.synchronize if device.startswith("npu") else (lambda: None)
@@ -57,8 +61,7 @@ sync()
 seconds = time.perf_counter() - start
 result = {"device": device, "backend": backend, "bytes": size, "copies": TIMED, "seconds": seconds,
           "gbps": 2 * size * TIMED / seconds / 1e9}
-if device.startswith("npu"):  # what vLLM multiplies by --gpu-memory-utilization
-    result["total_memory"] = torch.npu.mem_get_info()[1]
+result.update(memory)  # on an NPU: what vLLM multiplies by --gpu-memory-utilization, and what a worker finds taken
 print(json.dumps(result))
 '''.replace("WARMUP", str(WARMUP)).replace("TIMED", str(TIMED))
 

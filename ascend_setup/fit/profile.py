@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
+from ascend_setup.fit.cards import Card
 from ascend_setup.fit.config import text_config
 from ascend_setup.fit.kv_cache import head_dim
 from ascend_setup.fit.model_files import experts_of, layer_kinds
@@ -47,12 +48,12 @@ VLLM_ASCEND_DEFAULT = (0, 23)
 #: counts, what was there before vLLM started included. From 0.15.0rc1 on (0.16, 0.18, 0.23 alike) it is vLLM's
 #: memory_profiling against the snapshot taken when the worker starts: only the increases since then count.
 ABSOLUTE_ACCOUNTING_UNTIL = (0, 14)
-#: What the device already holds when the worker starts (the runtime's context and what the idle device keeps):
-#: 61.27 - 60.89 GiB in vllm-ascend PR #9606's start-up line "Free memory on device (60.89/61.27 GiB) on startup".
-#: The releases up to ABSOLUTE_ACCOUNTING_UNTIL count it; later ones do not. It already holds the idle device's own
-#: use inside the visible memory (npu-smi's HBM used at idle less the HBM outside torch_npu's total: 2854 - (32768 -
-#: 30196) MiB = 0.28 GiB on vllm-ascend #5044's 910B4), which is why that is not a term of its own.
-IN_USE_AT_STARTUP = int((61.27 - 60.89) * GIB)
+#: What a worker's own start takes on the device before vLLM measures anything (the runtime's context): 61.27 - 60.89
+#: GiB in vllm-ascend PR #9606's start-up line "Free memory on device (60.89/61.27 GiB) on startup". The card's idle
+#: use (data/cards.yaml idle_bytes) comes on top: #9606's card (61.27 GiB visible, not a 910B's 60.96) evidently
+#: held none of it, for the releases that count the whole device are 0.25-0.30 GiB short of vLLM's own figure
+#: without it on every published 910B start-up (vllm-ascend #5044, #4594, #6250, #1189).
+WORKER_CONTEXT = int((61.27 - 60.89) * GIB)
 #: torch_npu's caching allocator (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp, Ascend/pytorch v2.5.1-7.0.0 and
 #: v2.7.1-7.2.0; master keeps it on 910B/A3 as AddPadSize): round_size adds 32 bytes to every request, then rounds
 #: to 512; a request of 10 MiB (kMinLargeAlloc) or more gets a segment of its own rounded up to 2 MiB (kRoundLarge,
@@ -86,6 +87,21 @@ class Serving:
     @property
     def absolute_accounting(self) -> bool:
         return self.vllm_ascend <= ABSOLUTE_ACCOUNTING_UNTIL
+
+
+def in_use_at_start(card: Card) -> Term:
+    """What a vLLM worker finds taken on its card when it starts: this host's probe measurement, else the
+    worker's own context and the idle card's use. The releases up to 0.14 count it out of the KV cache; later ones
+    do not, but refuse to start when utilisation x total is more than the free rest (worker.py init_device:
+    "Free memory on device ... on startup is less than desired GPU memory utilization")."""
+    if card.in_use_bytes is not None:
+        return Term("in use at start-up", card.in_use_bytes, card.in_use_source)
+    return Term(
+        "in use at start-up",
+        WORKER_CONTEXT + card.idle_bytes,
+        f"the worker's own context, 0.38 GiB (61.27 - 60.89 GiB in vllm-ascend #9606's start-up line), and the "
+        f"idle card's {card.idle_bytes / GIB:.2f} GiB ({card.idle_source})",
+    )
 
 
 def _first(value: Any) -> int:
@@ -227,6 +243,7 @@ def non_kv_terms(
     max_model_len: int,
     serving: Serving,
     moe: bool,
+    in_use: Term,
     linear_bytes: float = 0,
 ) -> List[Term]:
     """Every term vLLM subtracts before sizing the KV cache on one card, and the graph pool it does not."""
@@ -254,15 +271,24 @@ def non_kv_terms(
         Term("profiling peak", phases[worst], f"profile_run's largest phase: {worst}" + held.get(worst, "")),
         Term("non-torch", NON_TORCH_TP1, "the NPU runtime's own (0.03 GiB in vllm-ascend #9606's start-up summary)"),
     ]
+    version = ".".join(map(str, serving.vllm_ascend))
     if serving.absolute_accounting:
-        version = ".".join(map(str, serving.vllm_ascend))
         terms.append(
             Term(
-                "in use at start-up",
-                IN_USE_AT_STARTUP,
+                in_use.name,
+                in_use.bytes,
                 f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
-                "determine_available_memory up to 0.14: non_torch_allocations), what the device held "
-                "before vLLM started included: 61.27 - 60.89 GiB in vllm-ascend #9606's start-up line",
+                f"determine_available_memory up to 0.14: non_torch_allocations): {in_use.source}",
+            )
+        )
+    else:
+        terms.append(
+            Term(
+                in_use.name,
+                in_use.bytes,
+                f"vllm-ascend {version} leaves it out of the KV cache but refuses to start when utilisation x "
+                f"total is more than the rest: {in_use.source}",
+                in_budget=False,
             )
         )
     if serving.absolute_accounting and serving.vllm_ascend <= FIXED_SEGMENTS_UNTIL:

@@ -9,7 +9,8 @@ import pytest
 from helpers.cli import assert_one_line_error
 from helpers.models import make_model as _model
 
-from ascend_setup.fit.profile import GIB, IN_USE_AT_STARTUP, Serving, non_kv_terms, segment_slack
+from ascend_setup.fit.cards import card_named
+from ascend_setup.fit.profile import GIB, WORKER_CONTEXT, Serving, in_use_at_start, non_kv_terms, segment_slack
 
 #: Qwen3-0.6B's config.json (the fields fit reads).
 QWEN3_06B = {
@@ -45,6 +46,7 @@ def _terms(serving: Serving) -> dict:
         max_model_len=40960,
         serving=serving,
         moe=False,
+        in_use=in_use_at_start(card_named("910B3")),
     )
     return {t.name: t for t in terms}
 
@@ -65,9 +67,8 @@ def test_releases_up_to_0_14_count_what_the_device_held_before_vllm_started(rele
     """worker determine_available_memory: non_torch_allocations (the whole device's) up to 0.14.0rc1, the increase
     since the worker's start-up snapshot from 0.15.0rc1."""
     terms = _terms(Serving(8192, 256, vllm_ascend=release))
-    assert ("in use at start-up" in terms) is counted
-    if counted:
-        assert terms["in use at start-up"].bytes == IN_USE_AT_STARTUP == int(0.38 * GIB)
+    assert terms["in use at start-up"].in_budget is counted  # later releases only check it at start-up
+    assert terms["in use at start-up"].bytes == WORKER_CONTEXT + 282 * 2**20  # the context and the idle 910B
 
 
 def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) -> None:
@@ -78,8 +79,9 @@ def test_fit_takes_the_release_and_refuses_what_is_not_one(cli, tmp_path: Path) 
         )
         for extra in (["--vllm-ascend", "0.11.0rc3"], [])
     )
-    slack = {t["name"]: t["bytes"] for t in old["memory_terms"]}["allocator slack"]
-    assert old["kv_available_bytes"] == new["kv_available_bytes"] - IN_USE_AT_STARTUP - slack
+    terms = {t["name"]: t["bytes"] for t in old["memory_terms"]}
+    counted = terms["in use at start-up"] + terms["allocator slack"]
+    assert old["kv_available_bytes"] == new["kv_available_bytes"] - counted
     assert "0.11" in " ".join(old["arithmetic"])
     for bad in ("eleven", "0.11.0-beta", "1e3"):
         line = assert_one_line_error(cli("fit", str(model), "--vllm-ascend", bad))
@@ -138,6 +140,7 @@ def test_the_vision_encoder_peak_counts_every_tensor_alive_in_the_last_blocks_at
             max_model_len=32768,
             serving=Serving(),
             moe=False,
+            in_use=in_use_at_start(card_named("910B3")),
         )
     }
     peak = terms["profiling peak"]
@@ -170,6 +173,7 @@ def test_the_slack_is_counted_only_by_the_releases_with_fixed_segments_and_absol
                 max_model_len=10000,
                 serving=Serving(vllm_ascend=release),
                 moe=False,
+                in_use=in_use_at_start(card_named("910B3")),
             )
         }
         assert ("allocator slack" in terms) is counted

@@ -267,8 +267,11 @@ def table(results: List[Result]) -> List[str]:
 
 
 def speed_table(results: List[Result]) -> List[str]:
-    """The single-stream speeds against the decode model, saying which ones it was fitted on."""
-    lines = ["| row | model | card, TP | kind | published | fit | error | |", "|---|---|---|---|---|---|---|---|"]
+    """The single-stream speeds against the decode model and its eager figure, saying which ones it was fitted on."""
+    lines = [
+        "| row | model | card, TP | kind | published | fit | error | eager | |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         row = r.row
         unit = "ms" if row.kind == "tpot_ms_single" else "tok/s"
@@ -277,16 +280,18 @@ def speed_table(results: List[Result]) -> List[str]:
             if row.id in FITTED_ON
             else (row.card_name + ": 64 GB and 1490 GB/s assumed" if row.card_args else "")
         )
-        if r.estimate is None or r.error is None:
+        if r.estimate is None or r.error is None or r.fit is None:
             why = r.said.split("no estimate: ", 1)[-1].split(" (hint:")[0].replace("|", "/")
             lines.append(
                 f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
-                f"| no estimate | | {why} |"
+                f"| no estimate | | | {why} |"
             )
         else:
+            eager = r.fit["decode_tok_s_eager"] or 0.0
+            eager_shown = f"{1000 / eager:.1f} ms" if unit == "ms" and eager else f"{eager:.1f} tok/s"
             lines.append(
                 f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp} | {row.kind} | {row.value:g} {unit} "
-                f"| {r.estimate:.1f} {unit} | {r.error:+.0%} | {said} |"
+                f"| {r.estimate:.1f} {unit} | {r.error:+.0%} | {eager_shown} | {said} |"
             )
     return lines
 
