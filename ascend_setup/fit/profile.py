@@ -12,7 +12,7 @@ sampler tensors are profiled). The peak is the largest of those phases, each cou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ascend_setup.fit.cards import Card
 from ascend_setup.fit.config import text_config
@@ -54,6 +54,14 @@ ABSOLUTE_ACCOUNTING_UNTIL = (0, 14)
 #: held none of it, for the releases that count the whole device are 0.25-0.30 GiB short of vLLM's own figure
 #: without it on every published 910B start-up (vllm-ascend #5044, #4594, #6250, #1189).
 WORKER_CONTEXT = int((61.27 - 60.89) * GIB)
+#: vllm-ascend 0.13.0rc2 to 0.16.0rc1 import torch_npu._inductor in the worker's __init__ (triton installed, as
+#: vllm-ascend requires), before the worker's set_device: every worker of a TP group makes a context on device 0,
+#: so rank 0's card holds TP - 1 of them beside its own (read off each sdist's worker.py; 0.13.0rc1 imports it from
+#: its triton ops instead, counted with 0.13 as fit names releases by major.minor; 0.17.0rc1 imports it after
+#: set_device: vllm-ascend PR #7107, "extra processes on tp rank0 device which consumes extra HBM memory"). Each is
+#: 107 MB in npu-smi's process table (VLLMWorker_TP rows on NPU 0 in that PR's thread).
+FOREIGN_CONTEXTS = ((0, 13), (0, 16))
+FOREIGN_CONTEXT = 107 * MIB
 #: torch_npu's caching allocator (torch_npu/csrc/core/npu/NPUCachingAllocator.cpp, Ascend/pytorch v2.5.1-7.0.0 and
 #: v2.7.1-7.2.0; master keeps it on 910B/A3 as AddPadSize): round_size adds 32 bytes to every request, then rounds
 #: to 512; a request of 10 MiB (kMinLargeAlloc) or more gets a segment of its own rounded up to 2 MiB (kRoundLarge,
@@ -89,19 +97,29 @@ class Serving:
         return self.vllm_ascend <= ABSOLUTE_ACCOUNTING_UNTIL
 
 
-def in_use_at_start(card: Card) -> Term:
+def in_use_at_start(card: Card, tp: int = 1, serving: Optional[Serving] = None) -> Term:
     """What a vLLM worker finds taken on its card when it starts: this host's probe measurement, else the
-    worker's own context and the idle card's use. The releases up to 0.14 count it out of the KV cache; later ones
-    do not, but refuse to start when utilisation x total is more than the free rest (worker.py init_device:
-    "Free memory on device ... on startup is less than desired GPU memory utilization")."""
+    worker's own context and the idle card's use; on rank 0's card, in the releases that made them, the other
+    workers' contexts too (vLLM sizes every rank's cache by the smallest). The releases up to 0.14 count it out of
+    the KV cache; later ones do not, but refuse to start when utilisation x total is more than the free rest
+    (worker.py init_device: "Free memory on device ... on startup is less than desired GPU memory utilization")."""
     if card.in_use_bytes is not None:
-        return Term("in use at start-up", card.in_use_bytes, card.in_use_source)
-    return Term(
-        "in use at start-up",
-        WORKER_CONTEXT + card.idle_bytes,
-        f"the worker's own context, 0.38 GiB (61.27 - 60.89 GiB in vllm-ascend #9606's start-up line), and the "
-        f"idle card's {card.idle_bytes / GIB:.2f} GiB ({card.idle_source})",
-    )
+        own, source = card.in_use_bytes, card.in_use_source
+    else:
+        own = WORKER_CONTEXT + card.idle_bytes
+        source = (
+            f"the worker's own context, 0.38 GiB (61.27 - 60.89 GiB in vllm-ascend #9606's start-up line), and the "
+            f"idle card's {card.idle_bytes / GIB:.2f} GiB ({card.idle_source})"
+        )
+    release = (serving or Serving()).vllm_ascend
+    if tp > 1 and FOREIGN_CONTEXTS[0] <= release <= FOREIGN_CONTEXTS[1]:
+        own += (tp - 1) * FOREIGN_CONTEXT
+        source += (
+            f"; on rank 0's card the other {tp - 1} workers' contexts, 107 MB each (vllm-ascend "
+            f"{release[0]}.{release[1]} imports torch_npu._inductor before set_device, so each makes one on device 0: "
+            "PR #7107)"
+        )
+    return Term("in use at start-up", own, source)
 
 
 def _first(value: Any) -> int:

@@ -139,3 +139,26 @@ def test_a_probed_in_use_figure_that_is_not_a_size_under_the_total_is_refused(cl
     model = make_model(tmp_path / "m", DENSE)
     line = assert_one_line_error(cli("fit", str(model), "--workdir", str(tmp_path / "wd")))
     assert "in_use_memory" in line and "under its total_memory" in line
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("release", [(0, 11), (0, 12), (0, 13), (0, 14), (0, 15), (0, 16), (0, 17), (0, 23)])
+def test_rank_0s_card_holds_the_other_workers_contexts_in_the_releases_that_made_them(tp: int, release: tuple) -> None:
+    """vllm-ascend 0.13 to 0.16 import torch_npu._inductor before set_device (each sdist's worker.py): every other
+    worker of the TP group makes a context on device 0, and vLLM sizes every rank's cache by rank 0's."""
+    from ascend_setup.fit.cards import card_named
+    from ascend_setup.fit.profile import FOREIGN_CONTEXT, Serving, in_use_at_start
+
+    term = in_use_at_start(card_named("910B3"), tp, Serving(vllm_ascend=release))
+    foreign = (0, 13) <= release <= (0, 16) and tp > 1
+    assert term.bytes == WORKER_CONTEXT + IDLE + (tp - 1 if foreign else 0) * FOREIGN_CONTEXT
+    assert ("#7107" in term.source) is foreign
+
+
+def test_the_other_workers_contexts_lower_the_utilisation_that_starts(cli, tmp_path: Path) -> None:
+    """0.16 no longer counts them out of the KV cache, but they are taken when rank 0 checks its free memory."""
+    model = make_model(tmp_path / "m", DENSE)
+    flags = ("--card", "910B3", "--tp", "8", "--gpu-memory-utilization", "0.98")
+    assert not [b for b in _fit(cli, model, tmp_path / "w", *flags)["blockers"] if "refuses to start" in b]
+    said = [b for b in _fit(cli, model, tmp_path / "w", *flags, "--vllm-ascend", "0.16")["blockers"] if "refuses" in b]
+    assert said and "other 7 workers' contexts" in said[0] and "0.97 or less starts" in said[0]
