@@ -49,6 +49,11 @@ class Row:
     quant: str
     group_weights_gib: Optional[float]  # the same run's "Loading model weights took" figure, per card
     visible_gib: Optional[float]  # a device-visible figure the row states for an unnamed card
+    utilisation_published: bool = True  # False: the source does not show it, vLLM's default 0.9 is assumed
+
+    @property
+    def utilisation_shown(self) -> str:
+        return f"{self.utilisation:g}" if self.utilisation_published else f"{self.utilisation:g} (not shown: assumed)"
 
     @property
     def card_name(self) -> str:
@@ -129,6 +134,7 @@ def rows(referee: Path = REFEREE, kinds: tuple = KINDS) -> List[Row]:
                 r["quant"],
                 weights.get(r["id"].rsplit("-", 1)[0]),
                 float(visible.group(1)) if visible else None,
+                bool(r["gpu_memory_utilization"].strip()),
             )
         )
     return out
@@ -254,7 +260,7 @@ def table(results: List[Result]) -> List[str]:
     for r in results:
         row = r.row
         head = (
-            f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp}, {row.utilisation:g}, {row.context:,} | "
+            f"| {row.id} | {row.model} | {row.card_name}, TP{row.tp}, {row.utilisation_shown}, {row.context:,} | "
             f"{row.kind} | {_shown(row.kind, row.value)} |"
         )
         if r.estimate is None or r.error is None:
