@@ -109,15 +109,22 @@ NVIDIA = ("nvidia-cublas-cu12", "nvidia-cudnn-cu12")
 LLGUIDANCE_PYPROJECT = '[build-system]\nrequires = ["maturin>=1.5,<2"]\nbuild-backend = "maturin"\n'
 
 
-#: The part of torch's tensor API that `ascend-setup probe --device cpu` uses (ones, empty_like, copy_), over a
-#: bytearray, so the demo's venv can run the probe it recommends.
+#: The part of torch's tensor API that `ascend-setup probe` uses (ones, empty_like, copy_), over a bytearray, so the
+#: demo's venv can run the probe it recommends; and an NPU as torch_npu shows a 910B4 (torch.npu: set_device,
+#: mem_get_info, synchronize): 31,662,800,896 B visible (vllm-ascend #5044's worker line), 282 MiB of it held by the
+#: idle card (its npu-smi line), a context made by the first set_device (0.38 GiB, vllm-ascend #9606's start-up
+#: line), and each tensor on it taking its bytes from what mem_get_info calls free.
 TORCH_TENSORS = """
 float16 = "float16"
+_npu_used = [282 * 2**20]
 
 
 class Tensor:
-    def __init__(self, data):
+    def __init__(self, data, device="cpu"):
         self.data = data
+        self.device = device
+        if device.startswith("npu"):
+            _npu_used[0] += len(data)
 
     def copy_(self, other):
         self.data[:] = other.data
@@ -125,11 +132,29 @@ class Tensor:
 
 
 def ones(n, dtype=float16, device="cpu"):
-    return Tensor(bytearray(b"\\x01") * (2 * n))
+    return Tensor(bytearray(b"\\x01") * (2 * n), device)
 
 
 def empty_like(other):
-    return Tensor(bytearray(len(other.data)))
+    return Tensor(bytearray(len(other.data)), other.device)
+
+
+class npu:
+    current = None
+
+    @staticmethod
+    def set_device(device):
+        if npu.current is None:
+            _npu_used[0] += int(0.38 * 2**30)
+        npu.current = device
+
+    @staticmethod
+    def mem_get_info():
+        return 31662800896 - _npu_used[0], 31662800896
+
+    @staticmethod
+    def synchronize():
+        pass
 """
 
 

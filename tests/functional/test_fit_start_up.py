@@ -14,6 +14,7 @@ from helpers.models import make_model
 
 from ascend_setup.fit.probe import run_probe
 from ascend_setup.fit.profile import WORKER_CONTEXT
+from ascend_setup.simulate.ecosystem import torch_files
 
 GIB, MIB = 1024**3, 1024**2
 DENSE = {
@@ -27,47 +28,8 @@ DENSE = {
     "vocab_size": 151936,
     "torch_dtype": "bfloat16",
 }
-#: A torch with an NPU as torch_npu shows one: the card holds IDLE before anyone starts, set_device creates the
-#: process's context (CONTEXT), and every tensor takes its bytes from what mem_get_info calls free.
-TOTAL, IDLE, CONTEXT = 31662800896, 282 * MIB, 400 * MIB
-NPU_TORCH = f'''
-float16 = "float16"
-_used = [{IDLE}]
-
-class Tensor:
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
-        _used[0] += nbytes
-
-    def copy_(self, other):
-        return self
-
-
-def ones(n, dtype=float16, device="cpu"):
-    return Tensor(2 * n)
-
-
-def empty_like(other):
-    return Tensor(other.nbytes)
-
-
-class npu:
-    device = None
-
-    @staticmethod
-    def set_device(device):
-        if npu.device is None:
-            _used[0] += {CONTEXT}
-        npu.device = device
-
-    @staticmethod
-    def mem_get_info():
-        return {TOTAL} - _used[0], {TOTAL}
-
-    @staticmethod
-    def synchronize():
-        pass
-'''
+#: The simulated world's NPU (simulate/ecosystem.py TORCH_TENSORS): a 910B4 as torch_npu shows it.
+TOTAL, IDLE = 31662800896, 282 * MIB
 
 
 def _fit(cli, model: Path, workdir: Path, *extra: str) -> dict:
@@ -79,13 +41,14 @@ def _terms(fit: dict) -> dict:
 
 
 def test_probe_records_what_a_new_process_finds_in_use_before_its_own_tensors(tmp_path: Path) -> None:
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(NPU_TORCH)
+    for name, text in torch_files("2.10.0", cuda=None).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     (tmp_path / "torch_npu").mkdir()
     (tmp_path / "torch_npu" / "__init__.py").write_text("")
     result = run_probe(Path(sys.executable), "npu:0", 64 * MIB, env={"PYTHONPATH": str(tmp_path)})
     assert result["total_memory"] == TOTAL
-    assert result["in_use_memory"] == IDLE + CONTEXT  # not the probe's own 2 x 64 MiB
+    assert result["in_use_memory"] == IDLE + WORKER_CONTEXT  # not the probe's own 2 x 64 MiB
 
 
 def test_the_card_table_adds_the_idle_card_to_the_workers_context(cli, tmp_path: Path) -> None:
