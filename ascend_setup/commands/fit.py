@@ -132,9 +132,11 @@ class ProbeDocument(BaseModel):
 
 
 class NpuProbeDocument(ProbeDocument):
-    """On an NPU, the device's total memory too (what vLLM multiplies by --gpu-memory-utilization)."""
+    """On an NPU, the device's total memory too (what vLLM multiplies by --gpu-memory-utilization), and what the
+    probe found in use when it started (its context and the card's idle use: what a vLLM worker finds)."""
 
     total_memory: int
+    in_use_memory: int
 
 
 class ProbeCommandDocument(RootModel[Union[NpuProbeDocument, ProbeDocument]]):
@@ -255,7 +257,12 @@ def render_probe(out: Console, device: str, result: Dict[str, Any], path: str) -
         f"{device} ({result['backend']}): {result['gbps']:.0f} GB/s copy bandwidth "
         f"(2 x {int(result['bytes']) / GIB:.2f} GiB x {result['copies']} copies in "
         f"{result['seconds']:.2f} s); saved to {path}"
-        + ("; 'ascend-setup fit' uses it" if device.startswith("npu") else ""),
+        + (
+            f"; {int(result['total_memory']) / GIB:.2f} GiB visible, {int(result['in_use_memory']) / GIB:.2f} GiB "
+            "of it in use when a process starts; 'ascend-setup fit' uses them"
+            if "in_use_memory" in result
+            else ""
+        ),
         soft_wrap=True,
         markup=False,
     )

@@ -125,3 +125,23 @@ def test_the_other_workers_contexts_lower_the_utilisation_that_starts(cli, tmp_p
     assert not [b for b in _fit(cli, model, tmp_path / "w", *flags)["blockers"] if "refuses to start" in b]
     said = [b for b in _fit(cli, model, tmp_path / "w", *flags, "--vllm-ascend", "0.16")["blockers"] if "refuses" in b]
     assert said and "other 7 workers' contexts" in said[0] and "0.97 or less starts" in said[0]
+
+
+def test_probes_document_and_line_carry_what_it_found_in_use(tmp_path: Path) -> None:
+    """`probe --json` validates its result against its document (extra fields refused): the NPU's in-use figure
+    is one of its fields, and the line says it."""
+    from rich.console import Console
+
+    from ascend_setup.commands.fit import NpuProbeDocument, ProbeCommandDocument, render_probe
+
+    for name, text in torch_files("2.10.0", cuda=None).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "torch_npu").mkdir()
+    (tmp_path / "torch_npu" / "__init__.py").write_text("")
+    result = run_probe(Path(sys.executable), "npu:0", 64 * MIB, env={"PYTHONPATH": str(tmp_path)})
+    document = ProbeCommandDocument.model_validate({**result, "saved": "probe.json"})
+    assert isinstance(document.root, NpuProbeDocument) and document.root.in_use_memory == IDLE + WORKER_CONTEXT
+    console = Console(record=True, width=80)
+    render_probe(console, "npu:0", result, "probe.json")
+    assert "29.49 GiB visible, 0.66 GiB of it in use when a process starts" in console.export_text()
