@@ -80,7 +80,7 @@ def test_vllm_refuses_a_utilisation_above_what_is_free_when_a_worker_starts(
     cli, tmp_path: Path, utilisation: str, refused: bool
 ) -> None:
     """worker.py init_device (vllm-ascend 0.23): "Free memory on device ... on startup is less than desired GPU
-    memory utilization". A 910B4 has 29.49 GiB visible, 0.65 GiB of it in use when a worker starts: 0.97 starts."""
+    memory utilization". A 910B4 has 29.49 GiB visible, 0.66 GiB of it in use when a worker starts: 0.97 starts."""
     model = make_model(tmp_path / "m", DENSE)
     fit = _fit(cli, model, tmp_path / "w", "--card", "910B4", "--gpu-memory-utilization", utilisation)
     said = [b for b in fit["blockers"] if "refuses to start" in b]
