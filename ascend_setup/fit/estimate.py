@@ -32,9 +32,9 @@ GIB = 1024**3
 #: The KV figure's safety margin, derived from the spread of fit's error over every published KV and concurrency
 #: line of ../shared/fit-referee: the largest over-estimate, rounded up to a whole percent, so the lower bound
 #: (the estimate / (1 + KV_MARGIN)) is under every one of them. Measured by tests/functional/test_fit_referee.py
-#: (test_the_margin_is_the_worst_over_estimate): +17.9% (vllm-ascend #2473, Qwen3-30B-A3B W8A8 at TP8, whose
-#: serve flags and weights the log does not show), then +2.9%, +2.8% (#5044: vllm-ascend 0.11), +2.7%, +2.5%
-#: (#6250: 0.13), +0.8%, +0.6%, +0.5%, +0.1%.
+#: (test_the_margin_is_the_worst_over_estimate): +16.4% (vllm-ascend #2473, Qwen3-30B-A3B W8A8 at TP8, whose
+#: serve flags, utilisation and weights the log does not show: run at vLLM's default 0.9), then +0.5% (the field
+#: report), +0.1%, 0.0%; the rest are under.
 KV_MARGIN = 0.17
 #: What --tp assumes of the per-layer all-reduces: stated in every result that uses it.
 TP_ASSUMPTION = (
