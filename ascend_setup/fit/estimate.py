@@ -190,6 +190,7 @@ def estimate(
     bw = bandwidth if bandwidth is not None else card.peak_gbps
     weights_card = math.ceil(w.total_bytes / tp)
     experts, _ = experts_of(cfg)
+    in_use = in_use_at_start(card, tp, serving)
     memory = non_kv_terms(
         config,
         tp=tp,
@@ -199,7 +200,7 @@ def estimate(
         max_model_len=context,
         serving=serving,
         moe=bool(experts),
-        in_use=in_use_at_start(card, tp, serving),
+        in_use=in_use,
         linear_bytes={"W8": 1, "W4": 0.5}.get(files.quant_type.upper()[:2], 0),
     )
     requested = math.ceil(card.visible_bytes * utilisation)
@@ -237,7 +238,7 @@ def estimate(
             f"{card.visible_bytes / GIB:.2f} GiB x {utilisation:g}"
             + ("" if tp > 1 else "; try --tp N over several cards, or a quantised checkpoint"),
         )
-    refusal = start_refusal(card, utilisation, serving, tp)
+    refusal = start_refusal(card, utilisation, serving, in_use)
     if refusal:
         blockers.insert(0, refusal)
     max_pos = text_config(config).get("max_position_embeddings")
@@ -361,12 +362,12 @@ def estimate(
     return fit
 
 
-def start_refusal(card: Card, utilisation: float, serving: Serving, tp: int = 1) -> Optional[str]:
+def start_refusal(card: Card, utilisation: float, serving: Serving, in_use: Term) -> Optional[str]:
     """vLLM-Ascend from 0.15 refuses to start when utilisation x total is more than what is free when the worker
-    starts (worker.py init_device); the highest utilisation that starts, rounded down to a hundredth, when so."""
+    starts (worker.py init_device, `in_use` taken then); the highest utilisation that starts, rounded down to a
+    hundredth, when so."""
     if serving.absolute_accounting:
         return None
-    in_use = in_use_at_start(card, tp, serving)
     free = card.visible_bytes - in_use.bytes
     if card.visible_bytes * utilisation <= free:
         return None

@@ -290,25 +290,15 @@ def non_kv_terms(
         Term("non-torch", NON_TORCH_TP1, "the NPU runtime's own (0.03 GiB in vllm-ascend #9606's start-up summary)"),
     ]
     version = ".".join(map(str, serving.vllm_ascend))
-    if serving.absolute_accounting:
-        terms.append(
-            Term(
-                in_use.name,
-                in_use.bytes,
-                f"vllm-ascend {version} counts the whole device's non-torch memory (worker "
-                f"determine_available_memory up to 0.14: non_torch_allocations): {in_use.source}",
-            )
-        )
-    else:
-        terms.append(
-            Term(
-                in_use.name,
-                in_use.bytes,
-                f"vllm-ascend {version} leaves it out of the KV cache but refuses to start when utilisation x "
-                f"total is more than the rest: {in_use.source}",
-                in_budget=False,
-            )
-        )
+    how = (
+        "counts the whole device's non-torch memory (worker determine_available_memory up to 0.14: "
+        "non_torch_allocations)"
+        if serving.absolute_accounting
+        else "leaves it out of the KV cache but refuses to start when utilisation x total is more than the rest"
+    )
+    terms.append(
+        Term(in_use.name, in_use.bytes, f"vllm-ascend {version} {how}: {in_use.source}", serving.absolute_accounting)
+    )
     if serving.absolute_accounting and serving.vllm_ascend <= FIXED_SEGMENTS_UNTIL:
         tensors = weight_tensors(cfg, tp, dtype, linear_bytes or dtype)
         slack = sum(segment_slack(n) for n in tensors)

@@ -10,26 +10,25 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import assert_one_line_error
-from helpers.models import make_model
+from helpers.models import DENSE, make_model
 
 from ascend_setup.fit.probe import run_probe
 from ascend_setup.fit.profile import WORKER_CONTEXT
 from ascend_setup.simulate.ecosystem import torch_files
 
 GIB, MIB = 1024**3, 1024**2
-DENSE = {
-    "model_type": "qwen3",
-    "hidden_size": 1024,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "intermediate_size": 3072,
-    "vocab_size": 151936,
-    "torch_dtype": "bfloat16",
-}
 #: The simulated world's NPU (simulate/ecosystem.py TORCH_TENSORS): a 910B4 as torch_npu shows it.
 TOTAL, IDLE = 31662800896, 282 * MIB
+
+
+def _probe_the_simulated_npu(where: Path) -> dict:
+    """`probe`'s measurement of 2 x 64 MiB on the simulated world's torch, with an empty torch_npu beside it."""
+    for name, text in torch_files("2.10.0", cuda=None).items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    (where / "torch_npu").mkdir()
+    (where / "torch_npu" / "__init__.py").write_text("")
+    return run_probe(Path(sys.executable), "npu:0", 64 * MIB, env={"PYTHONPATH": str(where)})
 
 
 def _fit(cli, model: Path, workdir: Path, *extra: str) -> dict:
@@ -41,12 +40,7 @@ def _terms(fit: dict) -> dict:
 
 
 def test_probe_records_what_a_new_process_finds_in_use_before_its_own_tensors(tmp_path: Path) -> None:
-    for name, text in torch_files("2.10.0", cuda=None).items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    (tmp_path / "torch_npu").mkdir()
-    (tmp_path / "torch_npu" / "__init__.py").write_text("")
-    result = run_probe(Path(sys.executable), "npu:0", 64 * MIB, env={"PYTHONPATH": str(tmp_path)})
+    result = _probe_the_simulated_npu(tmp_path)
     assert result["total_memory"] == TOTAL
     assert result["in_use_memory"] == IDLE + WORKER_CONTEXT  # not the probe's own 2 x 64 MiB
 
@@ -134,12 +128,7 @@ def test_probes_document_and_line_carry_what_it_found_in_use(tmp_path: Path) -> 
 
     from ascend_setup.commands.fit import NpuProbeDocument, ProbeCommandDocument, render_probe
 
-    for name, text in torch_files("2.10.0", cuda=None).items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    (tmp_path / "torch_npu").mkdir()
-    (tmp_path / "torch_npu" / "__init__.py").write_text("")
-    result = run_probe(Path(sys.executable), "npu:0", 64 * MIB, env={"PYTHONPATH": str(tmp_path)})
+    result = _probe_the_simulated_npu(tmp_path)
     document = ProbeCommandDocument.model_validate({**result, "saved": "probe.json"})
     assert isinstance(document.root, NpuProbeDocument) and document.root.in_use_memory == IDLE + WORKER_CONTEXT
     console = Console(record=True, width=80)
